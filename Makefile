@@ -1,0 +1,108 @@
+# cellbox — build, run, test, bench.
+#   make run    install missing apt packages, build, start cellboxd on 127.0.0.1:8888
+#   make test   install what tests need, build, run every test (unit, ASan/UBSan, integration, clients)
+#   make bench  benchmarks side by side with Jupyter Server
+
+PYTHON      := /usr/bin/python3
+BUILD       ?= build
+SANITIZE    ?=
+CC          ?= cc
+PKGS        := libmicrohttpd jansson libcrypto
+PY_CFLAGS   := $(shell /usr/bin/pkg-config --cflags python-3.11-embed 2>/dev/null)
+PY_LIBS     := $(shell /usr/bin/pkg-config --libs python-3.11-embed 2>/dev/null)
+DEP_CFLAGS  := $(shell /usr/bin/pkg-config --cflags $(PKGS) 2>/dev/null)
+DEP_LIBS    := $(shell /usr/bin/pkg-config --libs $(PKGS) 2>/dev/null) -lwslay
+CFLAGS      ?= -O2 -g
+CFLAGS      += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
+               -Isrc -fno-strict-aliasing $(DEP_CFLAGS)
+ifneq ($(SANITIZE),)
+CFLAGS      += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS     += -fsanitize=address,undefined
+endif
+
+DAEMON_SRCS := $(wildcard src/common/*.c src/http/*.c src/api/*.c src/kernel/*.c src/daemon/*.c)
+DAEMON_MAIN := src/daemon/main.c
+LIB_SRCS    := $(filter-out $(DAEMON_MAIN),$(DAEMON_SRCS))
+KERNEL_SRCS := src/runtime/kernel_main.c
+UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
+
+OBJ         = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+BIN         := $(BUILD)/bin
+SHARE       := $(BUILD)/share/cellbox
+PY_FILES    := $(wildcard src/runtime/python/cellbox_kernel/*.py)
+PY_OUT      := $(patsubst src/runtime/python/%,$(SHARE)/python/%,$(PY_FILES))
+SPEC_FILES  := $(wildcard src/runtime/kernelspecs/*/*)
+SPEC_OUT    := $(patsubst src/runtime/kernelspecs/%,$(SHARE)/kernelspecs/%,$(SPEC_FILES))
+UNIT_BINS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+
+.PHONY: all build run test deps test-deps unit asan integration clients security bench clean format
+all: build
+build: $(BIN)/cellboxd $(BIN)/cellbox-kernel $(PY_OUT) $(SPEC_OUT)
+
+$(BUILD)/obj/src/runtime/%.o: src/runtime/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -fsanitize=address%,$(CFLAGS)) $(PY_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BIN)/cellboxd: $(call OBJ,$(DAEMON_SRCS))
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(DEP_LIBS)
+
+# The kernel embeds CPython; it is never built with ASan (CPython's allocator and ASan's
+# interceptors do not mix in an embedded interpreter).
+$(BIN)/cellbox-kernel: $(call OBJ,$(KERNEL_SRCS))
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(PY_LIBS)
+
+$(SHARE)/python/%: src/runtime/python/%
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+$(SHARE)/kernelspecs/%: src/runtime/kernelspecs/%
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+$(BUILD)/tests/%: tests/unit/%.c $(call OBJ,$(LIB_SRCS))
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DEP_LIBS)
+
+deps:
+	@scripts/install-deps.sh run
+
+test-deps:
+	@scripts/install-deps.sh test
+
+run: deps build
+	@scripts/run.sh
+
+unit: $(UNIT_BINS)
+	@scripts/run-unit.sh $(UNIT_BINS)
+
+asan:
+	@$(MAKE) --no-print-directory BUILD=build-asan SANITIZE=1 build unit
+
+integration: build
+	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q tests/integration
+
+clients: build
+	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q tests/clients
+
+test: test-deps
+	@$(MAKE) --no-print-directory build unit
+	@$(MAKE) --no-print-directory asan
+	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) CELLBOX_DAEMON=$(CURDIR)/build-asan/bin/cellboxd \
+		$(PYTHON) -m pytest -q -p no:cacheprovider tests/integration tests/clients
+
+bench: deps build
+	@$(PYTHON) bench/bench.py
+
+format:
+	clang-format -i $(DAEMON_SRCS) $(KERNEL_SRCS) $(UNIT_SRCS) $(wildcard src/*/*.h)
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

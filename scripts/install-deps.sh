@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Debian packages (and, for tests, the npm packages) cellbox needs, only those missing.
+#   install-deps.sh run    what building and running cellboxd needs
+#   install-deps.sh test   that, plus what the test suites and real-client tests need
+set -euo pipefail
+mode=${1:-run}
+here=$(cd "$(dirname "$0")/.." && pwd)
+
+run_pkgs=(build-essential pkg-config libmicrohttpd-dev libwslay-dev libjansson-dev libssl-dev
+  libseccomp-dev libpython3.11-dev python3-ipython python3-numpy python3-pandas
+  python3-matplotlib python3-matplotlib-inline)
+test_pkgs=(python3-pytest python3-websocket python3-requests jupyter-server python3-jupyter-server
+  python3-jupyter-client python3-ipykernel nodejs npm)
+
+pkgs=("${run_pkgs[@]}")
+[ "$mode" = test ] && pkgs+=("${test_pkgs[@]}")
+
+missing=()
+for p in "${pkgs[@]}"; do
+  # nodejs/npm may come from outside apt (a preinstalled toolchain): a working binary is enough.
+  case $p in nodejs) command -v node >/dev/null && continue ;; npm) command -v npm >/dev/null && continue ;; esac
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "cellbox: installing missing packages: ${missing[*]}" >&2
+  sudo_cmd=(); [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ "$mode" = test ] && [ -f "$here/tests/clients/node/package.json" ]; then
+  if [ ! -d "$here/tests/clients/node/node_modules" ]; then
+    echo "cellbox: installing npm packages for the client tests" >&2
+    (cd "$here/tests/clients/node" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+fi

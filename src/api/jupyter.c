@@ -1,0 +1,306 @@
+#include "api/jupyter.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/channels.h"
+#include "api/sessions.h"
+#include "common/log.h"
+#include "kernel/kernelspec.h"
+#include "kernel/manager.h"
+
+#define CELLBOX_VERSION "0.1.0"
+/* The jupyter_server API version Kernel Gateway 3 reports; clients compare against it. */
+#define JUPYTER_API_VERSION "2.14.2"
+#define MAX_PATH_SEGMENTS 8
+
+static jupyter_options options;
+
+static void on_kernel_deleted(kernel *k);
+
+void jupyter_init(const jupyter_options *opts)
+{
+    options = *opts;
+    manager_set_delete_hook(on_kernel_deleted);
+}
+
+/* ---- helpers ---- */
+
+static bool method_is(http_request *request, const char *method)
+{
+    return strcmp(http_method(request), method) == 0;
+}
+
+static void respond_method_not_allowed(http_request *request)
+{
+    http_respond_error(request, 405, "%s is not allowed on %s", http_method(request),
+                       http_path(request));
+}
+
+json_t *jupyter_parse_body(http_request *request)
+{
+    size_t length;
+    const char *body = http_body(request, &length);
+    if (length == 0)
+        return json_object();
+    json_error_t error;
+    json_t *value = json_loadb(body, length, 0, &error);
+    if (!value) {
+        http_respond_error(request, 400, "request body is not valid JSON: %s (line %d, column %d)",
+                           error.text, error.line, error.column);
+        return NULL;
+    }
+    if (!json_is_object(value)) {
+        json_decref(value);
+        http_respond_error(request, 400, "request body must be a JSON object");
+        return NULL;
+    }
+    return value;
+}
+
+/* Kernel Gateway passes only KERNEL_* variables from the request to the kernel. */
+static json_t *kernel_env_from(http_request *request, json_t *env)
+{
+    json_t *filtered = json_object();
+    if (!env || json_is_null(env))
+        return filtered;
+    if (!json_is_object(env)) {
+        json_decref(filtered);
+        http_respond_error(request, 400, "'env' must be an object of string values");
+        return NULL;
+    }
+    const char *name;
+    json_t *value;
+    json_object_foreach(env, name, value)
+    {
+        if (!json_is_string(value)) {
+            json_decref(filtered);
+            http_respond_error(request, 400, "'env.%s' must be a string", name);
+            return NULL;
+        }
+        if (strncmp(name, "KERNEL_", 7) == 0 && !strchr(name, '='))
+            json_object_set(filtered, name, value);
+    }
+    return filtered;
+}
+
+kernel *jupyter_create_kernel(http_request *request, json_t *body)
+{
+    json_t *name = json_object_get(body, "name");
+    if (name && !json_is_null(name) && !json_is_string(name)) {
+        http_respond_error(request, 400, "'name' must be a string (a kernelspec name)");
+        return NULL;
+    }
+    json_t *env = kernel_env_from(request, json_object_get(body, "env"));
+    if (!env)
+        return NULL;
+    const char *spec = json_string_value(name);
+    int status;
+    char why[512];
+    kernel *k = manager_create(spec && *spec ? spec : manager_default_kernel(), env, &status, why,
+                               sizeof why);
+    json_decref(env);
+    if (!k)
+        http_respond_error(request, status, "%s", why);
+    return k;
+}
+
+void jupyter_delete_kernel(kernel *k)
+{
+    manager_delete(k); /* the delete hook tells channels and sessions */
+}
+
+static void on_kernel_deleted(kernel *k)
+{
+    channels_kernel_deleted(k);
+    sessions_kernel_deleted(k);
+}
+
+/* ---- /api and kernelspecs ---- */
+
+static void get_api(http_request *request)
+{
+    http_respond_json(request, 200,
+                      json_pack("{s:s, s:s}", "version", JUPYTER_API_VERSION, "cellbox",
+                                CELLBOX_VERSION));
+}
+
+static void get_kernelspecs(http_request *request)
+{
+    http_respond_json(request, 200,
+                      json_pack("{s:s, s:o}", "default", manager_default_kernel(), "kernelspecs",
+                                kernelspec_all_models()));
+}
+
+static void get_kernelspec(http_request *request, const char *name)
+{
+    const kernelspec *spec = kernelspec_find(name);
+    if (!spec) {
+        http_respond_error(request, 404, "Kernel spec %s not found", name);
+        return;
+    }
+    http_respond_json(request, 200, kernelspec_model(spec));
+}
+
+static const char *content_type_for(const char *file)
+{
+    const char *dot = strrchr(file, '.');
+    if (dot && strcmp(dot, ".png") == 0)
+        return "image/png";
+    if (dot && strcmp(dot, ".svg") == 0)
+        return "image/svg+xml";
+    if (dot && strcmp(dot, ".json") == 0)
+        return "application/json";
+    if (dot && strcmp(dot, ".js") == 0)
+        return "application/javascript";
+    return "application/octet-stream";
+}
+
+static void get_kernelspec_resource(http_request *request, const char *name, const char *file)
+{
+    char *path = kernelspec_resource_path(name, file);
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (!f) {
+        free(path);
+        http_respond_error(request, 404, "Kernel spec resource %s/%s not found", name, file);
+        return;
+    }
+    char content[1 << 16];
+    size_t n = fread(content, 1, sizeof content, f);
+    fclose(f);
+    free(path);
+    http_respond(request, 200, content_type_for(file), content, n);
+}
+
+/* ---- kernels ---- */
+
+static void list_kernels(http_request *request)
+{
+    if (!options.list_kernels) {
+        http_respond_error(request, 403, "listing kernels is disabled (--list-kernels=false)");
+        return;
+    }
+    json_t *list = json_array();
+    for (size_t i = 0; i < manager_count(); i++)
+        json_array_append_new(list, manager_kernel_model(manager_at(i)));
+    http_respond_json(request, 200, list);
+}
+
+static void post_kernel(http_request *request)
+{
+    json_t *body = jupyter_parse_body(request);
+    if (!body)
+        return;
+    kernel *k = jupyter_create_kernel(request, body);
+    json_decref(body);
+    if (!k)
+        return;
+    char location[256];
+    snprintf(location, sizeof location, "%sapi/kernels/%s", http_base_url(), kernel_id(k));
+    http_add_response_header(request, "Location", location);
+    http_respond_json(request, 201, manager_kernel_model(k));
+}
+
+static void kernel_action(http_request *request, kernel *k, const char *action)
+{
+    if (!method_is(request, "POST")) {
+        respond_method_not_allowed(request);
+        return;
+    }
+    if (strcmp(action, "interrupt") == 0) {
+        kernel_interrupt(k);
+        http_respond(request, 204, NULL, "", 0);
+        return;
+    }
+    char why[512];
+    if (kernel_restart(k, why, sizeof why) < 0) {
+        http_respond_error(request, 500, "restart failed: %s", why);
+        return;
+    }
+    http_respond_json(request, 200, manager_kernel_model(k));
+}
+
+static void route_kernel(http_request *request, const char *id, const char *action)
+{
+    kernel *k = manager_find(id);
+    if (!k) {
+        http_respond_error(request, 404, "Kernel does not exist: %s", id);
+        return;
+    }
+    if (!action) {
+        if (method_is(request, "GET")) {
+            http_respond_json(request, 200, manager_kernel_model(k));
+        } else if (method_is(request, "DELETE")) {
+            jupyter_delete_kernel(k);
+            http_respond(request, 204, NULL, "", 0);
+        } else {
+            respond_method_not_allowed(request);
+        }
+    } else if (strcmp(action, "channels") == 0) {
+        if (!http_is_websocket_upgrade(request))
+            http_respond_error(request, 400, "the channels endpoint needs a WebSocket upgrade");
+        else
+            channels_accept(request, k);
+    } else if (strcmp(action, "interrupt") == 0 || strcmp(action, "restart") == 0) {
+        kernel_action(request, k, action);
+    } else {
+        http_respond_error(request, 404, "no such kernel endpoint: %s", action);
+    }
+}
+
+/* ---- dispatch ---- */
+
+/* Splits "/a/b/c" into segments in `copy`; returns the count (or MAX+1 when too many). */
+static int split_path(const char *path, char *copy, size_t copy_size, char *segments[])
+{
+    snprintf(copy, copy_size, "%s", path);
+    int count = 0;
+    for (char *save = NULL, *part = strtok_r(copy, "/", &save); part;
+         part = strtok_r(NULL, "/", &save)) {
+        if (count == MAX_PATH_SEGMENTS)
+            return MAX_PATH_SEGMENTS + 1;
+        segments[count++] = part;
+    }
+    return count;
+}
+
+static void route_api(http_request *request, char **s, int n)
+{
+    if (n == 1) {
+        method_is(request, "GET") ? get_api(request) : respond_method_not_allowed(request);
+    } else if (strcmp(s[1], "kernelspecs") == 0 && n <= 3) {
+        if (!method_is(request, "GET"))
+            respond_method_not_allowed(request);
+        else
+            n == 2 ? get_kernelspecs(request) : get_kernelspec(request, s[2]);
+    } else if (strcmp(s[1], "kernels") == 0 && n == 2) {
+        if (method_is(request, "GET"))
+            list_kernels(request);
+        else if (method_is(request, "POST"))
+            post_kernel(request);
+        else
+            respond_method_not_allowed(request);
+    } else if (strcmp(s[1], "kernels") == 0 && n <= 4) {
+        route_kernel(request, s[2], n == 4 ? s[3] : NULL);
+    } else if (strcmp(s[1], "sessions") == 0 && n <= 3) {
+        sessions_route(request, n == 3 ? s[2] : NULL);
+    } else {
+        http_respond_error(request, 404, "no such endpoint: %s", http_path(request));
+    }
+}
+
+void jupyter_dispatch(http_request *request)
+{
+    char copy[2048];
+    char *segments[MAX_PATH_SEGMENTS];
+    int n = split_path(http_path(request), copy, sizeof copy, segments);
+    if (n >= 1 && n <= MAX_PATH_SEGMENTS && strcmp(segments[0], "api") == 0) {
+        route_api(request, segments, n);
+    } else if (n == 3 && strcmp(segments[0], "kernelspecs") == 0) {
+        method_is(request, "GET") ? get_kernelspec_resource(request, segments[1], segments[2])
+                                  : respond_method_not_allowed(request);
+    } else {
+        http_respond_error(request, 404, "no such endpoint: %s", http_path(request));
+    }
+}

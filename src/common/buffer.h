@@ -1,0 +1,23 @@
+/* buffer — a growable byte buffer with a read offset, for socket input and output queues. */
+#ifndef CELLBOX_COMMON_BUFFER_H
+#define CELLBOX_COMMON_BUFFER_H
+
+#include <stddef.h>
+
+typedef struct buffer {
+    char *data;    /* allocation; bytes [start, length) are live */
+    size_t start;  /* bytes already consumed from the front */
+    size_t length; /* end of live bytes */
+    size_t capacity;
+} buffer;
+
+void buffer_append(buffer *b, const void *bytes, size_t n);
+void buffer_append_u32le(buffer *b, unsigned value);
+void buffer_append_u64le(buffer *b, unsigned long long value);
+void buffer_append_u32be(buffer *b, unsigned value);
+static inline size_t buffer_size(const buffer *b) { return b->length - b->start; }
+static inline char *buffer_head(const buffer *b) { return b->data + b->start; }
+void buffer_consume(buffer *b, size_t n);
+void buffer_free(buffer *b);
+
+#endif

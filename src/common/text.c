@@ -1,0 +1,65 @@
+#include "common/text.h"
+
+static const char replacement[] = "\xef\xbf\xbd";
+
+/* Length of the sequence starting at lead byte c, or 0 if c cannot start one. */
+static size_t sequence_length(unsigned char c)
+{
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        return 2;
+    if (c >= 0xe0 && c <= 0xef)
+        return 3;
+    if (c >= 0xf0 && c <= 0xf4)
+        return 4;
+    return 0;
+}
+
+/* Whether continuation byte i (1-based) is valid after lead byte `lead` (rejects overlongs and
+   surrogates, as RFC 3629 requires). */
+static int continuation_ok(unsigned char lead, size_t i, unsigned char c)
+{
+    if ((c & 0xc0) != 0x80)
+        return 0;
+    if (i != 1)
+        return 1;
+    if (lead == 0xe0)
+        return c >= 0xa0;
+    if (lead == 0xed)
+        return c <= 0x9f;
+    if (lead == 0xf0)
+        return c >= 0x90;
+    if (lead == 0xf4)
+        return c <= 0x8f;
+    return 1;
+}
+
+size_t text_append_utf8(buffer *out, const unsigned char *in, size_t n, int final)
+{
+    size_t i = 0, run_start = 0;
+    while (i < n) {
+        size_t len = sequence_length(in[i]);
+        if (len == 1) {
+            i++;
+            continue;
+        }
+        size_t j = 1;
+        while (len && j < len && i + j < n && continuation_ok(in[i], j, in[i + j]))
+            j++;
+        if (len && j == len) {
+            i += len;
+            continue;
+        }
+        if (len && i + j == n && !final) { /* incomplete at the end: keep for later */
+            buffer_append(out, in + run_start, i - run_start);
+            return n - i;
+        }
+        buffer_append(out, in + run_start, i - run_start);
+        buffer_append(out, replacement, 3);
+        i += len ? j : 1;
+        run_start = i;
+    }
+    buffer_append(out, in + run_start, n - run_start);
+    return 0;
+}

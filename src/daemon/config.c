@@ -1,0 +1,242 @@
+#include "daemon/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+
+#define CELLBOX_VERSION "0.1.0"
+
+typedef enum option_type { OPT_STRING, OPT_INT, OPT_BOOL, OPT_SIZE } option_type;
+
+typedef struct option_spec {
+    const char *name;   /* flag --name, env CELLBOX_NAME, config key name with '_' */
+    option_type type;
+    size_t offset;      /* into struct config */
+    const char *fallback;
+    const char *help;
+} option_spec;
+
+#define FIELD(f) offsetof(config, f)
+
+static const option_spec options[] = {
+    {"ip", OPT_STRING, FIELD(ip), "127.0.0.1", "address to listen on (a non-loopback address requires a token)"},
+    {"port", OPT_INT, FIELD(port), "8888", "port to listen on (0 = any free port)"},
+    {"base-url", OPT_STRING, FIELD(base_url), "/", "URL prefix of every route"},
+    {"token", OPT_STRING, FIELD(token), NULL, "token clients must send; generated and printed when absent; '' disables auth (loopback only)"},
+    {"list-kernels", OPT_BOOL, FIELD(list_kernels), "true", "allow GET /api/kernels (false = 403, as Kernel Gateway's default)"},
+    {"max-kernels", OPT_INT, FIELD(max_kernels), "0", "most kernels at once; 0 = no limit"},
+    {"default-kernel", OPT_STRING, FIELD(default_kernel), "python3", "kernelspec used when a request names none"},
+    {"cull-idle-timeout", OPT_INT, FIELD(cull_idle_timeout), "0", "seconds without execute activity before a kernel is culled; 0 = never"},
+    {"cull-interval", OPT_INT, FIELD(cull_interval), "300", "seconds between culling passes"},
+    {"cull-connected", OPT_BOOL, FIELD(cull_connected), "false", "also cull idle kernels that have open WebSockets"},
+    {"cull-busy", OPT_BOOL, FIELD(cull_busy), "false", "also cull kernels that are busy"},
+    {"allow-origin", OPT_STRING, FIELD(allow_origin), "", "CORS Access-Control-Allow-Origin"},
+    {"allow-headers", OPT_STRING, FIELD(allow_headers), "", "CORS Access-Control-Allow-Headers"},
+    {"allow-methods", OPT_STRING, FIELD(allow_methods), "", "CORS Access-Control-Allow-Methods"},
+    {"allow-credentials", OPT_BOOL, FIELD(allow_credentials), "false", "CORS Access-Control-Allow-Credentials"},
+    {"expose-headers", OPT_STRING, FIELD(expose_headers), "", "CORS Access-Control-Expose-Headers"},
+    {"max-age", OPT_INT, FIELD(max_age), "0", "CORS Access-Control-Max-Age in seconds"},
+    {"data-dir", OPT_STRING, FIELD(data_dir), NULL, "where workspaces live (default /var/lib/cellbox as root, else ~/.local/share/cellbox)"},
+    {"keep-workspaces", OPT_BOOL, FIELD(keep_workspaces), "false", "keep a kernel's files after it is deleted"},
+    {"max-body-size", OPT_SIZE, FIELD(max_body_size), "16777216", "largest request body in bytes (413 beyond)"},
+    {"max-message-size", OPT_SIZE, FIELD(max_message_size), "67108864", "largest WebSocket message in bytes (closed with 1009 beyond)"},
+    {"log-level", OPT_STRING, FIELD(log_level), "info", "debug, info, warn or error"},
+};
+#define OPTION_COUNT (sizeof options / sizeof options[0])
+
+static void print_help(void)
+{
+    printf("Usage: cellboxd [OPTION]...\n"
+           "Jupyter Kernel Gateway-compatible server running stateful, isolated Python kernels.\n\n"
+           "Every option can also be set as an environment variable CELLBOX_<NAME> (upper case,\n"
+           "'-' as '_', e.g. CELLBOX_TOKEN) or as a key in a JSON config file given with\n"
+           "--config FILE (or CELLBOX_CONFIG), e.g. {\"port\": 8888, \"list_kernels\": false}.\n"
+           "Precedence: flags, then environment, then the config file, then defaults.\n\n");
+    for (size_t i = 0; i < OPTION_COUNT; i++) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s%s", options[i].name,
+                 options[i].type == OPT_BOOL ? "[=BOOL]" : "=VALUE");
+        printf("  %-28s %s", flag, options[i].help);
+        if (options[i].fallback && *options[i].fallback)
+            printf(" [default: %s]", options[i].fallback);
+        printf("\n");
+    }
+    printf("  %-28s %s\n  %-28s %s\n  %-28s %s\n", "--config=FILE", "read options from a JSON file",
+           "--help", "show this help", "--version", "show the version");
+}
+
+static bool parse_bool(const char *text, bool *out)
+{
+    if (!strcmp(text, "true") || !strcmp(text, "1") || !strcmp(text, "yes") || !strcmp(text, "on"))
+        *out = true;
+    else if (!strcmp(text, "false") || !strcmp(text, "0") || !strcmp(text, "no") || !strcmp(text, "off"))
+        *out = false;
+    else
+        return false;
+    return true;
+}
+
+static void set_option(config *cfg, const option_spec *opt, const char *value, const char *source)
+{
+    char *field = (char *)cfg + opt->offset;
+    char *end;
+    switch (opt->type) {
+    case OPT_STRING:
+        free(*(char **)field);
+        *(char **)field = value ? strdup(value) : NULL;
+        return;
+    case OPT_BOOL:
+        if (!parse_bool(value, (bool *)field))
+            die("%s: --%s takes true or false, not '%s'", source, opt->name, value);
+        return;
+    case OPT_INT: {
+        errno = 0;
+        long number = strtol(value, &end, 10);
+        if (errno || *end || end == value || number < 0 || number > 1000000000)
+            die("%s: --%s takes a whole number >= 0, not '%s'", source, opt->name, value);
+        *(int *)field = (int)number;
+        return;
+    }
+    case OPT_SIZE: {
+        errno = 0;
+        long long number = strtoll(value, &end, 10);
+        if (errno || *end || end == value || number <= 0)
+            die("%s: --%s takes a size in bytes > 0, not '%s'", source, opt->name, value);
+        *(long long *)field = number;
+        return;
+    }
+    }
+}
+
+static const option_spec *find_option(const char *name, size_t length)
+{
+    for (size_t i = 0; i < OPTION_COUNT; i++) {
+        if (strlen(options[i].name) != length)
+            continue;
+        bool same = true;
+        for (size_t j = 0; j < length && same; j++) /* '-' and '_' are the same letter here */
+            same = options[i].name[j] == name[j] || (options[i].name[j] == '-' && name[j] == '_');
+        if (same)
+            return &options[i];
+    }
+    return NULL;
+}
+
+static void load_config_file(config *cfg, const char *path)
+{
+    json_error_t error;
+    json_t *root = json_load_file(path, 0, &error);
+    if (!root)
+        die("config file %s: %s (line %d)", path, error.text, error.line);
+    if (!json_is_object(root))
+        die("config file %s must hold a JSON object", path);
+    const char *key;
+    json_t *value;
+    json_object_foreach(root, key, value)
+    {
+        const option_spec *opt = find_option(key, strlen(key));
+        char text[64];
+        if (!opt)
+            die("config file %s: unknown option '%s' (see cellboxd --help)", path, key);
+        if (json_is_string(value))
+            set_option(cfg, opt, json_string_value(value), path);
+        else if (json_is_boolean(value))
+            set_option(cfg, opt, json_is_true(value) ? "true" : "false", path);
+        else if (json_is_integer(value) && snprintf(text, sizeof text, "%lld", (long long)json_integer_value(value)) > 0)
+            set_option(cfg, opt, text, path);
+        else
+            die("config file %s: '%s' must be a string, number or boolean", path, key);
+    }
+    json_decref(root);
+}
+
+static void load_environment(config *cfg)
+{
+    for (size_t i = 0; i < OPTION_COUNT; i++) {
+        char name[64] = "CELLBOX_";
+        for (size_t j = 0; options[i].name[j] && j + 9 < sizeof name; j++)
+            name[8 + j] = options[i].name[j] == '-' ? '_' : (char)toupper(options[i].name[j]);
+        const char *value = getenv(name);
+        if (value)
+            set_option(cfg, &options[i], value, name);
+    }
+}
+
+static const char *config_file_from_args(int argc, char **argv)
+{
+    const char *path = getenv("CELLBOX_CONFIG");
+    for (int i = 1; i < argc; i++) {
+        if (strncmp(argv[i], "--config=", 9) == 0)
+            path = argv[i] + 9;
+        else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            path = argv[++i];
+    }
+    return path;
+}
+
+static void load_flags(config *cfg, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            print_help();
+            exit(0);
+        }
+        if (!strcmp(arg, "--version")) {
+            printf("cellboxd %s\n", CELLBOX_VERSION);
+            exit(0);
+        }
+        if (!strncmp(arg, "--config", 8)) {
+            if (arg[8] == '\0')
+                i++;
+            continue;
+        }
+        if (strncmp(arg, "--", 2) != 0)
+            die("unexpected argument '%s' (see cellboxd --help)", arg);
+        const char *name = arg + 2;
+        const char *equals = strchr(name, '=');
+        const option_spec *opt = find_option(name, equals ? (size_t)(equals - name) : strlen(name));
+        if (!opt)
+            die("unknown option '%s' (see cellboxd --help)", arg);
+        const char *value = equals ? equals + 1 : NULL;
+        if (!value && opt->type == OPT_BOOL)
+            value = "true";
+        else if (!value && i + 1 < argc)
+            value = argv[++i];
+        else if (!value)
+            die("option --%s needs a value", opt->name);
+        set_option(cfg, opt, value, "command line");
+    }
+}
+
+static char *default_data_dir(void)
+{
+    char *path;
+    const char *home = getenv("HOME");
+    if (geteuid() == 0 || !home)
+        return strdup("/var/lib/cellbox");
+    if (asprintf(&path, "%s/.local/share/cellbox", home) < 0)
+        die("out of memory");
+    return path;
+}
+
+void config_load(config *cfg, int argc, char **argv)
+{
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < OPTION_COUNT; i++)
+        if (options[i].fallback)
+            set_option(cfg, &options[i], options[i].fallback, "default");
+    const char *file = config_file_from_args(argc, argv);
+    if (file)
+        load_config_file(cfg, file);
+    load_environment(cfg);
+    load_flags(cfg, argc, argv);
+    if (!cfg->data_dir)
+        cfg->data_dir = default_data_dir();
+}

@@ -1,0 +1,154 @@
+/* cellboxd — the flow: options, token, event loop, kernels, HTTP API, run until a signal. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "api/channels.h"
+#include "api/jupyter.h"
+#include "common/ids.h"
+#include "common/log.h"
+#include "common/loop.h"
+#include "daemon/config.h"
+#include "http/server.h"
+#include "kernel/kernelspec.h"
+#include "kernel/manager.h"
+
+static loop_watch signal_watch;
+
+static bool is_loopback(const char *ip)
+{
+    struct in_addr v4;
+    struct in6_addr v6;
+    if (inet_pton(AF_INET, ip, &v4) == 1)
+        return (ntohl(v4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, ip, &v6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&v6);
+    return false;
+}
+
+/* A token protects everything; without one only this machine may connect. */
+static void settle_token(config *cfg, bool *generated)
+{
+    *generated = false;
+    if (!cfg->token) {
+        char token[65];
+        id_random_hex(token, 24);
+        cfg->token = strdup(token);
+        *generated = true;
+    }
+    if (!*cfg->token && !is_loopback(cfg->ip))
+        die("refusing to listen on %s without a token: set --token (or CELLBOX_TOKEN), or listen "
+            "on 127.0.0.1", cfg->ip);
+}
+
+/* Thousands of WebSockets and kernel channels need descriptors: take all we are allowed. */
+static void raise_fd_limit(void)
+{
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+        limit.rlim_cur = limit.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &limit);
+    }
+}
+
+static void on_signal(void *owner, uint32_t events)
+{
+    struct signalfd_siginfo info;
+    if (read(signal_watch.fd, &info, sizeof info) == sizeof info) {
+        log_info("received %s; shutting down", strsignal((int)info.ssi_signo));
+        loop_stop();
+    }
+}
+
+static void watch_signals(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (fd < 0)
+        die("signalfd: %s", strerror(errno));
+    loop_watch_add(&signal_watch, fd, EPOLLIN, on_signal, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static void print_banner(const config *cfg, int port, bool generated_token)
+{
+    const char *host = cfg->ip;
+    bool v6 = strchr(host, ':') != NULL;
+    char url[256];
+    snprintf(url, sizeof url, "http://%s%s%s:%d%s", v6 ? "[" : "", host, v6 ? "]" : "", port,
+             http_base_url());
+    fprintf(stderr, "cellboxd listening on %s\n", url);
+    if (*cfg->token) {
+        fprintf(stderr, "  token: %s%s\n", cfg->token, generated_token ? " (generated; set --token or CELLBOX_TOKEN to choose one)" : "");
+        fprintf(stderr, "  try:   curl -H 'Authorization: token %s' %sapi/kernelspecs\n", cfg->token, url);
+    } else {
+        fprintf(stderr, "  authentication is off (--token '')\n");
+    }
+    fflush(stderr);
+}
+
+int main(int argc, char **argv)
+{
+    config cfg;
+    config_load(&cfg, argc, argv);
+    enum log_level level;
+    if (log_parse_level(cfg.log_level, &level) < 0)
+        die("--log-level takes debug, info, warn or error, not '%s'", cfg.log_level);
+    log_set_level(level);
+    bool generated_token;
+    settle_token(&cfg, &generated_token);
+    raise_fd_limit();
+
+    loop_init();
+    watch_signals();
+    kernelspec_init();
+    manager_init(&(manager_options){
+        .data_dir = cfg.data_dir,
+        .default_kernel = cfg.default_kernel,
+        .max_kernels = cfg.max_kernels,
+        .keep_workspaces = cfg.keep_workspaces,
+        .cull_idle_timeout = cfg.cull_idle_timeout,
+        .cull_interval = cfg.cull_interval,
+        .cull_connected = cfg.cull_connected,
+        .cull_busy = cfg.cull_busy,
+    });
+    if (!kernelspec_find(cfg.default_kernel))
+        die("--default-kernel %s is not a known kernelspec (python3 is)", cfg.default_kernel);
+    channels_init((size_t)cfg.max_message_size);
+    jupyter_init(&(jupyter_options){.list_kernels = cfg.list_kernels});
+    int port = http_server_start(
+        &(http_server_options){
+            .ip = cfg.ip,
+            .port = cfg.port,
+            .base_url = cfg.base_url,
+            .token = cfg.token,
+            .max_body_size = (size_t)cfg.max_body_size,
+            .cors = {.allow_origin = cfg.allow_origin,
+                     .allow_headers = cfg.allow_headers,
+                     .allow_methods = cfg.allow_methods,
+                     .expose_headers = cfg.expose_headers,
+                     .allow_credentials = cfg.allow_credentials,
+                     .max_age = cfg.max_age},
+        },
+        jupyter_dispatch);
+    print_banner(&cfg, port, generated_token);
+
+    loop_run();
+
+    manager_shutdown_all();
+    http_server_stop();
+    log_info("stopped");
+    return 0;
+}

@@ -1,0 +1,465 @@
+#include "http/server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+
+#include "common/buffer.h"
+#include "common/log.h"
+#include "common/loop.h"
+
+/* Headers added to one response, kept until it is queued. */
+typedef struct response_header {
+    char *name, *value;
+    struct response_header *next;
+} response_header;
+
+typedef struct pending_upgrade {
+    char accept[64];            /* Sec-WebSocket-Accept */
+    size_t max_message;
+    const websocket_callbacks *callbacks;
+    http_websocket_open on_open;
+    void *arg;
+    bool opened;
+} pending_upgrade;
+
+struct http_request {
+    struct MHD_Connection *connection;
+    const char *method;
+    char *path;                 /* relative to the base URL */
+    buffer body;
+    bool body_too_large;
+    bool responded;
+    response_header *headers;
+    pending_upgrade *upgrade;   /* set once a WebSocket handshake was answered */
+};
+
+static struct {
+    struct MHD_Daemon *daemon;
+    http_server_options options;
+    http_dispatch dispatch;
+    loop_watch watch;
+} server;
+
+static const char *reason_phrase(int status)
+{
+    const char *phrase = MHD_get_reason_phrase_for((unsigned)status);
+    return phrase && *phrase ? phrase : "Error";
+}
+
+const char *http_method(const http_request *request) { return request->method; }
+const char *http_path(const http_request *request) { return request->path; }
+const char *http_base_url(void) { return server.options.base_url; }
+
+const char *http_header(const http_request *request, const char *name)
+{
+    return MHD_lookup_connection_value(request->connection, MHD_HEADER_KIND, name);
+}
+
+const char *http_query(const http_request *request, const char *name)
+{
+    return MHD_lookup_connection_value(request->connection, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *http_body(const http_request *request, size_t *length)
+{
+    static const char empty[] = "";
+    *length = buffer_size(&request->body);
+    return *length ? buffer_head(&request->body) : empty;
+}
+
+/* True if the comma-separated header value lists `token` (case-insensitive). */
+static bool header_lists(const char *value, const char *token)
+{
+    size_t token_length = strlen(token);
+    while (value && *value) {
+        while (*value == ' ' || *value == ',' || *value == '\t')
+            value++;
+        size_t n = strcspn(value, ",");
+        while (n > 0 && (value[n - 1] == ' ' || value[n - 1] == '\t'))
+            n--;
+        if (n == token_length && strncasecmp(value, token, n) == 0)
+            return true;
+        value += strcspn(value, ",");
+    }
+    return false;
+}
+
+bool http_is_websocket_upgrade(const http_request *request)
+{
+    return strcmp(request->method, "GET") == 0 &&
+           header_lists(http_header(request, "Upgrade"), "websocket");
+}
+
+void http_add_response_header(http_request *request, const char *name, const char *value)
+{
+    response_header *header = calloc(1, sizeof *header);
+    if (!header || !(header->name = strdup(name)) || !(header->value = strdup(value)))
+        die("out of memory");
+    header->next = request->headers;
+    request->headers = header;
+}
+
+static void add_cors_headers(struct MHD_Response *response)
+{
+    const http_cors *cors = &server.options.cors;
+    char number[32];
+    if (cors->allow_origin && *cors->allow_origin)
+        MHD_add_response_header(response, "Access-Control-Allow-Origin", cors->allow_origin);
+    if (cors->allow_headers && *cors->allow_headers)
+        MHD_add_response_header(response, "Access-Control-Allow-Headers", cors->allow_headers);
+    if (cors->allow_methods && *cors->allow_methods)
+        MHD_add_response_header(response, "Access-Control-Allow-Methods", cors->allow_methods);
+    if (cors->expose_headers && *cors->expose_headers)
+        MHD_add_response_header(response, "Access-Control-Expose-Headers", cors->expose_headers);
+    if (cors->allow_credentials)
+        MHD_add_response_header(response, "Access-Control-Allow-Credentials", "true");
+    if (cors->max_age > 0) {
+        snprintf(number, sizeof number, "%d", cors->max_age);
+        MHD_add_response_header(response, "Access-Control-Max-Age", number);
+    }
+}
+
+static void queue_response(http_request *request, int status, struct MHD_Response *response)
+{
+    if (!response)
+        die("out of memory building a response");
+    add_cors_headers(response);
+    for (response_header *h = request->headers; h; h = h->next)
+        MHD_add_response_header(response, h->name, h->value);
+    if (MHD_queue_response(request->connection, (unsigned)status, response) != MHD_YES)
+        log_warn("could not queue a %d response for %s %s", status, request->method, request->path);
+    MHD_destroy_response(response);
+    request->responded = true;
+}
+
+void http_respond(http_request *request, int status, const char *content_type, const void *body,
+                  size_t length)
+{
+    if (request->responded) {
+        log_error("BUG: second response to %s %s", request->method, request->path);
+        return;
+    }
+    struct MHD_Response *response =
+        MHD_create_response_from_buffer(length, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (content_type)
+        MHD_add_response_header(response, "Content-Type", content_type);
+    queue_response(request, status, response);
+}
+
+void http_respond_json(http_request *request, int status, json_t *body)
+{
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    if (!text)
+        die("out of memory encoding JSON");
+    http_respond(request, status, "application/json", text, strlen(text));
+    free(text);
+}
+
+void http_respond_error(http_request *request, int status, const char *fmt, ...)
+{
+    char message[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    http_respond_json(request, status,
+                      json_pack("{s:s, s:s}", "reason", reason_phrase(status), "message", message));
+}
+
+/* ---- authentication ---- */
+
+static bool token_equals(const char *given)
+{
+    const char *token = server.options.token;
+    size_t n = strlen(token);
+    return given && strlen(given) == n && CRYPTO_memcmp(given, token, n) == 0;
+}
+
+/* Kernel Gateway checks ?token= first, then "Authorization: token <t>" (we also take Bearer). */
+static bool request_is_authorized(const http_request *request)
+{
+    if (!*server.options.token)
+        return true;
+    const char *query = http_query(request, "token");
+    if (query && token_equals(query))
+        return true;
+    const char *auth = http_header(request, "Authorization");
+    if (!auth)
+        return false;
+    if (strncasecmp(auth, "token ", 6) == 0)
+        return token_equals(auth + 6);
+    if (strncasecmp(auth, "bearer ", 7) == 0)
+        return token_equals(auth + 7);
+    return false;
+}
+
+/* ---- WebSocket handshake ---- */
+
+static void close_upgraded_socket(void *urh)
+{
+    MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+}
+
+static void on_upgraded(void *cls, struct MHD_Connection *connection, void *con_cls,
+                        const char *extra_in, size_t extra_in_size, MHD_socket sock,
+                        struct MHD_UpgradeResponseHandle *urh)
+{
+    http_request *request = con_cls;
+    pending_upgrade *upgrade = request->upgrade;
+    upgrade->opened = true;
+    websocket *socket = websocket_start(sock, extra_in, extra_in_size, upgrade->max_message,
+                                        upgrade->callbacks, upgrade->arg, close_upgraded_socket, urh);
+    upgrade->on_open(upgrade->arg, socket);
+}
+
+static bool websocket_accept_key(const char *key, char out[64])
+{
+    static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+    char joined[128];
+    unsigned char digest[SHA_DIGEST_LENGTH];
+    if (!key || strlen(key) > 64)
+        return false;
+    int n = snprintf(joined, sizeof joined, "%s%s", key, guid);
+    SHA1((const unsigned char *)joined, (size_t)n, digest);
+    EVP_EncodeBlock((unsigned char *)out, digest, SHA_DIGEST_LENGTH);
+    return true;
+}
+
+void http_upgrade_websocket(http_request *request, const char *subprotocol, size_t max_message,
+                            const websocket_callbacks *callbacks, http_websocket_open on_open,
+                            void *arg)
+{
+    const char *version = http_header(request, "Sec-WebSocket-Version");
+    pending_upgrade *upgrade = calloc(1, sizeof *upgrade);
+    if (!upgrade)
+        die("out of memory");
+    if (!version || strcmp(version, "13") != 0 ||
+        !websocket_accept_key(http_header(request, "Sec-WebSocket-Key"), upgrade->accept)) {
+        free(upgrade);
+        on_open(arg, NULL);
+        http_add_response_header(request, "Sec-WebSocket-Version", "13");
+        http_respond_error(request, 400, "a WebSocket upgrade needs Sec-WebSocket-Key and "
+                                         "Sec-WebSocket-Version: 13");
+        return;
+    }
+    upgrade->max_message = max_message;
+    upgrade->callbacks = callbacks;
+    upgrade->on_open = on_open;
+    upgrade->arg = arg;
+    request->upgrade = upgrade;
+    struct MHD_Response *response = MHD_create_response_for_upgrade(on_upgraded, NULL);
+    MHD_add_response_header(response, "Upgrade", "websocket");
+    MHD_add_response_header(response, "Sec-WebSocket-Accept", upgrade->accept);
+    if (subprotocol)
+        MHD_add_response_header(response, "Sec-WebSocket-Protocol", subprotocol);
+    queue_response(request, MHD_HTTP_SWITCHING_PROTOCOLS, response);
+}
+
+/* ---- request life cycle ---- */
+
+static void respond_preflight(http_request *request)
+{
+    http_respond(request, 204, NULL, "", 0);
+}
+
+static void handle_complete_request(http_request *request)
+{
+    if (strcmp(request->method, "OPTIONS") == 0) {
+        respond_preflight(request); /* CORS preflights are never authenticated (as in KG) */
+        return;
+    }
+    if (!request_is_authorized(request)) {
+        http_respond_error(request, 401, "a valid token is required: pass ?token= or the header "
+                                         "'Authorization: token <token>'");
+        return;
+    }
+    if (request->body_too_large) {
+        http_respond_error(request, 413, "request body is larger than the limit of %zu bytes",
+                           server.options.max_body_size);
+        return;
+    }
+    server.dispatch(request);
+    if (!request->responded)
+        http_respond_error(request, 500, "no response was produced for %s %s", request->method,
+                           request->path);
+}
+
+/* Strips the base URL; NULL when the URL lies outside it. */
+static char *path_below_base(const char *url)
+{
+    const char *base = server.options.base_url;
+    size_t base_length = strlen(base); /* always ends with '/' */
+    if (strncmp(url, base, base_length) == 0) {
+        char *path = malloc(strlen(url) - base_length + 2);
+        if (!path)
+            die("out of memory");
+        path[0] = '/';
+        strcpy(path + 1, url + base_length);
+        return path;
+    }
+    if (strlen(url) + 1 == base_length && strncmp(url, base, base_length - 1) == 0)
+        return strdup("/");
+    return NULL;
+}
+
+static http_request *request_new(struct MHD_Connection *connection, const char *url,
+                                 const char *method)
+{
+    http_request *request = calloc(1, sizeof *request);
+    if (!request)
+        die("out of memory");
+    request->connection = connection;
+    request->method = method;
+    request->path = path_below_base(url);
+    return request;
+}
+
+static bool declared_body_too_large(struct MHD_Connection *connection)
+{
+    const char *length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Content-Length");
+    return length && strtoull(length, NULL, 10) > server.options.max_body_size;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    http_request *request = *con_cls;
+    if (!request) {
+        request = request_new(connection, url, method);
+        *con_cls = request;
+        if (!request->path) {
+            http_respond_error(request, 404, "%s is outside the base URL %s", url,
+                               server.options.base_url);
+        } else if (declared_body_too_large(connection)) {
+            /* Answer before reading the body: a client sending gigabytes is not kept waiting. */
+            http_respond_error(request, 413, "request body is larger than the limit of %zu bytes",
+                               server.options.max_body_size);
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        if (!request->responded && !request->body_too_large) {
+            if (buffer_size(&request->body) + *upload_data_size > server.options.max_body_size)
+                request->body_too_large = true;
+            else
+                buffer_append(&request->body, upload_data, *upload_data_size);
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (!request->responded)
+        handle_complete_request(request);
+    return MHD_YES;
+}
+
+static void on_request_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
+                                 enum MHD_RequestTerminationCode code)
+{
+    http_request *request = *con_cls;
+    if (!request)
+        return;
+    if (request->upgrade) {
+        if (!request->upgrade->opened)
+            request->upgrade->on_open(request->upgrade->arg, NULL);
+        free(request->upgrade);
+    }
+    while (request->headers) {
+        response_header *next = request->headers->next;
+        free(request->headers->name);
+        free(request->headers->value);
+        free(request->headers);
+        request->headers = next;
+    }
+    buffer_free(&request->body);
+    free(request->path);
+    free(request);
+    *con_cls = NULL;
+}
+
+/* ---- event loop glue ---- */
+
+static void run_microhttpd(void *arg)
+{
+    if (server.daemon)
+        MHD_run(server.daemon);
+}
+
+static void on_microhttpd_ready(void *owner, uint32_t events) { run_microhttpd(NULL); }
+
+static int64_t microhttpd_timeout(void *arg)
+{
+    MHD_UNSIGNED_LONG_LONG timeout;
+    if (!server.daemon || MHD_get_timeout(server.daemon, &timeout) != MHD_YES)
+        return -1;
+    return (int64_t)timeout;
+}
+
+static char *normalized_base_url(const char *base)
+{
+    size_t n = strlen(base ? base : "");
+    char *out = malloc(n + 3);
+    if (!out)
+        die("out of memory");
+    snprintf(out, n + 3, "%s%s%s", (base && base[0] == '/') ? "" : "/", base ? base : "",
+             (n > 0 && base[n - 1] == '/') ? "" : "/");
+    if (strcmp(out, "//") == 0)
+        strcpy(out, "/");
+    return out;
+}
+
+int http_server_start(const http_server_options *options, http_dispatch dispatch)
+{
+    struct sockaddr_storage address;
+    memset(&address, 0, sizeof address);
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&address;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&address;
+    if (inet_pton(AF_INET, options->ip, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)options->port);
+    } else if (inet_pton(AF_INET6, options->ip, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)options->port);
+        flags |= MHD_USE_IPv6;
+    } else {
+        die("--ip %s is not an IPv4 or IPv6 address", options->ip);
+    }
+    server.options = *options;
+    server.options.base_url = normalized_base_url(options->base_url);
+    server.dispatch = dispatch;
+    server.daemon = MHD_start_daemon(
+        flags, (uint16_t)options->port, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&address, MHD_OPTION_NOTIFY_COMPLETED, on_request_completed, NULL,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)65536, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_END);
+    if (!server.daemon)
+        die("cannot listen on %s port %d: %s (is another server using it?)", options->ip,
+            options->port, strerror(errno));
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(server.daemon, MHD_DAEMON_INFO_EPOLL_FD);
+    loop_watch_add(&server.watch, info->epoll_fd, EPOLLIN, on_microhttpd_ready, NULL);
+    loop_set_poll_hook(run_microhttpd, NULL, microhttpd_timeout);
+    info = MHD_get_daemon_info(server.daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info ? info->port : options->port;
+}
+
+void http_server_stop(void)
+{
+    if (!server.daemon)
+        return;
+    loop_watch_remove(&server.watch);
+    MHD_stop_daemon(server.daemon);
+    server.daemon = NULL;
+}

@@ -1,0 +1,263 @@
+#include "http/websocket.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/rand.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <wslay/wslay.h>
+
+#include "common/buffer.h"
+#include "common/log.h"
+#include "common/loop.h"
+
+/* How long a closing connection waits for the peer's close before the socket is dropped. */
+#define CLOSE_LINGER_MS 2000
+
+struct websocket {
+    int fd;
+    loop_watch watch;
+    wslay_event_context_ptr wslay;
+    buffer extra;                 /* bytes the HTTP layer read past the request */
+    const websocket_callbacks *callbacks;
+    void *owner;
+    void (*close_fd)(void *);     /* hands the fd back to libmicrohttpd to close */
+    void *close_arg;
+    bool draining;                /* close sent: discard input until EOF */
+    bool finished;                /* on_close called; freeing is deferred */
+    bool failed;                  /* a write failed; finishing is deferred */
+    loop_timer *linger_timer;
+};
+
+static void websocket_finish(websocket *socket);
+
+/* Senders may be iterating over connections when a write fails: end the connection after the
+   current batch instead of calling on_close under their feet. */
+static void finish_deferred(void *arg) { websocket_finish(arg); }
+static void fail_later(websocket *socket)
+{
+    if (socket->failed)
+        return;
+    socket->failed = true;
+    loop_defer(finish_deferred, socket);
+}
+
+static ssize_t on_wslay_recv(wslay_event_context_ptr ctx, uint8_t *data, size_t length, int flags,
+                             void *user)
+{
+    websocket *socket = user;
+    if (buffer_size(&socket->extra) > 0) {
+        size_t n = buffer_size(&socket->extra) < length ? buffer_size(&socket->extra) : length;
+        memcpy(data, buffer_head(&socket->extra), n);
+        buffer_consume(&socket->extra, n);
+        return (ssize_t)n;
+    }
+    ssize_t n;
+    do
+        n = recv(socket->fd, data, length, 0);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+        return -1;
+    }
+    if (n <= 0) {
+        wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+        return -1;
+    }
+    return n;
+}
+
+static ssize_t on_wslay_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t length,
+                             int flags, void *user)
+{
+    websocket *socket = user;
+    ssize_t n;
+    int send_flags = MSG_NOSIGNAL | ((flags & WSLAY_MSG_MORE) ? MSG_MORE : 0);
+    do
+        n = send(socket->fd, data, length, send_flags);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        wslay_event_set_error(ctx, (errno == EAGAIN || errno == EWOULDBLOCK)
+                                       ? WSLAY_ERR_WOULDBLOCK
+                                       : WSLAY_ERR_CALLBACK_FAILURE);
+        return -1;
+    }
+    return n;
+}
+
+static int on_wslay_genmask(wslay_event_context_ptr ctx, uint8_t *buf, size_t length, void *user)
+{
+    return RAND_bytes(buf, (int)length) == 1 ? 0 : -1;
+}
+
+static void on_wslay_message(wslay_event_context_ptr ctx,
+                             const struct wslay_event_on_msg_recv_arg *arg, void *user)
+{
+    websocket *socket = user;
+    if (socket->finished || wslay_event_get_close_sent(ctx))
+        return;
+    if (arg->opcode == WSLAY_TEXT_FRAME || arg->opcode == WSLAY_BINARY_FRAME)
+        socket->callbacks->on_message(socket->owner, socket, arg->opcode == WSLAY_BINARY_FRAME,
+                                      arg->msg, arg->msg_length);
+}
+
+static const struct wslay_event_callbacks wslay_callbacks = {
+    .recv_callback = on_wslay_recv,
+    .send_callback = on_wslay_send,
+    .genmask_callback = on_wslay_genmask,
+    .on_msg_recv_callback = on_wslay_message,
+};
+
+static void on_linger_expired(void *arg)
+{
+    websocket *socket = arg;
+    socket->linger_timer = NULL;
+    websocket_finish(socket);
+}
+
+/* Our close frame is out: stop writing and read until the peer closes, so it sees the code. */
+static void start_draining(websocket *socket)
+{
+    if (socket->draining)
+        return;
+    socket->draining = true;
+    shutdown(socket->fd, SHUT_WR);
+    loop_watch_modify(&socket->watch, EPOLLIN);
+    socket->linger_timer = loop_timer_add(CLOSE_LINGER_MS, on_linger_expired, socket);
+}
+
+static void drain_input(websocket *socket)
+{
+    char sink[16384];
+    ssize_t n;
+    while ((n = recv(socket->fd, sink, sizeof sink, 0)) > 0)
+        ;
+    if (n == 0 || (errno != EAGAIN && errno != EINTR))
+        websocket_finish(socket);
+}
+
+/* Re-arms epoll for what wslay wants next, or ends the connection when it wants nothing. */
+static void update_interest(websocket *socket)
+{
+    if (socket->finished || socket->failed || socket->draining)
+        return;
+    bool want_read = wslay_event_want_read(socket->wslay);
+    bool want_write = wslay_event_want_write(socket->wslay);
+    if (wslay_event_get_close_sent(socket->wslay) && !want_write) {
+        if (wslay_event_get_close_received(socket->wslay))
+            fail_later(socket);
+        else
+            start_draining(socket);
+        return;
+    }
+    if (!want_read && !want_write) {
+        fail_later(socket);
+        return;
+    }
+    loop_watch_modify(&socket->watch, (want_read ? EPOLLIN : 0) | (want_write ? EPOLLOUT : 0));
+}
+
+static void on_socket_ready(void *owner, uint32_t events)
+{
+    websocket *socket = owner;
+    if (socket->draining) {
+        drain_input(socket);
+        return;
+    }
+    if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && wslay_event_recv(socket->wslay) != 0) {
+        websocket_finish(socket);
+        return;
+    }
+    if (socket->finished)
+        return;
+    if (wslay_event_want_write(socket->wslay) && wslay_event_send(socket->wslay) != 0) {
+        websocket_finish(socket);
+        return;
+    }
+    update_interest(socket);
+}
+
+websocket *websocket_start(int fd, const char *extra, size_t extra_length, size_t max_message,
+                           const websocket_callbacks *callbacks, void *owner,
+                           void (*close_fd)(void *close_arg), void *close_arg)
+{
+    websocket *socket = calloc(1, sizeof *socket);
+    if (!socket)
+        die("out of memory");
+    socket->fd = fd;
+    socket->callbacks = callbacks;
+    socket->owner = owner;
+    socket->close_fd = close_fd;
+    socket->close_arg = close_arg;
+    buffer_append(&socket->extra, extra, extra_length);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    if (wslay_event_context_server_init(&socket->wslay, &wslay_callbacks, socket) != 0)
+        die("out of memory starting a WebSocket");
+    wslay_event_config_set_max_recv_msg_length(socket->wslay, max_message);
+    loop_watch_add(&socket->watch, fd, EPOLLIN, on_socket_ready, socket);
+    if (extra_length > 0)
+        on_socket_ready(socket, EPOLLIN);
+    return socket;
+}
+
+void websocket_send(websocket *socket, bool binary, const void *data, size_t length)
+{
+    if (socket->finished || socket->failed || socket->draining ||
+        wslay_event_get_close_sent(socket->wslay))
+        return;
+    struct wslay_event_msg message = {
+        .opcode = binary ? WSLAY_BINARY_FRAME : WSLAY_TEXT_FRAME,
+        .msg = data,
+        .msg_length = length,
+    };
+    if (wslay_event_queue_msg(socket->wslay, &message) != 0) {
+        log_warn("websocket: could not queue a %zu-byte message", length);
+        return;
+    }
+    if (wslay_event_send(socket->wslay) != 0) {
+        fail_later(socket);
+        return;
+    }
+    update_interest(socket);
+}
+
+void websocket_close(websocket *socket, unsigned short code, const char *reason)
+{
+    if (socket->finished || socket->failed || socket->draining)
+        return;
+    wslay_event_queue_close(socket->wslay, code, (const uint8_t *)reason, reason ? strlen(reason) : 0);
+    if (wslay_event_send(socket->wslay) != 0) {
+        fail_later(socket);
+        return;
+    }
+    update_interest(socket);
+}
+
+size_t websocket_queued_bytes(const websocket *socket)
+{
+    return wslay_event_get_queued_msg_length(socket->wslay);
+}
+
+static void websocket_free(void *arg)
+{
+    websocket *socket = arg;
+    wslay_event_context_free(socket->wslay);
+    buffer_free(&socket->extra);
+    free(socket);
+}
+
+static void websocket_finish(websocket *socket)
+{
+    if (socket->finished)
+        return;
+    socket->finished = true;
+    if (socket->linger_timer)
+        loop_timer_cancel(socket->linger_timer);
+    loop_watch_remove(&socket->watch);
+    socket->close_fd(socket->close_arg);
+    socket->callbacks->on_close(socket->owner, socket);
+    loop_defer(websocket_free, socket);
+}

@@ -1,0 +1,57 @@
+/* kernel — one kernel process: starting it, talking to it, noticing its death, restarting it.
+ *
+ * The process is driven over the fds described in docs/kernel-protocol.md: a socketpair for
+ * length-prefixed JSON messages and two pipes for stdout/stderr, which this module turns into
+ * `stream` messages. Every message the kernel sends is checked, then handed to the one event
+ * handler (the channels module) with the channel it travels on. */
+#ifndef CELLBOX_KERNEL_KERNEL_H
+#define CELLBOX_KERNEL_KERNEL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/ids.h"
+#include "kernel/kernelspec.h"
+
+typedef enum kernel_state {
+    KERNEL_STARTING,
+    KERNEL_IDLE,
+    KERNEL_BUSY,
+    KERNEL_DEAD,
+} kernel_state;
+
+typedef struct kernel kernel;
+
+/* Receives every message a kernel publishes or replies with (borrowed), and the daemon's own
+   (status restarting/dead, stream, errors for a dead kernel's running cell). */
+typedef void (*kernel_message_handler)(kernel *k, const char *channel, json_t *message);
+void kernel_set_message_handler(kernel_message_handler handler);
+
+/* Starts a kernel process with `workspace` as its cwd; `env` (borrowed, may be NULL) adds
+   variables. NULL on failure, with `why` filled. */
+kernel *kernel_start(const char *id, const kernelspec *spec, const char *workspace, json_t *env,
+                     char *why, size_t why_size);
+int kernel_send(kernel *k, json_t *message); /* message carries "channel"; -1 if the kernel is dead */
+void kernel_interrupt(kernel *k);
+int kernel_restart(kernel *k, char *why, size_t why_size);
+void kernel_destroy(kernel *k); /* kills the process; freed after the current loop batch */
+
+const char *kernel_id(const kernel *k);
+const kernelspec *kernel_spec(const kernel *k);
+const char *kernel_session(const kernel *k);
+const char *kernel_workspace(const kernel *k);
+kernel_state kernel_get_state(const kernel *k);
+const char *kernel_state_name(kernel_state state);
+const char *kernel_death_reason(const kernel *k); /* "" unless dead */
+int64_t kernel_last_activity_us(const kernel *k);
+void kernel_touch(kernel *k);                     /* activity from a client */
+json_t *kernel_current_request(const kernel *k);  /* header of the running request, or NULL */
+
+/* Bookkeeping for the channels module. */
+int kernel_connection_count(const kernel *k);
+void kernel_set_connection_count(kernel *k, int count);
+void *kernel_subscribers(const kernel *k);
+void kernel_set_subscribers(kernel *k, void *subscribers);
+
+#endif

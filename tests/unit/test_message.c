@@ -1,0 +1,113 @@
+/* Message building and checking, UTF-8 hygiene and the timestamp format clients parse. */
+#include <stdlib.h>
+
+#include "check.h"
+#include "common/clock.h"
+#include "common/fs.h"
+#include "common/ids.h"
+#include "common/text.h"
+#include "kernel/message.h"
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void test_status_message_shape(void)
+{
+    json_t *parent = json_pack("{s:s, s:s, s:s}", "msg_id", "req", "session", "client", "msg_type",
+                               "execute_request");
+    json_t *m = message_status("kernel-session", parent, "busy");
+    CHECK_STR(message_type(m), "status");
+    CHECK_STR(message_parent_session(m), "client");
+    CHECK_STR(message_parent_type(m), "execute_request");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(m, "header"), "version")), "5.3");
+    CHECK(id_is_uuid(message_id(m)));
+    CHECK_STR(json_string_value(json_object_get(json_object_get(m, "content"), "execution_state")), "busy");
+    json_decref(m);
+    json_decref(parent);
+}
+
+static void test_check_fills_defaults_and_rejects_bad_shapes(void)
+{
+    static const char *const channels[] = {"shell", NULL};
+    char why[128];
+    json_t *m = json_pack("{s:s, s:{s:s}}", "channel", "shell", "header", "msg_type", "kernel_info_request");
+    CHECK(message_check(m, channels, why, sizeof why));
+    CHECK(json_is_object(json_object_get(m, "content")));
+    json_object_set_new(m, "channel", json_string("iopub"));
+    CHECK(!message_check(m, channels, why, sizeof why));
+    CHECK(strstr(why, "channel") != NULL);
+    json_object_set_new(m, "channel", json_string("shell"));
+    json_object_set_new(m, "content", json_integer(3));
+    CHECK(!message_check(m, channels, why, sizeof why));
+    json_decref(m);
+    json_t *no_type = json_pack("{s:s, s:{}}", "channel", "shell", "header");
+    CHECK(!message_check(no_type, channels, why, sizeof why));
+    json_decref(no_type);
+}
+
+static void test_untracked_types(void)
+{
+    CHECK(message_type_is_untracked("kernel_info_request"));
+    CHECK(!message_type_is_untracked("execute_request"));
+    CHECK(!message_type_is_untracked(NULL));
+}
+
+static void test_utf8_repair_and_split_sequences(void)
+{
+    buffer out = {0};
+    const unsigned char bad[] = {'a', 0xff, 'b'};
+    CHECK(text_append_utf8(&out, bad, 3, 0) == 0);
+    CHECK(buffer_size(&out) == 5 && memcmp(buffer_head(&out), "a\xef\xbf\xbd" "b", 5) == 0);
+    buffer_free(&out);
+    const unsigned char euro[] = {'x', 0xe2, 0x82}; /* € cut after two of three bytes */
+    CHECK(text_append_utf8(&out, euro, 3, 0) == 2);
+    CHECK(buffer_size(&out) == 1);
+    buffer_free(&out);
+    CHECK(text_append_utf8(&out, euro, 3, 1) == 0); /* at the end it is replaced */
+    CHECK(buffer_size(&out) == 4);
+    buffer_free(&out);
+    const unsigned char surrogate[] = {0xed, 0xa0, 0x80};
+    text_append_utf8(&out, surrogate, 3, 1);
+    json_t *as_json = json_stringn(buffer_head(&out), buffer_size(&out));
+    CHECK(as_json != NULL);
+    json_decref(as_json);
+    buffer_free(&out);
+}
+
+static void test_iso_time_has_six_digits_and_z(void)
+{
+    char text[ISO_TIME_BUFFER];
+    clock_format_iso(1710265878123456LL, text);
+    CHECK_STR(text, "2024-03-12T17:51:18.123456Z");
+    clock_format_iso(1710265878000001LL, text);
+    CHECK_STR(text, "2024-03-12T17:51:18.000001Z");
+}
+
+static void test_remove_tree_does_not_follow_links(void)
+{
+    char root[] = "/tmp/cellbox-unit-XXXXXX", outside[] = "/tmp/cellbox-outside-XXXXXX";
+    CHECK(mkdtemp(root) && mkdtemp(outside));
+    char path[256], keep[256];
+    snprintf(keep, sizeof keep, "%s/keep", outside);
+    FILE *f = fopen(keep, "w");
+    fputs("precious", f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/a/b", root);
+    CHECK(fs_mkdir_p(path, 0700) == 0);
+    snprintf(path, sizeof path, "%s/a/link", root);
+    CHECK(symlink(outside, path) == 0);
+    CHECK(fs_remove_tree(root) == 0);
+    CHECK(access(root, F_OK) != 0);
+    CHECK(access(keep, F_OK) == 0);
+    fs_remove_tree(outside);
+}
+
+int main(void)
+{
+    RUN(test_status_message_shape);
+    RUN(test_check_fills_defaults_and_rejects_bad_shapes);
+    RUN(test_untracked_types);
+    RUN(test_utf8_repair_and_split_sequences);
+    RUN(test_iso_time_has_six_digits_and_z);
+    RUN(test_remove_tree_does_not_follow_links);
+    return check_summary("message");
+}
