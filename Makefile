@@ -7,7 +7,7 @@ PYTHON      := /usr/bin/python3
 BUILD       ?= build
 SANITIZE    ?=
 CC          ?= cc
-PKGS        := libmicrohttpd jansson libcrypto
+PKGS        := libmicrohttpd jansson libcrypto libseccomp
 PY_CFLAGS   := $(shell /usr/bin/pkg-config --cflags python-3.11-embed 2>/dev/null)
 PY_LIBS     := $(shell /usr/bin/pkg-config --libs python-3.11-embed 2>/dev/null)
 DEP_CFLAGS  := $(shell /usr/bin/pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -20,7 +20,7 @@ CFLAGS      += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitiz
 LDFLAGS     += -fsanitize=address,undefined
 endif
 
-DAEMON_SRCS := $(wildcard src/common/*.c src/http/*.c src/api/*.c src/kernel/*.c src/daemon/*.c)
+DAEMON_SRCS := $(wildcard src/common/*.c src/http/*.c src/api/*.c src/kernel/*.c src/sandbox/*.c src/daemon/*.c)
 DAEMON_MAIN := src/daemon/main.c
 LIB_SRCS    := $(filter-out $(DAEMON_MAIN),$(DAEMON_SRCS))
 KERNEL_SRCS := src/runtime/kernel_main.c

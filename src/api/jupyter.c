@@ -79,7 +79,7 @@ static json_t *kernel_env_from(http_request *request, json_t *env)
             http_respond_error(request, 400, "'env.%s' must be a string", name);
             return NULL;
         }
-        if (strncmp(name, "KERNEL_", 7) == 0 && !strchr(name, '='))
+        if (strncmp(name, "KERNEL_", 7) == 0 && !strchr(name, '=') && strlen(name) < 256)
             json_object_set(filtered, name, value);
     }
     return filtered;
@@ -98,8 +98,9 @@ kernel *jupyter_create_kernel(http_request *request, json_t *body)
     const char *spec = json_string_value(name);
     int status;
     char why[512];
-    kernel *k = manager_create(spec && *spec ? spec : manager_default_kernel(), env, &status, why,
-                               sizeof why);
+    kernel *k = manager_create(spec && *spec ? spec : manager_default_kernel(), env,
+                               json_object_get(body, "limits"), json_object_get(body, "network"),
+                               &status, why, sizeof why);
     json_decref(env);
     if (!k)
         http_respond_error(request, status, "%s", why);

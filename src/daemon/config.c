@@ -9,10 +9,11 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "sandbox/limits.h"
 
 #define CELLBOX_VERSION "0.1.0"
 
-typedef enum option_type { OPT_STRING, OPT_INT, OPT_BOOL, OPT_SIZE } option_type;
+typedef enum option_type { OPT_STRING, OPT_INT, OPT_BOOL, OPT_SIZE, OPT_NUMBER } option_type;
 
 typedef struct option_spec {
     const char *name;   /* flag --name, env CELLBOX_NAME, config key name with '_' */
@@ -47,6 +48,21 @@ static const option_spec options[] = {
     {"max-body-size", OPT_SIZE, FIELD(max_body_size), "16777216", "largest request body in bytes (413 beyond)"},
     {"max-message-size", OPT_SIZE, FIELD(max_message_size), "67108864", "largest WebSocket message in bytes (closed with 1009 beyond)"},
     {"log-level", OPT_STRING, FIELD(log_level), "info", "debug, info, warn or error"},
+    {"memory-limit", OPT_SIZE, FIELD(memory_limit), "1G", "memory per sandbox, no swap (a request may ask for other limits up to the max-* options)"},
+    {"max-memory-limit", OPT_SIZE, FIELD(max_memory_limit), "8G", "most memory a sandbox may ask for"},
+    {"pids-limit", OPT_INT, FIELD(pids_limit), "256", "processes and threads per sandbox"},
+    {"max-pids-limit", OPT_INT, FIELD(max_pids_limit), "4096", "most pids a sandbox may ask for"},
+    {"cpu-limit", OPT_NUMBER, FIELD(cpu_limit), "1", "CPU cores per sandbox"},
+    {"max-cpu-limit", OPT_NUMBER, FIELD(max_cpu_limit), "0", "most cores a sandbox may ask for; 0 = all"},
+    {"disk-limit", OPT_SIZE, FIELD(disk_limit), "1G", "size of /workspace (an ext4 volume), of /tmp, and of the largest file"},
+    {"max-disk-limit", OPT_SIZE, FIELD(max_disk_limit), "16G", "most disk a sandbox may ask for"},
+    {"open-files-limit", OPT_INT, FIELD(open_files_limit), "1024", "open files per process in a sandbox"},
+    {"max-open-files-limit", OPT_INT, FIELD(max_open_files_limit), "65536", "most open files a sandbox may ask for"},
+    {"execution-timeout", OPT_INT, FIELD(execution_timeout), "0", "seconds a cell may run before it is interrupted; 0 = no limit"},
+    {"max-execution-timeout", OPT_INT, FIELD(max_execution_timeout), "0", "longest timeout a sandbox may ask for; 0 = any"},
+    {"output-limit", OPT_SIZE, FIELD(output_limit), "1M", "stdout+stderr bytes per execution before the rest is dropped"},
+    {"max-output-limit", OPT_SIZE, FIELD(max_output_limit), "256M", "most output a sandbox may ask for"},
+    {"allow-network", OPT_BOOL, FIELD(allow_network), "false", "let a sandbox ask for network access (\"network\": true); off = no sandbox ever has it"},
 };
 #define OPTION_COUNT (sizeof options / sizeof options[0])
 
@@ -104,11 +120,19 @@ static void set_option(config *cfg, const option_spec *opt, const char *value, c
         return;
     }
     case OPT_SIZE: {
-        errno = 0;
-        long long number = strtoll(value, &end, 10);
-        if (errno || *end || end == value || number <= 0)
-            die("%s: --%s takes a size in bytes > 0, not '%s'", source, opt->name, value);
+        long long number = limits_parse_size(value);
+        if (number < 0 || (number == 0 && strncmp(opt->name, "max-", 4) != 0))
+            die("%s: --%s takes a size like 512M, 1G or a number of bytes, not '%s'", source,
+                opt->name, value);
         *(long long *)field = number;
+        return;
+    }
+    case OPT_NUMBER: {
+        errno = 0;
+        double number = strtod(value, &end);
+        if (errno || *end || end == value || number < 0)
+            die("%s: --%s takes a number >= 0, not '%s'", source, opt->name, value);
+        *(double *)field = number;
         return;
     }
     }
@@ -149,6 +173,8 @@ static void load_config_file(config *cfg, const char *path)
         else if (json_is_boolean(value))
             set_option(cfg, opt, json_is_true(value) ? "true" : "false", path);
         else if (json_is_integer(value) && snprintf(text, sizeof text, "%lld", (long long)json_integer_value(value)) > 0)
+            set_option(cfg, opt, text, path);
+        else if (json_is_real(value) && snprintf(text, sizeof text, "%g", json_real_value(value)) > 0)
             set_option(cfg, opt, text, path);
         else
             die("config file %s: '%s' must be a string, number or boolean", path, key);

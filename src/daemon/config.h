@@ -24,6 +24,15 @@ typedef struct config {
     bool keep_workspaces;
     long long max_body_size, max_message_size;
     char *log_level;
+    /* per-sandbox defaults and the most a request may ask for (0 = unbounded) */
+    long long memory_limit, max_memory_limit;
+    int pids_limit, max_pids_limit;
+    double cpu_limit, max_cpu_limit;
+    long long disk_limit, max_disk_limit;
+    int open_files_limit, max_open_files_limit;
+    int execution_timeout, max_execution_timeout;
+    long long output_limit, max_output_limit;
+    bool allow_network;
 } config;
 
 /* Fills `cfg` or exits with a message naming the bad option; handles --help and --version. */

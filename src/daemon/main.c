@@ -19,6 +19,8 @@
 #include "http/server.h"
 #include "kernel/kernelspec.h"
 #include "kernel/manager.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/sandbox.h"
 
 static loop_watch signal_watch;
 
@@ -111,6 +113,11 @@ int main(int argc, char **argv)
     settle_token(&cfg, &generated_token);
     raise_fd_limit();
 
+    char why[512];
+    if (sandbox_check_privileges(why, sizeof why) < 0)
+        die("%s", why);
+    if (cgroup_init(why, sizeof why) < 0)
+        die("%s", why);
     loop_init();
     watch_signals();
     kernelspec_init();
@@ -123,6 +130,21 @@ int main(int argc, char **argv)
         .cull_interval = cfg.cull_interval,
         .cull_connected = cfg.cull_connected,
         .cull_busy = cfg.cull_busy,
+        .default_limits = {.memory_bytes = cfg.memory_limit,
+                           .pids = cfg.pids_limit,
+                           .cpus = cfg.cpu_limit,
+                           .disk_bytes = cfg.disk_limit,
+                           .open_files = cfg.open_files_limit,
+                           .timeout_seconds = cfg.execution_timeout,
+                           .output_bytes = cfg.output_limit},
+        .max_limits = {.memory_bytes = cfg.max_memory_limit,
+                       .pids = cfg.max_pids_limit,
+                       .cpus = cfg.max_cpu_limit,
+                       .disk_bytes = cfg.max_disk_limit,
+                       .open_files = cfg.max_open_files_limit,
+                       .timeout_seconds = cfg.max_execution_timeout,
+                       .output_bytes = cfg.max_output_limit},
+        .allow_network = cfg.allow_network,
     });
     if (!kernelspec_find(cfg.default_kernel))
         die("--default-kernel %s is not a known kernelspec (python3 is)", cfg.default_kernel);
@@ -148,6 +170,7 @@ int main(int argc, char **argv)
     loop_run();
 
     manager_shutdown_all();
+    cgroup_shutdown();
     http_server_stop();
     log_info("stopped");
     return 0;

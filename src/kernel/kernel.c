@@ -19,16 +19,21 @@
 #include "common/loop.h"
 #include "common/text.h"
 #include "kernel/message.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/volume.h"
 
 #define MAX_FRAME_BYTES (64u << 20)   /* docs/kernel-protocol.md */
 #define READ_CHUNK 65536
 #define MAX_READ_PER_WAKEUP (1u << 20) /* one noisy kernel must not starve the others */
 #define CHANNEL_FD 3
+/* After a timeout's interrupt, how long a cell gets to stop before the kernel is killed. */
+#define INTERRUPT_GRACE_MS 3000
+#define OUTPUT_COALESCE_MS 2
 
 typedef struct output_pipe {
     int fd;
     loop_watch watch;
-    buffer partial;     /* an incomplete UTF-8 sequence carried to the next read */
+    buffer pending;     /* read, not yet published (coalesced; may end mid-character) */
     const char *name;   /* "stdout" or "stderr" */
     struct kernel *owner;
 } output_pipe;
@@ -48,10 +53,21 @@ struct kernel {
     loop_watch channel_watch;
     buffer channel_in, channel_out;
     output_pipe out, err;
+    loop_timer *output_timer;   /* publishes pending output shortly */
     json_t *current_request;    /* header of the request the kernel said it is busy with */
     json_int_t execution_count; /* last seen, for replies the daemon writes */
     char death_reason[192];
     bool shutdown_requested;    /* a client asked it to shut down: exit 0 is expected */
+    kernel_sandbox sandbox;
+    long long oom_kills_at_start;   /* cgroup counter when this process started */
+    struct {
+        bool active;                /* an execute_request is running */
+        long long output_bytes;     /* stream bytes published for it */
+        long long dropped_bytes;    /* stream bytes past the output limit */
+        long long pids_hits_at_start;
+        loop_timer *timer;          /* timeout, then the grace period after the interrupt */
+        bool timed_out;
+    } execution;
     int connections;
     void *subscribers;
 };
@@ -66,6 +82,7 @@ const char *kernel_session(const kernel *k) { return k->session; }
 const char *kernel_workspace(const kernel *k) { return k->workspace; }
 kernel_state kernel_get_state(const kernel *k) { return k->state; }
 const char *kernel_death_reason(const kernel *k) { return k->death_reason; }
+const sandbox_limits *kernel_limits(const kernel *k) { return &k->sandbox.limits; }
 int64_t kernel_last_activity_us(const kernel *k) { return k->last_activity_us; }
 void kernel_touch(kernel *k) { k->last_activity_us = clock_wall_us(); }
 json_t *kernel_current_request(const kernel *k) { return k->current_request; }
@@ -125,87 +142,50 @@ static void reap_in_background(int pidfd)
 
 /* ---- starting the process ---- */
 
-static int pidfd_open_compat(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+typedef struct environment {
+    char **entries;
+    size_t count;
+} environment;
 
-typedef struct spawn_plan {
-    char *argv[4];
-    char **envp;
-    size_t env_count;
-} spawn_plan;
-
-static void plan_add_env(spawn_plan *plan, const char *name, const char *value)
+static void environment_add(environment *env, const char *name, const char *value)
 {
-    char **grown = realloc(plan->envp, (plan->env_count + 2) * sizeof *grown);
-    if (!grown || asprintf(&grown[plan->env_count], "%s=%s", name, value) < 0)
+    char **grown = realloc(env->entries, (env->count + 2) * sizeof *grown);
+    if (!grown || asprintf(&grown[env->count], "%s=%s", name, value) < 0)
         die("out of memory");
-    plan->envp = grown;
-    plan->env_count++;
-    plan->envp[plan->env_count] = NULL;
+    env->entries = grown;
+    env->count++;
+    env->entries[env->count] = NULL;
+}
+
+static void environment_free(environment *env)
+{
+    for (size_t i = 0; i < env->count; i++)
+        free(env->entries[i]);
+    free(env->entries);
 }
 
 /* The kernel's environment is built from scratch: nothing of the daemon's (its token above all)
-   reaches a kernel. Request variables come in already filtered to KERNEL_*. */
-static void plan_environment(spawn_plan *plan, const kernel *k)
+   reaches a kernel. Request variables come in already filtered to KERNEL_*. Caches and IPython's
+   profile go to /tmp so they do not clutter the user's /workspace. */
+static void build_environment(environment *env, const kernel *k)
 {
-    plan_add_env(plan, "PATH", "/usr/local/bin:/usr/bin:/bin");
-    plan_add_env(plan, "HOME", k->workspace);
-    plan_add_env(plan, "LANG", "C.UTF-8");
-    plan_add_env(plan, "PYTHONUNBUFFERED", "1");
-    plan_add_env(plan, "MPLBACKEND", "module://matplotlib_inline.backend_inline");
-    plan_add_env(plan, "CELLBOX_KERNEL_ID", k->id);
+    environment_add(env, "PATH", "/usr/local/bin:/usr/bin:/bin");
+    environment_add(env, "HOME", "/workspace");
+    environment_add(env, "USER", "user");
+    environment_add(env, "LANG", "C.UTF-8");
+    environment_add(env, "PYTHONUNBUFFERED", "1");
+    environment_add(env, "MPLBACKEND", "module://matplotlib_inline.backend_inline");
+    environment_add(env, "MPLCONFIGDIR", "/tmp/.config/matplotlib");
+    environment_add(env, "IPYTHONDIR", "/tmp/.ipython");
+    environment_add(env, "XDG_CACHE_HOME", "/tmp/.cache");
+    environment_add(env, "CELLBOX_KERNEL_ID", k->id);
     const char *name;
     json_t *value;
     json_object_foreach(k->env, name, value)
     {
         if (json_is_string(value))
-            plan_add_env(plan, name, json_string_value(value));
+            environment_add(env, name, json_string_value(value));
     }
-}
-
-static void plan_free(spawn_plan *plan)
-{
-    for (size_t i = 0; i < plan->env_count; i++)
-        free(plan->envp[i]);
-    free(plan->envp);
-    free(plan->argv[2]);
-}
-
-/* Moves `fd` to `target` in the child, clearing close-on-exec even when they are equal. */
-static void child_place_fd(int fd, int target)
-{
-    if (fd == target)
-        fcntl(fd, F_SETFD, 0);
-    else if (dup2(fd, target) < 0)
-        _exit(126);
-}
-
-/* Runs in the forked child: only async-signal-safe calls from here to execve. */
-static void child_exec(const spawn_plan *plan, const char *cwd, int devnull, int out, int err,
-                       int channel, pid_t parent)
-{
-    /* Its own session: signals to the daemon's group never reach it and killpg() reaches all
-       its children. Parent-death signal: a crashed daemon leaves no kernels behind. */
-    setsid();
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-        _exit(125);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    /* Placed above 3 first so no dup2 below clobbers a source not yet moved. */
-    int fds[4] = {fcntl(devnull, F_DUPFD_CLOEXEC, 10), fcntl(out, F_DUPFD_CLOEXEC, 10),
-                  fcntl(err, F_DUPFD_CLOEXEC, 10), fcntl(channel, F_DUPFD_CLOEXEC, 10)};
-    for (int i = 0; i < 4; i++)
-        child_place_fd(fds[i], i);
-    /* Only fds 0-3 survive: no daemon socket or other kernel's channel leaks (CVE-2024-21626). */
-    syscall(SYS_close_range, 4, ~0U, 0);
-    if (chdir(cwd) < 0)
-        _exit(124);
-    execve(plan->argv[0], plan->argv, plan->envp);
-    static const char message[] = "cellbox: cannot execute the kernel runtime\n";
-    write(2, message, sizeof message - 1);
-    _exit(127);
 }
 
 static void on_channel_ready(void *owner, uint32_t events);
@@ -221,6 +201,15 @@ static void watch_output(kernel *k, output_pipe *pipe_end, int fd, const char *n
     loop_watch_add(&pipe_end->watch, fd, EPOLLIN, on_output_ready, pipe_end);
 }
 
+static long long current_oom_kills(const kernel *k)
+{
+    cgroup_counters counters;
+    if (!k->sandbox.cgroup)
+        return 0;
+    cgroup_read_counters(k->sandbox.cgroup, &counters);
+    return counters.oom_kills;
+}
+
 static int spawn_process(kernel *k, char *why, size_t why_size)
 {
     int channel[2], out[2], err[2];
@@ -230,28 +219,41 @@ static int spawn_process(kernel *k, char *why, size_t why_size)
         snprintf(why, why_size, "cannot create the kernel's channels: %s", strerror(errno));
         return -1; /* fds leak only on EMFILE-class failures, where we are in trouble anyway */
     }
-    spawn_plan plan = {.argv = {(char *)kernelspec_kernel_binary(), "--channel-fd=3", NULL, NULL}};
-    if (asprintf(&plan.argv[2], "--python-dir=%s", kernelspec_python_dir()) < 0)
-        die("out of memory");
-    plan_environment(&plan, k);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0)
-        child_exec(&plan, k->workspace, devnull, out[1], err[1], channel[1], parent);
-    plan_free(&plan);
+    char *argv[] = {"/opt/cellbox/bin/cellbox-kernel", "--channel-fd=3",
+                    "--python-dir=/opt/cellbox/share/cellbox/python", NULL};
+    environment env = {0};
+    build_environment(&env, k);
+    const sandbox_limits *limits = &k->sandbox.limits;
+    sandbox_spec spec = {
+        .root = {.mount_point = k->sandbox.root_mount_point,
+                 .workspace = k->workspace,
+                 .runtime_dir = k->sandbox.runtime_dir,
+                 .uid = k->sandbox.uid,
+                 .gid = k->sandbox.uid,
+                 .tmp_bytes = limits->disk_bytes,
+                 .network = limits->network},
+        .network = limits->network,
+        .open_files = limits->open_files,
+        .file_size = limits->disk_bytes,
+        .argv = argv,
+        .envp = env.entries,
+        .fds = {devnull, out[1], err[1], channel[1]},
+        .cgroup = k->sandbox.cgroup,
+    };
+    k->oom_kills_at_start = current_oom_kills(k);
+    int pidfd = -1;
+    pid_t pid = sandbox_start(&spec, &pidfd, why, why_size);
+    environment_free(&env);
     close(devnull);
     close(out[1]);
     close(err[1]);
     close(channel[1]);
     if (pid < 0) {
-        snprintf(why, why_size, "cannot fork the kernel: %s", strerror(errno));
         close(out[0]), close(err[0]), close(channel[0]);
         return -1;
     }
     k->pid = pid;
-    k->pidfd = pidfd_open_compat(pid);
-    if (k->pidfd < 0)
-        die("pidfd_open: %s (cellbox needs Linux 5.3 or later)", strerror(errno));
+    k->pidfd = pidfd;
     k->channel_fd = channel[0];
     fcntl(k->channel_fd, F_SETFL, O_NONBLOCK);
     loop_watch_add(&k->channel_watch, k->channel_fd, EPOLLIN, on_channel_ready, k);
@@ -266,23 +268,69 @@ static int spawn_process(kernel *k, char *why, size_t why_size)
 
 /* ---- stdout/stderr → stream messages ---- */
 
-static void publish_output(output_pipe *p, const unsigned char *bytes, size_t n, int final)
+static void emit_stream(kernel *k, const char *name, const char *text, size_t length)
 {
-    kernel *k = p->owner;
-    buffer joined = {0}, text = {0};
-    buffer_append(&joined, buffer_head(&p->partial), buffer_size(&p->partial));
-    buffer_append(&joined, bytes, n);
-    buffer_free(&p->partial);
-    size_t kept = text_append_utf8(&text, (const unsigned char *)buffer_head(&joined),
-                                   buffer_size(&joined), final);
-    if (kept)
-        buffer_append(&p->partial, buffer_head(&joined) + buffer_size(&joined) - kept, kept);
+    emit(k, "iopub", message_stream(k->session, k->current_request, name, text, length));
+}
+
+/* Stream output beyond the per-execution limit is dropped, with one marker saying so. */
+static void publish_text(kernel *k, const char *name, const char *text, size_t length)
+{
+    long long limit = k->sandbox.limits.output_bytes;
+    if (!k->execution.active || limit <= 0 || k->execution.output_bytes + (long long)length <= limit) {
+        k->execution.output_bytes += (long long)length;
+        emit_stream(k, name, text, length);
+        return;
+    }
+    if (k->execution.dropped_bytes == 0) {
+        size_t room = (size_t)(limit > k->execution.output_bytes ? limit - k->execution.output_bytes : 0);
+        while (room > 0 && room < length && (text[room] & 0xc0) == 0x80)
+            room--; /* cut on a character boundary */
+        if (room > 0)
+            emit_stream(k, name, text, room);
+        k->execution.output_bytes += (long long)room;
+        char size[32], marker[160];
+        limits_format_size(limit, size, sizeof size);
+        int n = snprintf(marker, sizeof marker,
+                         "\n[cellbox: output truncated at %s; the rest of this cell's output is dropped]\n",
+                         size);
+        emit_stream(k, "stderr", marker, (size_t)n);
+        k->execution.dropped_bytes += (long long)(length - room);
+        return;
+    }
+    k->execution.dropped_bytes += (long long)length;
+}
+
+/* Publishes what has been read from the pipe as one stream message (valid UTF-8; an incomplete
+   trailing character waits for the next read unless `final`). */
+static void flush_output(output_pipe *p, int final)
+{
+    if (buffer_size(&p->pending) == 0)
+        return;
+    buffer text = {0};
+    size_t kept = text_append_utf8(&text, (const unsigned char *)buffer_head(&p->pending),
+                                   buffer_size(&p->pending), final);
     if (buffer_size(&text) > 0)
-        emit(k, "iopub",
-             message_stream(k->session, k->current_request, p->name, buffer_head(&text),
-                            buffer_size(&text)));
-    buffer_free(&joined);
+        publish_text(p->owner, p->name, buffer_head(&text), buffer_size(&text));
+    buffer_consume(&p->pending, buffer_size(&p->pending) - kept);
     buffer_free(&text);
+}
+
+static void flush_outputs(kernel *k)
+{
+    if (k->output_timer) {
+        loop_timer_cancel(k->output_timer);
+        k->output_timer = NULL;
+    }
+    flush_output(&k->out, 0);
+    flush_output(&k->err, 0);
+}
+
+static void on_output_timer(void *arg)
+{
+    kernel *k = arg;
+    k->output_timer = NULL;
+    flush_outputs(k);
 }
 
 static void close_output(output_pipe *p)
@@ -292,12 +340,11 @@ static void close_output(output_pipe *p)
     loop_watch_remove(&p->watch);
     close(p->fd);
     p->fd = -1;
-    if (buffer_size(&p->partial) > 0)
-        publish_output(p, NULL, 0, 1);
-    buffer_free(&p->partial);
+    flush_output(p, 1);
+    buffer_free(&p->pending);
 }
 
-/* Reads what the pipe holds now (bounded), publishing it; closes it at end of file. */
+/* Reads what the pipe holds now (bounded) into its pending bytes; closes it at end of file. */
 static void drain_output(output_pipe *p)
 {
     unsigned char chunk[READ_CHUNK];
@@ -305,7 +352,7 @@ static void drain_output(output_pipe *p)
     while (p->fd >= 0 && total < MAX_READ_PER_WAKEUP) {
         ssize_t n = read(p->fd, chunk, sizeof chunk);
         if (n > 0) {
-            publish_output(p, chunk, (size_t)n, 0);
+            buffer_append(&p->pending, chunk, (size_t)n);
             total += (size_t)n;
         } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
             close_output(p);
@@ -313,18 +360,25 @@ static void drain_output(output_pipe *p)
             break;
         }
     }
+    if (buffer_size(&p->pending) >= READ_CHUNK)
+        flush_output(p, 0);
 }
 
 static void read_channel(kernel *k);
 
 /* Frames already waiting were written before this output (docs/kernel-protocol.md): handle them
-   first so the output gets the right parent and order. */
+   first so the output gets the right parent and order. The output itself is published after a
+   short delay, so that print()'s separate writes of text and newline become one message, as
+   ipykernel's buffered streams produce; any frame from the kernel publishes it at once. */
 static void on_output_ready(void *owner, uint32_t events)
 {
     output_pipe *p = owner;
-    if (p->owner->channel_fd >= 0)
-        read_channel(p->owner);
+    kernel *k = p->owner;
+    if (k->channel_fd >= 0)
+        read_channel(k);
     drain_output(p);
+    if (!k->output_timer && (buffer_size(&k->out.pending) || buffer_size(&k->err.pending)))
+        k->output_timer = loop_timer_add(OUTPUT_COALESCE_MS, on_output_timer, k);
 }
 
 /* ---- messages from the kernel ---- */
@@ -344,6 +398,91 @@ static void reject_kernel(kernel *k, const char *why)
     kill_process_group(k, SIGKILL);
 }
 
+/* ---- per-execution limits: timeout, output volume, and what the cgroup saw ---- */
+
+static void cancel_execution_timer(kernel *k)
+{
+    if (k->execution.timer) {
+        loop_timer_cancel(k->execution.timer);
+        k->execution.timer = NULL;
+    }
+}
+
+static void note(kernel *k, const char *text)
+{
+    emit_stream(k, "stderr", text, strlen(text));
+}
+
+static void on_interrupt_ignored(void *arg)
+{
+    kernel *k = arg;
+    k->execution.timer = NULL;
+    snprintf(k->death_reason, sizeof k->death_reason,
+             "kernel died: timeout after %d s (the cell did not stop when interrupted)",
+             k->sandbox.limits.timeout_seconds);
+    kill_process_group(k, SIGKILL);
+}
+
+static void on_execution_timeout(void *arg)
+{
+    kernel *k = arg;
+    char text[160];
+    snprintf(text, sizeof text, "\n[cellbox: timeout after %d s: the cell was interrupted]\n",
+             k->sandbox.limits.timeout_seconds);
+    note(k, text);
+    k->execution.timed_out = true;
+    kill_process_group(k, SIGINT);
+    k->execution.timer = loop_timer_add(INTERRUPT_GRACE_MS, on_interrupt_ignored, k);
+}
+
+static void start_execution(kernel *k)
+{
+    cgroup_counters counters = {0};
+    if (k->sandbox.cgroup)
+        cgroup_read_counters(k->sandbox.cgroup, &counters);
+    cancel_execution_timer(k);
+    k->execution.active = true;
+    k->execution.output_bytes = k->execution.dropped_bytes = 0;
+    k->execution.timed_out = false;
+    k->execution.pids_hits_at_start = counters.pids_limit_hits;
+    if (k->sandbox.limits.timeout_seconds > 0)
+        k->execution.timer = loop_timer_add((int64_t)k->sandbox.limits.timeout_seconds * 1000,
+                                            on_execution_timeout, k);
+}
+
+/* Before the cell's `idle` goes out, say in words which limit it ran into. */
+static void finish_execution(kernel *k)
+{
+    char text[256], size[32];
+    cancel_execution_timer(k);
+    k->execution.active = false;
+    if (k->execution.dropped_bytes > 0) {
+        snprintf(text, sizeof text, "[cellbox: %lld bytes of output were dropped]\n",
+                 k->execution.dropped_bytes);
+        note(k, text);
+    }
+    cgroup_counters counters = {0};
+    if (k->sandbox.cgroup)
+        cgroup_read_counters(k->sandbox.cgroup, &counters);
+    if (counters.pids_limit_hits > k->execution.pids_hits_at_start) {
+        snprintf(text, sizeof text, "[cellbox: pids limit %d reached: new processes or threads were "
+                 "refused]\n", k->sandbox.limits.pids);
+        note(k, text);
+    }
+    long long used, total;
+    if (volume_usage(k->workspace, &used, &total) == 0 && total > 0 && used >= total - 65536) {
+        limits_format_size(k->sandbox.limits.disk_bytes, size, sizeof size);
+        snprintf(text, sizeof text, "[cellbox: disk quota %s exceeded: /workspace is full]\n", size);
+        note(k, text);
+    }
+}
+
+static bool is_execute(json_t *header)
+{
+    const char *type = json_string_value(json_object_get(header, "msg_type"));
+    return type && strcmp(type, "execute_request") == 0;
+}
+
 static void track_state(kernel *k, const char *type, json_t *message)
 {
     json_t *content = json_object_get(message, "content");
@@ -355,7 +494,11 @@ static void track_state(kernel *k, const char *type, json_t *message)
             json_decref(k->current_request);
             k->current_request = json_incref(json_object_get(message, "parent_header"));
             k->state = KERNEL_BUSY;
+            if (is_execute(k->current_request))
+                start_execution(k);
         } else if (strcmp(state, "idle") == 0 || strcmp(state, "starting") == 0) {
+            if (k->execution.active)
+                finish_execution(k);
             k->state = KERNEL_IDLE; /* "starting" is sent once the kernel can take requests */
         }
     } else if (strcmp(type, "execute_input") == 0) {
@@ -370,6 +513,7 @@ static void handle_kernel_message(kernel *k, const char *bytes, size_t length)
     static const char *const kernel_channels[] = {"iopub", "shell", "control", "stdin", NULL};
     char why[160];
     json_error_t error;
+    flush_outputs(k); /* output read before this message belongs before it */
     json_t *message = json_loadb(bytes, length, JSON_REJECT_DUPLICATES, &error);
     if (!message) {
         snprintf(why, sizeof why, "invalid JSON: %.100s", error.text);
@@ -514,18 +658,33 @@ static const char *signal_description(int signal_number)
 static void describe_exit(kernel *k, const siginfo_t *info)
 {
     if (k->death_reason[0])
-        return; /* already named (protocol violation) */
-    if (info->si_code == CLD_EXITED) {
-        if (info->si_status == 0 && k->shutdown_requested)
-            snprintf(k->death_reason, sizeof k->death_reason, "kernel shut down on request");
-        else
-            snprintf(k->death_reason, sizeof k->death_reason, "kernel died: exited with status %d",
-                     info->si_status);
+        return; /* already named: protocol violation or timeout */
+    char size[32];
+    limits_format_size(k->sandbox.limits.memory_bytes, size, sizeof size);
+    if (current_oom_kills(k) > k->oom_kills_at_start) {
+        snprintf(k->death_reason, sizeof k->death_reason,
+                 "kernel died: out of memory (limit %s); use less memory or ask for a larger "
+                 "limit, then restart the kernel", size);
         return;
     }
-    const char *what = signal_description(info->si_status);
+    int code = info->si_status, signal_number = 0;
+    if (info->si_code == CLD_EXITED)
+        sandbox_decode_status(info->si_status, &code, &signal_number);
+    else
+        signal_number = info->si_status, code = 0;
+    if (signal_number == 0) {
+        if (code == 0 && k->shutdown_requested)
+            snprintf(k->death_reason, sizeof k->death_reason, "kernel shut down on request");
+        else if (code == SANDBOX_SETUP_FAILED && k->state == KERNEL_STARTING)
+            snprintf(k->death_reason, sizeof k->death_reason,
+                     "kernel died: its sandbox could not be set up (see the daemon's log)");
+        else
+            snprintf(k->death_reason, sizeof k->death_reason, "kernel died: exited with status %d", code);
+        return;
+    }
+    const char *what = signal_description(signal_number);
     snprintf(k->death_reason, sizeof k->death_reason, "kernel died: killed by signal %d (SIG%s%s%s)",
-             info->si_status, sigabbrev_np(info->si_status) ? sigabbrev_np(info->si_status) : "?",
+             signal_number, sigabbrev_np(signal_number) ? sigabbrev_np(signal_number) : "?",
              what ? ", " : "", what ? what : "");
 }
 
@@ -555,6 +714,10 @@ static void release_process(kernel *k)
     close_channel(k);
     close_output(&k->out);
     close_output(&k->err);
+    if (k->output_timer) {
+        loop_timer_cancel(k->output_timer);
+        k->output_timer = NULL;
+    }
     k->pid = 0;
 }
 
@@ -572,6 +735,8 @@ static void on_process_exit(void *owner, uint32_t events)
     kill_process_group(k, SIGKILL); /* children it left behind */
     describe_exit(k, &info);
     log_info("kernel %s: %s", k->id, k->death_reason);
+    cancel_execution_timer(k);
+    k->execution.active = false;
     release_process(k);
     fail_running_request(k);
     k->state = KERNEL_DEAD;
@@ -581,6 +746,8 @@ static void on_process_exit(void *owner, uint32_t events)
 /* Stops the process without reporting a death: used by restart and delete. */
 static void stop_process(kernel *k)
 {
+    cancel_execution_timer(k);
+    k->execution.active = false;
     if (k->pid > 0) {
         kill_process_group(k, SIGKILL);
         loop_watch_remove(&k->pid_watch);
@@ -595,7 +762,7 @@ static void stop_process(kernel *k)
 /* ---- life cycle ---- */
 
 kernel *kernel_start(const char *id, const kernelspec *spec, const char *workspace, json_t *env,
-                     char *why, size_t why_size)
+                     const kernel_sandbox *sandbox, char *why, size_t why_size)
 {
     kernel *k = calloc(1, sizeof *k);
     if (!k || !(k->workspace = strdup(workspace)))
@@ -603,6 +770,7 @@ kernel *kernel_start(const char *id, const kernelspec *spec, const char *workspa
     snprintf(k->id, sizeof k->id, "%s", id);
     id_uuid4(k->session);
     k->spec = spec;
+    k->sandbox = *sandbox;
     k->env = env ? json_incref(env) : json_object();
     k->pidfd = k->channel_fd = k->out.fd = k->err.fd = -1;
     k->last_activity_us = clock_wall_us();

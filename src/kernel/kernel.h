@@ -13,6 +13,8 @@
 
 #include "common/ids.h"
 #include "kernel/kernelspec.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/limits.h"
 
 typedef enum kernel_state {
     KERNEL_STARTING,
@@ -28,10 +30,20 @@ typedef struct kernel kernel;
 typedef void (*kernel_message_handler)(kernel *k, const char *channel, json_t *message);
 void kernel_set_message_handler(kernel_message_handler handler);
 
-/* Starts a kernel process with `workspace` as its cwd; `env` (borrowed, may be NULL) adds
-   variables. NULL on failure, with `why` filled. */
+/* Where and how a kernel is isolated: prepared by the manager, used at every (re)start. */
+typedef struct kernel_sandbox {
+    uid_t uid;                    /* the sandbox user; its group has the same number */
+    sandbox_cgroup *cgroup;       /* borrowed: the manager creates and removes it */
+    sandbox_limits limits;
+    const char *root_mount_point; /* host directory the sandbox root is mounted on */
+    const char *runtime_dir;      /* host: cellbox's prefix, seen inside as /opt/cellbox */
+} kernel_sandbox;
+
+/* Starts a kernel in a sandbox with `workspace` (host path) as its /workspace; `env` (borrowed,
+   may be NULL) adds variables. NULL on failure, with `why` filled. */
 kernel *kernel_start(const char *id, const kernelspec *spec, const char *workspace, json_t *env,
-                     char *why, size_t why_size);
+                     const kernel_sandbox *sandbox, char *why, size_t why_size);
+const sandbox_limits *kernel_limits(const kernel *k);
 int kernel_send(kernel *k, json_t *message); /* message carries "channel"; -1 if the kernel is dead */
 void kernel_interrupt(kernel *k);
 int kernel_restart(kernel *k, char *why, size_t why_size);

@@ -9,10 +9,28 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/volume.h"
+
+/* Each live sandbox runs as its own uid (and gid) so none can signal or read another's files. */
+#define SANDBOX_UID_BASE 200000
+#define SANDBOX_UID_SLOTS 65536
+
+/* What the manager owns for each kernel besides the kernel itself. */
+typedef struct sandbox_resources {
+    kernel *kernel;
+    int uid_slot;
+    sandbox_cgroup *cgroup;
+    char *image;            /* the workspace volume's image file */
+} sandbox_resources;
 
 static manager_options options;
 static kernel **kernels;
+static sandbox_resources *resources; /* parallel to kernels */
 static size_t kernel_count, kernel_capacity;
+static unsigned char uid_in_use[SANDBOX_UID_SLOTS];
+static char *root_mount_point, *runtime_dir;
 static void (*delete_hook)(kernel *k);
 
 static void schedule_cull(void);
@@ -25,6 +43,17 @@ void manager_init(const manager_options *opts)
     if (fs_mkdir_p(path, 0700) < 0)
         die("cannot create the data directory %s: %s (choose another with --data-dir)", path,
             strerror(errno));
+    snprintf(path, sizeof path, "%s/volumes", options.data_dir);
+    if (fs_mkdir_p(path, 0700) < 0)
+        die("cannot create %s: %s", path, strerror(errno));
+    if (asprintf(&root_mount_point, "%s/.sandbox-root", options.data_dir) < 0 ||
+        !(runtime_dir = realpath(kernelspec_python_dir(), NULL)))
+        die("out of memory or missing runtime directory");
+    /* runtime_dir: PREFIX/share/cellbox/python → PREFIX */
+    for (int up = 0; up < 3; up++)
+        *strrchr(runtime_dir, '/') = '\0';
+    if (fs_mkdir_p(root_mount_point, 0700) < 0)
+        die("cannot create %s: %s", root_mount_point, strerror(errno));
     if (options.cull_idle_timeout > 0)
         schedule_cull();
 }
@@ -42,15 +71,79 @@ kernel *manager_find(const char *id)
     return NULL;
 }
 
-static char *workspace_path(const char *id)
+static char *data_path(const char *folder, const char *id, const char *suffix)
 {
     char *path;
-    if (asprintf(&path, "%s/workspaces/%s", options.data_dir, id) < 0)
+    if (asprintf(&path, "%s/%s/%s%s", options.data_dir, folder, id, suffix) < 0)
         die("out of memory");
     return path;
 }
 
-kernel *manager_create(const char *spec_name, json_t *env, int *status, char *why, size_t why_size)
+static int allocate_uid_slot(void)
+{
+    for (int i = 0; i < SANDBOX_UID_SLOTS; i++) {
+        if (!uid_in_use[i]) {
+            uid_in_use[i] = 1;
+            return i;
+        }
+    }
+    return -1;
+}
+
+static void release_resources(sandbox_resources *r, const char *workspace)
+{
+    if (r->cgroup)
+        cgroup_destroy(r->cgroup);
+    if (workspace && r->image)
+        volume_destroy(r->image, workspace, options.keep_workspaces);
+    if (r->uid_slot >= 0)
+        uid_in_use[r->uid_slot] = 0;
+    free(r->image);
+    memset(r, 0, sizeof *r);
+    r->uid_slot = -1;
+}
+
+/* The sandbox's pieces in the order they are needed: identity, disk, cgroup. */
+static int prepare_sandbox(const char *id, const sandbox_limits *limits, sandbox_resources *r,
+                           const char *workspace, char *why, size_t why_size)
+{
+    r->uid_slot = allocate_uid_slot();
+    if (r->uid_slot < 0) {
+        snprintf(why, why_size, "no free sandbox uid (%d sandboxes exist)", SANDBOX_UID_SLOTS);
+        return -1;
+    }
+    uid_t uid = SANDBOX_UID_BASE + (uid_t)r->uid_slot;
+    r->image = data_path("volumes", id, ".img");
+    if (volume_create(r->image, workspace, limits->disk_bytes, uid, uid, why, why_size) < 0) {
+        free(r->image);
+        r->image = NULL;
+        return -1;
+    }
+    char name[64];
+    snprintf(name, sizeof name, "kernel-%s", id);
+    cgroup_limits group_limits = {.memory_bytes = limits->memory_bytes, .pids = limits->pids,
+                                  .cpus = limits->cpus};
+    r->cgroup = cgroup_create(name, &group_limits, why, why_size);
+    return r->cgroup ? 0 : -1;
+}
+
+static void remember(kernel *k, const sandbox_resources *r)
+{
+    if (kernel_count == kernel_capacity) {
+        kernel_capacity = kernel_capacity ? kernel_capacity * 2 : 16;
+        kernels = realloc(kernels, kernel_capacity * sizeof *kernels);
+        resources = realloc(resources, kernel_capacity * sizeof *resources);
+        if (!kernels || !resources)
+            die("out of memory");
+    }
+    kernels[kernel_count] = k;
+    resources[kernel_count] = *r;
+    resources[kernel_count].kernel = k;
+    kernel_count++;
+}
+
+kernel *manager_create(const char *spec_name, json_t *env, json_t *limits_json, json_t *network,
+                       int *status, char *why, size_t why_size)
 {
     const kernelspec *spec = kernelspec_find(spec_name ? spec_name : options.default_kernel);
     if (!spec) {
@@ -64,50 +157,54 @@ kernel *manager_create(const char *spec_name, json_t *env, int *status, char *wh
                  "kernel or raise --max-kernels", options.max_kernels);
         return NULL;
     }
-    char id[UUID_STRING_LENGTH + 1];
-    id_uuid4(id);
-    char *workspace = workspace_path(id);
-    if (fs_mkdir_p(workspace, 0700) < 0) {
-        *status = 500;
-        snprintf(why, why_size, "cannot create the workspace %s: %s", workspace, strerror(errno));
-        free(workspace);
+    sandbox_limits limits;
+    if (limits_from_request(limits_json, network, env, &options.default_limits, &options.max_limits,
+                            options.allow_network, &limits, why, why_size) < 0) {
+        *status = strstr(why, "network") ? 403 : 400;
         return NULL;
     }
-    kernel *k = kernel_start(id, spec, workspace, env, why, why_size);
+    char id[UUID_STRING_LENGTH + 1];
+    id_uuid4(id);
+    char *workspace = data_path("workspaces", id, "");
+    sandbox_resources r = {.uid_slot = -1};
+    kernel *k = NULL;
+    if (prepare_sandbox(id, &limits, &r, workspace, why, why_size) == 0) {
+        kernel_sandbox sandbox = {.uid = SANDBOX_UID_BASE + (uid_t)r.uid_slot,
+                                  .cgroup = r.cgroup,
+                                  .limits = limits,
+                                  .root_mount_point = root_mount_point,
+                                  .runtime_dir = runtime_dir};
+        k = kernel_start(id, spec, workspace, env, &sandbox, why, why_size);
+    }
     if (!k) {
         *status = 500;
-        fs_remove_tree(workspace);
+        release_resources(&r, workspace);
         free(workspace);
         return NULL;
     }
     free(workspace);
-    if (kernel_count == kernel_capacity) {
-        kernel_capacity = kernel_capacity ? kernel_capacity * 2 : 16;
-        kernels = realloc(kernels, kernel_capacity * sizeof *kernels);
-        if (!kernels)
-            die("out of memory");
-    }
-    kernels[kernel_count++] = k;
-    log_info("kernel %s started (%s)", id, spec->name);
+    remember(k, &r);
+    log_info("kernel %s started (%s, uid %d)", id, spec->name, SANDBOX_UID_BASE + r.uid_slot);
     return k;
 }
 
 void manager_delete(kernel *k)
 {
+    sandbox_resources r = {.uid_slot = -1};
     for (size_t i = 0; i < kernel_count; i++) {
         if (kernels[i] != k)
             continue;
+        r = resources[i];
         memmove(&kernels[i], &kernels[i + 1], (kernel_count - i - 1) * sizeof *kernels);
+        memmove(&resources[i], &resources[i + 1], (kernel_count - i - 1) * sizeof *resources);
         kernel_count--;
         break;
     }
     if (delete_hook)
         delete_hook(k);
-    if (!options.keep_workspaces && fs_remove_tree(kernel_workspace(k)) < 0)
-        log_warn("kernel %s: could not remove its workspace %s: %s", kernel_id(k),
-                 kernel_workspace(k), strerror(errno));
+    kernel_destroy(k); /* kills the sandbox first: nothing may be writing while we remove it */
+    release_resources(&r, kernel_workspace(k));
     log_info("kernel %s deleted", kernel_id(k));
-    kernel_destroy(k);
 }
 
 json_t *manager_kernel_model(const kernel *k)

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "kernel/kernel.h"
+#include "sandbox/limits.h"
 
 typedef struct manager_options {
     const char *data_dir;       /* workspaces live in DATA_DIR/workspaces/<kernel id> */
@@ -17,12 +18,18 @@ typedef struct manager_options {
     int cull_idle_timeout;      /* seconds; 0 = never cull */
     int cull_interval;          /* seconds between culling passes */
     bool cull_connected, cull_busy;
+    sandbox_limits default_limits;
+    sandbox_limits max_limits;  /* 0 fields = unbounded */
+    bool allow_network;         /* may a sandbox ask for network access at all */
 } manager_options;
 
 void manager_init(const manager_options *options);
-/* Creates a kernel; on failure returns NULL with an HTTP status (403 at the limit, 404 for an
-   unknown kernelspec, 500 otherwise) and a message. `env` entries must already be checked. */
-kernel *manager_create(const char *spec_name, json_t *env, int *status, char *why, size_t why_size);
+/* Creates a kernel in a new sandbox; on failure returns NULL with an HTTP status (400 for bad
+   limits, 403 at the kernel limit or for a forbidden network, 404 for an unknown kernelspec, 500
+   otherwise) and a message; nothing half-made is left. `env` entries must already be checked;
+   `limits` and `network` are the request's (may be NULL). */
+kernel *manager_create(const char *spec_name, json_t *env, json_t *limits, json_t *network,
+                       int *status, char *why, size_t why_size);
 kernel *manager_find(const char *id);
 void manager_delete(kernel *k);
 size_t manager_count(void);

@@ -1,0 +1,331 @@
+#include "sandbox/cgroup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "common/log.h"
+
+/* v1 hierarchies we use; cpuacct gives CPU time, freezer pause/resume. */
+static const char *const v1_controllers[] = {"memory", "pids", "cpu", "cpuacct", "freezer"};
+#define V1_COUNT (sizeof v1_controllers / sizeof v1_controllers[0])
+
+static struct {
+    bool v2;
+    char parent[V1_COUNT][PATH_MAX]; /* v1: per controller; v2: [0] only */
+    bool present[V1_COUNT];
+} state;
+
+struct sandbox_cgroup {
+    char path[V1_COUNT][PATH_MAX];   /* same indexing as state.parent */
+};
+
+const char *cgroup_version_name(void) { return state.v2 ? "v2" : "v1"; }
+
+static int write_file(const char *dir, const char *file, const char *value)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = write(fd, value, strlen(value));
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return n == (ssize_t)strlen(value) ? 0 : -1;
+}
+
+static ssize_t read_file(const char *dir, const char *file, char *out, size_t size)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, out, size - 1);
+    close(fd);
+    out[n > 0 ? n : 0] = '\0';
+    return n;
+}
+
+/* "key value" lines (memory.events, pids.events, memory.oom_control, cpu.stat). */
+static long long read_keyed(const char *dir, const char *file, const char *key)
+{
+    char text[4096];
+    if (read_file(dir, file, text, sizeof text) < 0)
+        return 0;
+    size_t key_length = strlen(key);
+    for (char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+        if (strncmp(line, key, key_length) == 0 && line[key_length] == ' ')
+            return atoll(line + key_length + 1);
+    return 0;
+}
+
+static long long read_number(const char *dir, const char *file)
+{
+    char text[64];
+    return read_file(dir, file, text, sizeof text) > 0 ? atoll(text) : 0;
+}
+
+/* The daemon's own cgroup path in a hierarchy, from /proc/self/cgroup. */
+static bool own_cgroup(const char *controller, char *out, size_t size)
+{
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    if (!f)
+        return false;
+    char line[PATH_MAX + 128];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *controllers = strchr(line, ':');
+        char *path = controllers ? strchr(controllers + 1, ':') : NULL;
+        if (!path)
+            continue;
+        *path++ = '\0';
+        controllers++;
+        if (!controller) {
+            found = (strcmp(line, "0") == 0 && *controllers == '\0');
+        } else {
+            for (char *save = NULL, *c = strtok_r(controllers, ",", &save); c && !found;
+                 c = strtok_r(NULL, ",", &save))
+                found = strcmp(c, controller) == 0;
+        }
+        if (found)
+            snprintf(out, size, "%s", strcmp(path, "/") == 0 ? "" : path);
+    }
+    fclose(f);
+    return found;
+}
+
+static bool is_cgroup2(const char *path)
+{
+    struct statfs fs;
+    return statfs(path, &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+static int init_v1(char *why, size_t why_size)
+{
+    for (size_t i = 0; i < V1_COUNT; i++) {
+        char mount[PATH_MAX], self[PATH_MAX];
+        snprintf(mount, sizeof mount, "/sys/fs/cgroup/%s", v1_controllers[i]);
+        if (access(mount, W_OK) != 0 || !own_cgroup(v1_controllers[i], self, sizeof self))
+            continue;
+        snprintf(state.parent[i], PATH_MAX, "%.2000s%.2000s/cellbox", mount, self);
+        if (mkdir(state.parent[i], 0755) < 0 && errno != EEXIST) {
+            snprintf(why, why_size, "cannot create cgroup %s: %s", state.parent[i], strerror(errno));
+            return -1;
+        }
+        state.present[i] = true;
+    }
+    if (!state.present[0] || !state.present[1]) {
+        snprintf(why, why_size, "cgroup v1 needs the memory and pids hierarchies mounted and writable "
+                 "under /sys/fs/cgroup");
+        return -1;
+    }
+    return 0;
+}
+
+/* On v2 the "no internal processes" rule: the daemon moves into cellbox/daemon so that
+   cellbox/ can enable controllers for the sandboxes beside it. */
+static int init_v2(char *why, size_t why_size)
+{
+    char self[PATH_MAX], base[PATH_MAX + 32], daemon_leaf[PATH_MAX + 64];
+    if (!own_cgroup(NULL, self, sizeof self)) {
+        snprintf(why, why_size, "cannot find the daemon's cgroup in /proc/self/cgroup");
+        return -1;
+    }
+    snprintf(base, sizeof base, "/sys/fs/cgroup%.3000s", self);
+    snprintf(state.parent[0], PATH_MAX, "%.4000s/cellbox", base);
+    snprintf(daemon_leaf, sizeof daemon_leaf, "%.4000s/daemon", state.parent[0]);
+    if ((mkdir(state.parent[0], 0755) < 0 && errno != EEXIST) ||
+        (mkdir(daemon_leaf, 0755) < 0 && errno != EEXIST)) {
+        snprintf(why, why_size, "cannot create cgroup %s: %s (cellboxd needs a delegated cgroup, "
+                 "e.g. a systemd unit with Delegate=yes)", state.parent[0], strerror(errno));
+        return -1;
+    }
+    char pid[32];
+    snprintf(pid, sizeof pid, "%d", getpid());
+    if (write_file(daemon_leaf, "cgroup.procs", pid) < 0) {
+        snprintf(why, why_size, "cannot move the daemon into %s: %s", daemon_leaf, strerror(errno));
+        return -1;
+    }
+    if (write_file(base, "cgroup.subtree_control", "+memory +pids +cpu") < 0 ||
+        write_file(state.parent[0], "cgroup.subtree_control", "+memory +pids +cpu") < 0) {
+        snprintf(why, why_size, "cannot enable the memory, pids and cpu controllers under %s: %s "
+                 "(other processes in the daemon's cgroup? run cellboxd in a cgroup of its own)",
+                 base, strerror(errno));
+        return -1;
+    }
+    state.present[0] = true;
+    return 0;
+}
+
+int cgroup_init(char *why, size_t why_size)
+{
+    state.v2 = is_cgroup2("/sys/fs/cgroup");
+    return state.v2 ? init_v2(why, why_size) : init_v1(why, why_size);
+}
+
+static int index_of(const char *controller)
+{
+    for (size_t i = 0; i < V1_COUNT; i++)
+        if (strcmp(v1_controllers[i], controller) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* The directory holding `controller`'s files for this group (v2: the one directory). */
+static const char *dir_for(sandbox_cgroup *group, const char *controller)
+{
+    int i = state.v2 ? 0 : index_of(controller);
+    return (i >= 0 && state.present[i]) ? group->path[i] : NULL;
+}
+
+static int apply_limits(sandbox_cgroup *group, const cgroup_limits *limits)
+{
+    char value[64];
+    long long quota = (long long)(limits->cpus * 100000);
+    if (state.v2) {
+        const char *dir = group->path[0];
+        snprintf(value, sizeof value, "%lld", limits->memory_bytes);
+        if (write_file(dir, "memory.max", value) < 0)
+            return -1;
+        write_file(dir, "memory.swap.max", "0"); /* absent without swap accounting */
+        snprintf(value, sizeof value, "%d", limits->pids);
+        if (write_file(dir, "pids.max", value) < 0)
+            return -1;
+        snprintf(value, sizeof value, "%lld 100000", quota);
+        return write_file(dir, "cpu.max", value);
+    }
+    snprintf(value, sizeof value, "%lld", limits->memory_bytes);
+    if (write_file(dir_for(group, "memory"), "memory.limit_in_bytes", value) < 0)
+        return -1;
+    write_file(dir_for(group, "memory"), "memory.memsw.limit_in_bytes", value); /* no swap on top */
+    snprintf(value, sizeof value, "%d", limits->pids);
+    if (write_file(dir_for(group, "pids"), "pids.max", value) < 0)
+        return -1;
+    if (dir_for(group, "cpu")) {
+        write_file(dir_for(group, "cpu"), "cpu.cfs_period_us", "100000");
+        snprintf(value, sizeof value, "%lld", quota);
+        write_file(dir_for(group, "cpu"), "cpu.cfs_quota_us", value);
+    }
+    return 0;
+}
+
+sandbox_cgroup *cgroup_create(const char *name, const cgroup_limits *limits, char *why,
+                              size_t why_size)
+{
+    sandbox_cgroup *group = calloc(1, sizeof *group);
+    if (!group)
+        die("out of memory");
+    for (size_t i = 0; i < V1_COUNT; i++) {
+        if (!state.present[i])
+            continue;
+        snprintf(group->path[i], PATH_MAX, "%.3900s/%.64s", state.parent[i], name);
+        if (mkdir(group->path[i], 0755) < 0 && errno != EEXIST) {
+            snprintf(why, why_size, "cannot create cgroup %s: %s", group->path[i], strerror(errno));
+            cgroup_destroy(group);
+            return NULL;
+        }
+    }
+    if (apply_limits(group, limits) < 0) {
+        snprintf(why, why_size, "cannot set the cgroup limits of %s: %s", name, strerror(errno));
+        cgroup_destroy(group);
+        return NULL;
+    }
+    return group;
+}
+
+int cgroup_attach(sandbox_cgroup *group, pid_t pid)
+{
+    char value[32];
+    snprintf(value, sizeof value, "%d", pid);
+    for (size_t i = 0; i < V1_COUNT; i++)
+        if (state.present[i] && write_file(group->path[i], "cgroup.procs", value) < 0)
+            return -1;
+    return 0;
+}
+
+void cgroup_read_counters(sandbox_cgroup *group, cgroup_counters *out)
+{
+    memset(out, 0, sizeof *out);
+    if (state.v2) {
+        const char *dir = group->path[0];
+        out->oom_kills = read_keyed(dir, "memory.events", "oom_kill");
+        out->pids_limit_hits = read_keyed(dir, "pids.events", "max");
+        out->memory_peak = read_number(dir, "memory.peak");
+        out->memory_current = read_number(dir, "memory.current");
+        out->cpu_usage_us = read_keyed(dir, "cpu.stat", "usage_usec");
+        return;
+    }
+    out->oom_kills = read_keyed(dir_for(group, "memory"), "memory.oom_control", "oom_kill");
+    out->pids_limit_hits = read_keyed(dir_for(group, "pids"), "pids.events", "max");
+    out->memory_peak = read_number(dir_for(group, "memory"), "memory.max_usage_in_bytes");
+    out->memory_current = read_number(dir_for(group, "memory"), "memory.usage_in_bytes");
+    if (dir_for(group, "cpuacct"))
+        out->cpu_usage_us = read_number(dir_for(group, "cpuacct"), "cpuacct.usage") / 1000;
+}
+
+int cgroup_freeze(sandbox_cgroup *group, bool frozen)
+{
+    if (state.v2)
+        return write_file(group->path[0], "cgroup.freeze", frozen ? "1" : "0");
+    const char *dir = dir_for(group, "freezer");
+    if (!dir) {
+        errno = ENOTSUP;
+        return -1;
+    }
+    return write_file(dir, "freezer.state", frozen ? "FROZEN" : "THAWED");
+}
+
+void cgroup_kill_all(sandbox_cgroup *group)
+{
+    if (state.v2 && write_file(group->path[0], "cgroup.kill", "1") == 0)
+        return;
+    const char *dir = state.v2 ? group->path[0] : dir_for(group, "pids");
+    char text[65536];
+    if (!dir || read_file(dir, "cgroup.procs", text, sizeof text) <= 0)
+        return;
+    for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+        kill((pid_t)atoi(line), SIGKILL);
+}
+
+void cgroup_destroy(sandbox_cgroup *group)
+{
+    if (!group)
+        return;
+    cgroup_kill_all(group);
+    if (!state.v2 && dir_for(group, "freezer"))
+        write_file(dir_for(group, "freezer"), "freezer.state", "THAWED"); /* frozen tasks cannot die */
+    for (size_t i = 0; i < V1_COUNT; i++) {
+        if (!state.present[i] || !group->path[i][0])
+            continue;
+        /* Killed tasks take a moment to leave; rmdir fails with EBUSY until they have. */
+        for (int attempt = 0; attempt < 200 && rmdir(group->path[i]) < 0 && errno == EBUSY; attempt++)
+            usleep(5000);
+    }
+    free(group);
+}
+
+void cgroup_shutdown(void)
+{
+    for (size_t i = 0; i < V1_COUNT; i++) {
+        if (!state.present[i])
+            continue;
+        if (state.v2) {
+            char leaf[PATH_MAX + 16];
+            snprintf(leaf, sizeof leaf, "%.4000s/daemon", state.parent[0]);
+            rmdir(leaf); /* fails while the daemon is in it: fine, the service manager cleans up */
+        }
+        rmdir(state.parent[i]);
+    }
+}

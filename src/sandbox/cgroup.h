@@ -1,0 +1,40 @@
+/* cgroup — one control group per sandbox, on cgroup v1 or v2 (detected at start).
+ *
+ * Every sandbox's group lives under a `cellbox` parent inside the daemon's own cgroup (read from
+ * /proc/self/cgroup), never at a hierarchy's root, so a delegated service keeps its sandboxes
+ * inside its own accounting. Groups we did not create are never touched; ours are removed. */
+#ifndef CELLBOX_SANDBOX_CGROUP_H
+#define CELLBOX_SANDBOX_CGROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct cgroup_limits {
+    long long memory_bytes; /* no swap beyond it */
+    int pids;
+    double cpus;            /* 1.0 = one core */
+} cgroup_limits;
+
+typedef struct cgroup_counters {
+    long long oom_kills;        /* processes the OOM killer took */
+    long long pids_limit_hits;  /* forks refused at pids.max */
+    long long memory_peak;      /* bytes */
+    long long memory_current;   /* bytes */
+    long long cpu_usage_us;     /* CPU time used by the group */
+} cgroup_counters;
+
+typedef struct sandbox_cgroup sandbox_cgroup;
+
+/* Detects the version, creates the parents; 0 or -1 with a reason. */
+int cgroup_init(char *why, size_t why_size);
+const char *cgroup_version_name(void);      /* "v1" or "v2" */
+sandbox_cgroup *cgroup_create(const char *name, const cgroup_limits *limits, char *why, size_t why_size);
+int cgroup_attach(sandbox_cgroup *group, pid_t pid);
+void cgroup_read_counters(sandbox_cgroup *group, cgroup_counters *out);
+int cgroup_freeze(sandbox_cgroup *group, bool frozen);
+void cgroup_kill_all(sandbox_cgroup *group);
+void cgroup_destroy(sandbox_cgroup *group);  /* kills what is left and removes the group */
+void cgroup_shutdown(void);                  /* removes the parents when empty */
+
+#endif

@@ -1,0 +1,202 @@
+#include "sandbox/limits.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+long long limits_parse_size(const char *text)
+{
+    if (!text || !*text)
+        return -1;
+    char *end;
+    errno = 0;
+    double number = strtod(text, &end);
+    if (errno || end == text || number < 0)
+        return -1;
+    while (*end == ' ')
+        end++;
+    double scale = 1;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': scale = 1024.0; end++; break;
+    case 'M': scale = 1024.0 * 1024; end++; break;
+    case 'G': scale = 1024.0 * 1024 * 1024; end++; break;
+    case 'T': scale = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (*end == 'i' || *end == 'I')
+        end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end)
+        return -1;
+    return (long long)(number * scale);
+}
+
+void limits_format_size(long long bytes, char *out, size_t size)
+{
+    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+    double value = (double)bytes;
+    int unit = 0;
+    while (value >= 1024 && unit < 4 && ((long long)value % 1024 == 0 || value >= 10 * 1024)) {
+        value /= 1024;
+        unit++;
+    }
+    if (value == (long long)value)
+        snprintf(out, size, "%lld %s", (long long)value, units[unit]);
+    else
+        snprintf(out, size, "%.1f %s", value, units[unit]);
+}
+
+typedef enum field_kind { FIELD_SIZE, FIELD_INT, FIELD_CPUS } field_kind;
+
+typedef struct field {
+    const char *name;     /* JSON key; env KERNEL_CELLBOX_<NAME> */
+    field_kind kind;
+    size_t offset;
+} field;
+
+static const field fields[] = {
+    {"memory", FIELD_SIZE, offsetof(sandbox_limits, memory_bytes)},
+    {"pids", FIELD_INT, offsetof(sandbox_limits, pids)},
+    {"cpus", FIELD_CPUS, offsetof(sandbox_limits, cpus)},
+    {"disk", FIELD_SIZE, offsetof(sandbox_limits, disk_bytes)},
+    {"open_files", FIELD_INT, offsetof(sandbox_limits, open_files)},
+    {"timeout", FIELD_INT, offsetof(sandbox_limits, timeout_seconds)},
+    {"output", FIELD_SIZE, offsetof(sandbox_limits, output_bytes)},
+};
+
+static double value_of(const sandbox_limits *limits, const field *f)
+{
+    const char *base = (const char *)limits + f->offset;
+    switch (f->kind) {
+    case FIELD_SIZE: return (double)*(const long long *)base;
+    case FIELD_INT: return *(const int *)base;
+    case FIELD_CPUS: return *(const double *)base;
+    }
+    return 0;
+}
+
+static void store(sandbox_limits *limits, const field *f, double value)
+{
+    char *base = (char *)limits + f->offset;
+    switch (f->kind) {
+    case FIELD_SIZE: *(long long *)base = (long long)value; break;
+    case FIELD_INT: *(int *)base = (int)value; break;
+    case FIELD_CPUS: *(double *)base = value; break;
+    }
+}
+
+/* A JSON number or string ("512M"), or an env string. Returns -1 when malformed. */
+static double parse_value(const field *f, json_t *value)
+{
+    if (json_is_number(value))
+        return json_number_value(value);
+    const char *text = json_string_value(value);
+    if (!text)
+        return -1;
+    if (f->kind == FIELD_SIZE)
+        return (double)limits_parse_size(text);
+    char *end;
+    double number = strtod(text, &end);
+    return (end == text || *end) ? -1 : number;
+}
+
+static int apply_field(const field *f, json_t *value, const char *source, const sandbox_limits *maxima,
+                       sandbox_limits *out, char *why, size_t why_size)
+{
+    double number = parse_value(f, value);
+    bool positive_needed = f->kind != FIELD_INT || strcmp(f->name, "timeout") != 0;
+    if (number < 0 || (positive_needed && number <= 0) || number > 1e15) {
+        snprintf(why, why_size, "%s must be a positive %s", source,
+                 f->kind == FIELD_SIZE ? "size like \"512M\" or a number of bytes" : "number");
+        return -1;
+    }
+    double maximum = value_of(maxima, f);
+    if (maximum > 0 && number > maximum) {
+        char text[64];
+        if (f->kind == FIELD_SIZE)
+            limits_format_size((long long)maximum, text, sizeof text);
+        else
+            snprintf(text, sizeof text, "%g", maximum);
+        snprintf(why, why_size, "%s exceeds the daemon's maximum of %s", source, text);
+        return -1;
+    }
+    store(out, f, number);
+    return 0;
+}
+
+static int network_from_request(json_t *network, json_t *env, bool allowed, bool *out, char *why,
+                                size_t why_size)
+{
+    const char *env_value = json_string_value(json_object_get(env, "KERNEL_CELLBOX_NETWORK"));
+    bool wanted = json_is_true(network) ||
+                  (env_value && (!strcmp(env_value, "1") || !strcmp(env_value, "true")));
+    if (network && !json_is_null(network) && !json_is_boolean(network)) {
+        snprintf(why, why_size, "'network' must be true or false");
+        return -1;
+    }
+    if (wanted && !allowed) {
+        snprintf(why, why_size, "network access is disabled on this daemon; start cellboxd with "
+                 "--allow-network to let sandboxes ask for it");
+        return -1;
+    }
+    *out = wanted;
+    return 0;
+}
+
+int limits_from_request(json_t *limits, json_t *network, json_t *env,
+                        const sandbox_limits *defaults, const sandbox_limits *maxima,
+                        bool network_allowed, sandbox_limits *out, char *why, size_t why_size)
+{
+    *out = *defaults;
+    out->network = false;
+    if (limits && !json_is_null(limits) && !json_is_object(limits)) {
+        snprintf(why, why_size, "'limits' must be an object like {\"memory\": \"512M\"}");
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        const field *f = &fields[i];
+        char env_name[64], source[96];
+        snprintf(env_name, sizeof env_name, "KERNEL_CELLBOX_");
+        for (size_t j = 0; f->name[j]; j++)
+            env_name[15 + j] = (char)toupper((unsigned char)f->name[j]), env_name[16 + j] = '\0';
+        json_t *from_env = json_object_get(env, env_name);
+        json_t *from_body = json_object_get(limits, f->name);
+        if (from_env) {
+            snprintf(source, sizeof source, "env %s", env_name);
+            if (apply_field(f, from_env, source, maxima, out, why, why_size) < 0)
+                return -1;
+        }
+        if (from_body) {
+            snprintf(source, sizeof source, "limits.%s", f->name);
+            if (apply_field(f, from_body, source, maxima, out, why, why_size) < 0)
+                return -1;
+        }
+    }
+    if (network_from_request(network, env, network_allowed, &out->network, why, why_size) < 0)
+        return -1;
+    const char *key;
+    json_t *value;
+    json_object_foreach(limits, key, value)
+    {
+        bool known = false;
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+            known |= strcmp(fields[i].name, key) == 0;
+        if (!known) {
+            snprintf(why, why_size, "unknown limit 'limits.%.40s' (known: memory, pids, cpus, disk, "
+                     "open_files, timeout, output)", key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+json_t *limits_to_json(const sandbox_limits *limits)
+{
+    return json_pack("{s:I, s:i, s:f, s:I, s:i, s:i, s:I, s:b}", "memory", (json_int_t)limits->memory_bytes,
+                     "pids", limits->pids, "cpus", limits->cpus, "disk", (json_int_t)limits->disk_bytes,
+                     "open_files", limits->open_files, "timeout", limits->timeout_seconds, "output",
+                     (json_int_t)limits->output_bytes, "network", limits->network);
+}

@@ -1,0 +1,38 @@
+/* limits — what one sandbox may use, how a request asks for it, and how it is said in words.
+ *
+ * Defaults and maxima come from the daemon's options; a request may ask for other values within
+ * the maxima, as a "limits" object ({"memory": "512M", "pids": 64, "cpus": 0.5, "disk": "2G",
+ * "open_files": 256, "timeout": 30, "output": "4M"}, plus "network": true) or, for Jupyter
+ * clients that can only pass environment variables, as KERNEL_CELLBOX_MEMORY and friends. */
+#ifndef CELLBOX_SANDBOX_LIMITS_H
+#define CELLBOX_SANDBOX_LIMITS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct sandbox_limits {
+    long long memory_bytes;  /* cgroup memory, no swap */
+    int pids;                /* cgroup pids.max */
+    double cpus;             /* cores of CPU time */
+    long long disk_bytes;    /* /workspace size; also /tmp's and the largest file */
+    int open_files;          /* RLIMIT_NOFILE */
+    int timeout_seconds;     /* per execution; 0 = none */
+    long long output_bytes;  /* stream output per execution before truncation */
+    bool network;            /* reach outside (only if the daemon allows it) */
+} sandbox_limits;
+
+/* "1G", "512M", "64k", "1048576" → bytes; -1 if malformed. */
+long long limits_parse_size(const char *text);
+/* "1 GiB", "512 MiB", "300 KiB", "17 bytes" */
+void limits_format_size(long long bytes, char *out, size_t size);
+
+/* Reads the request's limits and env over `defaults`, refusing values past `maxima` (a max of 0
+   means unbounded) and network when `network_allowed` is false. 0, or -1 with `why` naming the
+   field, the value and the maximum. */
+int limits_from_request(json_t *limits, json_t *network, json_t *env,
+                        const sandbox_limits *defaults, const sandbox_limits *maxima,
+                        bool network_allowed, sandbox_limits *out, char *why, size_t why_size);
+json_t *limits_to_json(const sandbox_limits *limits);
+
+#endif

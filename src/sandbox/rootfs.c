@@ -1,0 +1,218 @@
+#include "sandbox/rootfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define RO_FLAGS (MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+/* Host files and directories the sandbox may read: the dynamic loader's cache, certificates,
+   fonts, alternatives, Python's and matplotlib's Debian configuration. Never /etc/ssl/private,
+   /etc/shadow, or anything with secrets. */
+static const char *const host_etc_entries[] = {
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl/certs", "ca-certificates",
+    "ca-certificates.conf", "fonts", "alternatives", "matplotlibrc", "localtime", "mime.types",
+    "python3", "python3.11", "bash.bashrc", "profile", "inputrc", "gai.conf", "protocols",
+    "services", "magic", "papersize",
+};
+
+/* /proc entries that expose the host kernel (Docker's masked and read-only lists). */
+static const char *const proc_masked[] = {"kcore", "keys", "timer_list", "sched_debug",
+                                          "sysrq-trigger", "latency_stats", "kallsyms", "kmsg"};
+static const char *const proc_readonly[] = {"sys", "irq", "bus", "fs", "asound", "acpi", "scsi"};
+
+static const char *const device_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+
+static int fail(char *why, size_t why_size, const char *what, const char *path)
+{
+    snprintf(why, why_size, "%s %s: %s", what, path, strerror(errno));
+    return -1;
+}
+
+static int make_file(const char *path, const char *content)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        return -1;
+    size_t n = content ? strlen(content) : 0;
+    ssize_t written = n ? write(fd, content, n) : 0;
+    close(fd);
+    return written == (ssize_t)n ? 0 : -1;
+}
+
+static int make_dirs(const char *path)
+{
+    char partial[4096];
+    snprintf(partial, sizeof partial, "%s", path);
+    for (char *p = partial + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(partial, 0755) < 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    }
+    return mkdir(partial, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* Binds a host path read-only (and nosuid, nodev) at `target`, creating the mount point. */
+static int bind_readonly(const char *source, const char *target, bool recursive)
+{
+    struct stat st;
+    if (stat(source, &st) < 0)
+        return errno == ENOENT ? 0 : -1; /* optional entries may be missing */
+    if (S_ISDIR(st.st_mode) ? make_dirs(target) < 0 : make_file(target, NULL) < 0)
+        return -1;
+    if (mount(source, target, NULL, MS_BIND | (recursive ? MS_REC : 0), NULL) < 0)
+        return -1;
+    return mount(NULL, target, NULL, RO_FLAGS, NULL);
+}
+
+static int write_identity_files(const rootfs_spec *spec)
+{
+    char passwd[512], group[256];
+    snprintf(passwd, sizeof passwd,
+             "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+             "user:x:%u:%u:cellbox sandbox:/workspace:/bin/bash\n"
+             "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+             spec->uid, spec->gid);
+    snprintf(group, sizeof group, "root:x:0:\nuser:x:%u:\nnogroup:x:65534:\n", spec->gid);
+    if (make_file("etc/passwd", passwd) < 0 || make_file("etc/group", group) < 0 ||
+        make_file("etc/hostname", "cellbox\n") < 0 ||
+        make_file("etc/hosts", "127.0.0.1 localhost cellbox\n::1 localhost ip6-localhost\n") < 0 ||
+        make_file("etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files dns\n") < 0)
+        return -1;
+    if (spec->network)
+        return bind_readonly("/etc/resolv.conf", "etc/resolv.conf", false);
+    return make_file("etc/resolv.conf", "");
+}
+
+static int build_etc(const rootfs_spec *spec, char *why, size_t why_size)
+{
+    if (make_dirs("etc") < 0 || write_identity_files(spec) < 0)
+        return fail(why, why_size, "cannot write", "/etc");
+    for (size_t i = 0; i < sizeof host_etc_entries / sizeof host_etc_entries[0]; i++) {
+        char source[256], target[256];
+        snprintf(source, sizeof source, "/etc/%s", host_etc_entries[i]);
+        snprintf(target, sizeof target, "etc/%s", host_etc_entries[i]);
+        if (bind_readonly(source, target, true) < 0)
+            return fail(why, why_size, "cannot bind", source);
+    }
+    return 0;
+}
+
+/* /usr read-only; Debian is merged-usr, so /bin, /lib... are links into it. */
+static int build_usr(char *why, size_t why_size)
+{
+    static const char *const links[][2] = {{"bin", "usr/bin"}, {"sbin", "usr/sbin"},
+                                           {"lib", "usr/lib"}, {"lib64", "usr/lib64"},
+                                           {"lib32", "usr/lib32"}, {"libx32", "usr/libx32"}};
+    if (bind_readonly("/usr", "usr", true) < 0)
+        return fail(why, why_size, "cannot bind", "/usr");
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
+        char host[64];
+        snprintf(host, sizeof host, "/%s", links[i][1]);
+        if (access(host, F_OK) == 0 && symlink(links[i][1], links[i][0]) < 0)
+            return fail(why, why_size, "cannot link", links[i][0]);
+    }
+    return 0;
+}
+
+/* A small /dev: the harmless nodes bound from the host, a private devpts instance (its own
+   ptys, none of the host's), a /dev/shm tmpfs. */
+static int build_dev(const rootfs_spec *spec, char *why, size_t why_size)
+{
+    if (make_dirs("dev") < 0 || mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0)
+        return fail(why, why_size, "cannot mount", "/dev");
+    for (size_t i = 0; i < sizeof device_nodes / sizeof device_nodes[0]; i++) {
+        char source[64], target[64];
+        snprintf(source, sizeof source, "/dev/%s", device_nodes[i]);
+        snprintf(target, sizeof target, "dev/%s", device_nodes[i]);
+        if (make_file(target, NULL) < 0 || mount(source, target, NULL, MS_BIND, NULL) < 0)
+            return fail(why, why_size, "cannot bind", source);
+    }
+    char shm_options[64];
+    snprintf(shm_options, sizeof shm_options, "mode=1777,size=%lld", spec->tmp_bytes);
+    if (make_dirs("dev/pts") < 0 ||
+        mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+              "newinstance,ptmxmode=0666,mode=0620") < 0)
+        return fail(why, why_size, "cannot mount", "/dev/pts");
+    if (make_dirs("dev/shm") < 0 ||
+        mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, shm_options) < 0)
+        return fail(why, why_size, "cannot mount", "/dev/shm");
+    if (symlink("pts/ptmx", "dev/ptmx") < 0 || symlink("/proc/self/fd", "dev/fd") < 0 ||
+        symlink("/proc/self/fd/0", "dev/stdin") < 0 || symlink("/proc/self/fd/1", "dev/stdout") < 0 ||
+        symlink("/proc/self/fd/2", "dev/stderr") < 0)
+        return fail(why, why_size, "cannot link", "/dev entries");
+    return mount(NULL, "dev", NULL, MS_REMOUNT | MS_NOSUID | MS_NOEXEC | MS_RDONLY, "mode=0755,size=64k") < 0
+               ? fail(why, why_size, "cannot seal", "/dev")
+               : 0;
+}
+
+/* A fresh /proc of the sandbox's pid namespace, with the host-kernel views masked. */
+static int build_proc(char *why, size_t why_size)
+{
+    if (make_dirs("proc") < 0 || mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+        return fail(why, why_size, "cannot mount", "/proc");
+    for (size_t i = 0; i < sizeof proc_masked / sizeof proc_masked[0]; i++) {
+        char target[64];
+        snprintf(target, sizeof target, "proc/%s", proc_masked[i]);
+        if (access(target, F_OK) == 0 && mount("/dev/null", target, NULL, MS_BIND, NULL) < 0)
+            return fail(why, why_size, "cannot mask", target);
+    }
+    for (size_t i = 0; i < sizeof proc_readonly / sizeof proc_readonly[0]; i++) {
+        char target[64];
+        snprintf(target, sizeof target, "proc/%s", proc_readonly[i]);
+        if (access(target, F_OK) == 0 &&
+            (mount(target, target, NULL, MS_BIND | MS_REC, NULL) < 0 ||
+             mount(NULL, target, NULL, RO_FLAGS, NULL) < 0))
+            return fail(why, why_size, "cannot make read-only", target);
+    }
+    return 0;
+}
+
+static int build_writable(const rootfs_spec *spec, char *why, size_t why_size)
+{
+    char tmp_options[64];
+    snprintf(tmp_options, sizeof tmp_options, "mode=1777,size=%lld", spec->tmp_bytes);
+    if (make_dirs("tmp") < 0 || mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmp_options) < 0)
+        return fail(why, why_size, "cannot mount", "/tmp");
+    if (make_dirs("workspace") < 0 ||
+        mount(spec->workspace, "workspace", NULL, MS_BIND, NULL) < 0 ||
+        mount(NULL, "workspace", NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) < 0)
+        return fail(why, why_size, "cannot bind", spec->workspace);
+    if (bind_readonly(spec->runtime_dir, "opt/cellbox", true) < 0)
+        return fail(why, why_size, "cannot bind", spec->runtime_dir);
+    return 0;
+}
+
+int rootfs_enter(const rootfs_spec *spec, char *why, size_t why_size)
+{
+    /* Nothing mounted from here on may propagate back to the host (the runc/bubblewrap step). */
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return fail(why, why_size, "cannot make private", "/");
+    if (mount("tmpfs", spec->mount_point, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0 ||
+        chdir(spec->mount_point) < 0)
+        return fail(why, why_size, "cannot mount the root on", spec->mount_point);
+    if (build_usr(why, why_size) < 0 || build_etc(spec, why, why_size) < 0 ||
+        build_dev(spec, why, why_size) < 0 || build_proc(why, why_size) < 0 ||
+        build_writable(spec, why, why_size) < 0)
+        return -1;
+    if (make_dirs(".oldroot") < 0 || make_dirs("root") < 0 || make_dirs("home") < 0)
+        return fail(why, why_size, "cannot create", "mount points");
+    /* pivot_root, then detach the old root: the host's tree is gone from this namespace. */
+    if (syscall(SYS_pivot_root, ".", ".oldroot") < 0)
+        return fail(why, why_size, "pivot_root into", spec->mount_point);
+    if (chdir("/") < 0 || umount2("/.oldroot", MNT_DETACH) < 0 || rmdir("/.oldroot") < 0)
+        return fail(why, why_size, "cannot detach", "the host root");
+    if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+        return fail(why, why_size, "cannot make read-only", "/");
+    if (chdir("/workspace") < 0)
+        return fail(why, why_size, "cannot enter", "/workspace");
+    return 0;
+}

@@ -1,0 +1,219 @@
+#include "sandbox/sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sandbox/landlock.h"
+#include "sandbox/seccomp_filter.h"
+
+#define NAMESPACES (CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP)
+
+/* Inside the child everything reports through fd 2 (the kernel's stderr pipe) and exits. */
+static void setup_failed(const char *what, const char *detail)
+{
+    char line[512];
+    int n = snprintf(line, sizeof line, "cellbox: sandbox setup failed: %s%s%s\n", what,
+                     detail ? ": " : "", detail ? detail : "");
+    if (write(2, line, (size_t)n) < 0) {
+        /* nothing more we can do */
+    }
+    _exit(SANDBOX_SETUP_FAILED);
+}
+
+static void place_fds(const int fds[4])
+{
+    int moved[4];
+    for (int i = 0; i < 4; i++) /* above 10 first, so no dup2 below clobbers a source */
+        moved[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10);
+    for (int i = 0; i < 4; i++) {
+        if (moved[i] < 0 || dup2(moved[i], i) < 0)
+            setup_failed("cannot place the program's descriptors", strerror(errno));
+    }
+}
+
+static void bring_up_loopback(void)
+{
+    int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct ifreq request;
+    memset(&request, 0, sizeof request);
+    strcpy(request.ifr_name, "lo");
+    if (sock < 0 || ioctl(sock, SIOCGIFFLAGS, &request) < 0)
+        setup_failed("cannot query the loopback interface", strerror(errno));
+    request.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (ioctl(sock, SIOCSIFFLAGS, &request) < 0)
+        setup_failed("cannot bring up loopback", strerror(errno));
+    close(sock);
+}
+
+static void set_limit(int resource, rlim_t value)
+{
+    struct rlimit limit = {.rlim_cur = value, .rlim_max = value};
+    if (setrlimit(resource, &limit) < 0)
+        setup_failed("cannot set a resource limit", strerror(errno));
+}
+
+/* Root → the sandbox user with nothing left: bounding set emptied first (it needs
+   CAP_SETPCAP, which we still hold), then groups, gid, uid. A uid change from 0 clears the
+   permitted, effective and ambient sets. */
+static void drop_privileges(uid_t uid, gid_t gid)
+{
+    for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+            setup_failed("cannot drop a capability", strerror(errno));
+    if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+        setup_failed("cannot switch to the sandbox user", strerror(errno));
+    if (setuid(0) == 0)
+        setup_failed("privileges were not dropped", NULL);
+}
+
+/* pid 1 of the sandbox: run the program, reap everything, exit as the program did. */
+static void supervise(char *const argv[], char *const envp[])
+{
+    pid_t program = fork();
+    if (program < 0)
+        setup_failed("cannot start the program", strerror(errno));
+    if (program == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        execve(argv[0], argv, envp);
+        setup_failed("cannot execute", argv[0]);
+    }
+    /* Only the program keeps the channel and pipes: its death is their end of file. */
+    for (int fd = 0; fd < 4; fd++)
+        close(fd);
+    for (;;) {
+        int status;
+        pid_t reaped = waitpid(-1, &status, 0);
+        if (reaped == program)
+            _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+        if (reaped < 0 && errno == ECHILD)
+            _exit(127);
+    }
+}
+
+/* The child, in new namespaces, as root: the order follows bubblewrap's — mounts, then
+   identity, then no_new_privs, Landlock, and seccomp last, right before the program runs. */
+static void run_child(const sandbox_spec *spec, int sync_fd)
+{
+    place_fds(spec->fds);
+    char go;
+    if (read(sync_fd, &go, 1) != 1) /* the daemon failed to set up our cgroup */
+        _exit(SANDBOX_SETUP_FAILED);
+    /* Its own session: no controlling terminal to inject into (TIOCSTI), and the daemon's
+       killpg() reaches the whole sandbox. */
+    setsid();
+    char why[512];
+    if (rootfs_enter(&spec->root, why, sizeof why) < 0)
+        setup_failed(why, NULL);
+    if (sethostname("cellbox", 7) < 0)
+        setup_failed("cannot set the hostname", strerror(errno));
+    if (!spec->network)
+        bring_up_loopback();
+    set_limit(RLIMIT_NOFILE, (rlim_t)spec->open_files);
+    set_limit(RLIMIT_FSIZE, (rlim_t)spec->file_size);
+    set_limit(RLIMIT_CORE, 0);
+    /* No descriptor of the daemon's survives (CVE-2024-21626: a leaked fd is a way out). */
+    syscall(SYS_close_range, 4, ~0U, 0);
+    drop_privileges(spec->root.uid, spec->root.gid);
+    /* Cleared by the uid change above, so set only now: the sandbox dies with the daemon. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        setup_failed("cannot set no_new_privs", strerror(errno));
+    if (landlock_restrict() < 0)
+        setup_failed("cannot apply the Landlock policy", strerror(errno));
+    int rc = seccomp_filter_load();
+    if (rc < 0)
+        setup_failed("cannot load the seccomp filter", strerror(-rc));
+    supervise(spec->argv, spec->envp);
+}
+
+pid_t sandbox_start(const sandbox_spec *spec, int *pidfd, char *why, size_t why_size)
+{
+    int sync[2];
+    if (pipe2(sync, O_CLOEXEC) < 0) {
+        snprintf(why, why_size, "cannot create a pipe: %s", strerror(errno));
+        return -1;
+    }
+    unsigned long flags = NAMESPACES | (spec->network ? 0 : CLONE_NEWNET) | CLONE_PIDFD | SIGCHLD;
+    int child_pidfd = -1;
+    /* Raw clone with fork semantics (no new stack): the child runs on a copy of ours. */
+    pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, &child_pidfd, NULL, NULL);
+    if (pid == 0) {
+        close(sync[1]);
+        run_child(spec, sync[0]);
+    }
+    close(sync[0]);
+    if (pid < 0) {
+        snprintf(why, why_size, "cannot create the sandbox's namespaces: %s", strerror(errno));
+        close(sync[1]);
+        return -1;
+    }
+    if (spec->cgroup && cgroup_attach(spec->cgroup, pid) < 0) {
+        snprintf(why, why_size, "cannot move the sandbox into its cgroup: %s", strerror(errno));
+        close(sync[1]); /* the child sees EOF and exits */
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        close(child_pidfd);
+        return -1;
+    }
+    if (write(sync[1], "g", 1) != 1) {
+        snprintf(why, why_size, "cannot start the sandbox: %s", strerror(errno));
+    }
+    close(sync[1]);
+    *pidfd = child_pidfd;
+    return pid;
+}
+
+void sandbox_decode_status(int supervisor_status, int *exit_code, int *signal_number)
+{
+    *exit_code = supervisor_status;
+    *signal_number = 0;
+    if (supervisor_status > 128 && supervisor_status < 128 + 65) {
+        *signal_number = supervisor_status - 128;
+        *exit_code = 0;
+    }
+}
+
+int sandbox_check_privileges(char *why, size_t why_size)
+{
+    struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct data[2];
+    if (syscall(SYS_capget, &header, data) < 0) {
+        snprintf(why, why_size, "cannot read capabilities: %s", strerror(errno));
+        return -1;
+    }
+    static const struct { int cap; const char *name; } needed[] = {
+        {CAP_SYS_ADMIN, "CAP_SYS_ADMIN (namespaces, mounts)"},
+        {CAP_SETUID, "CAP_SETUID (the sandbox user)"},
+        {CAP_SETGID, "CAP_SETGID"},
+        {CAP_SETPCAP, "CAP_SETPCAP (dropping the bounding set)"},
+        {CAP_NET_ADMIN, "CAP_NET_ADMIN (the sandbox loopback)"},
+        {CAP_SYS_CHROOT, "CAP_SYS_CHROOT (pivot_root)"},
+        {CAP_CHOWN, "CAP_CHOWN"},
+        {CAP_DAC_OVERRIDE, "CAP_DAC_OVERRIDE"},
+    };
+    for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++) {
+        int cap = needed[i].cap;
+        if (!(data[cap / 32].effective & (1u << (cap % 32)))) {
+            snprintf(why, why_size, "cellboxd must run as root (or with %s) to build sandboxes; "
+                     "start it with sudo", needed[i].name);
+            return -1;
+        }
+    }
+    return 0;
+}

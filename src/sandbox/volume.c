@@ -1,0 +1,132 @@
+#include "sandbox/volume.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/fs.h"
+
+/* mkfs.ext4 from e2fsprogs: no journal (the sandbox's scratch space), lazy init (fast), no
+   reserved blocks, one inode per 16 KiB. */
+static int make_filesystem(const char *image, uid_t uid, gid_t gid, char *why, size_t why_size)
+{
+    char owner[96];
+    snprintf(owner, sizeof owner, "lazy_itable_init=1,lazy_journal_init=1,root_owner=%u:%u", uid, gid);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDWR);
+        dup2(devnull, 0);
+        dup2(devnull, 1);
+        execl("/sbin/mkfs.ext4", "mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-m", "0", "-i",
+              "16384", "-E", owner, "-L", "workspace", image, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        snprintf(why, why_size, "mkfs.ext4 failed on %s (status %d; is e2fsprogs installed?)", image,
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        return -1;
+    }
+    return 0;
+}
+
+/* Attaches the image to a free loop device that detaches itself on unmount, and mounts it. */
+static int mount_image(const char *image, const char *mount_point, char *why, size_t why_size)
+{
+    int control = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+    int backing = open(image, O_RDWR | O_CLOEXEC);
+    if (control < 0 || backing < 0) {
+        snprintf(why, why_size, "cannot open %s: %s", control < 0 ? "/dev/loop-control" : image,
+                 strerror(errno));
+        goto fail;
+    }
+    for (int attempt = 0; attempt < 16; attempt++) {
+        int number = ioctl(control, LOOP_CTL_GET_FREE);
+        char device[64];
+        snprintf(device, sizeof device, "/dev/loop%d", number);
+        int loop = number < 0 ? -1 : open(device, O_RDWR | O_CLOEXEC);
+        if (loop < 0)
+            continue;
+        struct loop_config config = {.fd = (unsigned)backing,
+                                     .info = {.lo_flags = LO_FLAGS_AUTOCLEAR}};
+        if (ioctl(loop, LOOP_CONFIGURE, &config) < 0) {
+            close(loop);
+            if (errno == EBUSY)
+                continue; /* another process took it first */
+            snprintf(why, why_size, "cannot attach %s to %s: %s", image, device, strerror(errno));
+            goto fail;
+        }
+        int rc = mount(device, mount_point, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, "");
+        int saved = errno;
+        close(loop); /* the mount holds it now; AUTOCLEAR frees it on unmount */
+        if (rc < 0) {
+            snprintf(why, why_size, "cannot mount %s on %s: %s", device, mount_point, strerror(saved));
+            goto fail;
+        }
+        close(control);
+        close(backing);
+        return 0;
+    }
+    snprintf(why, why_size, "no free loop device for %s", image);
+fail:
+    if (control >= 0)
+        close(control);
+    if (backing >= 0)
+        close(backing);
+    return -1;
+}
+
+int volume_create(const char *image, const char *mount_point, long long bytes, uid_t uid, gid_t gid,
+                  char *why, size_t why_size)
+{
+    int fd = open(image, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 || ftruncate(fd, bytes) < 0) {
+        snprintf(why, why_size, "cannot create the workspace image %s: %s", image, strerror(errno));
+        if (fd >= 0)
+            close(fd), unlink(image);
+        return -1;
+    }
+    close(fd);
+    if (fs_mkdir_p(mount_point, 0700) < 0) {
+        snprintf(why, why_size, "cannot create %s: %s", mount_point, strerror(errno));
+        unlink(image);
+        return -1;
+    }
+    if (make_filesystem(image, uid, gid, why, why_size) < 0 ||
+        mount_image(image, mount_point, why, why_size) < 0) {
+        rmdir(mount_point);
+        unlink(image);
+        return -1;
+    }
+    /* Clear the default "lost+found" clutter from the user's view. */
+    char lost[4200];
+    snprintf(lost, sizeof lost, "%.4000s/lost+found", mount_point);
+    rmdir(lost);
+    return 0;
+}
+
+void volume_destroy(const char *image, const char *mount_point, int keep)
+{
+    if (umount2(mount_point, MNT_DETACH) == 0 || errno == EINVAL)
+        rmdir(mount_point);
+    if (!keep)
+        unlink(image);
+}
+
+int volume_usage(const char *mount_point, long long *used, long long *total)
+{
+    struct statvfs st;
+    if (statvfs(mount_point, &st) < 0)
+        return -1;
+    *total = (long long)st.f_blocks * (long long)st.f_frsize;
+    *used = (long long)(st.f_blocks - st.f_bfree) * (long long)st.f_frsize;
+    return 0;
+}
