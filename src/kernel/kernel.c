@@ -238,8 +238,8 @@ static int spawn_process(kernel *k, char *why, size_t why_size)
         .argv = argv,
         .envp = env.entries,
         .fds = {devnull, out[1], err[1], channel[1]},
-        .cgroup = k->sandbox.cgroup,
     };
+    cgroup_procs_files(k->sandbox.cgroup, spec.cgroup_procs, SANDBOX_MAX_CGROUP_FILES);
     k->oom_kills_at_start = current_oom_kills(k);
     int pidfd = -1;
     pid_t pid = sandbox_start(&spec, &pidfd, why, why_size);

@@ -26,6 +26,7 @@ static struct {
 
 struct sandbox_cgroup {
     char path[V1_COUNT][PATH_MAX];   /* same indexing as state.parent */
+    char procs[V1_COUNT][PATH_MAX + 16];
 };
 
 const char *cgroup_version_name(void) { return state.v2 ? "v2" : "v1"; }
@@ -231,6 +232,7 @@ sandbox_cgroup *cgroup_create(const char *name, const cgroup_limits *limits, cha
         if (!state.present[i])
             continue;
         snprintf(group->path[i], PATH_MAX, "%.3900s/%.64s", state.parent[i], name);
+        snprintf(group->procs[i], sizeof group->procs[i], "%.4000s/cgroup.procs", group->path[i]);
         if (mkdir(group->path[i], 0755) < 0 && errno != EEXIST) {
             snprintf(why, why_size, "cannot create cgroup %s: %s", group->path[i], strerror(errno));
             cgroup_destroy(group);
@@ -245,14 +247,13 @@ sandbox_cgroup *cgroup_create(const char *name, const cgroup_limits *limits, cha
     return group;
 }
 
-int cgroup_attach(sandbox_cgroup *group, pid_t pid)
+void cgroup_procs_files(sandbox_cgroup *group, const char **out, size_t max)
 {
-    char value[32];
-    snprintf(value, sizeof value, "%d", pid);
-    for (size_t i = 0; i < V1_COUNT; i++)
-        if (state.present[i] && write_file(group->path[i], "cgroup.procs", value) < 0)
-            return -1;
-    return 0;
+    size_t n = 0;
+    for (size_t i = 0; i < V1_COUNT && n < max; i++)
+        if (state.present[i])
+            out[n++] = group->procs[i];
+    out[n] = NULL;
 }
 
 void cgroup_read_counters(sandbox_cgroup *group, cgroup_counters *out)

@@ -30,7 +30,9 @@ typedef struct sandbox_cgroup sandbox_cgroup;
 int cgroup_init(char *why, size_t why_size);
 const char *cgroup_version_name(void);      /* "v1" or "v2" */
 sandbox_cgroup *cgroup_create(const char *name, const cgroup_limits *limits, char *why, size_t why_size);
-int cgroup_attach(sandbox_cgroup *group, pid_t pid);
+/* The cgroup.procs files a process writes "0" to in order to join (NULL-terminated; `out` holds
+   max + 1); the strings live as long as the group. */
+void cgroup_procs_files(sandbox_cgroup *group, const char **out, size_t max);
 void cgroup_read_counters(sandbox_cgroup *group, cgroup_counters *out);
 int cgroup_freeze(sandbox_cgroup *group, bool frozen);
 void cgroup_kill_all(sandbox_cgroup *group);

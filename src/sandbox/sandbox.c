@@ -80,8 +80,9 @@ static void drop_privileges(uid_t uid, gid_t gid)
         setup_failed("privileges were not dropped", NULL);
 }
 
-/* pid 1 of the sandbox: run the program, reap everything, exit as the program did. */
-static void supervise(char *const argv[], char *const envp[])
+/* pid 1 of the sandbox: the program is a child of it; pid 1 reaps everything and exits as the
+   program did. Returns only in the program's process. */
+pid_t sandbox_supervise(void)
 {
     pid_t program = fork();
     if (program < 0)
@@ -90,8 +91,7 @@ static void supervise(char *const argv[], char *const envp[])
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        execve(argv[0], argv, envp);
-        setup_failed("cannot execute", argv[0]);
+        return 0;
     }
     /* Only the program keeps the channel and pipes: its death is their end of file. */
     for (int fd = 0; fd < 4; fd++)
@@ -106,14 +106,25 @@ static void supervise(char *const argv[], char *const envp[])
     }
 }
 
-/* The child, in new namespaces, as root: the order follows bubblewrap's — mounts, then
-   identity, then no_new_privs, Landlock, and seccomp last, right before the program runs. */
-static void run_child(const sandbox_spec *spec, int sync_fd)
+static int join_cgroup(const sandbox_spec *spec)
+{
+    for (int i = 0; i < SANDBOX_MAX_CGROUP_FILES && spec->cgroup_procs[i]; i++) {
+        int fd = open(spec->cgroup_procs[i], O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, "0", 1) != 1) /* "0" moves the writing process */
+            return -1;
+        close(fd);
+    }
+    return 0;
+}
+
+/* In new namespaces, as root: the order follows bubblewrap's — mounts, then identity, then
+   no_new_privs, Landlock, and seccomp last, right before the program runs. */
+void sandbox_enter(const sandbox_spec *spec)
 {
     place_fds(spec->fds);
-    char go;
-    if (read(sync_fd, &go, 1) != 1) /* the daemon failed to set up our cgroup */
-        _exit(SANDBOX_SETUP_FAILED);
+    /* Before anything else runs: every page and process from here on is charged and limited. */
+    if (join_cgroup(spec) < 0)
+        setup_failed("cannot join the sandbox's cgroup", strerror(errno));
     /* Its own session: no controlling terminal to inject into (TIOCSTI), and the daemon's
        killpg() reaches the whole sandbox. */
     setsid();
@@ -139,42 +150,32 @@ static void run_child(const sandbox_spec *spec, int sync_fd)
     int rc = seccomp_filter_load();
     if (rc < 0)
         setup_failed("cannot load the seccomp filter", strerror(-rc));
-    supervise(spec->argv, spec->envp);
+}
+
+pid_t sandbox_clone(bool network, int *pidfd)
+{
+    unsigned long flags = NAMESPACES | (network ? 0 : CLONE_NEWNET) | SIGCHLD;
+    /* With a pidfd the caller is the parent; without, the child becomes the caller's parent's
+       child (CLONE_PARENT): how a zygote hands its sandboxes to the daemon to wait for. */
+    flags |= pidfd ? CLONE_PIDFD : CLONE_PARENT;
+    /* Raw clone with fork semantics (no new stack): the child runs on a copy of ours. */
+    return (pid_t)syscall(SYS_clone, flags, NULL, pidfd, NULL, NULL);
 }
 
 pid_t sandbox_start(const sandbox_spec *spec, int *pidfd, char *why, size_t why_size)
 {
-    int sync[2];
-    if (pipe2(sync, O_CLOEXEC) < 0) {
-        snprintf(why, why_size, "cannot create a pipe: %s", strerror(errno));
-        return -1;
-    }
-    unsigned long flags = NAMESPACES | (spec->network ? 0 : CLONE_NEWNET) | CLONE_PIDFD | SIGCHLD;
     int child_pidfd = -1;
-    /* Raw clone with fork semantics (no new stack): the child runs on a copy of ours. */
-    pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, &child_pidfd, NULL, NULL);
+    pid_t pid = sandbox_clone(spec->network, &child_pidfd);
     if (pid == 0) {
-        close(sync[1]);
-        run_child(spec, sync[0]);
+        sandbox_enter(spec);
+        sandbox_supervise();
+        execve(spec->argv[0], spec->argv, spec->envp);
+        setup_failed("cannot execute", spec->argv[0]);
     }
-    close(sync[0]);
     if (pid < 0) {
         snprintf(why, why_size, "cannot create the sandbox's namespaces: %s", strerror(errno));
-        close(sync[1]);
         return -1;
     }
-    if (spec->cgroup && cgroup_attach(spec->cgroup, pid) < 0) {
-        snprintf(why, why_size, "cannot move the sandbox into its cgroup: %s", strerror(errno));
-        close(sync[1]); /* the child sees EOF and exits */
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        close(child_pidfd);
-        return -1;
-    }
-    if (write(sync[1], "g", 1) != 1) {
-        snprintf(why, why_size, "cannot start the sandbox: %s", strerror(errno));
-    }
-    close(sync[1]);
     *pidfd = child_pidfd;
     return pid;
 }

@@ -16,6 +16,8 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/rootfs.h"
 
+#define SANDBOX_MAX_CGROUP_FILES 8
+
 typedef struct sandbox_spec {
     rootfs_spec root;
     bool network;            /* false: a network namespace with only loopback */
@@ -24,12 +26,20 @@ typedef struct sandbox_spec {
     char *const *argv;       /* the program, with paths as seen inside */
     char *const *envp;
     int fds[4];              /* become the program's fds 0..3; nothing else is inherited */
-    sandbox_cgroup *cgroup;  /* the sandbox joins it before running anything */
+    /* cgroup.procs files the sandbox joins before running anything (NULL-terminated) */
+    const char *cgroup_procs[SANDBOX_MAX_CGROUP_FILES + 1];
 } sandbox_spec;
 
 /* Starts the sandbox; returns the supervisor's pid (as the host sees it) and a pidfd for it, or
    -1 with `why`. A failure inside the sandbox's setup is reported on its fd 2, exit status 125. */
 pid_t sandbox_start(const sandbox_spec *spec, int *pidfd, char *why, size_t why_size);
+
+/* The steps, for a zygote that runs the program without exec: clone into new namespaces, then
+   in the child enter (on failure it exits 125), then supervise (returns only in the program's
+   process). With pidfd NULL the child becomes the caller's parent's child. */
+pid_t sandbox_clone(bool network, int *pidfd);
+void sandbox_enter(const sandbox_spec *spec);
+pid_t sandbox_supervise(void);
 
 /* Decodes the supervisor's exit status: sets *signal_number (0 if it exited) and the code. */
 void sandbox_decode_status(int supervisor_status, int *exit_code, int *signal_number);
