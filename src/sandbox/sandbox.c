@@ -20,7 +20,8 @@
 #include "sandbox/landlock.h"
 #include "sandbox/seccomp_filter.h"
 
-#define NAMESPACES (CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP)
+/* The cgroup namespace comes later, once the sandbox is in its own cgroup (see sandbox_enter). */
+#define NAMESPACES (CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS)
 
 /* Inside the child everything reports through fd 2 (the kernel's stderr pipe) and exits. */
 static void setup_failed(const char *what, const char *detail)
@@ -125,6 +126,10 @@ void sandbox_enter(const sandbox_spec *spec)
     /* Before anything else runs: every page and process from here on is charged and limited. */
     if (join_cgroup(spec) < 0)
         setup_failed("cannot join the sandbox's cgroup", strerror(errno));
+    /* A cgroup namespace rooted at that cgroup: /proc/self/cgroup shows "/" and nothing of the
+       host's hierarchy. */
+    if (unshare(CLONE_NEWCGROUP) < 0)
+        setup_failed("cannot create the cgroup namespace", strerror(errno));
     /* Its own session: no controlling terminal to inject into (TIOCSTI), and the daemon's
        killpg() reaches the whole sandbox. */
     setsid();
