@@ -1,0 +1,188 @@
+"""The request loop: one request at a time, each inside iopub status busy/idle.
+
+Mirrors ipykernel 6.17's kernelbase.py (dispatch_shell, process_control, _abort_queues,
+_input_request) on a single thread: requests read ahead of time (while waiting for an
+input_reply, or when collecting the requests an error aborts) wait in `pending`, in order.
+"""
+import collections
+import traceback
+import uuid
+
+from . import stdio
+from .channel import MAX_FRAME, ChannelClosed
+from .requests import Requests
+from .session import MalformedMessage, Session, decode, encode, timestamp
+from .shell import add_working_directory_to_path, create_shell
+
+_CURRENT_REQUEST = object()  # send()'s default parent: the request being handled
+
+
+class Kernel:
+    def __init__(self, channel, gate):
+        self.channel = channel
+        self.gate = gate
+        self.session = Session()
+        self.ident = str(uuid.uuid4())      # ipykernel's engine id (execute_reply metadata)
+        self.pending = collections.deque()  # requests read but not handled yet, in order
+        self._abort_window = 0              # leading entries of `pending` an error aborts
+        self.request = None                 # the request being handled: parent of what we send
+        self.exit_requested = False
+        self.shell = None
+        self.requests = None
+
+    def start(self):
+        """Build the shell, then announce that requests can come."""
+        self.shell = create_shell(self)
+        add_working_directory_to_path()
+        self.requests = Requests(self)
+        self.send("iopub", "status", {"execution_state": "starting"}, parent=None)
+
+    def serve(self):
+        """Handle requests until shutdown; returns the exit status."""
+        while not self.exit_requested:
+            request, aborting = self._next_request()
+            self._handle(request, aborting)
+        return 0
+
+    # ------------------------------------------------------------------ sending
+
+    def send(self, channel, msg_type, content, metadata=None, parent=_CURRENT_REQUEST):
+        """One message to the daemon; its parent is the request being handled unless given."""
+        parent = self.request if parent is _CURRENT_REQUEST else parent
+        stdio.flush()   # output written before this message must reach the daemon first
+        message = self.session.message(channel, msg_type, content, parent, metadata)
+        body = encode(message)
+        if len(body) > MAX_FRAME:
+            body = self._replace_oversized(message, len(body))
+            if body is None:
+                return
+        self.channel.send(body)
+
+    def publish(self, msg_type, content, metadata=None):
+        self.send("iopub", msg_type, content, metadata)
+
+    def reply(self, msg_type, content, metadata=None):
+        self.send(self.request["channel"], msg_type, content, metadata)
+
+    def _replace_oversized(self, message, size):
+        """A message over the frame limit would make the daemon kill us: an iopub message is
+        dropped, a reply is replaced by an error reply. Either way the user is told on stderr."""
+        msg_type = message["header"]["msg_type"]
+        stdio.log(f"{msg_type} message of {size} bytes exceeds the channel limit of "
+                  f"{MAX_FRAME} bytes; " + ("not sent" if message["channel"] == "iopub"
+                                           else "sending an error reply instead"))
+        if message["channel"] == "iopub":
+            return None
+        message["content"] = {"status": "error", "ename": "MessageTooLarge",
+                              "evalue": f"{msg_type} of {size} bytes exceeds {MAX_FRAME} bytes",
+                              "traceback": []}
+        return encode(message)
+
+    # ------------------------------------------------------------------ receiving
+
+    def _next_request(self):
+        """The next message to handle and whether an earlier error aborts it."""
+        while True:
+            if self.pending:
+                message = self.pending.popleft()
+                aborting = self._abort_window > 0
+                self._abort_window = max(0, self._abort_window - 1)
+                return message, aborting
+            message = self._receive()
+            if message is not None:
+                return message, False
+
+    def _receive(self):
+        """The next message from the channel (waiting for it), or None for a malformed frame."""
+        return self._decode(self.channel.receive())
+
+    def _collect_waiting(self, drop_stdin):
+        """Move every message already waiting on the channel to `pending`, without blocking."""
+        for body in self.channel.receive_ready():
+            message = self._decode(body)
+            if message is not None and not (drop_stdin and message["channel"] == "stdin"):
+                self.pending.append(message)
+
+    @staticmethod
+    def _decode(body):
+        try:
+            return decode(body)
+        except MalformedMessage as error:
+            stdio.log(f"ignoring a malformed frame from the daemon: {error}")
+            return None
+
+    # ------------------------------------------------------------------ handling
+
+    def _handle(self, message, aborting):
+        channel = message["channel"]
+        if channel == "cellbox":
+            return  # internal commands: none are defined yet, unknown types are ignored
+        if channel not in ("shell", "control"):
+            return  # a stale input_reply: ipykernel discards those too
+        self.request = message
+        self.gate.install()
+        self.send("iopub", "status", {"execution_state": "busy"})
+        msg_type = message["header"]["msg_type"]
+        if aborting and channel == "shell" and msg_type == "execute_request":
+            self._reply_aborted()
+        else:
+            self._run_handler(msg_type, message)
+        self.send("iopub", "status", {"execution_state": "idle"})
+
+    def _run_handler(self, msg_type, message):
+        handler = self.requests.handler(msg_type)
+        if handler is None:
+            return  # ipykernel logs unknown types and sends nothing but busy/idle
+        try:
+            handler(message)
+        except ChannelClosed:
+            raise
+        except (Exception, KeyboardInterrupt) as error:
+            where = traceback.extract_tb(error.__traceback__)[-1]
+            stdio.log(f"{msg_type} failed: {type(error).__name__}: {error} "
+                      f"({where.filename}:{where.lineno})")
+
+    def _reply_aborted(self):
+        msg_type = self.request["header"]["msg_type"]
+        metadata = self.reply_metadata()
+        metadata["status"] = "aborted"
+        self.reply(msg_type.rsplit("_", 1)[0] + "_reply", {"status": "aborted"}, metadata)
+
+    def reply_metadata(self):
+        """ipykernel's execute_reply metadata (kept for ipyparallel compatibility)."""
+        return {"started": timestamp(), "dependencies_met": True, "engine": self.ident}
+
+    def abort_waiting_executes(self):
+        """After an error with stop_on_error: every execute_request already waiting gets an
+        `aborted` reply (ipykernel._abort_queues with its default stop_on_error_timeout=0)."""
+        self._collect_waiting(drop_stdin=False)
+        self._abort_window = len(self.pending)
+
+    # ------------------------------------------------------------------ stdin
+
+    def request_input(self, prompt, password):
+        """input()/getpass() for user code: input_request on stdin, then the input_reply."""
+        try:
+            self._collect_waiting(drop_stdin=True)  # purge stale replies, as ipykernel does
+            self.send("stdin", "input_request", {"prompt": prompt, "password": password})
+            message = self._wait_input_reply()
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt("Interrupted by user") from None
+        value = message["content"].get("value", "")
+        if not isinstance(value, str):
+            stdio.log("input_reply without a string 'value'; using ''")
+            value = ""
+        if value == "\x04":  # what frontends send for EOF (Ctrl-D)
+            raise EOFError
+        return value
+
+    def _wait_input_reply(self):
+        """Read until an input_reply; requests arriving meanwhile are kept, in order."""
+        while True:
+            message = self._receive()
+            if message is None:
+                continue
+            if message["channel"] != "stdin":
+                self.pending.append(message)
+            elif message["header"]["msg_type"] == "input_reply":
+                return message

@@ -1,0 +1,155 @@
+"""IPython's InteractiveShell, wired to publish on iopub the way ipykernel's ZMQInteractiveShell
+does (ipykernel/zmqshell.py, displayhook.py), but through our channel and with no threads.
+
+Differences from a terminal IPython, all taken from ZMQInteractiveShell:
+  - display() / figures -> display_data; last expression -> execute_result; tracebacks -> error
+  - `?` help, set_next_input, exit -> execute_reply payloads
+  - no autoindent, no virtualenv detection, PAGER=cat
+One deliberate difference from ZMQInteractiveShell: `!cmd` runs through system_raw, so the child
+writes straight into our fd 1/2 pipes (the daemon streams them) instead of through a pty.
+"""
+import os
+import sys
+
+from IPython.core import page, payloadpage
+from IPython.core.autocall import ZMQExitAutocall
+from IPython.core.displayhook import DisplayHook
+from IPython.core.displaypub import DisplayPublisher
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell, InteractiveShellABC
+from IPython.core.usage import default_banner
+from traitlets import Any, CBool, Type, default
+from traitlets.config import Config
+
+from .compiler import CellCompiler
+
+
+class CellboxDisplayPublisher(DisplayPublisher):
+    """display() and friends -> display_data / update_display_data / clear_output.
+    (Kernel.send flushes stdout/stderr first, so prints before a display stay before it.)"""
+
+    def publish(self, data, metadata=None, source=None, *, transient=None, update=False,
+                **kwargs):
+        metadata = {} if metadata is None else metadata
+        transient = {} if transient is None else transient
+        self._validate_data(data, metadata)
+        content = {"data": data, "metadata": metadata, "transient": transient}
+        msg_type = "update_display_data" if update else "display_data"
+        self.shell.kernel.publish(msg_type, content)
+
+    def clear_output(self, wait=False):
+        self.shell.kernel.publish("clear_output", {"wait": wait})
+
+
+class CellboxDisplayHook(DisplayHook):
+    """The value of a cell's last expression -> execute_result (only if it has a repr)."""
+
+    def start_displayhook(self):
+        self.content = {"data": {}, "metadata": {}}
+
+    def write_output_prompt(self):
+        self.content["execution_count"] = self.prompt_count
+
+    def write_format_data(self, format_dict, md_dict=None):
+        self.content["data"] = format_dict
+        self.content["metadata"] = md_dict
+
+    def finish_displayhook(self):
+        content, self.content = self.content, None
+        if content["data"]:
+            self.shell.kernel.publish("execute_result", content)
+
+
+class ZMQInteractiveShell(InteractiveShell):
+    """ipykernel's shell class name, kept on purpose: libraries detect a notebook frontend by
+    `get_ipython().__class__.__name__ == "ZMQInteractiveShell"` (rich, plotly, tqdm, ...)
+    and only then send the rich display_data they would send under ipykernel."""
+
+    displayhook_class = Type(CellboxDisplayHook)
+    display_pub_class = Type(CellboxDisplayPublisher)
+    kernel = Any()              # the Kernel whose iopub this shell publishes on
+    readline_use = CBool(False)
+    autoindent = CBool(False)   # meaningless without a terminal
+    exiter = Any()
+
+    @default("exiter")
+    def _default_exiter(self):
+        return ZMQExitAutocall(self)
+
+    @default("banner1")
+    def _default_banner1(self):
+        return default_banner
+
+    keepkernel_on_exit = None
+
+    def init_environment(self):
+        # As ZMQInteractiveShell: children see no terminal, so colour hints on and no pagers.
+        os.environ["TERM"] = "xterm-color"
+        os.environ["CLICOLOR"] = "1"
+        os.environ["PAGER"] = "cat"
+        os.environ["GIT_PAGER"] = "cat"
+
+    def init_hooks(self):
+        super().init_hooks()
+        # `obj?` and %page go to the execute_reply payload, where frontends show them.
+        self.set_hook("show_in_pager", page.as_hook(payloadpage.page), 99)
+
+    def init_virtualenv(self):
+        # A kernel runs the Python it was started with; VIRTUAL_ENV in its environment is noise.
+        pass
+
+    def enable_gui(self, gui=None):
+        # There is no GUI event loop to integrate: only inline figures make sense here.
+        if gui not in (None, "inline"):
+            raise UsageError(f"GUI event loop '{gui}' is not supported in a cellbox kernel; "
+                             "use %matplotlib inline")
+        self.active_eventloop = gui
+
+    def ask_exit(self):
+        self.exit_now = not self.keepkernel_on_exit
+        self.payload_manager.write_payload({"source": "ask_exit",
+                                            "keepkernel": self.keepkernel_on_exit})
+
+    def set_next_input(self, text, replace=False):
+        self.payload_manager.write_payload({"source": "set_next_input", "text": text,
+                                            "replace": replace})
+
+    def run_cell(self, *args, **kwargs):
+        self._last_traceback = None
+        return super().run_cell(*args, **kwargs)
+
+    def _showtraceback(self, etype, evalue, stb):
+        self.kernel.publish("error", {"traceback": stb, "ename": str(etype.__name__),
+                                      "evalue": str(evalue)})
+        self._last_traceback = stb
+
+    system = InteractiveShell.system_raw
+
+
+InteractiveShellABC.register(ZMQInteractiveShell)
+
+
+def shell_config():
+    config = Config()
+    # IPython's history saves from a thread; a kernel that is forked must have none.
+    config.HistoryManager.enabled = False
+    return config
+
+
+def create_shell(kernel):
+    """The process's one shell (a singleton: get_ipython() and display() find it)."""
+    return ZMQInteractiveShell.instance(config=shell_config(), kernel=kernel,
+                                        compiler_class=CellCompiler)
+
+
+def add_working_directory_to_path():
+    """'' on sys.path before site-packages, as IPython's InteractiveShellApp.init_path does for
+    ipykernel: modules the user writes to the working directory are importable."""
+    if "" in sys.path:
+        return
+    index = 0
+    for i, path in enumerate(sys.path):
+        if os.path.basename(path) in ("site-packages", "dist-packages"):
+            index = i
+            break
+    sys.path.insert(index, "")
