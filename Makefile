@@ -23,7 +23,9 @@ endif
 DAEMON_SRCS := $(wildcard src/common/*.c src/http/*.c src/api/*.c src/kernel/*.c src/sandbox/*.c src/daemon/*.c)
 DAEMON_MAIN := src/daemon/main.c
 LIB_SRCS    := $(filter-out $(DAEMON_MAIN),$(DAEMON_SRCS))
-KERNEL_SRCS := src/runtime/kernel_main.c
+KERNEL_SRCS := src/runtime/kernel_main.c src/runtime/zygote.c
+# The zygote enters sandboxes itself: it shares the daemon's sandbox code, built without sanitizers.
+KERNEL_SHARED := src/sandbox/sandbox.c src/sandbox/rootfs.c src/sandbox/landlock.c src/sandbox/seccomp_filter.c
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 
 OBJ         = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -53,9 +55,13 @@ $(BIN)/cellboxd: $(call OBJ,$(DAEMON_SRCS))
 
 # The kernel embeds CPython; it is never built with ASan (CPython's allocator and ASan's
 # interceptors do not mix in an embedded interpreter).
-$(BIN)/cellbox-kernel: $(call OBJ,$(KERNEL_SRCS))
+$(BUILD)/obj-kernel/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(PY_LIBS)
+	$(CC) $(filter-out -fsanitize=address%,$(CFLAGS)) -MMD -MP -c $< -o $@
+
+$(BIN)/cellbox-kernel: $(call OBJ,$(KERNEL_SRCS)) $(patsubst %.c,$(BUILD)/obj-kernel/%.o,$(KERNEL_SHARED))
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(PY_LIBS) -ljansson -lseccomp
 
 $(SHARE)/python/%: src/runtime/python/%
 	@mkdir -p $(dir $@)
@@ -94,7 +100,7 @@ test: test-deps
 	@$(MAKE) --no-print-directory build unit
 	@$(MAKE) --no-print-directory asan
 	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) CELLBOX_DAEMON=$(CURDIR)/build-asan/bin/cellboxd \
-		$(PYTHON) -m pytest -q -p no:cacheprovider tests/integration tests/clients
+		$(PYTHON) -m pytest -q -p no:cacheprovider tests/kernel tests/integration tests/security tests/clients
 
 bench: deps build
 	@$(PYTHON) bench/bench.py
@@ -105,4 +111,4 @@ format:
 clean:
 	rm -rf build build-asan
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/obj-kernel -name '*.d' 2>/dev/null)

@@ -62,6 +62,8 @@ static const option_spec options[] = {
     {"max-execution-timeout", OPT_INT, FIELD(max_execution_timeout), "0", "longest timeout a sandbox may ask for; 0 = any"},
     {"output-limit", OPT_SIZE, FIELD(output_limit), "1M", "stdout+stderr bytes per execution before the rest is dropped"},
     {"max-output-limit", OPT_SIZE, FIELD(max_output_limit), "256M", "most output a sandbox may ask for"},
+    {"zygote", OPT_BOOL, FIELD(zygote), "true", "start Python kernels by cloning a preloaded interpreter (false = exec each one)"},
+    {"preload", OPT_STRING, FIELD(preload), "numpy,pandas,matplotlib,IPython", "modules the zygote imports once for every kernel"},
     {"allow-network", OPT_BOOL, FIELD(allow_network), "false", "let a sandbox ask for network access (\"network\": true); off = no sandbox ever has it"},
 };
 #define OPTION_COUNT (sizeof options / sizeof options[0])

@@ -33,6 +33,8 @@ typedef struct config {
     int execution_timeout, max_execution_timeout;
     long long output_limit, max_output_limit;
     bool allow_network;
+    bool zygote;
+    char *preload;
 } config;
 
 /* Fills `cfg` or exits with a message naming the bad option; handles --help and --version. */

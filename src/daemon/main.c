@@ -19,6 +19,7 @@
 #include "http/server.h"
 #include "kernel/kernelspec.h"
 #include "kernel/manager.h"
+#include "kernel/zygote.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
 
@@ -148,6 +149,11 @@ int main(int argc, char **argv)
     });
     if (!kernelspec_find(cfg.default_kernel))
         die("--default-kernel %s is not a known kernelspec (python3 is)", cfg.default_kernel);
+    if (cfg.zygote) {
+        char cache[4200];
+        snprintf(cache, sizeof cache, "%.4000s/zygote", cfg.data_dir);
+        zygote_start(cfg.preload, cache);
+    }
     channels_init((size_t)cfg.max_message_size);
     jupyter_init(&(jupyter_options){.list_kernels = cfg.list_kernels});
     int port = http_server_start(
@@ -170,6 +176,7 @@ int main(int argc, char **argv)
     loop_run();
 
     manager_shutdown_all();
+    zygote_stop();
     cgroup_shutdown();
     http_server_stop();
     log_info("stopped");

@@ -21,6 +21,7 @@
 #include "kernel/message.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/volume.h"
+#include "kernel/zygote.h"
 
 #define MAX_FRAME_BYTES (64u << 20)   /* docs/kernel-protocol.md */
 #define READ_CHUNK 65536
@@ -179,6 +180,8 @@ static void build_environment(environment *env, const kernel *k)
     environment_add(env, "IPYTHONDIR", "/tmp/.ipython");
     environment_add(env, "XDG_CACHE_HOME", "/tmp/.cache");
     environment_add(env, "CELLBOX_KERNEL_ID", k->id);
+    environment_add(env, "OPENBLAS_NUM_THREADS", "1");
+    environment_add(env, "OMP_NUM_THREADS", "1");
     const char *name;
     json_t *value;
     json_object_foreach(k->env, name, value)
@@ -242,7 +245,17 @@ static int spawn_process(kernel *k, char *why, size_t why_size)
     cgroup_procs_files(k->sandbox.cgroup, spec.cgroup_procs, SANDBOX_MAX_CGROUP_FILES);
     k->oom_kills_at_start = current_oom_kills(k);
     int pidfd = -1;
-    pid_t pid = sandbox_start(&spec, &pidfd, why, why_size);
+    pid_t pid = -1;
+    if (zygote_is_ready()) {
+        /* The fast path: a clone of the preloaded interpreter, our child thanks to CLONE_PARENT. */
+        pid = zygote_spawn(&spec, k->id, why, why_size);
+        if (pid > 0)
+            pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        else
+            log_warn("kernel %s: %s; starting it by exec", k->id, why);
+    }
+    if (pid <= 0)
+        pid = sandbox_start(&spec, &pidfd, why, why_size);
     environment_free(&env);
     close(devnull);
     close(out[1]);

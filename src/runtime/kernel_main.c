@@ -21,6 +21,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "runtime/kernel_runtime.h"
+
 /* The interpreter user code must believe it runs under: Debian's python3, so sys.prefix is /usr,
  * dist-packages are on sys.path and `%pip` / `sys.executable -m ...` use the same Python. */
 #define KERNEL_PYTHON_EXECUTABLE L"/usr/bin/python3"
@@ -33,6 +35,8 @@ struct kernel_options {
 static void usage(FILE *out)
 {
     fprintf(out, "usage: cellbox-kernel --channel-fd=N --python-dir=DIR\n"
+                 "       cellbox-kernel --zygote --control-fd=N --python-dir=DIR "
+                 "--inside-python-dir=DIR [--preload=a,b,c]\n"
                  "  --channel-fd=N    inherited socket carrying length-prefixed JSON messages\n"
                  "  --python-dir=DIR  directory that contains the cellbox_kernel package\n");
 }
@@ -137,7 +141,7 @@ static int prepend_sys_path(const char *python_dir)
 }
 
 /* Step one: a full interpreter, configured as `/usr/bin/python3` with no script would be. */
-static int kernel_python_start(const char *python_dir)
+int kernel_python_start(const char *python_dir)
 {
     PyConfig config;
     PyConfig_InitPythonConfig(&config);
@@ -171,7 +175,7 @@ static int kernel_python_start(const char *python_dir)
 
 /* Step two: hands the channel to cellbox_kernel.main.run(); returns the process exit status.
  * (A zygote will have imported cellbox_kernel.main already; the import is then a lookup.) */
-static int kernel_python_serve(int channel_fd)
+int kernel_python_serve(int channel_fd)
 {
     PyObject *module = PyImport_ImportModule("cellbox_kernel.main");
     if (module == NULL) {
@@ -195,6 +199,8 @@ static int kernel_python_serve(int channel_fd)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--zygote") == 0)
+        return zygote_main(argc - 1, argv + 1);
     struct kernel_options options;
     if (parse_options(argc, argv, &options) != 0 || check_options(&options) != 0)
         return 2;

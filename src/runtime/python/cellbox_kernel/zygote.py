@@ -1,0 +1,97 @@
+"""The zygote's Python half: import the template's preload list once, then prepare each forked
+child to become a kernel of its own.
+
+src/runtime/zygote.c calls preload() once in the zygote and after_fork() in every new kernel
+process (inside its sandbox, after the fork), then main.run(). Nothing here may leave a thread
+running: the zygote forks, and only the forking thread survives a fork.
+"""
+import gc
+import importlib
+import os
+import sys
+
+# Every module the kernel itself uses, so a forked kernel never imports from the host path
+# (which does not exist inside the sandbox).
+_OWN_MODULES = ("main", "channel", "compiler", "interrupts", "kernel", "requests", "session",
+                "shell", "stdin", "stdio")
+
+
+def preload(modules, inside_python_dir):
+    """Imports `modules` (e.g. numpy, pandas, matplotlib, IPython) and our package. Returns the
+    list of modules that failed to import, with the reason, so the daemon can log it."""
+    failed = []
+    for name in _OWN_MODULES:
+        importlib.import_module(f"cellbox_kernel.{name}")
+    for name in modules:
+        try:
+            importlib.import_module(name)
+            if name == "matplotlib":
+                _preload_matplotlib()
+        except Exception as error:  # a missing optional package must not stop the zygote
+            failed.append(f"{name}: {error}")
+    _warm_ipython()
+    # The kernel package must be found inside the sandbox too (for anything imported lazily).
+    sys.path[0] = inside_python_dir
+    # Objects that exist now never need collecting in a child: freezing them keeps the
+    # collector from touching (and so copying) their pages after each fork.
+    gc.collect()
+    gc.freeze()
+    return failed
+
+
+def _preload_matplotlib():
+    # Importing pyplot and the inline backend builds the font list once, here, instead of in
+    # every sandbox (about a second each).
+    import matplotlib.pyplot  # noqa: F401
+    import matplotlib_inline.backend_inline  # noqa: F401
+    from matplotlib import font_manager
+    font_manager.fontManager  # noqa: B018  (loaded at import; touched so it is really there)
+
+
+def _warm_ipython():
+    # The parts of IPython a shell builds on first use: imported, not instantiated.
+    import IPython.core.completer  # noqa: F401
+    import IPython.core.interactiveshell  # noqa: F401
+    import IPython.core.oinspect  # noqa: F401
+
+
+def threads_alive():
+    """Threads of this process (the zygote must have exactly one before it forks)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+def after_fork(environment, kernel_id):
+    """In a new kernel process: its own environment and fresh randomness."""
+    os.environ.clear()          # also unsetenv()s, so child processes see the same
+    for entry in environment:
+        name, _, value = entry.partition("=")
+        os.environ[name] = value
+    _reseed()
+    _clear_inherited_caches()
+
+
+def _reseed():
+    """Copies of one process share its random state: two sandboxes must never produce the
+    same stream, so every generator we know of starts again from the OS's entropy."""
+    import random
+    random.seed()
+    random._inst.seed()  # noqa: SLF001  (the module-level functions' instance; same as above)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()                       # the legacy global RandomState
+    tempfile = sys.modules.get("tempfile")
+    if tempfile is not None:
+        tempfile._name_sequence = None  # noqa: SLF001  (re-created lazily, newly seeded)
+
+
+def _clear_inherited_caches():
+    matplotlib = sys.modules.get("matplotlib")
+    if matplotlib is not None:
+        # Directories were computed for the zygote's host paths; recompute inside (MPLCONFIGDIR).
+        for getter in ("get_configdir", "get_cachedir"):
+            cached = getattr(matplotlib, getter, None)
+            if hasattr(cached, "cache_clear"):
+                cached.cache_clear()

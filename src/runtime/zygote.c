@@ -1,0 +1,247 @@
+/* zygote — one preloaded interpreter per template that becomes every new sandbox.
+ *
+ *   cellbox-kernel --zygote --control-fd=N --python-dir=HOST_DIR --inside-python-dir=DIR
+ *                  [--preload=numpy,pandas,matplotlib,IPython]
+ *
+ * Runs as root outside any sandbox and never runs user code. It starts Python, imports the
+ * preload list, says {"ready": true} on the control socket (SOCK_SEQPACKET), then serves spawn
+ * requests: a JSON sandbox description with four fds (SCM_RIGHTS: stdin, stdout, stderr,
+ * channel). For each it clones itself into new namespaces with CLONE_PARENT — so the sandbox is
+ * the daemon's child and the daemon waits for it as for any kernel — and answers {"pid": N}.
+ * The clone enters the sandbox exactly as an exec'd kernel does (sandbox.c), forks the kernel
+ * under the supervisor, reseeds its random generators and serves: no interpreter start and no
+ * imports per sandbox, the preloaded pages shared copy-on-write. */
+#include <Python.h>
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "runtime/kernel_runtime.h"
+#include "sandbox/sandbox.h"
+
+#define SPAWN_FDS 4
+#define MAX_REQUEST (256 << 10)
+
+typedef struct spawn_request {
+    json_t *json;          /* owns the strings the spec points into */
+    sandbox_spec spec;
+    int fds[SPAWN_FDS];
+} spawn_request;
+
+static const char *option(int argc, char **argv, const char *name)
+{
+    size_t length = strlen(name);
+    for (int i = 1; i < argc; i++)
+        if (strncmp(argv[i], name, length) == 0 && argv[i][length] == '=')
+            return argv[i] + length + 1;
+    return NULL;
+}
+
+static void send_json(int control_fd, json_t *message)
+{
+    char *text = json_dumps(message, JSON_COMPACT);
+    json_decref(message);
+    if (text && send(control_fd, text, strlen(text), MSG_NOSIGNAL) < 0)
+        fprintf(stderr, "cellbox-zygote: cannot answer the daemon: %s\n", strerror(errno));
+    free(text);
+}
+
+/* Calls cellbox_kernel.zygote.<function>(args...) ; returns a new reference or NULL. */
+static PyObject *call_zygote_module(const char *function, const char *format, ...)
+{
+    PyObject *module = PyImport_ImportModule("cellbox_kernel.zygote");
+    if (!module)
+        return NULL;
+    PyObject *callable = PyObject_GetAttrString(module, function);
+    Py_DECREF(module);
+    if (!callable)
+        return NULL;
+    va_list ap;
+    va_start(ap, format);
+    PyObject *args = Py_VaBuildValue(format, ap);
+    va_end(ap);
+    PyObject *result = args ? PyObject_CallObject(callable, args) : NULL;
+    Py_XDECREF(args);
+    Py_DECREF(callable);
+    return result;
+}
+
+static PyObject *split_list(const char *text)
+{
+    PyObject *list = PyList_New(0);
+    char *copy = strdup(text ? text : "");
+    for (char *save = NULL, *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        PyObject *name = PyUnicode_FromString(item);
+        PyList_Append(list, name);
+        Py_DECREF(name);
+    }
+    free(copy);
+    return list;
+}
+
+/* Imports everything once; returns the ready message for the daemon. */
+static json_t *preload(const char *modules, const char *inside_python_dir)
+{
+    PyObject *names = split_list(modules);
+    PyObject *failed = call_zygote_module("preload", "(Os)", names, inside_python_dir);
+    Py_DECREF(names);
+    json_t *ready = json_pack("{s:b, s:[]}", "ready", 1, "failed");
+    if (!failed) {
+        PyErr_Print();
+        json_object_set_new(ready, "ready", json_false());
+        return ready;
+    }
+    for (Py_ssize_t i = 0; i < PyList_Size(failed); i++)
+        json_array_append_new(json_object_get(ready, "failed"),
+                              json_string(PyUnicode_AsUTF8(PyList_GetItem(failed, i))));
+    Py_DECREF(failed);
+    PyObject *threads = call_zygote_module("threads_alive", "()");
+    long count = threads ? PyLong_AsLong(threads) : -1;
+    Py_XDECREF(threads);
+    json_object_set_new(ready, "threads", json_integer(count));
+    if (count != 1) /* a fork keeps only this thread: others' locks would stay held forever */
+        json_object_set_new(ready, "ready", json_false());
+    return ready;
+}
+
+static void close_fds(int *fds, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
+/* Reads one request: the JSON and exactly four descriptors. 0 on EOF, -1 on a bad request
+   (answered), 1 when `request` is filled. */
+static int receive_request(int control_fd, char *buffer, spawn_request *request)
+{
+    char control[CMSG_SPACE(sizeof(int) * SPAWN_FDS)];
+    struct iovec iov = {.iov_base = buffer, .iov_len = MAX_REQUEST - 1};
+    struct msghdr header = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+                            .msg_controllen = sizeof control};
+    ssize_t n;
+    do
+        n = recvmsg(control_fd, &header, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n <= 0)
+        return 0;
+    buffer[n] = '\0';
+    for (int i = 0; i < SPAWN_FDS; i++)
+        request->fds[i] = -1;
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&header);
+    int received = 0;
+    if (cmsg && cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
+        received = (int)((cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        memcpy(request->fds, CMSG_DATA(cmsg), sizeof(int) * (received < SPAWN_FDS ? received : SPAWN_FDS));
+    }
+    json_error_t error;
+    request->json = json_loads(buffer, 0, &error);
+    if (received != SPAWN_FDS || !json_is_object(request->json)) {
+        close_fds(request->fds, received < SPAWN_FDS ? received : SPAWN_FDS);
+        json_decref(request->json);
+        send_json(control_fd, json_pack("{s:s}", "error", "a spawn request needs a JSON object and 4 fds"));
+        return -1;
+    }
+    return 1;
+}
+
+static const char *string_field(json_t *object, const char *name)
+{
+    const char *value = json_string_value(json_object_get(object, name));
+    return value ? value : "";
+}
+
+static void build_spec(spawn_request *request)
+{
+    json_t *j = request->json;
+    sandbox_spec *spec = &request->spec;
+    memset(spec, 0, sizeof *spec);
+    spec->root.mount_point = string_field(j, "root_mount_point");
+    spec->root.workspace = string_field(j, "workspace");
+    spec->root.runtime_dir = string_field(j, "runtime_dir");
+    spec->root.uid = spec->root.gid = (uid_t)json_integer_value(json_object_get(j, "uid"));
+    spec->root.tmp_bytes = json_integer_value(json_object_get(j, "tmp_bytes"));
+    spec->root.network = spec->network = json_is_true(json_object_get(j, "network"));
+    spec->open_files = (int)json_integer_value(json_object_get(j, "open_files"));
+    spec->file_size = json_integer_value(json_object_get(j, "file_size"));
+    json_t *procs = json_object_get(j, "cgroup_procs");
+    for (size_t i = 0; i < json_array_size(procs) && i < SANDBOX_MAX_CGROUP_FILES; i++)
+        spec->cgroup_procs[i] = json_string_value(json_array_get(procs, i));
+    memcpy(spec->fds, request->fds, sizeof spec->fds);
+}
+
+/* In the clone: enter the sandbox, fork the kernel under the supervisor, serve. */
+static void become_kernel(spawn_request *request)
+{
+    PyOS_AfterFork_Child();
+    sandbox_enter(&request->spec);
+    sandbox_supervise(); /* returns in the kernel process: a plain fork(), as above */
+    PyOS_AfterFork_Child();
+    PyObject *environment = PyList_New(0);
+    json_t *env = json_object_get(request->json, "env");
+    for (size_t i = 0; i < json_array_size(env); i++) {
+        PyObject *entry = PyUnicode_FromString(json_string_value(json_array_get(env, i)));
+        PyList_Append(environment, entry);
+        Py_DECREF(entry);
+    }
+    PyObject *done = call_zygote_module("after_fork", "(Os)", environment,
+                                        string_field(request->json, "kernel_id"));
+    Py_DECREF(environment);
+    if (!done) {
+        PyErr_Print();
+        _exit(1);
+    }
+    Py_DECREF(done);
+    int status = kernel_python_serve(3);
+    fflush(NULL);
+    _exit(status);
+}
+
+static void serve(int control_fd)
+{
+    char *buffer = malloc(MAX_REQUEST);
+    for (;;) {
+        spawn_request request;
+        int got = receive_request(control_fd, buffer, &request);
+        if (got == 0)
+            break; /* the daemon is gone */
+        if (got < 0)
+            continue;
+        build_spec(&request);
+        PyOS_BeforeFork();
+        pid_t pid = sandbox_clone(request.spec.network, NULL);
+        if (pid == 0)
+            become_kernel(&request);
+        PyOS_AfterFork_Parent();
+        close_fds(request.fds, SPAWN_FDS);
+        if (pid < 0)
+            send_json(control_fd, json_pack("{s:s}", "error", strerror(errno)));
+        else
+            send_json(control_fd, json_pack("{s:i}", "pid", (int)pid));
+        json_decref(request.json);
+    }
+    free(buffer);
+}
+
+int zygote_main(int argc, char **argv)
+{
+    const char *control = option(argc, argv, "--control-fd");
+    const char *python_dir = option(argc, argv, "--python-dir");
+    const char *inside_dir = option(argc, argv, "--inside-python-dir");
+    if (!control || !python_dir || !inside_dir) {
+        fprintf(stderr, "cellbox-kernel --zygote needs --control-fd, --python-dir and "
+                        "--inside-python-dir\n");
+        return 2;
+    }
+    int control_fd = atoi(control);
+    if (kernel_python_start(python_dir) != 0)
+        return 1;
+    send_json(control_fd, preload(option(argc, argv, "--preload"), inside_dir));
+    serve(control_fd);
+    return 0;
+}
