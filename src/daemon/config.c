@@ -64,6 +64,7 @@ static const option_spec options[] = {
     {"max-output-limit", OPT_SIZE, FIELD(max_output_limit), "256M", "most output a sandbox may ask for"},
     {"zygote", OPT_BOOL, FIELD(zygote), "true", "start Python kernels by cloning a preloaded interpreter (false = exec each one)"},
     {"preload", OPT_STRING, FIELD(preload), "numpy,pandas,matplotlib,IPython", "modules the zygote imports once for every kernel"},
+    {"pool-size", OPT_INT, FIELD(pool_size), "2", "kernels kept started ahead of time, handed out by POST /api/kernels (default spec and limits)"},
     {"allow-network", OPT_BOOL, FIELD(allow_network), "false", "let a sandbox ask for network access (\"network\": true); off = no sandbox ever has it"},
 };
 #define OPTION_COUNT (sizeof options / sizeof options[0])

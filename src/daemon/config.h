@@ -35,6 +35,7 @@ typedef struct config {
     bool allow_network;
     bool zygote;
     char *preload;
+    int pool_size;
 } config;
 
 /* Fills `cfg` or exits with a message naming the bad option; handles --help and --version. */

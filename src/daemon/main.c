@@ -146,6 +146,8 @@ int main(int argc, char **argv)
                        .timeout_seconds = cfg.max_execution_timeout,
                        .output_bytes = cfg.max_output_limit},
         .allow_network = cfg.allow_network,
+        .pool_size = cfg.pool_size,
+        .wait_for_zygote = cfg.zygote ? zygote_is_ready : NULL,
     });
     if (!kernelspec_find(cfg.default_kernel))
         die("--default-kernel %s is not a known kernelspec (python3 is)", cfg.default_kernel);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <wslay/wslay.h>
@@ -194,6 +196,10 @@ websocket *websocket_start(int fd, const char *extra, size_t extra_length, size_
     socket->close_arg = close_arg;
     buffer_append(&socket->extra, extra, extra_length);
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    /* Kernel messages are small and come in bursts (status, result, reply, status): Nagle's
+       algorithm would hold each behind the peer's delayed ACK, ~40 ms per cell. */
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (wslay_event_context_server_init(&socket->wslay, &wslay_callbacks, socket) != 0)
         die("out of memory starting a WebSocket");
     wslay_event_config_set_max_recv_msg_length(socket->wslay, max_message);

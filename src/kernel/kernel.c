@@ -796,6 +796,17 @@ kernel *kernel_start(const char *id, const kernelspec *spec, const char *workspa
     return k;
 }
 
+void kernel_set_environment(kernel *k, json_t *env)
+{
+    if (json_object_size(env) == 0)
+        return;
+    json_object_update(k->env, env); /* kept for restarts */
+    json_t *message = json_pack("{s:s, s:s, s:O}", "channel", "cellbox", "type", "environment",
+                                "set", env);
+    kernel_send(k, message);
+    json_decref(message);
+}
+
 void kernel_interrupt(kernel *k)
 {
     /* SIGINT to the whole group, as jupyter_client does: `!sleep 100` stops too. */

@@ -46,6 +46,8 @@ kernel *kernel_start(const char *id, const kernelspec *spec, const char *workspa
 const sandbox_limits *kernel_limits(const kernel *k);
 int kernel_send(kernel *k, json_t *message); /* message carries "channel"; -1 if the kernel is dead */
 void kernel_interrupt(kernel *k);
+/* Adds variables to a running kernel's environment (a kernel handed out from the warm pool). */
+void kernel_set_environment(kernel *k, json_t *env);
 int kernel_restart(kernel *k, char *why, size_t why_size);
 void kernel_destroy(kernel *k); /* kills the process; freed after the current loop batch */
 

@@ -34,6 +34,7 @@ static char *root_mount_point, *runtime_dir;
 static void (*delete_hook)(kernel *k);
 
 static void schedule_cull(void);
+static void schedule_refill(int64_t delay_ms);
 
 void manager_init(const manager_options *opts)
 {
@@ -56,6 +57,7 @@ void manager_init(const manager_options *opts)
         die("cannot create %s: %s", root_mount_point, strerror(errno));
     if (options.cull_idle_timeout > 0)
         schedule_cull();
+    schedule_refill(0);
 }
 
 void manager_set_delete_hook(void (*hook)(kernel *k)) { delete_hook = hook; }
@@ -142,6 +144,116 @@ static void remember(kernel *k, const sandbox_resources *r)
     kernel_count++;
 }
 
+/* Builds a sandbox and starts a kernel in it; NULL with `why` (nothing left behind). */
+static kernel *start_sandboxed(const kernelspec *spec, json_t *env, const sandbox_limits *limits,
+                               sandbox_resources *r, char *why, size_t why_size)
+{
+    char id[UUID_STRING_LENGTH + 1];
+    id_uuid4(id);
+    char *workspace = data_path("workspaces", id, "");
+    *r = (sandbox_resources){.uid_slot = -1};
+    kernel *k = NULL;
+    if (prepare_sandbox(id, limits, r, workspace, why, why_size) == 0) {
+        kernel_sandbox sandbox = {.uid = SANDBOX_UID_BASE + (uid_t)r->uid_slot,
+                                  .cgroup = r->cgroup,
+                                  .limits = *limits,
+                                  .root_mount_point = root_mount_point,
+                                  .runtime_dir = runtime_dir};
+        k = kernel_start(id, spec, workspace, env, &sandbox, why, why_size);
+    }
+    if (!k)
+        release_resources(r, workspace);
+    free(workspace);
+    return k;
+}
+
+/* ---- the warm pool: kernels started ahead of time with the default spec and limits ---- */
+
+typedef struct pooled_kernel {
+    kernel *kernel;
+    sandbox_resources resources;
+} pooled_kernel;
+
+static pooled_kernel *pool;
+static size_t pool_count;
+static loop_timer *refill_timer;
+
+static void schedule_refill(int64_t delay_ms);
+
+static bool same_limits(const sandbox_limits *a, const sandbox_limits *b)
+{
+    return a->memory_bytes == b->memory_bytes && a->pids == b->pids && a->cpus == b->cpus &&
+           a->disk_bytes == b->disk_bytes && a->open_files == b->open_files &&
+           a->timeout_seconds == b->timeout_seconds && a->output_bytes == b->output_bytes &&
+           a->network == b->network;
+}
+
+static void discard_pooled(pooled_kernel *p)
+{
+    char *workspace = strdup(kernel_workspace(p->kernel));
+    kernel_destroy(p->kernel);
+    release_resources(&p->resources, workspace);
+    free(workspace);
+}
+
+static bool room_for_another(void)
+{
+    return options.max_kernels <= 0 || kernel_count + pool_count < (size_t)options.max_kernels;
+}
+
+/* One kernel at a time, through the loop, so requests are served between two starts. */
+static void refill_one(void *arg)
+{
+    refill_timer = NULL;
+    if (pool_count >= (size_t)options.pool_size || !room_for_another())
+        return;
+    if (options.wait_for_zygote && !options.wait_for_zygote()) {
+        schedule_refill(100); /* kernels cloned from the zygote share its pages: worth waiting */
+        return;
+    }
+    char why[512];
+    sandbox_resources r;
+    kernel *k = start_sandboxed(kernelspec_find(options.default_kernel), NULL,
+                                &options.default_limits, &r, why, sizeof why);
+    if (!k) {
+        log_warn("warm pool: cannot start a kernel: %s", why);
+        schedule_refill(1000);
+        return;
+    }
+    pool = realloc(pool, (pool_count + 1) * sizeof *pool);
+    if (!pool)
+        die("out of memory");
+    pool[pool_count++] = (pooled_kernel){.kernel = k, .resources = r};
+    schedule_refill(1);
+}
+
+static void schedule_refill(int64_t delay_ms)
+{
+    if (!refill_timer && options.pool_size > 0)
+        refill_timer = loop_timer_add(delay_ms, refill_one, NULL);
+}
+
+/* A ready kernel from the pool (live, oldest first), or NULL. */
+static pooled_kernel take_pooled(void)
+{
+    pooled_kernel taken = {0};
+    while (pool_count > 0 && !taken.kernel) {
+        pooled_kernel candidate = pool[0];
+        memmove(&pool[0], &pool[1], (pool_count - 1) * sizeof *pool);
+        pool_count--;
+        if (kernel_get_state(candidate.kernel) == KERNEL_DEAD)
+            discard_pooled(&candidate);
+        else
+            taken = candidate;
+    }
+    schedule_refill(1);
+    return taken;
+}
+
+size_t manager_pool_count(void) { return pool_count; }
+
+/* ---- creation ---- */
+
 kernel *manager_create(const char *spec_name, json_t *env, json_t *limits_json, json_t *network,
                        int *status, char *why, size_t why_size)
 {
@@ -163,28 +275,25 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *limits_json, 
         *status = strstr(why, "network") ? 403 : 400;
         return NULL;
     }
-    char id[UUID_STRING_LENGTH + 1];
-    id_uuid4(id);
-    char *workspace = data_path("workspaces", id, "");
-    sandbox_resources r = {.uid_slot = -1};
-    kernel *k = NULL;
-    if (prepare_sandbox(id, &limits, &r, workspace, why, why_size) == 0) {
-        kernel_sandbox sandbox = {.uid = SANDBOX_UID_BASE + (uid_t)r.uid_slot,
-                                  .cgroup = r.cgroup,
-                                  .limits = limits,
-                                  .root_mount_point = root_mount_point,
-                                  .runtime_dir = runtime_dir};
-        k = kernel_start(id, spec, workspace, env, &sandbox, why, why_size);
+    bool poolable = strcmp(spec->name, options.default_kernel) == 0 &&
+                    same_limits(&limits, &options.default_limits);
+    pooled_kernel pooled = poolable ? take_pooled() : (pooled_kernel){0};
+    sandbox_resources r;
+    kernel *k = pooled.kernel;
+    if (k) {
+        r = pooled.resources;
+        kernel_set_environment(k, env); /* as if it had started with the request's variables */
+        kernel_touch(k);
+    } else {
+        k = start_sandboxed(spec, env, &limits, &r, why, why_size);
     }
     if (!k) {
         *status = 500;
-        release_resources(&r, workspace);
-        free(workspace);
         return NULL;
     }
-    free(workspace);
     remember(k, &r);
-    log_info("kernel %s started (%s, uid %d)", id, spec->name, SANDBOX_UID_BASE + r.uid_slot);
+    log_info("kernel %s %s (%s, uid %d)", kernel_id(k), pooled.kernel ? "taken from the warm pool" : "started",
+             spec->name, SANDBOX_UID_BASE + r.uid_slot);
     return k;
 }
 
@@ -258,6 +367,11 @@ static void schedule_cull(void)
 
 void manager_shutdown_all(void)
 {
+    if (refill_timer)
+        loop_timer_cancel(refill_timer);
+    refill_timer = NULL;
+    while (pool_count > 0)
+        discard_pooled(&pool[--pool_count]);
     while (kernel_count > 0)
         manager_delete(kernels[kernel_count - 1]);
 }

@@ -21,6 +21,8 @@ typedef struct manager_options {
     sandbox_limits default_limits;
     sandbox_limits max_limits;  /* 0 fields = unbounded */
     bool allow_network;         /* may a sandbox ask for network access at all */
+    int pool_size;              /* kernels kept started ahead of time (default spec and limits) */
+    bool (*wait_for_zygote)(void); /* when set, the pool fills only once this says ready */
 } manager_options;
 
 void manager_init(const manager_options *options);
@@ -33,6 +35,7 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *limits, json_
 kernel *manager_find(const char *id);
 void manager_delete(kernel *k);
 size_t manager_count(void);
+size_t manager_pool_count(void);
 kernel *manager_at(size_t index);
 json_t *manager_kernel_model(const kernel *k);
 const char *manager_default_kernel(void);

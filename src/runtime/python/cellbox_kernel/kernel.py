@@ -5,6 +5,7 @@ _input_request) on a single thread: requests read ahead of time (while waiting f
 input_reply, or when collecting the requests an error aborts) wait in `pending`, in order.
 """
 import collections
+import os
 import traceback
 import uuid
 
@@ -35,7 +36,14 @@ class Kernel:
         self.shell = create_shell(self)
         add_working_directory_to_path()
         self.requests = Requests(self)
+        self._warm_up()
         self.send("iopub", "status", {"execution_state": "starting"}, parent=None)
+
+    def _warm_up(self):
+        """Run an empty cell before announcing ourselves: a kernel forked from the zygote copies
+        the pages its first cell touches (refcounts are writes), and IPython builds caches on
+        first use. Paid here — in the warm pool, ahead of time — not in the user's first cell."""
+        self.shell.run_cell("None", store_history=False, silent=True)
 
     def serve(self):
         """Handle requests until shutdown; returns the exit status."""
@@ -116,7 +124,8 @@ class Kernel:
     def _handle(self, message, aborting):
         channel = message["channel"]
         if channel == "cellbox":
-            return  # internal commands: none are defined yet, unknown types are ignored
+            self._handle_internal(message)  # unknown types are ignored
+            return
         if channel not in ("shell", "control"):
             return  # a stale input_reply: ipykernel discards those too
         self.request = message
@@ -128,6 +137,15 @@ class Kernel:
         else:
             self._run_handler(msg_type, message)
         self.send("iopub", "status", {"execution_state": "idle"})
+
+    @staticmethod
+    def _handle_internal(message):
+        """Commands from the daemon itself. "environment": a kernel handed out from the warm pool
+        gets the variables its request asked for (KERNEL_*), as if it had started with them."""
+        if message.get("type") == "environment" and isinstance(message.get("set"), dict):
+            for name, value in message["set"].items():
+                if isinstance(name, str) and isinstance(value, str) and "=" not in name:
+                    os.environ[name] = value
 
     def _run_handler(self, msg_type, message):
         handler = self.requests.handler(msg_type)
