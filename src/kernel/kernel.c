@@ -61,6 +61,7 @@ struct kernel {
     bool shutdown_requested;    /* a client asked it to shut down: exit 0 is expected */
     kernel_sandbox sandbox;
     long long oom_kills_at_start;   /* cgroup counter when this process started */
+    int64_t spawned_at_ms;          /* monotonic, for the start-up time in the log */
     struct {
         bool active;                /* an execute_request is running */
         long long output_bytes;     /* stream bytes published for it */
@@ -244,6 +245,7 @@ static int spawn_process(kernel *k, char *why, size_t why_size)
     };
     cgroup_procs_files(k->sandbox.cgroup, spec.cgroup_procs, SANDBOX_MAX_CGROUP_FILES);
     k->oom_kills_at_start = current_oom_kills(k);
+    k->spawned_at_ms = clock_monotonic_ms();
     int pidfd = -1;
     pid_t pid = -1;
     if (zygote_is_ready()) {
@@ -510,6 +512,9 @@ static void track_state(kernel *k, const char *type, json_t *message)
             if (is_execute(k->current_request))
                 start_execution(k);
         } else if (strcmp(state, "idle") == 0 || strcmp(state, "starting") == 0) {
+            if (k->state == KERNEL_STARTING)
+                log_debug("kernel %s: ready %lld ms after its sandbox was requested", k->id,
+                          (long long)(clock_monotonic_ms() - k->spawned_at_ms));
             if (k->execution.active)
                 finish_execution(k);
             k->state = KERNEL_IDLE; /* "starting" is sent once the kernel can take requests */

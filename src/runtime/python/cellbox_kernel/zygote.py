@@ -49,10 +49,13 @@ def _preload_matplotlib():
 
 
 def _warm_ipython():
-    # The parts of IPython a shell builds on first use: imported, not instantiated.
+    # The parts of IPython a kernel uses first: the debugger (for %debug), the completer.
+    import pdb  # noqa: F401
+
     import IPython.core.completer  # noqa: F401
-    import IPython.core.interactiveshell  # noqa: F401
+    import IPython.core.debugger  # noqa: F401
     import IPython.core.oinspect  # noqa: F401
+
 
 
 def threads_alive():

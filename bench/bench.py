@@ -1,0 +1,359 @@
+#!/usr/bin/python3
+"""make bench: cellbox and Debian's Jupyter Server + ipykernel, side by side, same client.
+
+Both servers run on this machine in one run, on free loopback ports, and are driven through the
+same code below (REST + the legacy WebSocket framing, as AutoGen speaks it). Figures and ratios are
+printed, written to bench/results/latest.json and drawn to bench/results/latest.png.
+
+    /usr/bin/python3 bench/bench.py [--quick] [--idle N]
+"""
+import argparse
+import concurrent.futures
+import glob
+import json
+import os
+import platform
+import secrets
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+import requests
+import websocket
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+RESULTS = os.path.join(REPO, "bench", "results")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+class Server:
+    """A server under test: start, base URL, token, stop (by pid and process group)."""
+
+    def __init__(self, name, argv, port, token, env=None, ready_after=0.0):
+        self.name, self.port, self.token = name, port, token
+        self.base = f"http://127.0.0.1:{port}"
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=env, start_new_session=True)
+        try:
+            wait_port(port)
+        except RuntimeError:
+            self.log.seek(0)
+            sys.stderr.write(self.log.read().decode(errors="replace")[-3000:])
+            self.stop()
+            raise
+        time.sleep(ready_after)
+        self.http = requests.Session()
+        self.http.headers["Authorization"] = f"token {token}"
+
+    def stop(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+def start_cellbox(data_dir, pool_size, extra=()):
+    port, token = free_port(), secrets.token_hex(16)
+    argv = [os.path.join(REPO, "build", "bin", "cellboxd"), "--port", str(port), "--token", token,
+            "--data-dir", data_dir, "--pool-size", str(pool_size), "--log-level", "warn",
+            "--max-pids-limit", "100000", *extra]
+    server = Server("cellbox", argv, port, token)
+    wait_ready(server, pool_size)
+    return server
+
+
+def wait_ready(server, pool_size):
+    """The zygote imports for a second or two and the pool fills after it."""
+    time.sleep(3 + 0.25 * pool_size)
+
+
+def start_jupyter(root):
+    os.makedirs(root, exist_ok=True)
+    port, token = free_port(), secrets.token_hex(16)
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=os.path.join(root, "runtime"),
+               JUPYTER_DATA_DIR=os.path.join(root, "data"), JUPYTER_CONFIG_DIR=os.path.join(root, "config"),
+               IPYTHONDIR=os.path.join(root, "ipython"), HOME=root)
+    argv = ["/usr/bin/python3", "-m", "jupyter_server", "--no-browser", f"--port={port}",
+            "--ServerApp.ip=127.0.0.1", f"--ServerApp.token={token}", f"--ServerApp.root_dir={root}",
+            "--ServerApp.port_retries=0", "--allow-root"]
+    return Server("jupyter", argv, port, token, env=env, ready_after=1.0)
+
+
+def execute_request(code):
+    return json.dumps({"header": {"msg_id": uuid.uuid4().hex, "msg_type": "execute_request",
+                                  "session": "bench", "username": "bench", "version": "5.3",
+                                  "date": ""},
+                       "parent_header": {}, "metadata": {}, "channel": "shell",
+                       "content": {"code": code, "silent": False, "store_history": True,
+                                   "user_expressions": {}, "allow_stdin": False,
+                                   "stop_on_error": True}})
+
+
+class Kernel:
+    def __init__(self, server):
+        self.server = server
+        response = server.http.post(server.base + "/api/kernels", json={"name": "python3"})
+        response.raise_for_status()
+        self.id = response.json()["id"]
+        self.ws = websocket.create_connection(
+            f"ws://127.0.0.1:{server.port}/api/kernels/{self.id}/channels",
+            header=[f"Authorization: token {server.token}"], timeout=120)
+
+    def run(self, code, until="idle"):
+        """Sends a cell; returns when its execute_result (or idle) arrives."""
+        request = execute_request(code)
+        msg_id = json.loads(request)["header"]["msg_id"]
+        self.ws.send(request)
+        while True:
+            message = json.loads(self.ws.recv())
+            if message.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            if until == "result" and message["msg_type"] == "execute_result":
+                return message
+            if message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
+                return message
+
+    def delete(self):
+        self.ws.close()
+        self.server.http.delete(self.server.base + f"/api/kernels/{self.id}")
+
+
+def create_to_first_result(server, count, pause):
+    times = []
+    for _ in range(count):
+        start = time.perf_counter()
+        kernel = Kernel(server)
+        kernel.run("1+1", until="result")
+        times.append((time.perf_counter() - start) * 1000)
+        kernel.delete()
+        time.sleep(pause)
+    return times
+
+
+def round_trips(server, count):
+    kernel = Kernel(server)
+    kernel.run("1+1")
+    times = []
+    for _ in range(count):
+        start = time.perf_counter()
+        kernel.run("1+1")
+        times.append((time.perf_counter() - start) * 1000)
+    kernel.delete()
+    return times
+
+
+def concurrent_creates(server, count):
+    start = time.perf_counter()
+    kernels = []
+
+    def one(_):
+        kernel = Kernel(server)
+        kernel.run("1+1", until="result")
+        return kernel
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=count) as pool:
+        kernels = list(pool.map(one, range(count)))
+    elapsed = (time.perf_counter() - start) * 1000
+    for kernel in kernels:
+        kernel.delete()
+    return elapsed
+
+
+def sustained(server, seconds, workers):
+    done = [0]
+    stop_at = time.perf_counter() + seconds
+    lock = threading.Lock()
+
+    def worker():
+        while time.perf_counter() < stop_at:
+            kernel = Kernel(server)
+            kernel.run("sum(i*i for i in range(1000))", until="result")
+            kernel.delete()
+            with lock:
+                done[0] += 1
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return done[0] / (time.perf_counter() - start)
+
+
+def uss_of(pid):
+    """Unique set size: private pages of the process (smaps_rollup)."""
+    total = 0
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                total += int(line.split()[1]) * 1024
+    return total
+
+
+def rss_of(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def descendants(root):
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        for child in children.get(pid, []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def idle_memory(server, count, is_cellbox):
+    """Per idle kernel with pandas imported: USS of its processes (the kernel and, for cellbox,
+    the sandbox's pid 1), and RSS."""
+    before = set(descendants(server.proc.pid))
+    kernels = []
+    for _ in range(count):
+        kernel = Kernel(server)
+        kernel.run("import pandas as pd; df = pd.DataFrame({'a': range(10)}); df.head()")
+        kernels.append(kernel)
+    time.sleep(1)
+    if is_cellbox:  # exactly the sandboxes' processes, from their cgroups (not the warm pool's)
+        new = []
+        for kernel in kernels:
+            for procs in glob.glob(f"/sys/fs/cgroup/**/kernel-{kernel.id}/cgroup.procs", recursive=True)[:1]:
+                with open(procs) as f:
+                    new += [int(line) for line in f if line.strip()]
+    else:
+        new = [pid for pid in descendants(server.proc.pid) if pid not in before]
+    per_kernel_uss = sum(uss_of(pid) for pid in new) / count
+    per_kernel_rss = max((rss_of(pid) for pid in new), default=0)
+    for kernel in kernels:
+        kernel.delete()
+    return per_kernel_uss / 2**20, per_kernel_rss / 2**20
+
+
+def pct(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="fewer samples (CI smoke run)")
+    parser.add_argument("--idle", type=int, default=100, help="idle sandboxes for the memory figure")
+    args = parser.parse_args()
+    n = 10 if args.quick else 40
+    tmp = tempfile.mkdtemp(prefix="cellbox-bench-")
+    figures = {}
+    try:
+        jupyter = start_jupyter(os.path.join(tmp, "jupyter"))
+        try:
+            j_first = create_to_first_result(jupyter, max(3, n // 4), 0.2)
+            j_rtt = round_trips(jupyter, n * 5)
+            j_concurrent = concurrent_creates(jupyter, 10)
+            j_sustained = sustained(jupyter, 10 if not args.quick else 5, 2)
+            j_uss, j_rss = idle_memory(jupyter, 4, False)
+        finally:
+            jupyter.stop()
+        cellbox = start_cellbox(os.path.join(tmp, "cb-pool"), pool_size=4)
+        try:
+            c_first = create_to_first_result(cellbox, n, 0.6)
+            c_rtt = round_trips(cellbox, n * 5)
+            c_sustained = sustained(cellbox, 10 if not args.quick else 5, 2)
+            c_concurrent = concurrent_creates(cellbox, 100)
+            c_uss, c_rss = idle_memory(cellbox, args.idle, True)
+        finally:
+            cellbox.stop()
+        cold = start_cellbox(os.path.join(tmp, "cb-cold"), pool_size=0)
+        try:
+            c_cold = create_to_first_result(cold, n // 2, 0.2)
+        finally:
+            cold.stop()
+        figures = {
+            "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
+                        "python": platform.python_version()},
+            "create_to_first_result_warm_ms": {"cellbox_p50": pct(c_first, 50), "cellbox_p99": pct(c_first, 99),
+                                               "jupyter_p50": pct(j_first, 50), "jupyter_p99": pct(j_first, 99),
+                                               "ratio_p50": pct(j_first, 50) / pct(c_first, 50)},
+            "create_to_first_result_pool_empty_ms": {"cellbox_p50": pct(c_cold, 50),
+                                                     "ratio_p50": pct(j_first, 50) / pct(c_cold, 50)},
+            "round_trip_ms": {"cellbox_p50": pct(c_rtt, 50), "jupyter_p50": pct(j_rtt, 50),
+                              "ratio_p50": pct(j_rtt, 50) / pct(c_rtt, 50)},
+            "concurrent_creates_ms": {"cellbox_100": c_concurrent, "jupyter_10": j_concurrent},
+            "sustained_per_second": {"cellbox": c_sustained, "jupyter": j_sustained,
+                                     "ratio": c_sustained / max(j_sustained, 1e-9)},
+            "idle_kernel_memory_mib": {"cellbox_uss": c_uss, "cellbox_rss": c_rss, "cellbox_count": args.idle,
+                                       "jupyter_uss": j_uss, "jupyter_rss": j_rss,
+                                       "ratio_uss": j_uss / max(c_uss, 1e-9)},
+        }
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, "latest.json"), "w") as f:
+        json.dump(figures, f, indent=2)
+    print(json.dumps(figures, indent=2))
+    draw(figures)
+
+
+def draw(figures):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    labels = ["create→result p50 (ms)", "round trip p50 (ms)", "idle USS (MiB)"]
+    cb = [figures["create_to_first_result_warm_ms"]["cellbox_p50"], figures["round_trip_ms"]["cellbox_p50"],
+          figures["idle_kernel_memory_mib"]["cellbox_uss"]]
+    jp = [figures["create_to_first_result_warm_ms"]["jupyter_p50"], figures["round_trip_ms"]["jupyter_p50"],
+          figures["idle_kernel_memory_mib"]["jupyter_uss"]]
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.5))
+    for axis, label, a, b in zip(axes, labels, cb, jp):
+        axis.bar(["cellbox", "Jupyter Server"], [a, b], color=["teal", "gray"])
+        axis.set_title(label)
+        axis.set_yscale("log")
+        for x, v in enumerate([a, b]):
+            axis.text(x, v, f"{v:.1f}", ha="center", va="bottom")
+    fig.tight_layout()
+    fig.savefig(os.path.join(RESULTS, "latest.png"), dpi=100)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
