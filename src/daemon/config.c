@@ -65,6 +65,7 @@ static const option_spec options[] = {
     {"zygote", OPT_BOOL, FIELD(zygote), "true", "start Python kernels by cloning a preloaded interpreter (false = exec each one)"},
     {"preload", OPT_STRING, FIELD(preload), "numpy,pandas,matplotlib,IPython", "modules the zygote imports once for every kernel"},
     {"pool-size", OPT_INT, FIELD(pool_size), "2", "kernels kept started ahead of time, handed out by POST /api/kernels (default spec and limits)"},
+    {"workspace-fs", OPT_STRING, FIELD(workspace_fs), "ext4", "what /workspace is: ext4 (an image on disk, kept with --keep-workspaces) or tmpfs (memory, counted against the sandbox's memory limit; fastest)"},
     {"allow-network", OPT_BOOL, FIELD(allow_network), "false", "let a sandbox ask for network access (\"network\": true); off = no sandbox ever has it"},
 };
 #define OPTION_COUNT (sizeof options / sizeof options[0])

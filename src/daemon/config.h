@@ -36,6 +36,7 @@ typedef struct config {
     bool zygote;
     char *preload;
     int pool_size;
+    char *workspace_fs;
 } config;
 
 /* Fills `cfg` or exits with a message naming the bad option; handles --help and --version. */

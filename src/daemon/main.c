@@ -20,6 +20,7 @@
 #include "kernel/kernelspec.h"
 #include "kernel/manager.h"
 #include "kernel/zygote.h"
+#include "sandbox/volume.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
 
@@ -119,6 +120,9 @@ int main(int argc, char **argv)
         die("%s", why);
     if (cgroup_init(why, sizeof why) < 0)
         die("%s", why);
+    volume_kind workspace_kind;
+    if (volume_parse_kind(cfg.workspace_fs, &workspace_kind) < 0)
+        die("--workspace-fs takes ext4 or tmpfs, not '%s'", cfg.workspace_fs);
     loop_init();
     watch_signals();
     kernelspec_init();
@@ -147,6 +151,7 @@ int main(int argc, char **argv)
                        .output_bytes = cfg.max_output_limit},
         .allow_network = cfg.allow_network,
         .pool_size = cfg.pool_size,
+        .workspace_kind = workspace_kind,
         .wait_for_zygote = cfg.zygote ? zygote_is_ready : NULL,
     });
     if (!kernelspec_find(cfg.default_kernel))

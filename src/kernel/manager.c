@@ -116,7 +116,8 @@ static int prepare_sandbox(const char *id, const sandbox_limits *limits, sandbox
     }
     uid_t uid = SANDBOX_UID_BASE + (uid_t)r->uid_slot;
     r->image = data_path("volumes", id, ".img");
-    if (volume_create(r->image, workspace, limits->disk_bytes, uid, uid, why, why_size) < 0) {
+    if (volume_create(options.workspace_kind, r->image, workspace, limits->disk_bytes, uid, uid,
+                      why, why_size) < 0) {
         free(r->image);
         r->image = NULL;
         return -1;

@@ -9,6 +9,7 @@
 
 #include "kernel/kernel.h"
 #include "sandbox/limits.h"
+#include "sandbox/volume.h"
 
 typedef struct manager_options {
     const char *data_dir;       /* workspaces live in DATA_DIR/workspaces/<kernel id> */
@@ -22,6 +23,7 @@ typedef struct manager_options {
     sandbox_limits max_limits;  /* 0 fields = unbounded */
     bool allow_network;         /* may a sandbox ask for network access at all */
     int pool_size;              /* kernels kept started ahead of time (default spec and limits) */
+    volume_kind workspace_kind; /* what /workspace is made of */
     bool (*wait_for_zygote)(void); /* when set, the pool fills only once this says ready */
 } manager_options;
 

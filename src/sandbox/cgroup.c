@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/loop.h"
 
 /* v1 hierarchies we use; cpuacct gives CPU time, freezer pause/resume. */
 static const char *const v1_controllers[] = {"memory", "pids", "cpu", "cpuacct", "freezer"};
@@ -27,7 +28,22 @@ static struct {
 struct sandbox_cgroup {
     char path[V1_COUNT][PATH_MAX];   /* same indexing as state.parent */
     char procs[V1_COUNT][PATH_MAX + 16];
+    int removal_attempts;
+    loop_timer *removal_timer;
+    sandbox_cgroup *next_pending;    /* in the list of groups waiting to be removed */
 };
+
+static sandbox_cgroup *pending_removal;
+
+static void forget_pending(sandbox_cgroup *group)
+{
+    for (sandbox_cgroup **at = &pending_removal; *at; at = &(*at)->next_pending) {
+        if (*at == group) {
+            *at = group->next_pending;
+            return;
+        }
+    }
+}
 
 const char *cgroup_version_name(void) { return state.v2 ? "v2" : "v1"; }
 
@@ -300,6 +316,41 @@ void cgroup_kill_all(sandbox_cgroup *group)
         kill((pid_t)atoi(line), SIGKILL);
 }
 
+#define REMOVE_RETRY_MS 10
+#define REMOVE_ATTEMPTS 500
+
+/* Removes what it can; true when nothing is left. */
+static bool remove_directories(sandbox_cgroup *group)
+{
+    bool done = true;
+    for (size_t i = 0; i < V1_COUNT; i++) {
+        if (!state.present[i] || !group->path[i][0])
+            continue;
+        if (rmdir(group->path[i]) == 0 || errno == ENOENT)
+            group->path[i][0] = '\0';
+        else
+            done = false; /* EBUSY: killed tasks have not finished leaving */
+    }
+    return done;
+}
+
+static void retry_removal(void *arg)
+{
+    sandbox_cgroup *group = arg;
+    group->removal_timer = NULL;
+    if (remove_directories(group)) {
+        forget_pending(group);
+        free(group);
+    } else if (++group->removal_attempts >= REMOVE_ATTEMPTS) {
+        log_warn("cgroup %s still has tasks after %d s; leaving it", group->path[0],
+                 REMOVE_ATTEMPTS * REMOVE_RETRY_MS / 1000);
+        forget_pending(group);
+        free(group);
+    } else {
+        group->removal_timer = loop_timer_add(REMOVE_RETRY_MS, retry_removal, group);
+    }
+}
+
 void cgroup_destroy(sandbox_cgroup *group)
 {
     if (!group)
@@ -307,18 +358,28 @@ void cgroup_destroy(sandbox_cgroup *group)
     cgroup_kill_all(group);
     if (!state.v2 && dir_for(group, "freezer"))
         write_file(dir_for(group, "freezer"), "freezer.state", "THAWED"); /* frozen tasks cannot die */
-    for (size_t i = 0; i < V1_COUNT; i++) {
-        if (!state.present[i] || !group->path[i][0])
-            continue;
-        /* Killed tasks take a moment to leave; rmdir fails with EBUSY until they have. */
-        for (int attempt = 0; attempt < 200 && rmdir(group->path[i]) < 0 && errno == EBUSY; attempt++)
-            usleep(5000);
+    /* Without blocking the loop: the directories go once their dying tasks have left. */
+    if (remove_directories(group)) {
+        free(group);
+        return;
     }
-    free(group);
+    group->next_pending = pending_removal;
+    pending_removal = group;
+    group->removal_timer = loop_timer_add(REMOVE_RETRY_MS, retry_removal, group);
 }
 
 void cgroup_shutdown(void)
 {
+    /* The loop has stopped: finish the removals still waiting, blocking briefly. */
+    while (pending_removal) {
+        sandbox_cgroup *group = pending_removal;
+        pending_removal = group->next_pending;
+        if (group->removal_timer)
+            loop_timer_cancel(group->removal_timer);
+        for (int attempt = 0; attempt < 200 && !remove_directories(group); attempt++)
+            usleep(REMOVE_RETRY_MS * 1000);
+        free(group);
+    }
     for (size_t i = 0; i < V1_COUNT; i++) {
         if (!state.present[i])
             continue;

@@ -1,15 +1,22 @@
-/* volume — a sandbox's /workspace as an ext4 image on a loop device, so its disk limit is a real
- * filesystem size (ENOSPC, never a full host disk) and its inode count is bounded too. The image
- * lives in DATA_DIR/volumes and is mounted (nosuid, nodev) at DATA_DIR/workspaces/<id>. */
+/* volume — a sandbox's /workspace with a real size limit (ENOSPC, never a full host disk) and a
+ * bounded inode count, mounted (nosuid, nodev) at DATA_DIR/workspaces/<id>. Two kinds:
+ *   ext4   an image in DATA_DIR/volumes on a loop device: on disk, kept with --keep-workspaces
+ *          (~35 ms to make: mkfs and mount)
+ *   tmpfs  in memory, its pages counted against the sandbox's memory limit; gone with the
+ *          sandbox (~0.1 ms to make: for pipelines that create thousands of short sandboxes) */
 #ifndef CELLBOX_SANDBOX_VOLUME_H
 #define CELLBOX_SANDBOX_VOLUME_H
 
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Creates a sparse image of `bytes`, owned inside by uid:gid, and mounts it. 0 or -1 + why. */
-int volume_create(const char *image, const char *mount_point, long long bytes, uid_t uid, gid_t gid,
-                  char *why, size_t why_size);
+typedef enum volume_kind { VOLUME_EXT4, VOLUME_TMPFS } volume_kind;
+
+int volume_parse_kind(const char *name, volume_kind *out); /* "ext4" or "tmpfs"; 0 or -1 */
+/* Makes a volume of `bytes`, its root owned by uid:gid, mounted at mount_point (image is used by
+   ext4 only). 0 or -1 + why. */
+int volume_create(volume_kind kind, const char *image, const char *mount_point, long long bytes,
+                  uid_t uid, gid_t gid, char *why, size_t why_size);
 /* Unmounts (the loop device detaches itself) and, unless keep, deletes the image. */
 void volume_destroy(const char *image, const char *mount_point, int keep);
 /* Used and total bytes of the mounted volume; -1 if it cannot be read. */
