@@ -115,7 +115,7 @@ void loop_set_poll_hook(loop_callback hook, void *arg, int64_t (*timeout_ms)(voi
     poll_hook_timeout = timeout_ms;
 }
 
-static void run_deferred(void)
+void loop_run_deferred(void)
 {
     while (deferred_head) {
         deferred_call *call = deferred_head;
@@ -172,7 +172,7 @@ void loop_run(void)
         run_due_timers();
         if (poll_hook)
             poll_hook(poll_hook_arg);
-        run_deferred();
+        loop_run_deferred();
     }
 }
 

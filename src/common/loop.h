@@ -31,6 +31,7 @@ void loop_timer_cancel(loop_timer *timer);
 void loop_defer(loop_callback callback, void *arg); /* runs after the current batch */
 void loop_set_poll_hook(loop_callback hook, void *arg, int64_t (*timeout_ms)(void *arg));
 void loop_run(void);
+void loop_run_deferred(void); /* at exit, after the loop stopped: the calls still queued */
 void loop_stop(void);
 
 #endif

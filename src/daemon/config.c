@@ -270,3 +270,10 @@ void config_load(config *cfg, int argc, char **argv)
     if (!cfg->data_dir)
         cfg->data_dir = default_data_dir();
 }
+
+void config_free(config *cfg)
+{
+    for (size_t i = 0; i < OPTION_COUNT; i++)
+        if (options[i].type == OPT_STRING)
+            free(*(char **)((char *)cfg + options[i].offset));
+}

@@ -41,5 +41,6 @@ typedef struct config {
 
 /* Fills `cfg` or exits with a message naming the bad option; handles --help and --version. */
 void config_load(config *cfg, int argc, char **argv);
+void config_free(config *cfg);
 
 #endif

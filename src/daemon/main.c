@@ -183,9 +183,12 @@ int main(int argc, char **argv)
     loop_run();
 
     manager_shutdown_all();
+    kernel_reap_all();
     zygote_stop();
     cgroup_shutdown();
     http_server_stop();
+    loop_run_deferred();
     log_info("stopped");
+    config_free(&cfg);
     return 0;
 }

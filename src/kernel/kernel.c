@@ -118,17 +118,31 @@ static void emit(kernel *k, const char *channel, json_t *message)
 typedef struct orphan {
     int pidfd;
     loop_watch watch;
+    struct orphan *next;
 } orphan;
 
+static orphan *orphans;
+
 static void free_orphan(void *arg) { free(arg); }
+
+static void forget_orphan(orphan *o)
+{
+    for (orphan **at = &orphans; *at; at = &(*at)->next) {
+        if (*at == o) {
+            *at = o->next;
+            break;
+        }
+    }
+    loop_watch_remove(&o->watch);
+    close(o->pidfd);
+}
 
 static void on_orphan_exit(void *owner, uint32_t events)
 {
     orphan *o = owner;
     siginfo_t info = {0};
     if (waitid(P_PIDFD, (id_t)o->pidfd, &info, WEXITED | WNOHANG) < 0 || info.si_pid != 0) {
-        loop_watch_remove(&o->watch);
-        close(o->pidfd);
+        forget_orphan(o);
         loop_defer(free_orphan, o);
     }
 }
@@ -139,7 +153,19 @@ static void reap_in_background(int pidfd)
     if (!o)
         die("out of memory");
     o->pidfd = pidfd;
+    o->next = orphans;
+    orphans = o;
     loop_watch_add(&o->watch, pidfd, EPOLLIN, on_orphan_exit, o);
+}
+
+void kernel_reap_all(void)
+{
+    while (orphans) {
+        orphan *o = orphans;
+        waitid(P_PIDFD, (id_t)o->pidfd, &(siginfo_t){0}, WEXITED); /* already SIGKILLed: brief */
+        forget_orphan(o);
+        free(o);
+    }
 }
 
 /* ---- starting the process ---- */

@@ -50,6 +50,7 @@ void kernel_interrupt(kernel *k);
 void kernel_set_environment(kernel *k, json_t *env);
 int kernel_restart(kernel *k, char *why, size_t why_size);
 void kernel_destroy(kernel *k); /* kills the process; freed after the current loop batch */
+void kernel_reap_all(void);     /* at exit: waits for the processes of destroyed kernels */
 
 const char *kernel_id(const kernel *k);
 const kernelspec *kernel_spec(const kernel *k);
