@@ -96,6 +96,9 @@ integration: build
 clients: build
 	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q tests/clients
 
+security: build
+	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q -p no:cacheprovider tests/security
+
 test: test-deps
 	@$(MAKE) --no-print-directory build unit
 	@$(MAKE) --no-print-directory asan

@@ -67,6 +67,7 @@ struct kernel {
         long long output_bytes;     /* stream bytes published for it */
         long long dropped_bytes;    /* stream bytes past the output limit */
         long long pids_hits_at_start;
+        long long oom_kills_at_start;
         loop_timer *timer;          /* timeout, then the grace period after the interrupt */
         bool timed_out;
     } execution;
@@ -195,7 +196,7 @@ static void environment_free(environment *env)
 /* The kernel's environment is built from scratch: nothing of the daemon's (its token above all)
    reaches a kernel. Request variables come in already filtered to KERNEL_*. Caches and IPython's
    profile go to /tmp so they do not clutter the user's /workspace. */
-static void build_environment(environment *env, const kernel *k)
+static void build_environment(environment *env, const kernel *k, bool with_request_env)
 {
     environment_add(env, "PATH", "/usr/local/bin:/usr/bin:/bin");
     environment_add(env, "HOME", "/workspace");
@@ -209,6 +210,8 @@ static void build_environment(environment *env, const kernel *k)
     environment_add(env, "CELLBOX_KERNEL_ID", k->id);
     environment_add(env, "OPENBLAS_NUM_THREADS", "1");
     environment_add(env, "OMP_NUM_THREADS", "1");
+    if (!with_request_env)
+        return;
     const char *name;
     json_t *value;
     json_object_foreach(k->env, name, value)
@@ -231,6 +234,16 @@ static void watch_output(kernel *k, output_pipe *pipe_end, int fd, const char *n
     loop_watch_add(&pipe_end->watch, fd, EPOLLIN, on_output_ready, pipe_end);
 }
 
+static void send_environment(kernel *k, json_t *env)
+{
+    if (json_object_size(env) == 0)
+        return;
+    json_t *message = json_pack("{s:s, s:s, s:O}", "channel", "cellbox", "type", "environment",
+                                "set", env);
+    kernel_send(k, message);
+    json_decref(message);
+}
+
 static long long current_oom_kills(const kernel *k)
 {
     cgroup_counters counters;
@@ -251,8 +264,11 @@ static int spawn_process(kernel *k, char *why, size_t why_size)
     }
     char *argv[] = {"/opt/cellbox/bin/cellbox-kernel", "--channel-fd=3",
                     "--python-dir=/opt/cellbox/share/cellbox/python", NULL};
+    /* A request's variables never pass through the zygote, whose memory every later kernel
+       inherits: a zygote kernel gets them over its own channel once it runs. */
+    bool via_zygote = zygote_is_ready();
     environment env = {0};
-    build_environment(&env, k);
+    build_environment(&env, k, !via_zygote);
     const sandbox_limits *limits = &k->sandbox.limits;
     sandbox_spec spec = {
         .root = {.mount_point = k->sandbox.root_mount_point,
@@ -274,13 +290,19 @@ static int spawn_process(kernel *k, char *why, size_t why_size)
     k->spawned_at_ms = clock_monotonic_ms();
     int pidfd = -1;
     pid_t pid = -1;
-    if (zygote_is_ready()) {
+    if (via_zygote) {
         /* The fast path: a clone of the preloaded interpreter, our child thanks to CLONE_PARENT. */
         pid = zygote_spawn(&spec, k->id, why, why_size);
-        if (pid > 0)
+        if (pid > 0) {
             pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-        else
+        } else {
             log_warn("kernel %s: %s; starting it by exec", k->id, why);
+            environment_free(&env);
+            env = (environment){0};
+            build_environment(&env, k, true);
+            spec.envp = env.entries;
+            via_zygote = false;
+        }
     }
     if (pid <= 0)
         pid = sandbox_start(&spec, &pidfd, why, why_size);
@@ -304,6 +326,8 @@ static int spawn_process(kernel *k, char *why, size_t why_size)
     k->state = KERNEL_STARTING;
     k->death_reason[0] = '\0';
     k->shutdown_requested = false;
+    if (via_zygote)
+        send_environment(k, k->env);
     return 0;
 }
 
@@ -486,6 +510,7 @@ static void start_execution(kernel *k)
     k->execution.output_bytes = k->execution.dropped_bytes = 0;
     k->execution.timed_out = false;
     k->execution.pids_hits_at_start = counters.pids_limit_hits;
+    k->execution.oom_kills_at_start = counters.oom_kills;
     if (k->sandbox.limits.timeout_seconds > 0)
         k->execution.timer = loop_timer_add((int64_t)k->sandbox.limits.timeout_seconds * 1000,
                                             on_execution_timeout, k);
@@ -510,11 +535,23 @@ static void finish_execution(kernel *k)
                  "refused]\n", k->sandbox.limits.pids);
         note(k, text);
     }
-    long long used, total;
-    if (volume_usage(k->workspace, &used, &total) == 0 && total > 0 && used >= total - 65536) {
-        limits_format_size(k->sandbox.limits.disk_bytes, size, sizeof size);
-        snprintf(text, sizeof text, "[cellbox: disk quota %s exceeded: /workspace is full]\n", size);
+    if (counters.oom_kills > k->execution.oom_kills_at_start) {
+        limits_format_size(k->sandbox.limits.memory_bytes, size, sizeof size);
+        snprintf(text, sizeof text, "[cellbox: a process in this sandbox was killed: out of memory "
+                 "(limit %s)]\n", size);
         note(k, text);
+    }
+    volume_usage usage;
+    if (volume_read_usage(k->workspace, &usage) == 0) {
+        limits_format_size(k->sandbox.limits.disk_bytes, size, sizeof size);
+        if (usage.bytes_free < 65536) {
+            snprintf(text, sizeof text, "[cellbox: disk quota %s exceeded: /workspace is full]\n", size);
+            note(k, text);
+        } else if (usage.inodes_free == 0) {
+            snprintf(text, sizeof text, "[cellbox: file count limit of /workspace reached (%lld "
+                     "files): delete files to create new ones]\n", usage.inodes_total);
+            note(k, text);
+        }
     }
 }
 
@@ -832,10 +869,7 @@ void kernel_set_environment(kernel *k, json_t *env)
     if (json_object_size(env) == 0)
         return;
     json_object_update(k->env, env); /* kept for restarts */
-    json_t *message = json_pack("{s:s, s:s, s:O}", "channel", "cellbox", "type", "environment",
-                                "set", env);
-    kernel_send(k, message);
-    json_decref(message);
+    send_environment(k, env);
 }
 
 void kernel_interrupt(kernel *k)

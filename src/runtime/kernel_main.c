@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "runtime/kernel_runtime.h"
+#include "sandbox/sandbox.h"
 
 /* The interpreter user code must believe it runs under: Debian's python3, so sys.prefix is /usr,
  * dist-packages are on sys.path and `%pip` / `sys.executable -m ...` use the same Python. */
@@ -201,6 +202,10 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--zygote") == 0)
         return zygote_main(argc - 1, argv + 1);
+    /* pid 1 of a sandbox (sandbox.c): no interpreter, just the reaper loop. */
+    int program;
+    if (argc == 2 && strncmp(argv[1], "--supervise=", 12) == 0 && parse_fd(argv[1] + 12, &program) == 0)
+        sandbox_reap_until((pid_t)program);
     struct kernel_options options;
     if (parse_options(argc, argv, &options) != 0 || check_options(&options) != 0)
         return 2;

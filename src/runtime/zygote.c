@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,16 @@ typedef struct spawn_request {
     sandbox_spec spec;
     int fds[SPAWN_FDS];
 } spawn_request;
+
+/* Every kernel inherits the zygote's memory: what one request carried must be gone before the
+   next clone. Requests hold no secrets (a kernel's variables reach it over its own channel),
+   and jansson's freed strings and the receive buffer are wiped anyway. */
+static void wiping_free(void *pointer)
+{
+    if (pointer)
+        explicit_bzero(pointer, malloc_usable_size(pointer));
+    free(pointer);
+}
 
 static const char *option(int argc, char **argv, const char *name)
 {
@@ -218,6 +229,7 @@ static void serve(int control_fd)
         if (pid == 0)
             become_kernel(&request);
         PyOS_AfterFork_Parent();
+        explicit_bzero(buffer, MAX_REQUEST);
         close_fds(request.fds, SPAWN_FDS);
         if (pid < 0)
             send_json(control_fd, json_pack("{s:s}", "error", strerror(errno)));
@@ -239,6 +251,7 @@ int zygote_main(int argc, char **argv)
         return 2;
     }
     int control_fd = atoi(control);
+    json_set_alloc_funcs(malloc, wiping_free);
     if (kernel_python_start(python_dir) != 0)
         return 1;
     send_json(control_fd, preload(option(argc, argv, "--preload"), inside_dir));

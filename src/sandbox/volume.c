@@ -150,12 +150,15 @@ void volume_destroy(const char *image, const char *mount_point, int keep)
         unlink(image);
 }
 
-int volume_usage(const char *mount_point, long long *used, long long *total)
+int volume_read_usage(const char *mount_point, volume_usage *out)
 {
     struct statvfs st;
     if (statvfs(mount_point, &st) < 0)
         return -1;
-    *total = (long long)st.f_blocks * (long long)st.f_frsize;
-    *used = (long long)(st.f_blocks - st.f_bfree) * (long long)st.f_frsize;
+    /* f_bavail, not f_bfree: ext4 keeps blocks the sandbox user cannot have. */
+    out->bytes_total = (long long)st.f_blocks * (long long)st.f_frsize;
+    out->bytes_free = (long long)st.f_bavail * (long long)st.f_frsize;
+    out->inodes_total = (long long)st.f_files;
+    out->inodes_free = (long long)st.f_favail;
     return 0;
 }

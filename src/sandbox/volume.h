@@ -19,7 +19,11 @@ int volume_create(volume_kind kind, const char *image, const char *mount_point, 
                   uid_t uid, gid_t gid, char *why, size_t why_size);
 /* Unmounts (the loop device detaches itself) and, unless keep, deletes the image. */
 void volume_destroy(const char *image, const char *mount_point, int keep);
-/* Used and total bytes of the mounted volume; -1 if it cannot be read. */
-int volume_usage(const char *mount_point, long long *used, long long *total);
+typedef struct volume_usage {
+    long long bytes_total, bytes_free;   /* free = what the sandbox user can still write */
+    long long inodes_total, inodes_free;
+} volume_usage;
+
+int volume_read_usage(const char *mount_point, volume_usage *out); /* 0, or -1 */
 
 #endif

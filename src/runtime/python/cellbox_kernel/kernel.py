@@ -36,6 +36,8 @@ class Kernel:
         self.shell = create_shell(self)
         add_working_directory_to_path()
         self.requests = Requests(self)
+        from .zygote import enable_inline_figures
+        enable_inline_figures(self.shell)
         self._warm_up()
         self.send("iopub", "status", {"execution_state": "starting"}, parent=None)
 

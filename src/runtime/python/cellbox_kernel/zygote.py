@@ -93,8 +93,18 @@ def _reseed():
 def _clear_inherited_caches():
     matplotlib = sys.modules.get("matplotlib")
     if matplotlib is not None:
-        # Directories were computed for the zygote's host paths; recompute inside (MPLCONFIGDIR).
-        for getter in ("get_configdir", "get_cachedir"):
-            cached = getattr(matplotlib, getter, None)
-            if hasattr(cached, "cache_clear"):
-                cached.cache_clear()
+        # matplotlib cached the zygote's directories (host paths) for good; inside the sandbox
+        # they are MPLCONFIGDIR's.
+        directory = os.environ.get("MPLCONFIGDIR", "/tmp/.config/matplotlib")
+        os.makedirs(directory, exist_ok=True)
+        matplotlib.get_configdir = lambda: directory
+        matplotlib.get_cachedir = lambda: directory
+
+
+def enable_inline_figures(shell):
+    """pyplot was imported in the zygote, before any shell existed, so matplotlib_inline could
+    not hook figures into the shell then (ipykernel's order is the other way round): hook them
+    now, as its import would have."""
+    backend_inline = sys.modules.get("matplotlib_inline.backend_inline")
+    if backend_inline is not None and shell is not None:
+        backend_inline._enable_matplotlib_integration()  # noqa: SLF001
