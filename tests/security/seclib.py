@@ -41,7 +41,8 @@ PROOF_CODE = f"""
 import os as _os, json as _json
 def _zygote_clone():
     try:
-        return b'--zygote' in open('/proc/1/cmdline', 'rb').read().split(b'\\0')
+        # pid 1 is always the small supervisor; a zygote clone keeps the zygote's argv.
+        return b'--zygote' in open('/proc/self/cmdline', 'rb').read().split(b'\\0')
     except OSError:
         return None
 _st = {{}}
@@ -294,7 +295,7 @@ class SandboxKernel:
         mode = self.box.mode
         if mode in ("zygote", "exec"):
             assert proof["zygote_clone"] is (mode == "zygote"), (
-                f"kernel {self.id} should have been started by {mode} but its pid 1 says otherwise: {proof}")
+                f"kernel {self.id} should have been started by {mode} but its command line says otherwise: {proof}")
         return proof
 
     def run(self, code, timeout=60):
