@@ -160,14 +160,27 @@ static void answer_for_dead_kernel(connection *c, kernel *k, json_t *request)
     json_decref(reply);
 }
 
+static void publish_status(kernel *k, json_t *parent, const char *state)
+{
+    json_t *status = message_status(kernel_session(k), parent, state);
+    json_object_set_new(status, "channel", json_string("iopub"));
+    on_kernel_message(k, "iopub", status);
+    json_decref(status);
+}
+
+/* Answered here: a busy single-threaded kernel could not. Wrapped in busy/idle with the request
+   as parent, as ipykernel does for every control request. */
 static void answer_interrupt(connection *c, kernel *k, json_t *request)
 {
+    json_t *header = json_object_get(request, "header");
+    publish_status(k, header, "busy");
     kernel_interrupt(k);
-    json_t *reply = message_new("interrupt_reply", kernel_session(k),
-                                json_object_get(request, "header"), json_pack("{s:s}", "status", "ok"));
+    json_t *reply = message_new("interrupt_reply", kernel_session(k), header,
+                                json_pack("{s:s}", "status", "ok"));
     json_object_set_new(reply, "channel", json_string("control"));
     send_to(c, reply);
     json_decref(reply);
+    publish_status(k, header, "idle");
 }
 
 /* ---- receiving ---- */

@@ -120,6 +120,8 @@ static void set_option(config *cfg, const option_spec *opt, const char *value, c
         long number = strtol(value, &end, 10);
         if (errno || *end || end == value || number < 0 || number > 1000000000)
             die("%s: --%s takes a whole number >= 0, not '%s'", source, opt->name, value);
+        if (strcmp(opt->name, "port") == 0 && number > 65535)
+            die("%s: --port takes 0 to 65535, not '%s'", source, value);
         *(int *)field = (int)number;
         return;
     }

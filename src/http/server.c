@@ -187,14 +187,15 @@ static bool token_equals(const char *given)
     return given && strlen(given) == n && CRYPTO_memcmp(given, token, n) == 0;
 }
 
-/* Kernel Gateway checks ?token= first, then "Authorization: token <t>" (we also take Bearer). */
+/* Kernel Gateway checks ?token= first, then "Authorization: token <t>" (jupyter_server also
+   takes "bearer", and so do we). */
 static bool request_is_authorized(const http_request *request)
 {
     if (!*server.options.token)
         return true;
     const char *query = http_query(request, "token");
-    if (query && token_equals(query))
-        return true;
+    if (query) /* given, it decides: a wrong ?token= is not rescued by a header */
+        return token_equals(query);
     const char *auth = http_header(request, "Authorization");
     if (!auth)
         return false;

@@ -30,6 +30,8 @@
 /* After a timeout's interrupt, how long a cell gets to stop before the kernel is killed. */
 #define INTERRUPT_GRACE_MS 3000
 #define OUTPUT_COALESCE_MS 2
+/* A kernel whose channel closed is given this long to exit by itself (and report its status). */
+#define HANGUP_GRACE_MS 2000
 
 typedef struct output_pipe {
     int fd;
@@ -55,6 +57,7 @@ struct kernel {
     buffer channel_in, channel_out;
     output_pipe out, err;
     loop_timer *output_timer;   /* publishes pending output shortly */
+    loop_timer *hangup_timer;   /* kills a kernel that closed its channel but did not exit */
     json_t *current_request;    /* header of the request the kernel said it is busy with */
     json_int_t execution_count; /* last seen, for replies the daemon writes */
     char death_reason[192];
@@ -652,6 +655,16 @@ static void close_channel(kernel *k)
     buffer_free(&k->channel_out);
 }
 
+static void on_hangup_grace_over(void *arg)
+{
+    kernel *k = arg;
+    k->hangup_timer = NULL;
+    if (!k->death_reason[0])
+        snprintf(k->death_reason, sizeof k->death_reason,
+                 "kernel died: it closed its channel to the daemon");
+    kill_process_group(k, SIGKILL);
+}
+
 static void read_channel(kernel *k)
 {
     char chunk[READ_CHUNK];
@@ -667,10 +680,12 @@ static void read_channel(kernel *k)
             continue;
         if (n < 0 && errno == EAGAIN)
             break;
-        /* End of file: the kernel is gone or closed its channel; either way it is finished. */
+        /* End of file: the kernel is exiting (its pidfd will say how) or closed its channel
+           and lives on without one — then it is finished off after a grace period. */
         parse_frames(k);
         close_channel(k);
-        kill_process_group(k, SIGKILL);
+        if (!k->hangup_timer)
+            k->hangup_timer = loop_timer_add(HANGUP_GRACE_MS, on_hangup_grace_over, k);
         return;
     }
     parse_frames(k);
@@ -801,6 +816,10 @@ static void release_process(kernel *k)
     if (k->output_timer) {
         loop_timer_cancel(k->output_timer);
         k->output_timer = NULL;
+    }
+    if (k->hangup_timer) {
+        loop_timer_cancel(k->hangup_timer);
+        k->hangup_timer = NULL;
     }
     k->pid = 0;
 }

@@ -147,7 +147,7 @@ void volume_destroy(const char *image, const char *mount_point, int keep)
     if (umount2(mount_point, MNT_DETACH) == 0 || errno == EINVAL)
         rmdir(mount_point);
     if (!keep)
-        unlink(image);
+        unlink(image); /* kept: `mount -o loop IMAGE DIR` shows the files again */
 }
 
 int volume_read_usage(const char *mount_point, volume_usage *out)

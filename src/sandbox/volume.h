@@ -17,7 +17,9 @@ int volume_parse_kind(const char *name, volume_kind *out); /* "ext4" or "tmpfs";
    ext4 only). 0 or -1 + why. */
 int volume_create(volume_kind kind, const char *image, const char *mount_point, long long bytes,
                   uid_t uid, gid_t gid, char *why, size_t why_size);
-/* Unmounts (the loop device detaches itself) and, unless keep, deletes the image. */
+/* Unmounts (the loop device detaches itself) and, unless `keep` (--keep-workspaces), deletes
+   the ext4 image; a kept image can be mounted again with `mount -o loop`. A tmpfs volume's files
+   cannot be kept. */
 void volume_destroy(const char *image, const char *mount_point, int keep);
 typedef struct volume_usage {
     long long bytes_total, bytes_free;   /* free = what the sandbox user can still write */
