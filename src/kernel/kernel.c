@@ -29,7 +29,7 @@
 #define CHANNEL_FD 3
 /* After a timeout's interrupt, how long a cell gets to stop before the kernel is killed. */
 #define INTERRUPT_GRACE_MS 3000
-#define OUTPUT_COALESCE_MS 2
+#define OUTPUT_COALESCE_MS 50
 /* A kernel whose channel closed is given this long to exit by itself (and report its status). */
 #define HANGUP_GRACE_MS 2000
 
@@ -434,10 +434,16 @@ static void drain_output(output_pipe *p)
 
 static void read_channel(kernel *k);
 
+static bool ends_a_line(const output_pipe *p)
+{
+    return buffer_size(&p->pending) > 0 && buffer_head(&p->pending)[buffer_size(&p->pending) - 1] == '\n';
+}
+
 /* Frames already waiting were written before this output (docs/kernel-protocol.md): handle them
-   first so the output gets the right parent and order. The output itself is published after a
-   short delay, so that print()'s separate writes of text and newline become one message, as
-   ipykernel's buffered streams produce; any frame from the kernel publishes it at once. */
+   first so the output gets the right parent and order. The output itself is published when it
+   ends a line, or after a short wait for the rest of one: print("x =", x) writes four times, and
+   clients (AutoGen joins stream messages with newlines) must see one message, as ipykernel's
+   buffered streams produce. Any frame from the kernel publishes it at once. */
 static void on_output_ready(void *owner, uint32_t events)
 {
     output_pipe *p = owner;
@@ -445,6 +451,8 @@ static void on_output_ready(void *owner, uint32_t events)
     if (k->channel_fd >= 0)
         read_channel(k);
     drain_output(p);
+    if (ends_a_line(p))
+        flush_output(p, 0);
     if (!k->output_timer && (buffer_size(&k->out.pending) || buffer_size(&k->err.pending)))
         k->output_timer = loop_timer_add(OUTPUT_COALESCE_MS, on_output_timer, k);
 }

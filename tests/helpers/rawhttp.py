@@ -1,0 +1,114 @@
+"""Raw HTTP over a socket, for what requests cannot show: a server answering before it has
+read a large body (413), and the exact headers of a WebSocket handshake."""
+import base64
+import contextlib
+import os
+import select
+import socket
+import time
+
+
+class RawResponse:
+    def __init__(self, status, reason, headers, body):
+        self.status = status
+        self.reason = reason
+        self.headers = headers      # lower-case name -> value (last one wins)
+        self.body = body
+
+    def __repr__(self):
+        return f"<RawResponse {self.status} {self.reason} {self.headers}>"
+
+
+def _parse_head(data):
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    status = int(parts[1])
+    reason = parts[2] if len(parts) > 2 else ""
+    headers = {}
+    for line in lines[1:]:
+        if ":" in line:
+            k, v = line.split(":", 1)
+            headers[k.strip().lower()] = v.strip()
+    return status, reason, headers, rest
+
+
+def request(host, port, method, path, headers=None, body_size=0, body_byte=b" ", body_prefix=b"",
+            timeout=60, chunk=65536):
+    """Send a request whose body is body_prefix + body_byte * (body_size - len(prefix)), with a
+    Content-Length; stop sending as soon as the server answers (or closes). Returns the
+    response (head, and the body when it has a Content-Length)."""
+    hdrs = {"Host": f"{host}:{port}", "Connection": "close"}
+    hdrs.update(headers or {})
+    if body_size or method in ("POST", "PUT", "PATCH"):
+        hdrs["Content-Length"] = str(body_size)
+    head = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items()) + "\r\n"
+    sock = socket.create_connection((host, port), timeout=timeout)
+    received = b""
+    deadline = time.monotonic() + timeout
+    try:
+        sock.sendall(head.encode("latin-1"))
+        sent = 0
+        block = body_byte * chunk
+        body_prefix = body_prefix[:body_size]
+        while sent < body_size and time.monotonic() < deadline:
+            readable, writable, _ = select.select([sock], [sock], [], 1.0)
+            if readable:
+                break  # the server answered (or closed) before the whole body: stop sending
+            if writable:
+                if sent < len(body_prefix):
+                    piece = body_prefix[sent:sent + chunk]
+                else:
+                    piece = block[:min(chunk, body_size - sent)]
+                try:
+                    sent += sock.send(piece)
+                except (BrokenPipeError, ConnectionResetError):
+                    break
+        while time.monotonic() < deadline:
+            if b"\r\n\r\n" in received:
+                status, reason, headers, rest = _parse_head(received)
+                length = headers.get("content-length")
+                if length is not None and len(rest) >= int(length):
+                    return RawResponse(status, reason, headers, rest[:int(length)])
+            try:
+                data = sock.recv(65536)
+            except (ConnectionResetError, socket.timeout):
+                data = b""
+            if not data:
+                break
+            received += data
+        if b"\r\n\r\n" not in received:
+            raise AssertionError(f"no HTTP response to {method} {path} (got {received[:200]!r})")
+        status, reason, headers, rest = _parse_head(received)
+        return RawResponse(status, reason, headers, rest)
+    finally:
+        with contextlib.suppress(OSError):
+            sock.close()
+
+
+def websocket_handshake(host, port, path, headers=None, protocols=None, timeout=30):
+    """Send a WebSocket upgrade request; return the response head (status, headers), then close."""
+    key = base64.b64encode(os.urandom(16)).decode()
+    hdrs = {
+        "Host": f"{host}:{port}",
+        "Upgrade": "websocket",
+        "Connection": "Upgrade",
+        "Sec-WebSocket-Key": key,
+        "Sec-WebSocket-Version": "13",
+    }
+    if protocols:
+        hdrs["Sec-WebSocket-Protocol"] = ", ".join(protocols)
+    hdrs.update(headers or {})
+    head = f"GET {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items()) + "\r\n"
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(head.encode("latin-1"))
+        data = b""
+        while b"\r\n\r\n" not in data:
+            more = sock.recv(4096)
+            if not more:
+                break
+            data += more
+    if b"\r\n\r\n" not in data:
+        raise AssertionError(f"no handshake response (got {data[:200]!r})")
+    status, reason, headers, rest = _parse_head(data)
+    return RawResponse(status, reason, headers, rest)
