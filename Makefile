@@ -91,10 +91,10 @@ asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan SANITIZE=1 build unit
 
 integration: build
-	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q tests/integration
+	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
-clients: build
-	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q tests/clients
+clients: test-deps build
+	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q -p no:cacheprovider tests/clients
 
 security: build
 	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q -p no:cacheprovider tests/security

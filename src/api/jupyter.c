@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "kernel/kernelspec.h"
 #include "kernel/manager.h"
+#include "kernel/zygote.h"
 
 #define CELLBOX_VERSION "0.1.0"
 /* The jupyter_server API version Kernel Gateway 3 reports; clients compare against it. */
@@ -120,11 +121,15 @@ static void on_kernel_deleted(kernel *k)
 
 /* ---- /api and kernelspecs ---- */
 
+/* Kernel Gateway's {"version"}, plus what an operator (or a benchmark) wants to know: whether
+   new kernels are cloned from the zygote yet and how many wait in the warm pool. */
 static void get_api(http_request *request)
 {
     http_respond_json(request, 200,
-                      json_pack("{s:s, s:s}", "version", JUPYTER_API_VERSION, "cellbox",
-                                CELLBOX_VERSION));
+                      json_pack("{s:s, s:s, s:b, s:I, s:I}", "version", JUPYTER_API_VERSION,
+                                "cellbox", CELLBOX_VERSION, "zygote_ready", zygote_is_ready(),
+                                "warm_pool", (json_int_t)manager_pool_count(), "kernels",
+                                (json_int_t)manager_count()));
 }
 
 static void get_kernelspecs(http_request *request)

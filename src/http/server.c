@@ -53,6 +53,8 @@ static struct {
 
 static const char *reason_phrase(int status)
 {
+    if (status == 413)
+        return "Request Entity Too Large"; /* Kernel Gateway's (Tornado's) wording */
     const char *phrase = MHD_get_reason_phrase_for((unsigned)status);
     return phrase && *phrase ? phrase : "Error";
 }

@@ -247,6 +247,12 @@ sandbox_cgroup *cgroup_create(const char *name, const cgroup_limits *limits, cha
     for (size_t i = 0; i < V1_COUNT; i++) {
         if (!state.present[i])
             continue;
+        /* Another daemon sharing our cgroup may have removed the parent when it stopped. */
+        if (mkdir(state.parent[i], 0755) < 0 && errno != EEXIST) {
+            snprintf(why, why_size, "cannot create cgroup %s: %s", state.parent[i], strerror(errno));
+            cgroup_destroy(group);
+            return NULL;
+        }
         snprintf(group->path[i], PATH_MAX, "%.3900s/%.64s", state.parent[i], name);
         snprintf(group->procs[i], sizeof group->procs[i], "%.4000s/cgroup.procs", group->path[i]);
         if (mkdir(group->path[i], 0755) < 0 && errno != EEXIST) {

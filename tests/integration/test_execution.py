@@ -481,7 +481,9 @@ def test_shutdown_request_on_control(daemon):
     try:
         with c.ready_ws(k["id"]) as conn:
             conn.send(conn.new("shutdown_request", {"restart": False}, channel="control"))
-            rep = conn.wait_for(lambda m: m["msg_type"] == "shutdown_reply", what="shutdown_reply")
+            # (ipykernel also broadcasts a copy on iopub; the reply proper is on control)
+            rep = conn.wait_for(lambda m: m["msg_type"] == "shutdown_reply" and m["channel"] == "control",
+                                what="shutdown_reply on control")
             assert rep["channel"] == "control"
             assert rep["content"]["status"] == "ok"
             assert rep["content"]["restart"] is False

@@ -7,7 +7,7 @@ import pytest
 import websocket
 
 from helpers import rawhttp, wire
-from helpers.asserts import DATE_RE, assert_header
+from helpers.asserts import DATE_RE, REFERENCE, assert_header
 from helpers.client import WSClosed
 from helpers.snippets import release, wait_for_file
 from helpers.wait import wait_until
@@ -212,7 +212,9 @@ def test_same_session_id_replaces_first_connection(cb, kernel):
     first = cb.ready_ws(kid, session_id="dup-session")
     second = cb.ws(kid, session_id="dup-session")
     try:
-        first.wait_closed(timeout=30)
+        code = first.wait_closed(timeout=30)
+        if not REFERENCE:
+            assert code == 1000  # docs/api.md
         assert second.kernel_info(timeout=30).reply["content"]["status"] == "ok"
         wait_until(lambda: cb.kernel_model(kid)["connections"] == 1, timeout=10,
                    message="one connection after replacement")
@@ -311,17 +313,29 @@ def test_default_max_message_size_allows_large_messages(cb, kernel):
 
 
 @pytest.mark.cellbox_only
-def test_unknown_channel_does_not_break_the_connection(cb, kernel):
-    with cb.ready_ws(kernel["id"]) as ws:
-        msg = ws.new("kernel_info_request", channel="nonsense")
+@pytest.mark.parametrize("channel", ["nonsense", "iopub"])
+def test_unknown_channel_closes_1007_kernel_unaffected(cb, kernel, channel):
+    """docs/api.md: a message that is not a Jupyter message for a client channel (unknown
+    channel; iopub is the kernel's, not the client's) closes that connection with 1007."""
+    with cb.ready_ws(kernel["id"]) as good:
+        bad = cb.ws(kernel["id"])
         try:
-            ws.send(msg)
+            bad.send(bad.new("kernel_info_request", channel=channel))
         except WSClosed:
             pass
-        # either the message is ignored or the connection is closed with a policy/data code;
-        # the kernel stays usable in any case
-    with cb.ready_ws(kernel["id"]) as ws:
-        assert ws.execute("7").result_data()["text/plain"] == "7"
+        assert bad.wait_closed(timeout=30) == 1007
+        assert good.execute("7").result_data()["text/plain"] == "7"
+
+
+@pytest.mark.cellbox_only
+@pytest.mark.parametrize("body", ['[1, 2]', '"a string"', '{"header": "not an object", "channel": "shell"}',
+                                  '{"channel": "shell", "content": {}}'])
+def test_json_that_is_not_a_message_closes_1007(cb, kernel, body):
+    with cb.ready_ws(kernel["id"]) as good:
+        bad = cb.ws(kernel["id"])
+        bad.send_text(body)
+        assert bad.wait_closed(timeout=30) == 1007
+        assert good.execute("8").result_data()["text/plain"] == "8"
 
 
 @pytest.mark.cellbox_only  # Jupyter Server 1.23 leaves it open
@@ -329,6 +343,6 @@ def test_ws_to_deleted_kernel_is_closed(cb, kernel):
     ws = cb.ready_ws(kernel["id"])
     try:
         cb.delete_kernel(kernel["id"])
-        ws.wait_closed(timeout=30)
+        assert ws.wait_closed(timeout=30) == 1001  # docs/api.md: going away
     finally:
         ws.close()

@@ -1,0 +1,47 @@
+"""The ways cellboxd can start a kernel (docs/api.md: --zygote, --pool-size, --workspace-fs)
+must all give the same kernel: state, rich output, host-visible workspace, interrupt, restart,
+death reporting."""
+import os
+
+import pytest
+
+from helpers.wait import wait_until
+
+pytestmark = pytest.mark.cellbox_only
+
+MODES = {
+    "exec-each": ["--zygote=false"],
+    "zygote-no-pool": ["--pool-size", "0"],
+    "zygote-pool": ["--pool-size", "2"],
+    "tmpfs-workspace": ["--workspace-fs", "tmpfs"],
+}
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_kernel_behaves_the_same(make_daemon, mode):
+    d = make_daemon(args=MODES[mode])
+    c = d.client()
+    for round_ in range(2):  # the second kernel may come from a pool the first one started
+        k = c.create_kernel()
+        kid = k["id"]
+        with c.ready_ws(kid) as ws:
+            ws.execute("v = 20")
+            assert ws.execute("v + 22").result_data()["text/plain"] == "42"
+            r = ws.execute("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()", timeout=90)
+            assert [sorted(m["content"]["data"]) for m in r.of_type("display_data")] == [["image/png", "text/plain"]]
+            ws.execute("open('mode.txt', 'w').write('here')")
+            path = os.path.join(d.workspace(kid), "mode.txt")
+            wait_until(lambda: os.path.exists(path), timeout=10, message=f"{path} on the host")
+            req = ws.send_execute("print('loop', flush=True)\nwhile True:\n    pass")
+            ws.wait_for(lambda m: m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == req["header"]["msg_id"],
+                        what="the loop")
+            assert c.post(f"api/kernels/{kid}/interrupt").status_code == 204
+            assert ws.collect(req, timeout=15).first("error")["content"]["ename"] == "KeyboardInterrupt"
+            res = ws.execute("import os\nos._exit(4)", timeout=30)
+            assert res.first("error")["content"]["ename"] == "KernelDied"
+            assert "exited with status 4" in res.first("error")["content"]["evalue"]
+        assert c.post(f"api/kernels/{kid}/restart").status_code == 200
+        with c.ready_ws(kid) as ws:
+            assert ws.execute("'v' in dir()").result_data()["text/plain"] == "False"
+        c.delete_kernel(kid)
+        wait_until(lambda: not os.path.exists(d.workspace(kid)), timeout=30, message="workspace removed")
