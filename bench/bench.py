@@ -88,9 +88,21 @@ def start_cellbox(data_dir, pool_size, extra=()):
     return server
 
 
-def wait_ready(server, pool_size):
-    """The zygote imports for a second or two and the pool fills after it."""
-    time.sleep(3 + 0.25 * pool_size)
+def wait_ready(server, pool_size, timeout=120):
+    """The zygote imports for a second or two and the pool fills after it (GET /api says)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        state = server.http.get(server.base + "/api").json()
+        if state.get("zygote_ready") and state.get("warm_pool_ready", 0) >= pool_size:
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"cellbox not ready after {timeout} s: {state}")
+
+
+def wait_pool(server, pool_size, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline and server.http.get(server.base + "/api").json().get("warm_pool_ready", 0) < pool_size:
+        time.sleep(0.02)
 
 
 def start_jupyter(root):
@@ -144,9 +156,11 @@ class Kernel:
         self.server.http.delete(self.server.base + f"/api/kernels/{self.id}")
 
 
-def create_to_first_result(server, count, pause):
+def create_to_first_result(server, count, pause, pool_size=0):
     times = []
     for _ in range(count):
+        if pool_size:
+            wait_pool(server, pool_size)  # "warm pool": measured with the pool refilled
         start = time.perf_counter()
         kernel = Kernel(server)
         kernel.run("1+1", until="result")
@@ -294,7 +308,7 @@ def main():
             jupyter.stop()
         cellbox = start_cellbox(os.path.join(tmp, "cb-pool"), pool_size=4)
         try:
-            c_first = create_to_first_result(cellbox, n, 0.6)
+            c_first = create_to_first_result(cellbox, n, 0.1, pool_size=4)
             c_rtt = round_trips(cellbox, n * 5)
             c_sustained = sustained(cellbox, 10 if not args.quick else 5, 2)
             c_concurrent = concurrent_creates(cellbox, 100)

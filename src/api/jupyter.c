@@ -126,9 +126,10 @@ static void on_kernel_deleted(kernel *k)
 static void get_api(http_request *request)
 {
     http_respond_json(request, 200,
-                      json_pack("{s:s, s:s, s:b, s:I, s:I}", "version", JUPYTER_API_VERSION,
+                      json_pack("{s:s, s:s, s:b, s:I, s:I, s:I}", "version", JUPYTER_API_VERSION,
                                 "cellbox", CELLBOX_VERSION, "zygote_ready", zygote_is_ready(),
-                                "warm_pool", (json_int_t)manager_pool_count(), "kernels",
+                                "warm_pool", (json_int_t)manager_pool_count(), "warm_pool_ready",
+                                (json_int_t)manager_pool_ready_count(), "kernels",
                                 (json_int_t)manager_count()));
 }
 

@@ -253,6 +253,14 @@ static pooled_kernel take_pooled(void)
 
 size_t manager_pool_count(void) { return pool_count; }
 
+size_t manager_pool_ready_count(void)
+{
+    size_t ready = 0;
+    for (size_t i = 0; i < pool_count; i++)
+        ready += kernel_get_state(pool[i].kernel) == KERNEL_IDLE;
+    return ready;
+}
+
 /* ---- creation ---- */
 
 kernel *manager_create(const char *spec_name, json_t *env, json_t *limits_json, json_t *network,

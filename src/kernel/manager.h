@@ -38,6 +38,7 @@ kernel *manager_find(const char *id);
 void manager_delete(kernel *k);
 size_t manager_count(void);
 size_t manager_pool_count(void);
+size_t manager_pool_ready_count(void); /* pooled kernels that finished starting */
 kernel *manager_at(size_t index);
 json_t *manager_kernel_model(const kernel *k);
 const char *manager_default_kernel(void);
