@@ -175,6 +175,8 @@ typedef struct pooled_kernel {
     sandbox_resources resources;
 } pooled_kernel;
 
+#define REFILL_DELAY_AFTER_HANDOUT_MS 250
+
 static pooled_kernel *pool;
 static size_t pool_count;
 static loop_timer *refill_timer;
@@ -247,7 +249,9 @@ static pooled_kernel take_pooled(void)
         else
             taken = candidate;
     }
-    schedule_refill(1);
+    /* Not at once: preparing a sandbox blocks the loop for tens of milliseconds (mkfs, mount),
+       which would stall the handshake and first cell of the client that just got its kernel. */
+    schedule_refill(REFILL_DELAY_AFTER_HANDOUT_MS);
     return taken;
 }
 
