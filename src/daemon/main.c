@@ -179,6 +179,8 @@ int main(int argc, char **argv)
         },
         jupyter_dispatch);
     print_banner(&cfg, port, generated_token);
+    log_info("sandboxes: cgroup %s, workspaces on %s, zygote %s, warm pool of %d", cgroup_version_name(),
+             cfg.workspace_fs, cfg.zygote ? "on" : "off", cfg.pool_size);
 
     loop_run();
 

@@ -91,7 +91,6 @@ const char *kernel_death_reason(const kernel *k) { return k->death_reason; }
 const sandbox_limits *kernel_limits(const kernel *k) { return &k->sandbox.limits; }
 int64_t kernel_last_activity_us(const kernel *k) { return k->last_activity_us; }
 void kernel_touch(kernel *k) { k->last_activity_us = clock_wall_us(); }
-json_t *kernel_current_request(const kernel *k) { return k->current_request; }
 int kernel_connection_count(const kernel *k) { return k->connections; }
 void kernel_set_connection_count(kernel *k, int count) { k->connections = count; }
 void *kernel_subscribers(const kernel *k) { return k->subscribers; }

@@ -61,7 +61,6 @@ const char *kernel_state_name(kernel_state state);
 const char *kernel_death_reason(const kernel *k); /* "" unless dead */
 int64_t kernel_last_activity_us(const kernel *k);
 void kernel_touch(kernel *k);                     /* activity from a client */
-json_t *kernel_current_request(const kernel *k);  /* header of the running request, or NULL */
 
 /* Bookkeeping for the channels module. */
 int kernel_connection_count(const kernel *k);
