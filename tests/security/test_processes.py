@@ -152,6 +152,15 @@ os.waitpid(pid, 0)
     box.assert_contained()
 
 
+def _start_time(pid):
+    """A process's start time (field 22 of /proc/PID/stat), or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def test_escaped_session_does_not_outlive_restart(box, fresh):
     k = fresh()
     k.ok("""
@@ -164,9 +173,13 @@ if os.fork() == 0:
 """)
     sup = k.supervisor_host_pid()
     ns = os.readlink(f"/proc/{sup}/ns/pid")
+    # By host pid and start time: the kernel hands a freed namespace's inode number to the next
+    # one, so after the restart the new sandbox may carry the old namespace's name.
+    old = {pid: _start_time(pid) for pid in pids_in_pid_namespace(ns)}
+    assert len(old) >= 3, old  # pid 1, the kernel, the escaped session
     k.restart()
-    wait_until(lambda: not pids_in_pid_namespace(ns), timeout=20,
-               message="the old sandbox's processes gone after restart")
+    wait_until(lambda: not any(_start_time(pid) == started for pid, started in old.items()),
+               timeout=20, message="the old sandbox's processes gone after restart")
     got = k.json("import os\n_result = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())")
     assert got == [1, 2], got
     box.assert_contained()
