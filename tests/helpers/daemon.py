@@ -340,10 +340,12 @@ class JupyterServer(ServerProcess):
             if key.startswith(("JUPYTER_", "IPYTHON", "CELLBOX_")) or key in ("PYTHONPATH", "PYTHONHOME"):
                 del env[key]
         home = os.path.join(self.tmp, "home")
-        for sub in ("config", "data", "runtime", "ipython", "home"):
+        for sub in ("config", "data", "runtime", "ipython", "home", "tmp"):
             os.makedirs(os.path.join(self.tmp, sub), exist_ok=True)
         env.update({
             "HOME": home,
+            # JUPYTER_NO_CONFIG makes jupyter_core create a temp dir of its own: keep it in ours.
+            "TMPDIR": os.path.join(self.tmp, "tmp"),
             "JUPYTER_CONFIG_DIR": os.path.join(self.tmp, "config"),
             "JUPYTER_DATA_DIR": os.path.join(self.tmp, "data"),
             "JUPYTER_RUNTIME_DIR": os.path.join(self.tmp, "runtime"),
