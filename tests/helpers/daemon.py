@@ -138,6 +138,19 @@ class ServerProcess:
     def log_tail(self, n=4000):
         return self.log_text()[-n:]
 
+    def _start(self, timeout):
+        """Spawn with the subclass's argv/environ and wait until its log says `ready_pattern`;
+        on failure nothing is left running and the temp dir is gone."""
+        self._spawn(self.argv(), self.environ())
+        try:
+            self.wait_ready(self.host, self.port, timeout, ready_pattern=self.ready_pattern)
+        except BaseException:
+            self.stop()
+            self.remove_tmp()
+            self.done = True
+            raise
+        return self
+
     def _spawn(self, argv, env):
         logf = open(self.log_path, "ab")
         try:
@@ -259,19 +272,13 @@ class Daemon(ServerProcess):
         env.update(self.extra_env)
         return env
 
+    ready_pattern = r"cellboxd listening on"
+
     def start(self, timeout=30):
         if not os.access(self.binary, os.X_OK):
             raise RuntimeError(f"cellboxd binary not found at {self.binary} "
                                "(set CELLBOX_DAEMON or CELLBOX_BUILD, or run `make build`)")
-        self._spawn(self.argv(), self.environ())
-        try:
-            self.wait_ready(self.host, self.port, timeout, ready_pattern=r"cellboxd listening on")
-        except BaseException:
-            self.stop()
-            self.remove_tmp()
-            self.done = True
-            raise
-        return self
+        return self._start(timeout)
 
     def client(self):
         return Client(self.host, self.port, self.token, self.base_url)
@@ -369,16 +376,10 @@ class JupyterServer(ServerProcess):
                      "--GatewayClient.connect_timeout=30"]
         return argv + self.extra_args
 
+    ready_pattern = r"is running at"
+
     def start(self, timeout=60):
-        self._spawn(self.argv(), self.environ())
-        try:
-            self.wait_ready(self.host, self.port, timeout, ready_pattern=r"is running at")
-        except BaseException:
-            self.stop()
-            self.remove_tmp()
-            self.done = True
-            raise
-        return self
+        return self._start(timeout)
 
     def client(self):
         return Client(self.host, self.port, self.token)
