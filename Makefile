@@ -7,7 +7,7 @@ PYTHON      := /usr/bin/python3
 BUILD       ?= build
 SANITIZE    ?=
 CC          ?= cc
-PKGS        := libmicrohttpd jansson libcrypto libseccomp
+PKGS        := libmicrohttpd jansson libcrypto libseccomp libarchive
 PY_CFLAGS   := $(shell /usr/bin/pkg-config --cflags python-3.11-embed 2>/dev/null)
 PY_LIBS     := $(shell /usr/bin/pkg-config --libs python-3.11-embed 2>/dev/null)
 DEP_CFLAGS  := $(shell /usr/bin/pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -27,6 +27,8 @@ KERNEL_SRCS := src/runtime/kernel_main.c src/runtime/zygote.c
 # The zygote enters sandboxes itself: it shares the daemon's sandbox code, built without sanitizers.
 KERNEL_SHARED := src/sandbox/sandbox.c src/sandbox/rootfs.c src/sandbox/landlock.c src/sandbox/seccomp_filter.c
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
+CLI_SRCS    := $(wildcard src/cli/*.c)
+CLI_LIBS    := $(shell /usr/bin/pkg-config --libs libcurl jansson 2>/dev/null)
 
 OBJ         = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 BIN         := $(BUILD)/bin
@@ -37,9 +39,9 @@ SPEC_FILES  := $(wildcard src/runtime/kernelspecs/*/*)
 SPEC_OUT    := $(patsubst src/runtime/kernelspecs/%,$(SHARE)/kernelspecs/%,$(SPEC_FILES))
 UNIT_BINS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 
-.PHONY: all build run test deps test-deps unit asan integration clients security bench clean format
+.PHONY: all build run test deps test-deps unit asan integration api cli clients security bench clean format
 all: build
-build: $(BIN)/cellboxd $(BIN)/cellbox-kernel $(PY_OUT) $(SPEC_OUT)
+build: $(BIN)/cellboxd $(BIN)/cellbox $(BIN)/cellbox-kernel $(PY_OUT) $(SPEC_OUT)
 
 $(BUILD)/obj/src/runtime/%.o: src/runtime/%.c
 	@mkdir -p $(dir $@)
@@ -52,6 +54,11 @@ $(BUILD)/obj/%.o: %.c
 $(BIN)/cellboxd: $(call OBJ,$(DAEMON_SRCS))
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(DEP_LIBS)
+
+# The command-line client: libcurl and jansson, nothing of the daemon's.
+$(BIN)/cellbox: $(call OBJ,$(CLI_SRCS))
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CLI_LIBS)
 
 # The kernel embeds CPython; it is never built with ASan (CPython's allocator and ASan's
 # interceptors do not mix in an embedded interpreter).
@@ -96,6 +103,12 @@ integration: build
 clients: test-deps build
 	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q -p no:cacheprovider tests/clients
 
+api: build
+	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q -p no:cacheprovider tests/api
+
+cli: build
+	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q -p no:cacheprovider tests/cli
+
 security: build
 	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q -p no:cacheprovider tests/security
 
@@ -103,13 +116,13 @@ test: test-deps
 	@$(MAKE) --no-print-directory build unit
 	@$(MAKE) --no-print-directory asan
 	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) CELLBOX_DAEMON=$(CURDIR)/build-asan/bin/cellboxd \
-		$(PYTHON) -m pytest -q -p no:cacheprovider tests/kernel tests/integration tests/security tests/clients
+		$(PYTHON) -m pytest -q -p no:cacheprovider tests/kernel tests/integration tests/api tests/cli tests/security tests/clients
 
 bench: deps build
 	@$(PYTHON) bench/bench.py
 
 format:
-	clang-format -i $(DAEMON_SRCS) $(KERNEL_SRCS) $(UNIT_SRCS) $(wildcard src/*/*.h)
+	clang-format -i $(DAEMON_SRCS) $(KERNEL_SRCS) $(CLI_SRCS) $(UNIT_SRCS) $(wildcard src/*/*.h)
 
 clean:
 	rm -rf build build-asan

@@ -7,10 +7,10 @@ mode=${1:-run}
 here=$(cd "$(dirname "$0")/.." && pwd)
 
 run_pkgs=(build-essential pkg-config libmicrohttpd-dev libwslay-dev libjansson-dev libssl-dev
-  libseccomp-dev libpython3.11-dev e2fsprogs python3-ipython python3-numpy python3-pandas
+  libseccomp-dev libpython3.11-dev libcurl4-openssl-dev libarchive-dev e2fsprogs tar python3-ipython python3-numpy python3-pandas
   python3-matplotlib python3-matplotlib-inline)
 test_pkgs=(python3-pytest python3-websocket python3-requests jupyter-server python3-jupyter-server
-  python3-jupyter-client python3-ipykernel nodejs npm)
+  python3-jupyter-client python3-ipykernel python3-yaml python3-jsonschema nodejs npm)
 
 pkgs=("${run_pkgs[@]}")
 [ "$mode" = test ] && pkgs+=("${test_pkgs[@]}")

@@ -32,7 +32,7 @@ static void on_kernel_message(kernel *k, const char *channel, json_t *message);
 void channels_init(size_t max_message_size)
 {
     max_message = max_message_size;
-    kernel_set_message_handler(on_kernel_message);
+    kernel_add_message_handler(on_kernel_message);
 }
 
 /* ---- the kernel's list of connections ---- */

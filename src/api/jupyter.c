@@ -6,6 +6,7 @@
 
 #include "api/channels.h"
 #include "api/sessions.h"
+#include "api/v1.h"
 #include "common/log.h"
 #include "kernel/kernelspec.h"
 #include "kernel/manager.h"
@@ -117,6 +118,7 @@ static void on_kernel_deleted(kernel *k)
 {
     channels_kernel_deleted(k);
     sessions_kernel_deleted(k);
+    box_kernel_deleted(k);
 }
 
 /* ---- /api and kernelspecs ---- */
@@ -301,6 +303,10 @@ void jupyter_dispatch(http_request *request)
 {
     char copy[2048];
     char *segments[MAX_PATH_SEGMENTS];
+    if (v1_owns(http_path(request))) {
+        v1_dispatch(request);
+        return;
+    }
     int n = split_path(http_path(request), copy, sizeof copy, segments);
     if (n >= 1 && n <= MAX_PATH_SEGMENTS && strcmp(segments[0], "api") == 0) {
         route_api(request, segments, n);

@@ -12,6 +12,7 @@
 
 #include "api/channels.h"
 #include "api/jupyter.h"
+#include "api/v1.h"
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/loop.h"
@@ -163,6 +164,7 @@ int main(int argc, char **argv)
     }
     channels_init((size_t)cfg.max_message_size);
     jupyter_init(&(jupyter_options){.list_kernels = cfg.list_kernels});
+    v1_init();
     int port = http_server_start(
         &(http_server_options){
             .ip = cfg.ip,
@@ -170,6 +172,7 @@ int main(int argc, char **argv)
             .base_url = cfg.base_url,
             .token = cfg.token,
             .max_body_size = (size_t)cfg.max_body_size,
+            .streams_body = v1_streams_body,
             .cors = {.allow_origin = cfg.allow_origin,
                      .allow_headers = cfg.allow_headers,
                      .allow_methods = cfg.allow_methods,

@@ -33,8 +33,25 @@ typedef struct pending_upgrade {
     bool opened;
 } pending_upgrade;
 
+struct http_stream {
+    http_request *request;
+    buffer queue;               /* written, not yet handed to libmicrohttpd */
+    bool ended;                 /* http_stream_end was called */
+    bool suspended;             /* the connection waits for more to send */
+    http_stream_closed on_closed;
+    void (*on_drained)(void *arg);
+    void *arg;
+};
+
 struct http_request {
     struct MHD_Connection *connection;
+    http_stream *stream;        /* a streaming response, until the connection is done with it */
+    bool streams_body;          /* dispatched before the body: it goes to `receiver` */
+    bool body_started, body_complete;
+    struct MHD_Response *deferred; /* answered while the body was still arriving */
+    int deferred_status;
+    const http_body_receiver *receiver;
+    void *receiver_arg;
     const char *method;
     char *path;                 /* relative to the base URL */
     buffer body;
@@ -71,6 +88,27 @@ const char *http_header(const http_request *request, const char *name)
 const char *http_query(const http_request *request, const char *name)
 {
     return MHD_lookup_connection_value(request->connection, MHD_GET_ARGUMENT_KIND, name);
+}
+
+typedef struct query_collector {
+    const char *prefix;
+    json_t *out;
+} query_collector;
+
+static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    query_collector *collector = cls;
+    size_t n = strlen(collector->prefix);
+    if (key && strncmp(key, collector->prefix, n) == 0 && key[n])
+        json_object_set_new(collector->out, key + n, json_string(value ? value : ""));
+    return MHD_YES;
+}
+
+void http_query_each(const http_request *request, const char *prefix, json_t *out)
+{
+    query_collector collector = {prefix, out};
+    MHD_get_connection_values(request->connection, MHD_GET_ARGUMENT_KIND, collect_query, &collector);
 }
 
 const char *http_body(const http_request *request, size_t *length)
@@ -139,6 +177,14 @@ static void queue_response(http_request *request, int status, struct MHD_Respons
     add_cors_headers(response);
     for (response_header *h = request->headers; h; h = h->next)
         MHD_add_response_header(response, h->name, h->value);
+    /* libmicrohttpd takes a response before the body or after all of it, not in between: one
+       given mid-upload (an error) waits, and the rest of the body is discarded meanwhile. */
+    if (request->streams_body && request->body_started && !request->body_complete) {
+        request->deferred = response;
+        request->deferred_status = status;
+        request->responded = true;
+        return;
+    }
     if (MHD_queue_response(request->connection, (unsigned)status, response) != MHD_YES)
         log_warn("could not queue a %d response for %s %s", status, request->method, request->path);
     MHD_destroy_response(response);
@@ -179,6 +225,112 @@ void http_respond_error(http_request *request, int status, const char *fmt, ...)
     http_respond_json(request, status,
                       json_pack("{s:s, s:s}", "reason", reason_phrase(status), "message", message));
 }
+
+/* ---- streaming responses ---- */
+
+#define STREAM_BLOCK_SIZE (64 * 1024)
+
+static void resume_stream(http_stream *stream)
+{
+    if (stream->suspended) {
+        stream->suspended = false;
+        MHD_resume_connection(stream->request->connection);
+    }
+}
+
+/* libmicrohttpd asks for the next piece: what is queued, the end, or nothing yet (then the
+   connection sleeps until http_stream_write wakes it). */
+static ssize_t read_stream(void *cls, uint64_t position, char *out, size_t max)
+{
+    http_stream *stream = cls;
+    size_t queued = buffer_size(&stream->queue);
+    if (queued > 0) {
+        size_t n = queued < max ? queued : max;
+        memcpy(out, buffer_head(&stream->queue), n);
+        buffer_consume(&stream->queue, n);
+        if (buffer_size(&stream->queue) == 0 && stream->on_drained && !stream->ended)
+            stream->on_drained(stream->arg);
+        return (ssize_t)n;
+    }
+    if (stream->ended)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    stream->suspended = true;
+    MHD_suspend_connection(stream->request->connection);
+    return 0;
+}
+
+http_stream *http_respond_stream(http_request *request, int status, const char *content_type,
+                                 http_stream_closed on_closed, void *arg)
+{
+    http_stream *stream = calloc(1, sizeof *stream);
+    if (!stream)
+        die("out of memory");
+    stream->request = request;
+    stream->on_closed = on_closed;
+    stream->arg = arg;
+    request->stream = stream;
+    struct MHD_Response *response =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK_SIZE, read_stream, stream, NULL);
+    if (content_type)
+        MHD_add_response_header(response, "Content-Type", content_type);
+    /* Proxies must pass lines on as they come. */
+    MHD_add_response_header(response, "Cache-Control", "no-cache");
+    MHD_add_response_header(response, "X-Accel-Buffering", "no");
+    queue_response(request, status, response);
+    return stream;
+}
+
+void http_stream_write(http_stream *stream, const void *data, size_t length)
+{
+    if (stream->ended || length == 0)
+        return;
+    buffer_append(&stream->queue, data, length);
+    resume_stream(stream);
+}
+
+void http_stream_write_line(http_stream *stream, json_t *value)
+{
+    char *text = json_dumps(value, JSON_COMPACT);
+    json_decref(value);
+    if (!text)
+        die("out of memory encoding JSON");
+    size_t n = strlen(text);
+    http_stream_write(stream, text, n);
+    http_stream_write(stream, "\n", 1);
+    free(text);
+}
+
+size_t http_stream_queued(const http_stream *stream) { return buffer_size(&stream->queue); }
+
+void http_stream_on_drained(http_stream *stream, void (*on_drained)(void *arg))
+{
+    stream->on_drained = on_drained;
+}
+
+void http_stream_end(http_stream *stream)
+{
+    stream->ended = true;
+    resume_stream(stream);
+}
+
+void http_respond_fd(http_request *request, int status, const char *content_type, int fd,
+                     size_t length)
+{
+    struct MHD_Response *response = MHD_create_response_from_fd((uint64_t)length, fd);
+    if (content_type)
+        MHD_add_response_header(response, "Content-Type", content_type);
+    queue_response(request, status, response);
+}
+
+/* ---- streaming request bodies ---- */
+
+void http_receive_body(http_request *request, const http_body_receiver *receiver, void *arg)
+{
+    request->receiver = receiver;
+    request->receiver_arg = arg;
+}
+
+bool http_responded(const http_request *request) { return request->responded; }
 
 /* ---- authentication ---- */
 
@@ -277,17 +429,36 @@ static void respond_preflight(http_request *request)
     http_respond(request, 204, NULL, "", 0);
 }
 
-static void handle_complete_request(http_request *request)
+/* Token and preflight checks: true when the request may go on to dispatch. */
+static bool admit_request(http_request *request)
 {
     if (strcmp(request->method, "OPTIONS") == 0) {
         respond_preflight(request); /* CORS preflights are never authenticated (as in KG) */
-        return;
+        return false;
     }
     if (!request_is_authorized(request)) {
         http_respond_error(request, 401, "a valid token is required: pass ?token= or the header "
                                          "'Authorization: token <token>'");
-        return;
+        return false;
     }
+    return true;
+}
+
+/* A streamed-body request is dispatched as soon as its headers are in. */
+static void start_streamed_request(http_request *request)
+{
+    if (!admit_request(request))
+        return;
+    server.dispatch(request);
+    if (!request->responded && !request->receiver)
+        http_respond_error(request, 500, "no response was produced for %s %s", request->method,
+                           request->path);
+}
+
+static void handle_complete_request(http_request *request)
+{
+    if (!admit_request(request))
+        return;
     if (request->body_too_large) {
         http_respond_error(request, 413, "request body is larger than the limit of %zu bytes",
                            server.options.max_body_size);
@@ -346,10 +517,42 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         if (!request->path) {
             http_respond_error(request, 404, "%s is outside the base URL %s", url,
                                server.options.base_url);
+        } else if (server.options.streams_body &&
+                   server.options.streams_body(request->method, request->path)) {
+            request->streams_body = true;
+            start_streamed_request(request);
         } else if (declared_body_too_large(connection)) {
             /* Answer before reading the body: a client sending gigabytes is not kept waiting. */
             http_respond_error(request, 413, "request body is larger than the limit of %zu bytes",
                                server.options.max_body_size);
+        }
+        return MHD_YES;
+    }
+    if (request->streams_body) {
+        if (*upload_data_size > 0) {
+            request->body_started = true;
+            if (!request->responded && request->receiver &&
+                request->receiver->on_data(request->receiver_arg, upload_data, *upload_data_size) < 0)
+                request->receiver = NULL; /* it answered, or will: the rest is discarded */
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        if (!request->body_complete) {
+            request->body_complete = true;
+            if (request->deferred) {
+                if (MHD_queue_response(connection, (unsigned)request->deferred_status,
+                                       request->deferred) != MHD_YES)
+                    log_warn("could not queue a %d response for %s %s", request->deferred_status,
+                             request->method, request->path);
+                MHD_destroy_response(request->deferred);
+                request->deferred = NULL;
+                return MHD_YES;
+            }
+            if (!request->responded && request->receiver)
+                request->receiver->on_end(request, request->receiver_arg);
+            if (!request->responded)
+                http_respond_error(request, 500, "no response was produced for %s %s",
+                                   request->method, request->path);
         }
         return MHD_YES;
     }
@@ -374,6 +577,19 @@ static void on_request_completed(void *cls, struct MHD_Connection *connection, v
     http_request *request = *con_cls;
     if (!request)
         return;
+    if (request->streams_body && !request->body_complete && request->receiver &&
+        request->receiver->on_abort)
+        request->receiver->on_abort(request->receiver_arg);
+    if (request->deferred)
+        MHD_destroy_response(request->deferred);
+    if (request->stream) {
+        http_stream *stream = request->stream;
+        bool completed = code == MHD_REQUEST_TERMINATED_COMPLETED_OK && stream->ended;
+        if (stream->on_closed)
+            stream->on_closed(stream->arg, completed);
+        buffer_free(&stream->queue);
+        free(stream);
+    }
     if (request->upgrade) {
         if (!request->upgrade->opened)
             request->upgrade->on_open(request->upgrade->arg, NULL);
@@ -427,7 +643,8 @@ int http_server_start(const http_server_options *options, http_dispatch dispatch
 {
     struct sockaddr_storage address;
     memset(&address, 0, sizeof address);
-    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_UPGRADE | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                     MHD_USE_TURBO;
     struct sockaddr_in *v4 = (struct sockaddr_in *)&address;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&address;
     if (inet_pton(AF_INET, options->ip, &v4->sin_addr) == 1) {

@@ -27,6 +27,8 @@ typedef struct http_server_options {
     const char *base_url;   /* "/" or "/prefix/" */
     const char *token;      /* "" = no authentication (loopback only) */
     size_t max_body_size;   /* larger request bodies get 413 */
+    /* Does this request take its body as a stream (see http_receive_body)? May be NULL. */
+    bool (*streams_body)(const char *method, const char *path);
     http_cors cors;
 } http_server_options;
 
@@ -42,6 +44,8 @@ const char *http_path(const http_request *request);
 const char *http_header(const http_request *request, const char *name);
 const char *http_query(const http_request *request, const char *name);
 const char *http_body(const http_request *request, size_t *length);
+/* Adds every query argument named `prefix`<key> to `out` as key → value (e.g. ?metadata.user=x). */
+void http_query_each(const http_request *request, const char *prefix, json_t *out);
 bool http_is_websocket_upgrade(const http_request *request);
 const char *http_base_url(void);
 
@@ -56,6 +60,36 @@ void http_respond_error(http_request *request, int status, const char *fmt, ...)
 
 /* Completes a WebSocket handshake (RFC 6455) choosing `subprotocol` (NULL = none); once the
    101 is sent, `on_open` receives the new connection. Answers 400 itself for a bad handshake. */
+/* Streaming responses (NDJSON streams, tar downloads): the body goes out piece by piece as it is
+   written; while nothing is queued the connection is suspended. `on_closed` is called once, when
+   the last byte went out after http_stream_end (completed) or when the client went away first
+   (not completed); the stream is invalid afterwards and must not be touched. */
+typedef struct http_stream http_stream;
+typedef void (*http_stream_closed)(void *arg, bool completed);
+http_stream *http_respond_stream(http_request *request, int status, const char *content_type,
+                                 http_stream_closed on_closed, void *arg);
+void http_stream_write(http_stream *stream, const void *data, size_t length); /* copies */
+void http_stream_write_line(http_stream *stream, json_t *value); /* steals; compact JSON + "\n" */
+size_t http_stream_queued(const http_stream *stream);            /* bytes not yet sent */
+/* Called whenever the queue has been emptied, for producers that pause on a full queue. */
+void http_stream_on_drained(http_stream *stream, void (*on_drained)(void *arg));
+void http_stream_end(http_stream *stream);
+/* A response whose body is `length` bytes read from `fd` (sendfile); the server closes fd. */
+void http_respond_fd(http_request *request, int status, const char *content_type, int fd,
+                     size_t length);
+
+/* Requests whose body is consumed as it arrives (uploads of any size): routes named by the
+   `streams_body` option are dispatched as soon as their headers are in, without the body size
+   limit; the handler calls http_receive_body, then responds from `on_end` (or earlier, on error:
+   the rest of the body is then discarded). on_data returns 0, or -1 to stop receiving. */
+typedef struct http_body_receiver {
+    int (*on_data)(void *arg, const char *data, size_t length);
+    void (*on_end)(http_request *request, void *arg);   /* the whole body is in */
+    void (*on_abort)(void *arg);                        /* the client went away first */
+} http_body_receiver;
+void http_receive_body(http_request *request, const http_body_receiver *receiver, void *arg);
+bool http_responded(const http_request *request);
+
 typedef void (*http_websocket_open)(void *arg, websocket *socket);
 void http_upgrade_websocket(http_request *request, const char *subprotocol, size_t max_message,
                             const websocket_callbacks *callbacks, http_websocket_open on_open,

@@ -74,13 +74,38 @@ struct kernel {
         loop_timer *timer;          /* timeout, then the grace period after the interrupt */
         bool timed_out;
     } execution;
+    long long last_dropped_bytes;   /* output dropped by the last finished execution */
     int connections;
     void *subscribers;
+    void *box;
 };
 
-static kernel_message_handler message_handler;
+#define MAX_MESSAGE_HANDLERS 4
+static kernel_message_handler message_handlers[MAX_MESSAGE_HANDLERS];
 
-void kernel_set_message_handler(kernel_message_handler handler) { message_handler = handler; }
+static void deliver(kernel *k, const char *channel, json_t *message)
+{
+    for (int i = 0; i < MAX_MESSAGE_HANDLERS && message_handlers[i]; i++)
+        message_handlers[i](k, channel, message);
+}
+
+void kernel_add_message_handler(kernel_message_handler handler)
+{
+    for (int i = 0; i < MAX_MESSAGE_HANDLERS; i++) {
+        if (!message_handlers[i]) {
+            message_handlers[i] = handler;
+            return;
+        }
+    }
+    die("BUG: too many kernel message handlers");
+}
+
+const kernel_sandbox *kernel_get_sandbox(const kernel *k) { return &k->sandbox; }
+int kernel_pidfd(const kernel *k) { return k->pidfd; }
+pid_t kernel_pid(const kernel *k) { return k->pid; }
+long long kernel_last_dropped_bytes(const kernel *k) { return k->last_dropped_bytes; }
+void *kernel_box(const kernel *k) { return k->box; }
+void kernel_set_box(kernel *k, void *box) { k->box = box; }
 
 const char *kernel_id(const kernel *k) { return k->id; }
 const kernelspec *kernel_spec(const kernel *k) { return k->spec; }
@@ -111,8 +136,7 @@ const char *kernel_state_name(kernel_state state)
 static void emit(kernel *k, const char *channel, json_t *message)
 {
     json_object_set_new(message, "channel", json_string(channel));
-    if (message_handler)
-        message_handler(k, channel, message);
+    deliver(k, channel, message);
     json_decref(message);
 }
 
@@ -150,7 +174,7 @@ static void on_orphan_exit(void *owner, uint32_t events)
     }
 }
 
-static void reap_in_background(int pidfd)
+void kernel_reap_in_background(int pidfd)
 {
     orphan *o = calloc(1, sizeof *o);
     if (!o)
@@ -163,11 +187,23 @@ static void reap_in_background(int pidfd)
 
 void kernel_reap_all(void)
 {
-    while (orphans) {
-        orphan *o = orphans;
-        waitid(P_PIDFD, (id_t)o->pidfd, &(siginfo_t){0}, WEXITED); /* already SIGKILLed: brief */
-        forget_orphan(o);
-        free(o);
+    /* Not one blocking wait after another: a sandbox's pid 1 does not finish dying until every
+       process of its namespace is reaped, and processes that joined it later (commands, other
+       contexts) are our children too. So reap whatever has exited, in any order, until none is
+       left (or, for a process that will not die, a few seconds have passed). */
+    for (int rounds = 0; orphans && rounds < 500; rounds++) {
+        bool progress = false;
+        for (orphan *o = orphans, *next; o; o = next) {
+            next = o->next;
+            siginfo_t info = {0};
+            if (waitid(P_PIDFD, (id_t)o->pidfd, &info, WEXITED | WNOHANG) < 0 || info.si_pid != 0) {
+                forget_orphan(o);
+                free(o);
+                progress = true;
+            }
+        }
+        if (!progress)
+            usleep(10000);
     }
 }
 
@@ -223,6 +259,29 @@ static void build_environment(environment *env, const kernel *k, bool with_reque
     }
 }
 
+char **kernel_environment(const kernel *k, json_t *extra)
+{
+    environment env = {0};
+    build_environment(&env, k, true);
+    const char *name;
+    json_t *value;
+    json_object_foreach(extra, name, value)
+    {
+        if (json_is_string(value) && *name && !strchr(name, '='))
+            environment_add(&env, name, json_string_value(value));
+    }
+    if (!env.entries)
+        environment_add(&env, "PATH", "/usr/local/bin:/usr/bin:/bin");
+    return env.entries;
+}
+
+void kernel_environment_free(char **entries)
+{
+    for (size_t i = 0; entries && entries[i]; i++)
+        free(entries[i]);
+    free(entries);
+}
+
 static void on_channel_ready(void *owner, uint32_t events);
 static void on_output_ready(void *owner, uint32_t events);
 static void on_process_exit(void *owner, uint32_t events);
@@ -267,8 +326,10 @@ static int spawn_process(kernel *k, char *why, size_t why_size)
     char *argv[] = {"/opt/cellbox/bin/cellbox-kernel", "--channel-fd=3",
                     "--python-dir=/opt/cellbox/share/cellbox/python", NULL};
     /* A request's variables never pass through the zygote, whose memory every later kernel
-       inherits: a zygote kernel gets them over its own channel once it runs. */
-    bool via_zygote = zygote_is_ready();
+       inherits: a zygote kernel gets them over its own channel once it runs. Another context
+       of a running sandbox starts by exec inside its namespaces. */
+    const kernel *host = k->sandbox.host;
+    bool via_zygote = !host && zygote_is_ready();
     environment env = {0};
     build_environment(&env, k, !via_zygote);
     const sandbox_limits *limits = &k->sandbox.limits;
@@ -286,6 +347,7 @@ static int spawn_process(kernel *k, char *why, size_t why_size)
         .argv = argv,
         .envp = env.entries,
         .fds = {devnull, out[1], err[1], channel[1]},
+        .cwd = k->sandbox.cwd,
     };
     cgroup_procs_files(k->sandbox.cgroup, spec.cgroup_procs, SANDBOX_MAX_CGROUP_FILES);
     k->oom_kills_at_start = current_oom_kills(k);
@@ -306,8 +368,15 @@ static int spawn_process(kernel *k, char *why, size_t why_size)
             via_zygote = false;
         }
     }
-    if (pid <= 0)
+    if (host) {
+        if (host->pidfd < 0)
+            snprintf(why, why_size, "the sandbox is not running (its default context is %s)",
+                     kernel_state_name(host->state));
+        else
+            pid = sandbox_join(host->pidfd, &spec, &pidfd, why, why_size);
+    } else if (pid <= 0) {
         pid = sandbox_start(&spec, &pidfd, why, why_size);
+    }
     environment_free(&env);
     close(devnull);
     close(out[1]);
@@ -532,6 +601,7 @@ static void finish_execution(kernel *k)
     char text[256], size[32];
     cancel_execution_timer(k);
     k->execution.active = false;
+    k->last_dropped_bytes = k->execution.dropped_bytes;
     if (k->execution.dropped_bytes > 0) {
         snprintf(text, sizeof text, "[cellbox: %lld bytes of output were dropped]\n",
                  k->execution.dropped_bytes);
@@ -625,8 +695,7 @@ static void handle_kernel_message(kernel *k, const char *bytes, size_t length)
         track_state(k, type, message);
     if (!message_type_is_untracked(message_parent_type(message)))
         kernel_touch(k);
-    if (message_handler)
-        message_handler(k, channel, message);
+    deliver(k, channel, message);
     json_decref(message);
 }
 
@@ -861,7 +930,7 @@ static void stop_process(kernel *k)
     if (k->pid > 0) {
         kill_process_group(k, SIGKILL);
         loop_watch_remove(&k->pid_watch);
-        reap_in_background(k->pidfd);
+        kernel_reap_in_background(k->pidfd);
         k->pidfd = -1;
     }
     release_process(k);

@@ -28,7 +28,7 @@ typedef struct kernel kernel;
 /* Receives every message a kernel publishes or replies with (borrowed), and the daemon's own
    (status restarting/dead, stream, errors for a dead kernel's running cell). */
 typedef void (*kernel_message_handler)(kernel *k, const char *channel, json_t *message);
-void kernel_set_message_handler(kernel_message_handler handler);
+void kernel_add_message_handler(kernel_message_handler handler); /* each is called in turn */
 
 /* Where and how a kernel is isolated: prepared by the manager, used at every (re)start. */
 typedef struct kernel_sandbox {
@@ -37,6 +37,8 @@ typedef struct kernel_sandbox {
     sandbox_limits limits;
     const char *root_mount_point; /* host directory the sandbox root is mounted on */
     const char *runtime_dir;      /* host: cellbox's prefix, seen inside as /opt/cellbox */
+    const struct kernel *host;    /* set: run inside this kernel's sandbox (another context) */
+    const char *cwd;              /* with host: the working directory (NULL: /workspace) */
 } kernel_sandbox;
 
 /* Starts a kernel in a sandbox with `workspace` (host path) as its /workspace; `env` (borrowed,
@@ -50,9 +52,23 @@ void kernel_interrupt(kernel *k);
 void kernel_set_environment(kernel *k, json_t *env);
 int kernel_restart(kernel *k, char *why, size_t why_size);
 void kernel_destroy(kernel *k); /* kills the process; freed after the current loop batch */
-void kernel_reap_all(void);     /* at exit: waits for the processes of destroyed kernels */
+void kernel_reap_all(void);
+/* Takes a pidfd of a child that was killed and reaps it when it exits. */
+void kernel_reap_in_background(int pidfd);     /* at exit: waits for the processes of destroyed kernels */
+
+/* The environment every process of a kernel's sandbox starts with (nothing of the daemon's),
+   plus `extra` (borrowed, may be NULL): a NULL-terminated array for execve, freed with
+   kernel_environment_free. */
+char **kernel_environment(const kernel *k, json_t *extra);
+void kernel_environment_free(char **entries);
 
 const char *kernel_id(const kernel *k);
+const kernel_sandbox *kernel_get_sandbox(const kernel *k);
+int kernel_pidfd(const kernel *k);               /* its first process (the supervisor); -1 if none */
+pid_t kernel_pid(const kernel *k);               /* the same, as a pid (host view); 0 if none */
+long long kernel_last_dropped_bytes(const kernel *k); /* output dropped by the last execution */
+void *kernel_box(const kernel *k);               /* the native API's record of its sandbox */
+void kernel_set_box(kernel *k, void *box);
 const kernelspec *kernel_spec(const kernel *k);
 const char *kernel_session(const kernel *k);
 const char *kernel_workspace(const kernel *k);

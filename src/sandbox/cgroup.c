@@ -310,6 +310,13 @@ int cgroup_freeze(sandbox_cgroup *group, bool frozen)
     return write_file(dir, "freezer.state", frozen ? "FROZEN" : "THAWED");
 }
 
+void cgroup_reset_memory_peak(sandbox_cgroup *group)
+{
+    const char *dir = state.v2 ? NULL : dir_for(group, "memory");
+    if (dir)
+        write_file(dir, "memory.max_usage_in_bytes", "0");
+}
+
 void cgroup_kill_all(sandbox_cgroup *group)
 {
     if (state.v2 && write_file(group->path[0], "cgroup.kill", "1") == 0)

@@ -35,6 +35,8 @@ sandbox_cgroup *cgroup_create(const char *name, const cgroup_limits *limits, cha
 void cgroup_procs_files(sandbox_cgroup *group, const char **out, size_t max);
 void cgroup_read_counters(sandbox_cgroup *group, cgroup_counters *out);
 int cgroup_freeze(sandbox_cgroup *group, bool frozen);
+/* Starts memory_peak afresh (v1; on v2 the peak stays the group's lifetime peak). */
+void cgroup_reset_memory_peak(sandbox_cgroup *group);
 void cgroup_kill_all(sandbox_cgroup *group);
 void cgroup_destroy(sandbox_cgroup *group);  /* kills what is left and removes the group */
 void cgroup_shutdown(void);                  /* removes the parents when empty */

@@ -39,8 +39,12 @@ static void place_fds(const int fds[4])
 {
     int moved[4];
     for (int i = 0; i < 4; i++) /* above 10 first, so no dup2 below clobbers a source */
-        moved[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10);
+        moved[i] = fds[i] < 0 && i == 3 ? -1 : fcntl(fds[i], F_DUPFD_CLOEXEC, 10);
     for (int i = 0; i < 4; i++) {
+        if (moved[i] < 0 && i == 3 && fds[i] < 0) {
+            close(3);
+            continue;
+        }
         if (moved[i] < 0 || dup2(moved[i], i) < 0)
             setup_failed("cannot place the program's descriptors", strerror(errno));
     }
@@ -131,6 +135,28 @@ static int join_cgroup(const sandbox_spec *spec)
     return 0;
 }
 
+/* The last steps into the sandbox, shared by its first program and by every process that joins
+   it later: limits, no inherited descriptors, the sandbox user, then no_new_privs, Landlock, and
+   seccomp last, right before the program runs. */
+static void become_sandbox_user(const sandbox_spec *spec)
+{
+    set_limit(RLIMIT_NOFILE, (rlim_t)spec->open_files);
+    set_limit(RLIMIT_FSIZE, (rlim_t)spec->file_size);
+    set_limit(RLIMIT_CORE, 0);
+    /* No descriptor of the daemon's survives (CVE-2024-21626: a leaked fd is a way out). */
+    syscall(SYS_close_range, 4, ~0U, 0);
+    drop_privileges(spec->root.uid, spec->root.gid);
+    /* Cleared by the uid change above, so set only now: the process dies with the daemon. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        setup_failed("cannot set no_new_privs", strerror(errno));
+    if (landlock_restrict() < 0)
+        setup_failed("cannot apply the Landlock policy", strerror(errno));
+    int rc = seccomp_filter_load();
+    if (rc < 0)
+        setup_failed("cannot load the seccomp filter", strerror(-rc));
+}
+
 /* In new namespaces, as root: the order follows bubblewrap's — mounts, then identity, then
    no_new_privs, Landlock, and seccomp last, right before the program runs. */
 void sandbox_enter(const sandbox_spec *spec)
@@ -153,21 +179,79 @@ void sandbox_enter(const sandbox_spec *spec)
         setup_failed("cannot set the hostname", strerror(errno));
     if (!spec->network)
         bring_up_loopback();
-    set_limit(RLIMIT_NOFILE, (rlim_t)spec->open_files);
-    set_limit(RLIMIT_FSIZE, (rlim_t)spec->file_size);
-    set_limit(RLIMIT_CORE, 0);
-    /* No descriptor of the daemon's survives (CVE-2024-21626: a leaked fd is a way out). */
-    syscall(SYS_close_range, 4, ~0U, 0);
-    drop_privileges(spec->root.uid, spec->root.gid);
-    /* Cleared by the uid change above, so set only now: the sandbox dies with the daemon. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-        setup_failed("cannot set no_new_privs", strerror(errno));
-    if (landlock_restrict() < 0)
-        setup_failed("cannot apply the Landlock policy", strerror(errno));
-    int rc = seccomp_filter_load();
-    if (rc < 0)
-        setup_failed("cannot load the seccomp filter", strerror(-rc));
+    become_sandbox_user(spec);
+}
+
+/* Runs in a short-lived helper forked from the daemon: it joins the cgroup, then the namespaces
+   (setns with a pidfd enters them all at once), and clones the program with CLONE_PARENT so the
+   daemon, not the helper, is its parent. A new pid namespace applies to children only, hence the
+   clone. The helper reports the program's pid on `report` and exits. */
+static void join_and_clone(int supervisor_pidfd, const sandbox_spec *spec, int report)
+{
+    place_fds(spec->fds);
+    if (join_cgroup(spec) < 0)
+        setup_failed("cannot join the sandbox's cgroup", strerror(errno));
+    int namespaces = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET |
+                     CLONE_NEWCGROUP;
+    if (setns(supervisor_pidfd, namespaces) < 0)
+        setup_failed("cannot enter the sandbox's namespaces", strerror(errno));
+    pid_t program = (pid_t)syscall(SYS_clone, CLONE_PARENT | SIGCHLD, NULL, NULL, NULL, NULL);
+    if (program == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        setsid();
+        const char *cwd = spec->cwd ? spec->cwd : "/workspace";
+        if (chdir(cwd) < 0)
+            setup_failed("cannot change to the working directory", cwd);
+        become_sandbox_user(spec);
+        execve(spec->argv[0], spec->argv, spec->envp);
+        setup_failed("cannot execute", spec->argv[0]);
+    }
+    ssize_t written = write(report, &program, sizeof program);
+    _exit(program > 0 && written == (ssize_t)sizeof program ? 0 : SANDBOX_SETUP_FAILED);
+}
+
+pid_t sandbox_join(int supervisor_pidfd, const sandbox_spec *spec, int *pidfd, char *why,
+                   size_t why_size)
+{
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) < 0) {
+        snprintf(why, why_size, "cannot create a pipe: %s", strerror(errno));
+        return -1;
+    }
+    /* Out of the way of the program's fds 0..3, which the helper places first. */
+    int report_fd = fcntl(report[1], F_DUPFD_CLOEXEC, 10);
+    close(report[1]);
+    pid_t helper = fork();
+    if (helper == 0) {
+        close(report[0]);
+        join_and_clone(supervisor_pidfd, spec, report_fd);
+    }
+    close(report_fd);
+    if (helper < 0) {
+        close(report[0]);
+        snprintf(why, why_size, "cannot fork: %s", strerror(errno));
+        return -1;
+    }
+    int status = 0;
+    while (waitpid(helper, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_t program = -1;
+    ssize_t n = read(report[0], &program, sizeof program);
+    close(report[0]);
+    if (n != (ssize_t)sizeof program || program <= 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+        snprintf(why, why_size, "cannot enter the sandbox (is it still running?)");
+        return -1;
+    }
+    *pidfd = (int)syscall(SYS_pidfd_open, program, 0);
+    if (*pidfd < 0) {
+        snprintf(why, why_size, "cannot watch the new process: %s", strerror(errno));
+        kill(program, SIGKILL);
+        waitpid(program, NULL, 0);
+        return -1;
+    }
+    return program;
 }
 
 pid_t sandbox_clone(bool network, int *pidfd)

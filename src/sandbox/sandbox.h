@@ -25,7 +25,9 @@ typedef struct sandbox_spec {
     long long file_size;     /* RLIMIT_FSIZE in bytes */
     char *const *argv;       /* the program, with paths as seen inside */
     char *const *envp;
-    int fds[4];              /* become the program's fds 0..3; nothing else is inherited */
+    int fds[4];              /* become the program's fds 0..3 (fds[3] may be -1); nothing else
+                                is inherited */
+    const char *cwd;         /* for sandbox_join: the working directory inside (NULL: /workspace) */
     /* cgroup.procs files the sandbox joins before running anything (NULL-terminated) */
     const char *cgroup_procs[SANDBOX_MAX_CGROUP_FILES + 1];
 } sandbox_spec;
@@ -33,6 +35,14 @@ typedef struct sandbox_spec {
 /* Starts the sandbox; returns the supervisor's pid (as the host sees it) and a pidfd for it, or
    -1 with `why`. A failure inside the sandbox's setup is reported on its fd 2, exit status 125. */
 pid_t sandbox_start(const sandbox_spec *spec, int *pidfd, char *why, size_t why_size);
+
+/* Starts a program inside a running sandbox, given its supervisor's pidfd: the same namespaces,
+   cgroup, user, rlimits, Landlock and seccomp as the sandbox's own program (spec->root gives the
+   uid/gid; the rootfs is the sandbox's), in a session of its own, with the caller as its parent.
+   Returns its pid (as the host sees it) and a pidfd, or -1 with `why`. Setup failures inside are
+   reported on its fd 2 with exit status 125. */
+pid_t sandbox_join(int supervisor_pidfd, const sandbox_spec *spec, int *pidfd, char *why,
+                   size_t why_size);
 
 /* The steps, for a zygote that runs the program without exec: clone into new namespaces, then
    in the child enter (on failure it exits 125), then supervise (returns only in the program's

@@ -137,8 +137,35 @@ class Kernel:
         if aborting and channel == "shell" and msg_type == "execute_request":
             self._reply_aborted()
         else:
-            self._run_handler(msg_type, message)
+            saved = self._apply_request_environment(message)
+            try:
+                self._run_handler(msg_type, message)
+            finally:
+                self._restore_environment(saved)
         self.send("iopub", "status", {"execution_state": "idle"})
+
+    @staticmethod
+    def _apply_request_environment(message):
+        """cellbox's /v1 execute may carry variables for this one execution, in the request's
+        metadata as {"cellbox": {"env": {...}}}; returns what to put back afterwards."""
+        extension = message.get("metadata", {}).get("cellbox")
+        env = extension.get("env") if isinstance(extension, dict) else None
+        if not isinstance(env, dict):
+            return None
+        saved = {}
+        for name, value in env.items():
+            if isinstance(name, str) and isinstance(value, str) and name and "=" not in name:
+                saved[name] = os.environ.get(name)
+                os.environ[name] = value
+        return saved
+
+    @staticmethod
+    def _restore_environment(saved):
+        for name, value in (saved or {}).items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
     @staticmethod
     def _handle_internal(message):

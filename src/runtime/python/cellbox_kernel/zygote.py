@@ -13,7 +13,7 @@ import sys
 # Every module the kernel itself uses, so a forked kernel never imports from the host path
 # (which does not exist inside the sandbox).
 _OWN_MODULES = ("main", "channel", "compiler", "interrupts", "kernel", "requests", "session",
-                "shell", "stdin", "stdio")
+                "script", "shell", "stdin", "stdio")
 
 
 def preload(modules, inside_python_dir):
@@ -30,8 +30,10 @@ def preload(modules, inside_python_dir):
         except Exception as error:  # a missing optional package must not stop the zygote
             failed.append(f"{name}: {error}")
     _warm_ipython()
-    # The kernel package must be found inside the sandbox too (for anything imported lazily).
+    # The kernel package must be found inside the sandbox too (for anything imported lazily):
+    # a package finds its submodules through its own __path__, not sys.path.
     sys.path[0] = inside_python_dir
+    sys.modules["cellbox_kernel"].__path__ = [os.path.join(inside_python_dir, "cellbox_kernel")]
     # Objects that exist now never need collecting in a child: freezing them keeps the
     # collector from touching (and so copying) their pages after each fork.
     gc.collect()

@@ -1,0 +1,472 @@
+#include "api/v1.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/v1_files.h"
+#include "common/log.h"
+#include "kernel/command.h"
+#include "kernel/execution.h"
+#include "kernel/kernelspec.h"
+#include "kernel/manager.h"
+
+#define MAX_SEGMENTS 8
+
+void v1_init(void)
+{
+    box_init();
+    execution_init();
+    command_init();
+}
+
+bool v1_owns(const char *path)
+{
+    return strncmp(path, "/v1", 3) == 0 && (path[3] == '\0' || path[3] == '/');
+}
+
+/* ---- body checks ---- */
+
+json_t *v1_parse_body(http_request *request, const char *const *allowed_fields)
+{
+    size_t length;
+    const char *text = http_body(request, &length);
+    json_t *body;
+    if (length == 0) {
+        body = json_object();
+    } else {
+        json_error_t error;
+        body = json_loadb(text, length, 0, &error);
+        if (!body) {
+            http_respond_error(request, 400, "request body is not valid JSON: %s (line %d, column %d)",
+                               error.text, error.line, error.column);
+            return NULL;
+        }
+        if (!json_is_object(body)) {
+            json_decref(body);
+            http_respond_error(request, 400, "request body must be a JSON object");
+            return NULL;
+        }
+    }
+    const char *key;
+    json_t *value;
+    json_object_foreach(body, key, value)
+    {
+        bool known = false;
+        for (size_t i = 0; allowed_fields && allowed_fields[i]; i++)
+            known = known || strcmp(key, allowed_fields[i]) == 0;
+        if (!known) {
+            char list[512] = "";
+            for (size_t i = 0; allowed_fields && allowed_fields[i]; i++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                         allowed_fields[i]);
+            http_respond_error(request, 400, "unknown field '%s' (known: %s)", key,
+                               *list ? list : "none");
+            json_decref(body);
+            return NULL;
+        }
+    }
+    return body;
+}
+
+bool v1_optional_string(http_request *request, json_t *body, const char *field, const char **out)
+{
+    json_t *value = json_object_get(body, field);
+    if (!value || json_is_null(value))
+        return true;
+    if (!json_is_string(value)) {
+        http_respond_error(request, 400, "'%s' must be a string", field);
+        return false;
+    }
+    *out = json_string_value(value);
+    return true;
+}
+
+bool v1_optional_int(http_request *request, json_t *body, const char *field, int minimum, int *out)
+{
+    json_t *value = json_object_get(body, field);
+    if (!value || json_is_null(value))
+        return true;
+    double number = json_is_integer(value) ? (double)json_integer_value(value)
+                    : json_is_real(value)  ? json_real_value(value) : -1e300;
+    if (!json_is_number(value) || number != (double)(long long)number || number < minimum ||
+        number > 1e9) {
+        http_respond_error(request, 400, "'%s' must be an integer of at least %d", field, minimum);
+        return false;
+    }
+    *out = (int)number;
+    return true;
+}
+
+bool v1_optional_bool(http_request *request, json_t *body, const char *field, bool *out)
+{
+    json_t *value = json_object_get(body, field);
+    if (!value || json_is_null(value))
+        return true;
+    if (!json_is_boolean(value)) {
+        http_respond_error(request, 400, "'%s' must be true or false", field);
+        return false;
+    }
+    *out = json_is_true(value);
+    return true;
+}
+
+bool v1_optional_string_map(http_request *request, json_t *body, const char *field, json_t **out)
+{
+    json_t *value = json_object_get(body, field);
+    if (!value || json_is_null(value))
+        return true;
+    if (!json_is_object(value)) {
+        http_respond_error(request, 400, "'%s' must be an object of strings", field);
+        return false;
+    }
+    const char *key;
+    json_t *item;
+    json_object_foreach(value, key, item)
+    {
+        if (!json_is_string(item)) {
+            http_respond_error(request, 400, "'%s.%s' must be a string", field, key);
+            return false;
+        }
+        if (!*key || strchr(key, '=') || strlen(key) > 255) {
+            http_respond_error(request, 400, "'%s' has an invalid name '%.64s'", field, key);
+            return false;
+        }
+    }
+    *out = value;
+    return true;
+}
+
+static bool query_is_true(http_request *request, const char *name)
+{
+    const char *value = http_query(request, name);
+    return value && (strcmp(value, "true") == 0 || strcmp(value, "1") == 0);
+}
+
+bool v1_require_running(http_request *request, box *b)
+{
+    char why[256];
+    switch (box_get_state(b)) {
+    case BOX_RUNNING:
+        return true;
+    case BOX_PAUSED:
+        if (query_is_true(request, "auto_resume")) {
+            if (box_resume(b, why, sizeof why) == 0)
+                return true;
+            http_respond_error(request, 500, "%s", why);
+            return false;
+        }
+        http_respond_error(request, 409, "sandbox %s is paused: resume it with POST "
+                           "/v1/sandboxes/%s/resume, or pass ?auto_resume=true", box_id(b), box_id(b));
+        return false;
+    case BOX_DEAD:
+        http_respond_error(request, 409, "sandbox %s is dead: %s; restart its default context or "
+                           "delete it", box_id(b), kernel_death_reason(box_default_kernel(b)));
+        return false;
+    }
+    return false;
+}
+
+static bool method_is(http_request *request, const char *method)
+{
+    return strcmp(http_method(request), method) == 0;
+}
+
+static void respond_method_not_allowed(http_request *request)
+{
+    http_respond_error(request, 405, "%s is not allowed on %s", http_method(request),
+                       http_path(request));
+}
+
+/* ---- templates and sandboxes ---- */
+
+static void list_templates(http_request *request)
+{
+    json_t *specs = kernelspec_all_models();
+    json_t *list = json_array();
+    const char *name;
+    json_t *model;
+    json_object_foreach(specs, name, model)
+    {
+        json_t *spec = json_object_get(model, "spec");
+        json_array_append_new(
+            list, json_pack("{s:s, s:O, s:O, s:b}", "name", name, "display_name",
+                            json_object_get(spec, "display_name"), "language",
+                            json_object_get(spec, "language"), "default",
+                            strcmp(name, manager_default_kernel()) == 0));
+    }
+    json_decref(specs);
+    http_respond_json(request, 200, list);
+}
+
+static void create_sandbox(http_request *request)
+{
+    static const char *const fields[] = {"template", "timeout_s", "env", "metadata", "limits",
+                                         "network", NULL};
+    json_t *body = v1_parse_body(request, fields);
+    if (!body)
+        return;
+    const char *template_name = manager_default_kernel();
+    int timeout_s = 300;
+    json_t *env = NULL, *metadata = NULL;
+    json_t *limits = json_object_get(body, "limits");
+    if (!v1_optional_string(request, body, "template", &template_name) ||
+        !v1_optional_int(request, body, "timeout_s", 0, &timeout_s) ||
+        !v1_optional_string_map(request, body, "env", &env) ||
+        !v1_optional_string_map(request, body, "metadata", &metadata)) {
+        json_decref(body);
+        return;
+    }
+    if (limits && !json_is_null(limits) && !json_is_object(limits)) {
+        http_respond_error(request, 400, "'limits' must be an object, e.g. {\"memory\": \"512M\"}");
+        json_decref(body);
+        return;
+    }
+    int status;
+    char why[512];
+    kernel *k = manager_create(template_name, env, limits, json_object_get(body, "network"),
+                               &status, why, sizeof why);
+    if (!k) {
+        if (status == 404)
+            http_respond_error(request, 404, "template '%s' does not exist (see GET /v1/templates)",
+                               template_name);
+        else
+            http_respond_error(request, status, "%s", why);
+        json_decref(body);
+        return;
+    }
+    box *b = box_of(k);
+    box_configure(b, metadata, env, timeout_s);
+    json_decref(body);
+    char location[256];
+    snprintf(location, sizeof location, "%sv1/sandboxes/%s", http_base_url(), box_id(b));
+    http_add_response_header(request, "Location", location);
+    http_respond_json(request, 201, box_model(b));
+}
+
+static void list_sandboxes(http_request *request)
+{
+    const char *state = http_query(request, "state");
+    if (state && strcmp(state, "running") != 0 && strcmp(state, "paused") != 0 &&
+        strcmp(state, "dead") != 0) {
+        http_respond_error(request, 400, "unknown state '%s': use running, paused or dead", state);
+        return;
+    }
+    json_t *filter = json_object();
+    http_query_each(request, "metadata.", filter);
+    json_t *list = json_array();
+    for (size_t i = 0; i < manager_count(); i++) {
+        box *b = box_of(manager_at(i));
+        if (box_matches(b, state, filter))
+            json_array_append_new(list, box_model(b));
+    }
+    json_decref(filter);
+    http_respond_json(request, 200, list);
+}
+
+static void sandbox_action(http_request *request, box *b, const char *action)
+{
+    char why[256];
+    if (!method_is(request, "POST")) {
+        respond_method_not_allowed(request);
+        return;
+    }
+    if (strcmp(action, "timeout") == 0) {
+        static const char *const fields[] = {"timeout_s", NULL};
+        json_t *body = v1_parse_body(request, fields);
+        int timeout_s = -1;
+        if (!body)
+            return;
+        if (v1_optional_int(request, body, "timeout_s", 0, &timeout_s)) {
+            if (timeout_s < 0) {
+                http_respond_error(request, 400, "'timeout_s' is required (seconds from now; 0 = never)");
+            } else {
+                box_set_timeout(b, timeout_s);
+                http_respond_json(request, 200, box_model(b));
+            }
+        }
+        json_decref(body);
+        return;
+    }
+    if (box_get_state(b) == BOX_DEAD) {
+        http_respond_error(request, 409, "sandbox %s is dead: %s", box_id(b),
+                           kernel_death_reason(box_default_kernel(b)));
+        return;
+    }
+    int rc = strcmp(action, "pause") == 0 ? box_pause(b, why, sizeof why) : box_resume(b, why, sizeof why);
+    if (rc < 0)
+        http_respond_error(request, 500, "%s", why);
+    else
+        http_respond_json(request, 200, box_model(b));
+}
+
+static void get_logs(http_request *request, box *b)
+{
+    const char *limit_text = http_query(request, "limit");
+    long limit = limit_text ? strtol(limit_text, NULL, 10) : 200;
+    if (limit <= 0 || limit > BOX_LOG_ENTRIES) {
+        http_respond_error(request, 400, "'limit' must be between 1 and %d", BOX_LOG_ENTRIES);
+        return;
+    }
+    http_respond_json(request, 200, box_log_model(b, (size_t)limit));
+}
+
+/* ---- contexts ---- */
+
+static void create_context(http_request *request, box *b)
+{
+    static const char *const fields[] = {"language", "cwd", NULL};
+    json_t *body = v1_parse_body(request, fields);
+    if (!body)
+        return;
+    const char *language = "python", *cwd = "/workspace";
+    if (v1_optional_string(request, body, "language", &language) &&
+        v1_optional_string(request, body, "cwd", &cwd)) {
+        char why[512];
+        kernel *k = NULL;
+        if (strcmp(language, "python") != 0 && strcmp(language, "python3") != 0)
+            http_respond_error(request, 400, "language '%s' is not available (python is)", language);
+        else if (cwd[0] != '/' || strstr(cwd, ".."))
+            http_respond_error(request, 400, "'cwd' must be an absolute path without '..'");
+        else if (!(k = box_add_context(b, cwd, why, sizeof why)))
+            http_respond_error(request, 500, "cannot start the context: %s", why);
+        else
+            http_respond_json(request, 201, box_context_model(b, k));
+    }
+    json_decref(body);
+}
+
+static void route_context(http_request *request, box *b, const char *context_id, const char *action)
+{
+    kernel *k = box_find_context(b, context_id);
+    char why[512];
+    if (!k) {
+        http_respond_error(request, 404, "context %s does not exist in sandbox %s", context_id,
+                           box_id(b));
+        return;
+    }
+    if (!action && method_is(request, "DELETE")) {
+        if (box_delete_context(b, k) < 0)
+            http_respond_error(request, 409, "the default context cannot be deleted: delete the "
+                               "sandbox instead (DELETE /v1/sandboxes/%s)", box_id(b));
+        else
+            http_respond(request, 204, NULL, "", 0);
+    } else if (!action && method_is(request, "GET")) {
+        http_respond_json(request, 200, box_context_model(b, k));
+    } else if (action && strcmp(action, "restart") == 0 && method_is(request, "POST")) {
+        if (box_get_state(b) == BOX_PAUSED && !v1_require_running(request, b))
+            return;
+        if (kernel_restart(k, why, sizeof why) < 0)
+            http_respond_error(request, 500, "restart failed: %s", why);
+        else
+            http_respond_json(request, 200, box_context_model(b, k));
+    } else if (action && strcmp(action, "restart") != 0) {
+        http_respond_error(request, 404, "no such context endpoint: %s", action);
+    } else {
+        respond_method_not_allowed(request);
+    }
+}
+
+/* ---- routing ---- */
+
+static int split_path(const char *path, char *copy, size_t size, char *segments[])
+{
+    snprintf(copy, size, "%s", path);
+    int count = 0;
+    for (char *save = NULL, *part = strtok_r(copy, "/", &save); part;
+         part = strtok_r(NULL, "/", &save)) {
+        if (count == MAX_SEGMENTS)
+            return MAX_SEGMENTS + 1;
+        segments[count++] = part;
+    }
+    return count;
+}
+
+/* The part of the path after /v1/sandboxes/{id}/files, for the files module. */
+static const char *files_rest(const char *path)
+{
+    const char *files = strstr(path, "/files");
+    return files ? files + 6 : "";
+}
+
+static void route_sandbox(http_request *request, box *b, char **s, int n)
+{
+    /* s[0] = "v1", s[1] = "sandboxes", s[2] = id */
+    const char *what = n > 3 ? s[3] : NULL;
+    if (!what) {
+        if (method_is(request, "GET"))
+            http_respond_json(request, 200, box_model(b));
+        else if (method_is(request, "DELETE")) {
+            manager_delete(box_default_kernel(b));
+            http_respond(request, 204, NULL, "", 0);
+        } else
+            respond_method_not_allowed(request);
+    } else if (n == 4 && (strcmp(what, "timeout") == 0 || strcmp(what, "pause") == 0 ||
+                          strcmp(what, "resume") == 0)) {
+        sandbox_action(request, b, what);
+    } else if (n == 4 && strcmp(what, "logs") == 0) {
+        method_is(request, "GET") ? get_logs(request, b) : respond_method_not_allowed(request);
+    } else if (n == 4 && strcmp(what, "execute") == 0) {
+        if (!method_is(request, "POST"))
+            respond_method_not_allowed(request);
+        else if (v1_require_running(request, b))
+            v1_execute(request, b);
+    } else if (strcmp(what, "contexts") == 0 && n == 4) {
+        if (method_is(request, "GET"))
+            http_respond_json(request, 200, box_contexts_model(b));
+        else if (!method_is(request, "POST"))
+            respond_method_not_allowed(request);
+        else if (v1_require_running(request, b))
+            create_context(request, b);
+    } else if (strcmp(what, "contexts") == 0 && n <= 6) {
+        route_context(request, b, s[4], n == 6 ? s[5] : NULL);
+    } else if (strcmp(what, "files") == 0 && n <= 5) {
+        if (v1_require_running(request, b))
+            v1_files_route(request, b, files_rest(http_path(request)));
+    } else if (strcmp(what, "commands") == 0 && n <= 6) {
+        v1_commands_route(request, b, s + 3, n - 3);
+    } else {
+        http_respond_error(request, 404, "no such endpoint: %s", http_path(request));
+    }
+}
+
+void v1_dispatch(http_request *request)
+{
+    char copy[2048];
+    char *s[MAX_SEGMENTS];
+    int n = split_path(http_path(request), copy, sizeof copy, s);
+    if (n == 2 && strcmp(s[1], "templates") == 0) {
+        method_is(request, "GET") ? list_templates(request) : respond_method_not_allowed(request);
+    } else if (n == 2 && strcmp(s[1], "run") == 0) {
+        method_is(request, "POST") ? v1_run(request) : respond_method_not_allowed(request);
+    } else if (n == 2 && strcmp(s[1], "sandboxes") == 0) {
+        if (method_is(request, "GET"))
+            list_sandboxes(request);
+        else if (method_is(request, "POST"))
+            create_sandbox(request);
+        else
+            respond_method_not_allowed(request);
+    } else if (n >= 3 && n <= MAX_SEGMENTS && strcmp(s[1], "sandboxes") == 0) {
+        box *b = box_find(s[2]);
+        if (!b)
+            http_respond_error(request, 404, "sandbox %s does not exist", s[2]);
+        else
+            route_sandbox(request, b, s, n);
+    } else {
+        http_respond_error(request, 404, "no such endpoint: %s", http_path(request));
+    }
+}
+
+bool v1_streams_body(const char *method, const char *path)
+{
+    if (!v1_owns(path) || strncmp(path, "/v1/sandboxes/", 14) != 0)
+        return false;
+    const char *files = strstr(path + 14, "/files");
+    if (!files || (files[6] != '\0' && files[6] != '/'))
+        return false;
+    /* only /v1/sandboxes/{id}/files... */
+    const char *slash = strchr(path + 14, '/');
+    if (slash != files)
+        return false;
+    return v1_files_streams_body(method, files + 6);
+}

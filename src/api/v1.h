@@ -1,0 +1,36 @@
+/* v1 — cellbox's native API: sandboxes, contexts, the execution stream, commands, files and
+ * stateless runs (docs/api.md, docs/openapi.yaml). This module routes /v1/... and holds the
+ * request checks the v1_* modules share. */
+#ifndef CELLBOX_API_V1_H
+#define CELLBOX_API_V1_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "http/server.h"
+#include "kernel/box.h"
+
+void v1_init(void);
+bool v1_owns(const char *path); /* "/v1" or below */
+void v1_dispatch(http_request *request);
+bool v1_streams_body(const char *method, const char *path);
+
+/* Body checks: each returns false after answering 400 with a message naming the field. */
+json_t *v1_parse_body(http_request *request, const char *const *allowed_fields);
+bool v1_optional_string(http_request *request, json_t *body, const char *field, const char **out);
+bool v1_optional_int(http_request *request, json_t *body, const char *field, int minimum,
+                     int *out);
+bool v1_optional_bool(http_request *request, json_t *body, const char *field, bool *out);
+bool v1_optional_string_map(http_request *request, json_t *body, const char *field, json_t **out);
+
+/* A sandbox that must be running for this call: a paused one is resumed with ?auto_resume=true,
+   else 409 names the state (as for a dead one). */
+bool v1_require_running(http_request *request, box *b);
+
+/* Stateless runs: POST /v1/run (v1_run.c). */
+void v1_run(http_request *request);
+/* Executions and commands (v1_streams.c). */
+void v1_execute(http_request *request, box *b);
+void v1_commands_route(http_request *request, box *b, char **segments, int count);
+
+#endif

@@ -1,0 +1,361 @@
+/* The two NDJSON streams of /v1: executions (E2B's code-interpreter stream) and commands. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/v1.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/loop.h"
+#include "kernel/command.h"
+#include "kernel/execution.h"
+
+#define NDJSON "application/x-ndjson"
+#define FOREGROUND_TIMEOUT_S 60
+
+/* ---- POST /v1/sandboxes/{id}/execute ---- */
+
+typedef struct execute_call {
+    http_stream *stream;
+    execution *execution; /* NULL once it ended */
+} execute_call;
+
+static void execute_on_event(void *arg, json_t *event)
+{
+    execute_call *call = arg;
+    http_stream_write_line(call->stream, json_incref(event));
+}
+
+static void execute_on_end(void *arg)
+{
+    execute_call *call = arg;
+    call->execution = NULL;
+    http_stream_end(call->stream);
+}
+
+static void execute_on_closed(void *arg, bool completed)
+{
+    execute_call *call = arg;
+    if (call->execution)
+        execution_abandon(call->execution); /* the client went away: interrupt it */
+    free(call);
+}
+
+static const execution_sink execute_sink = {execute_on_event, execute_on_end};
+
+void v1_execute(http_request *request, box *b)
+{
+    static const char *const fields[] = {"code", "context_id", "language", "env_vars", "timeout_s", NULL};
+    json_t *body = v1_parse_body(request, fields);
+    if (!body)
+        return;
+    const char *code = NULL, *context_id = NULL, *language = NULL;
+    json_t *env_vars = NULL;
+    int timeout_s = 0;
+    kernel *context = NULL;
+    if (!v1_optional_string(request, body, "code", &code) ||
+        !v1_optional_string(request, body, "context_id", &context_id) ||
+        !v1_optional_string(request, body, "language", &language) ||
+        !v1_optional_string_map(request, body, "env_vars", &env_vars) ||
+        !v1_optional_int(request, body, "timeout_s", 0, &timeout_s)) {
+        json_decref(body);
+        return;
+    }
+    if (!code) {
+        http_respond_error(request, 400, "'code' is required: the code to run");
+    } else if (context_id && language) {
+        http_respond_error(request, 400, "give 'context_id' or 'language', not both");
+    } else if (language && strcmp(language, "python") != 0 && strcmp(language, "python3") != 0) {
+        http_respond_error(request, 400, "language '%s' is not available (python is)", language);
+    } else if (context_id && !(context = box_find_context(b, context_id))) {
+        http_respond_error(request, 404, "context %s does not exist in sandbox %s", context_id, box_id(b));
+    } else {
+        if (!context)
+            context = box_default_kernel(b);
+        execute_call *call = calloc(1, sizeof *call);
+        if (!call)
+            die("out of memory");
+        call->stream = http_respond_stream(request, 200, NDJSON, execute_on_closed, call);
+        call->execution = (execution *)1; /* until it may have ended inside execution_start */
+        execution_request run = {.code = code, .env_vars = env_vars, .timeout_s = timeout_s};
+        execution *e = execution_start(b, context, &run, &execute_sink, call);
+        if (call->execution)
+            call->execution = e;
+    }
+    json_decref(body);
+}
+
+/* ---- /v1/sandboxes/{id}/commands ---- */
+
+typedef struct command_call {
+    http_stream *stream;
+    command *command; /* NULL once it exited */
+} command_call;
+
+static void command_on_output(void *arg, const char *stream, const char *text, size_t length)
+{
+    command_call *call = arg;
+    char at[ISO_TIME_BUFFER];
+    clock_format_iso(clock_wall_us(), at);
+    http_stream_write_line(call->stream, json_pack("{s:s, s:s%, s:s}", "type", stream, "text",
+                                                   text, length, "timestamp", at));
+}
+
+static void command_on_exit(void *arg, command *c)
+{
+    command_call *call = arg;
+    json_t *model = command_model(c, false);
+    json_t *event = json_pack("{s:s, s:O, s:O, s:O, s:O}", "type", "exit", "exit_code",
+                              json_object_get(model, "exit_code"), "signal",
+                              json_object_get(model, "signal"), "timed_out",
+                              json_object_get(model, "timed_out"), "wall_ms",
+                              json_object_get(model, "wall_ms"));
+    json_decref(model);
+    http_stream_write_line(call->stream, event);
+    http_stream_end(call->stream);
+    command_detach(c); /* forgotten: a foreground command's record ends with its stream */
+    call->command = NULL;
+}
+
+static void command_on_closed(void *arg, bool completed)
+{
+    command_call *call = arg;
+    if (call->command)
+        command_detach(call->command); /* the client went away: the command is killed */
+    free(call);
+}
+
+static const command_sink foreground_sink = {command_on_output, command_on_exit};
+
+static void start_command(http_request *request, box *b)
+{
+    static const char *const fields[] = {"cmd", "cwd", "env", "timeout_s", "stdin", "background", NULL};
+    json_t *body = v1_parse_body(request, fields);
+    if (!body)
+        return;
+    const char *cmd = NULL, *cwd = NULL, *stdin_text = NULL;
+    json_t *env = NULL;
+    int timeout_s = -1;
+    bool background = false;
+    if (!v1_optional_string(request, body, "cmd", &cmd) ||
+        !v1_optional_string(request, body, "cwd", &cwd) ||
+        !v1_optional_string_map(request, body, "env", &env) ||
+        !v1_optional_int(request, body, "timeout_s", 0, &timeout_s) ||
+        !v1_optional_string(request, body, "stdin", &stdin_text) ||
+        !v1_optional_bool(request, body, "background", &background)) {
+        json_decref(body);
+        return;
+    }
+    if (!cmd || !*cmd) {
+        http_respond_error(request, 400, "'cmd' is required: a shell command line");
+        json_decref(body);
+        return;
+    }
+    if (cwd && (cwd[0] != '/' || strstr(cwd, ".."))) {
+        http_respond_error(request, 400, "'cwd' must be an absolute path without '..'");
+        json_decref(body);
+        return;
+    }
+    command_request run = {
+        .cmd = cmd,
+        .cwd = cwd,
+        .env = env,
+        .timeout_s = timeout_s >= 0 ? timeout_s : background ? 0 : FOREGROUND_TIMEOUT_S,
+        .stdin_data = stdin_text,
+        .stdin_length = stdin_text ? strlen(stdin_text) : 0,
+        .stdin_open = background,
+    };
+    int status;
+    char why[512];
+    if (background) {
+        command *c = command_start(b, &run, NULL, NULL, &status, why, sizeof why);
+        if (c)
+            http_respond_json(request, 201, command_model(c, false));
+        else
+            http_respond_error(request, status, "cannot start the command: %s", why);
+        json_decref(body);
+        return;
+    }
+    command_call *call = calloc(1, sizeof *call);
+    if (!call)
+        die("out of memory");
+    command *c = command_start(b, &run, &foreground_sink, call, &status, why, sizeof why);
+    if (!c) {
+        free(call);
+        http_respond_error(request, status, "cannot start the command: %s", why);
+        json_decref(body);
+        return;
+    }
+    call->command = c;
+    call->stream = http_respond_stream(request, 200, NDJSON, command_on_closed, call);
+    json_t *model = command_model(c, false);
+    http_stream_write_line(call->stream, json_pack("{s:s, s:O, s:O}", "type", "start", "id",
+                                                   json_object_get(model, "id"), "pid",
+                                                   json_object_get(model, "pid")));
+    json_decref(model);
+    json_decref(body);
+}
+
+static int parse_signal(json_t *value)
+{
+    if (json_is_integer(value))
+        return json_integer_value(value) > 0 && json_integer_value(value) < 65
+                   ? (int)json_integer_value(value) : -1;
+    const char *name = json_string_value(value);
+    if (!name)
+        return -1;
+    if (strncmp(name, "SIG", 3) == 0)
+        name += 3;
+    for (int n = 1; n < 32; n++)
+        if (sigabbrev_np(n) && strcmp(sigabbrev_np(n), name) == 0)
+            return n;
+    return -1;
+}
+
+/* GET .../wait: answered when the command exits or the wait times out, whichever comes first;
+   the response is held open as a stream with one JSON document in it. */
+typedef struct wait_call {
+    http_stream *stream;
+    command *command;
+    loop_timer *timer;
+} wait_call;
+
+static void wait_answer(wait_call *call, command *c)
+{
+    if (call->timer)
+        loop_timer_cancel(call->timer);
+    call->timer = NULL;
+    char *text = json_dumps(command_model(c, true), JSON_COMPACT);
+    if (text) {
+        http_stream_write(call->stream, text, strlen(text));
+        free(text);
+    }
+    http_stream_end(call->stream);
+    call->command = NULL;
+}
+
+static void wait_on_exit(void *arg, command *c) { wait_answer(arg, c); }
+
+static void wait_on_timer(void *arg)
+{
+    wait_call *call = arg;
+    call->timer = NULL;
+    command *c = call->command;
+    command_unwait(c, call);
+    wait_answer(call, c);
+}
+
+static void wait_on_closed(void *arg, bool completed)
+{
+    wait_call *call = arg;
+    if (call->command)
+        command_unwait(call->command, call);
+    if (call->timer)
+        loop_timer_cancel(call->timer);
+    free(call);
+}
+
+static void wait_command(http_request *request, command *c)
+{
+    const char *timeout_text = http_query(request, "timeout_s");
+    long timeout_s = timeout_text ? strtol(timeout_text, NULL, 10) : 0;
+    if (timeout_s < 0) {
+        http_respond_error(request, 400, "'timeout_s' must be a non-negative number of seconds");
+        return;
+    }
+    if (!command_running(c)) {
+        http_respond_json(request, 200, command_model(c, true));
+        return;
+    }
+    wait_call *call = calloc(1, sizeof *call);
+    if (!call)
+        die("out of memory");
+    call->command = c;
+    call->stream = http_respond_stream(request, 200, "application/json", wait_on_closed, call);
+    if (timeout_s > 0)
+        call->timer = loop_timer_add((int64_t)timeout_s * 1000, wait_on_timer, call);
+    command_wait(c, wait_on_exit, call);
+}
+
+static void command_action(http_request *request, box *b, command *c, const char *action)
+{
+    if (strcmp(action, "wait") == 0) {
+        strcmp(http_method(request), "GET") == 0
+            ? wait_command(request, c)
+            : http_respond_error(request, 405, "use GET for wait");
+        return;
+    }
+    if (strcmp(http_method(request), "POST") != 0) {
+        http_respond_error(request, 405, "%s is not allowed on %s", http_method(request), http_path(request));
+        return;
+    }
+    if (strcmp(action, "stdin") == 0) {
+        static const char *const fields[] = {"data", "eof", NULL};
+        json_t *body = v1_parse_body(request, fields);
+        const char *data = "";
+        bool eof = false;
+        if (!body)
+            return;
+        if (v1_optional_string(request, body, "data", &data) &&
+            v1_optional_bool(request, body, "eof", &eof) && v1_require_running(request, b)) {
+            if (command_write_stdin(c, data, strlen(data), eof) < 0)
+                http_respond_error(request, 409, "the command's stdin is closed (it ended, or eof "
+                                   "was sent)");
+            else
+                http_respond(request, 204, NULL, "", 0);
+        }
+        json_decref(body);
+    } else if (strcmp(action, "signal") == 0) {
+        static const char *const fields[] = {"signal", NULL};
+        json_t *body = v1_parse_body(request, fields);
+        if (!body)
+            return;
+        int number = parse_signal(json_object_get(body, "signal"));
+        if (number < 0)
+            http_respond_error(request, 400, "'signal' must be a signal name (\"SIGTERM\", \"TERM\") "
+                               "or number");
+        else if (!command_running(c))
+            http_respond_error(request, 409, "the command has already exited");
+        else if (v1_require_running(request, b)) {
+            command_signal(c, number);
+            http_respond(request, 204, NULL, "", 0);
+        }
+        json_decref(body);
+    } else {
+        http_respond_error(request, 404, "no such command endpoint: %s", action);
+    }
+}
+
+void v1_commands_route(http_request *request, box *b, char **segments, int count)
+{
+    /* segments[0] = "commands" */
+    const char *method = http_method(request);
+    if (count == 1) {
+        if (strcmp(method, "GET") == 0)
+            http_respond_json(request, 200, command_list_model(b));
+        else if (strcmp(method, "POST") == 0) {
+            if (v1_require_running(request, b))
+                start_command(request, b);
+        } else
+            http_respond_error(request, 405, "%s is not allowed on %s", method, http_path(request));
+        return;
+    }
+    command *c = command_find(b, segments[1]);
+    if (!c) {
+        http_respond_error(request, 404, "command %s does not exist in sandbox %s", segments[1], box_id(b));
+        return;
+    }
+    if (count == 2) {
+        if (strcmp(method, "GET") == 0) {
+            http_respond_json(request, 200, command_model(c, true));
+        } else if (strcmp(method, "DELETE") == 0) {
+            command_forget(c);
+            http_respond(request, 204, NULL, "", 0);
+        } else {
+            http_respond_error(request, 405, "%s is not allowed on %s", method, http_path(request));
+        }
+        return;
+    }
+    command_action(request, b, c, segments[2]);
+}

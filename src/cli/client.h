@@ -1,0 +1,42 @@
+/* client — HTTP to cellboxd's /v1 API through libcurl: JSON calls, NDJSON streams read line by
+ * line as they arrive, and raw bodies streamed from and to files.
+ *
+ * Every verb returns an exit status (output.h): EXIT_OK, or EXIT_UNREACHABLE / EXIT_REFUSED
+ * after it has told the user what went wrong and what to do about it. */
+#ifndef CELLBOX_CLI_CLIENT_H
+#define CELLBOX_CLI_CLIENT_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+/* base_url like "http://127.0.0.1:8888" (a trailing '/' is dropped); token NULL or "" = none. */
+void client_open(const char *base_url, const char *token);
+void client_close(void);
+
+/* "a b/c" → "a%20b%2Fc", for query values and path segments; free() it. */
+char *client_escape(const char *text);
+
+/* "/v1/sandboxes/<id, escaped><rest>" (rest may be "" or "/files?path=..." already escaped);
+   free() it. */
+char *client_sandbox_path(const char *id, const char *rest);
+
+/* A JSON request (body may be NULL). *reply gets the decoded answer, NULL when it had none. */
+int client_call(const char *method, const char *path, json_t *body, json_t **reply);
+/* As client_call, but an HTTP error is left to the caller: *status holds the HTTP status and
+ *reply the daemon's error body. Only an unreachable daemon is reported. */
+int client_call_status(const char *method, const char *path, json_t *body, long *status,
+                       json_t **reply);
+/* Tells the user why the daemon refused (its message and a hint); returns EXIT_REFUSED. */
+int client_report_refusal(long status, json_t *reply);
+
+/* Called for each NDJSON line as it arrives; `event` is NULL when the line is not JSON. */
+typedef void client_line_handler(json_t *event, const char *line, size_t length, void *context);
+/* POST with a JSON body; the answer is read as NDJSON and handed over line by line. */
+int client_stream(const char *path, json_t *body, client_line_handler *handler, void *context);
+
+/* PUT the bytes of `source` (size -1 = unknown: sent chunked). *reply as client_call. */
+int client_upload(const char *path, FILE *source, long long size, json_t **reply);
+/* GET a raw body into `sink`. A failed write to the sink is reported and gives EXIT_FAILED. */
+int client_download(const char *path, FILE *sink, const char *sink_name);
+
+#endif

@@ -1,0 +1,26 @@
+/* commands — one function per `cellbox` subcommand. Each takes the words from the command's
+ * name on (argv[0] is "create", "exec", ...), answers --help itself, and returns the exit status.
+ *
+ *   sandboxes.c  create, ls, info, rm, pause, resume, timeout
+ *   logs.c       logs
+ *   execute.c    exec (code in a sandbox's Python kernel), sh (a shell command in a sandbox)
+ *   run.c        run (a stateless script in a throwaway sandbox)
+ *   files.c      cp (files and directories, both ways)
+ */
+#ifndef CELLBOX_CLI_COMMANDS_H
+#define CELLBOX_CLI_COMMANDS_H
+
+int command_create(int argc, char **argv);
+int command_ls(int argc, char **argv);
+int command_info(int argc, char **argv);
+int command_rm(int argc, char **argv);
+int command_pause(int argc, char **argv);
+int command_resume(int argc, char **argv);
+int command_timeout(int argc, char **argv);
+int command_logs(int argc, char **argv);
+int command_exec(int argc, char **argv);
+int command_sh(int argc, char **argv);
+int command_run(int argc, char **argv);
+int command_cp(int argc, char **argv);
+
+#endif

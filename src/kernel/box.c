@@ -1,0 +1,476 @@
+#include "kernel/box.h"
+
+#include <alloca.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/buffer.h"
+#include "common/clock.h"
+#include "common/ids.h"
+#include "common/log.h"
+#include "common/loop.h"
+#include "common/text.h"
+#include "kernel/manager.h"
+#include "kernel/message.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/volume.h"
+
+#define MAX_GONE_HOOKS 4
+#define LOG_TEXT_MAX 4096 /* one entry; longer output is split */
+
+typedef struct box_context {
+    kernel *k;
+    char *cwd;
+    struct box_context *next;
+} box_context;
+
+typedef struct log_entry {
+    int64_t at_us;
+    const char *source, *stream; /* static strings */
+    char *text;
+} log_entry;
+
+struct box {
+    kernel *primary;
+    json_t *metadata;
+    json_t *env;
+    int timeout_s;             /* 0: never expires */
+    int64_t started_at_us;
+    int64_t ends_at_us;        /* 0 while it cannot expire (no TTL, or paused) */
+    loop_timer *ttl;
+    bool paused;
+    box_context *contexts;     /* the contexts other than the default one */
+    void *commands;
+    log_entry log[BOX_LOG_ENTRIES];
+    size_t log_next, log_count;
+};
+
+static void (*kernel_gone_hooks[MAX_GONE_HOOKS])(kernel *k);
+static void (*box_gone_hooks[MAX_GONE_HOOKS])(box *b);
+
+static void add_hook(void **hooks, void *hook)
+{
+    for (int i = 0; i < MAX_GONE_HOOKS; i++) {
+        if (!hooks[i]) {
+            hooks[i] = hook;
+            return;
+        }
+    }
+    die("BUG: too many box hooks");
+}
+
+void box_add_kernel_gone_hook(void (*hook)(kernel *k)) { add_hook((void **)kernel_gone_hooks, (void *)hook); }
+void box_add_box_gone_hook(void (*hook)(box *b)) { add_hook((void **)box_gone_hooks, (void *)hook); }
+
+static void kernel_gone(kernel *k)
+{
+    for (int i = 0; i < MAX_GONE_HOOKS && kernel_gone_hooks[i]; i++)
+        kernel_gone_hooks[i](k);
+}
+
+/* ---- the log ---- */
+
+void box_log(box *b, const char *source, const char *stream, const char *text, size_t length)
+{
+    while (length > 0) {
+        size_t n = length < LOG_TEXT_MAX ? length : LOG_TEXT_MAX;
+        log_entry *e = &b->log[b->log_next];
+        free(e->text);
+        buffer repaired = {0};
+        text_append_utf8(&repaired, (const unsigned char *)text, n, 1);
+        buffer_append(&repaired, "", 1);
+        e->text = strdup(buffer_head(&repaired));
+        buffer_free(&repaired);
+        if (!e->text)
+            die("out of memory");
+        e->at_us = clock_wall_us();
+        e->source = source;
+        e->stream = stream;
+        b->log_next = (b->log_next + 1) % BOX_LOG_ENTRIES;
+        if (b->log_count < BOX_LOG_ENTRIES)
+            b->log_count++;
+        text += n;
+        length -= n;
+    }
+}
+
+static void log_event(box *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_event(box *b, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    box_log(b, "sandbox", "event", text, n < (int)sizeof text ? (size_t)n : sizeof text - 1);
+}
+
+json_t *box_log_model(const box *b, size_t limit)
+{
+    json_t *list = json_array();
+    size_t count = b->log_count < limit ? b->log_count : limit;
+    size_t first = (b->log_next + BOX_LOG_ENTRIES - count) % BOX_LOG_ENTRIES;
+    for (size_t i = 0; i < count; i++) {
+        const log_entry *e = &b->log[(first + i) % BOX_LOG_ENTRIES];
+        char at[ISO_TIME_BUFFER];
+        clock_format_iso(e->at_us, at);
+        json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:s}", "timestamp", at, "source",
+                                              e->source, "stream", e->stream, "text", e->text));
+    }
+    return list;
+}
+
+/* Everything a context prints, whoever asked for it (a WebSocket client or /v1), and its death. */
+static void on_kernel_message(kernel *k, const char *channel, json_t *message)
+{
+    box *b = box_of_context(k);
+    if (!b || strcmp(channel, "iopub") != 0)
+        return;
+    const char *type = message_type(message);
+    json_t *content = json_object_get(message, "content");
+    if (type && strcmp(type, "stream") == 0) {
+        const char *name = json_string_value(json_object_get(content, "name"));
+        const char *text = json_string_value(json_object_get(content, "text"));
+        if (text)
+            box_log(b, "execute", name && strcmp(name, "stderr") == 0 ? "stderr" : "stdout", text,
+                    strlen(text));
+    } else if (type && strcmp(type, "error") == 0) {
+        const char *ename = json_string_value(json_object_get(content, "ename"));
+        const char *evalue = json_string_value(json_object_get(content, "evalue"));
+        char text[600];
+        int n = snprintf(text, sizeof text, "%s: %s\n", ename ? ename : "Error", evalue ? evalue : "");
+        box_log(b, "execute", "stderr", text, n < (int)sizeof text ? (size_t)n : sizeof text - 1);
+    } else if (type && strcmp(type, "status") == 0) {
+        const char *state = json_string_value(json_object_get(content, "execution_state"));
+        if (state && strcmp(state, "dead") == 0)
+            log_event(b, "context %s: %s", kernel_id(k), kernel_death_reason(k));
+    }
+}
+
+void box_init(void) { kernel_add_message_handler(on_kernel_message); }
+
+/* ---- the record ---- */
+
+box *box_of(kernel *k)
+{
+    box *b = kernel_box(k);
+    if (b)
+        return b;
+    b = calloc(1, sizeof *b);
+    if (!b)
+        die("out of memory");
+    b->primary = k;
+    b->metadata = json_object();
+    b->env = json_object();
+    b->started_at_us = clock_wall_us();
+    kernel_set_box(k, b);
+    log_event(b, "sandbox %s started", kernel_id(k));
+    return b;
+}
+
+box *box_find(const char *id)
+{
+    kernel *k = manager_find(id);
+    return k ? box_of(k) : NULL;
+}
+
+/* Every context kernel, the default one and the others, stores its box. */
+box *box_of_context(kernel *context) { return kernel_box(context); }
+
+const char *box_id(const box *b) { return kernel_id(b->primary); }
+kernel *box_default_kernel(const box *b) { return b->primary; }
+uid_t box_uid(const box *b) { return kernel_get_sandbox(b->primary)->uid; }
+const sandbox_limits *box_limits(const box *b) { return kernel_limits(b->primary); }
+json_t *box_env(const box *b) { return b->env; }
+void **box_commands_slot(box *b) { return &b->commands; }
+
+box_state box_get_state(const box *b)
+{
+    if (kernel_get_state(b->primary) == KERNEL_DEAD)
+        return BOX_DEAD;
+    return b->paused ? BOX_PAUSED : BOX_RUNNING;
+}
+
+const char *box_state_name(box_state state)
+{
+    switch (state) {
+    case BOX_RUNNING: return "running";
+    case BOX_PAUSED: return "paused";
+    case BOX_DEAD: return "dead";
+    }
+    return "unknown";
+}
+
+/* ---- time to live ---- */
+
+static void on_ttl_expired(void *arg)
+{
+    box *b = arg;
+    b->ttl = NULL;
+    log_info("sandbox %s: expired after %d s", box_id(b), b->timeout_s);
+    manager_delete(b->primary); /* the delete hook frees the box */
+}
+
+static void arm_ttl(box *b)
+{
+    if (b->ttl) {
+        loop_timer_cancel(b->ttl);
+        b->ttl = NULL;
+    }
+    b->ends_at_us = 0;
+    if (b->timeout_s <= 0 || b->paused)
+        return;
+    b->ends_at_us = clock_wall_us() + (int64_t)b->timeout_s * 1000000;
+    b->ttl = loop_timer_add((int64_t)b->timeout_s * 1000, on_ttl_expired, b);
+}
+
+void box_configure(box *b, json_t *metadata, json_t *env, int timeout_s)
+{
+    if (metadata)
+        json_object_update(b->metadata, metadata);
+    if (env)
+        json_object_update(b->env, env);
+    box_set_timeout(b, timeout_s);
+}
+
+void box_set_timeout(box *b, int timeout_s)
+{
+    b->timeout_s = timeout_s;
+    arm_ttl(b);
+}
+
+/* ---- pause and resume: the cgroup freezer ---- */
+
+static sandbox_cgroup *cgroup_of(const box *b) { return kernel_get_sandbox(b->primary)->cgroup; }
+
+int box_pause(box *b, char *why, size_t why_size)
+{
+    if (b->paused)
+        return 0;
+    if (!cgroup_of(b) || cgroup_freeze(cgroup_of(b), true) < 0) {
+        snprintf(why, why_size, "cannot freeze the sandbox: %s", strerror(errno));
+        return -1;
+    }
+    b->paused = true;
+    arm_ttl(b); /* stopped while paused */
+    log_event(b, "paused");
+    return 0;
+}
+
+int box_resume(box *b, char *why, size_t why_size)
+{
+    if (!b->paused)
+        return 0;
+    if (cgroup_freeze(cgroup_of(b), false) < 0) {
+        snprintf(why, why_size, "cannot thaw the sandbox: %s", strerror(errno));
+        return -1;
+    }
+    b->paused = false;
+    arm_ttl(b);
+    log_event(b, "resumed");
+    return 0;
+}
+
+/* ---- contexts ---- */
+
+kernel *box_find_context(box *b, const char *context_id)
+{
+    if (strcmp(context_id, box_id(b)) == 0)
+        return b->primary;
+    for (box_context *c = b->contexts; c; c = c->next)
+        if (strcmp(kernel_id(c->k), context_id) == 0)
+            return c->k;
+    return NULL;
+}
+
+kernel *box_add_context(box *b, const char *cwd, char *why, size_t why_size)
+{
+    box_context *c = calloc(1, sizeof *c);
+    if (!c || !(c->cwd = strdup(cwd)))
+        die("out of memory");
+    kernel_sandbox sandbox = *kernel_get_sandbox(b->primary);
+    sandbox.host = b->primary;
+    sandbox.cwd = c->cwd;
+    char id[UUID_STRING_LENGTH + 1];
+    id_uuid4(id);
+    c->k = kernel_start(id, kernel_spec(b->primary), kernel_workspace(b->primary), b->env,
+                        &sandbox, why, why_size);
+    if (!c->k) {
+        free(c->cwd);
+        free(c);
+        return NULL;
+    }
+    kernel_set_box(c->k, b);
+    c->next = b->contexts;
+    b->contexts = c;
+    log_event(b, "context %s started", id);
+    return c->k;
+}
+
+static void destroy_context(box_context *c)
+{
+    kernel_gone(c->k);
+    kernel_destroy(c->k);
+    free(c->cwd);
+    free(c);
+}
+
+int box_delete_context(box *b, kernel *context)
+{
+    if (context == b->primary)
+        return -1;
+    for (box_context **at = &b->contexts; *at; at = &(*at)->next) {
+        if ((*at)->k == context) {
+            box_context *c = *at;
+            *at = c->next;
+            log_event(b, "context %s deleted", kernel_id(context));
+            destroy_context(c);
+            return 0;
+        }
+    }
+    return 0;
+}
+
+json_t *box_context_model(box *b, kernel *context)
+{
+    const char *cwd = "/workspace";
+    for (box_context *c = b->contexts; c; c = c->next)
+        if (c->k == context)
+            cwd = c->cwd;
+    json_t *model = json_pack("{s:s, s:s, s:s, s:b, s:s}", "id", kernel_id(context), "language",
+                              "python", "cwd", cwd, "default", context == b->primary, "state",
+                              kernel_state_name(kernel_get_state(context)));
+    if (kernel_get_state(context) == KERNEL_DEAD && kernel_death_reason(context)[0])
+        json_object_set_new(model, "reason", json_string(kernel_death_reason(context)));
+    return model;
+}
+
+json_t *box_contexts_model(box *b)
+{
+    json_t *list = json_array();
+    json_array_append_new(list, box_context_model(b, b->primary));
+    box_context *reversed = NULL; /* oldest first after the default */
+    for (box_context *c = b->contexts; c; c = c->next) {
+        box_context *copy = alloca(sizeof *copy);
+        *copy = *c;
+        copy->next = reversed;
+        reversed = copy;
+    }
+    for (box_context *c = reversed; c; c = c->next)
+        json_array_append_new(list, box_context_model(b, c->k));
+    return list;
+}
+
+/* ---- the model ---- */
+
+static json_t *iso_or_null(int64_t at_us)
+{
+    if (at_us == 0)
+        return json_null();
+    char text[ISO_TIME_BUFFER];
+    clock_format_iso(at_us, text);
+    return json_string(text);
+}
+
+static json_t *usage_model(const box *b)
+{
+    cgroup_counters counters = {0};
+    if (cgroup_of(b))
+        cgroup_read_counters(cgroup_of(b), &counters);
+    volume_usage disk = {0};
+    volume_read_usage(kernel_workspace(b->primary), &disk);
+    return json_pack("{s:f, s:I, s:I, s:I}", "cpu_seconds", (double)counters.cpu_usage_us / 1e6,
+                     "memory_bytes", (json_int_t)counters.memory_current, "memory_peak_bytes",
+                     (json_int_t)counters.memory_peak, "disk_bytes",
+                     (json_int_t)(disk.bytes_total - disk.bytes_free));
+}
+
+json_t *box_model(box *b)
+{
+    box_state state = box_get_state(b);
+    json_t *model = json_pack(
+        "{s:s, s:s, s:s, s:o, s:o, s:i, s:O, s:o, s:o, s:o}", "id", box_id(b), "template",
+        kernel_spec(b->primary)->name, "state", box_state_name(state), "started_at",
+        iso_or_null(b->started_at_us), "ends_at", iso_or_null(b->ends_at_us), "timeout_s",
+        b->timeout_s, "metadata", b->metadata, "limits", limits_to_json(box_limits(b)), "usage",
+        usage_model(b), "contexts", box_contexts_model(b));
+    if (state == BOX_DEAD)
+        json_object_set_new(model, "reason", json_string(kernel_death_reason(b->primary)));
+    return model;
+}
+
+bool box_matches(const box *b, const char *state, json_t *metadata_filter)
+{
+    if (state && strcmp(state, box_state_name(box_get_state(b))) != 0)
+        return false;
+    const char *key;
+    json_t *value;
+    json_object_foreach(metadata_filter, key, value)
+    {
+        json_t *mine = json_object_get(b->metadata, key);
+        if (!json_is_string(mine) || strcmp(json_string_value(mine), json_string_value(value)) != 0)
+            return false;
+    }
+    return true;
+}
+
+/* ---- the sandbox's root ---- */
+
+int box_open_root(box *b, char *why, size_t why_size)
+{
+    int pidfd = kernel_pidfd(b->primary);
+    pid_t pid = kernel_pid(b->primary);
+    if (pidfd < 0 || pid <= 0) {
+        snprintf(why, why_size, "sandbox %s is not running: %s", box_id(b),
+                 kernel_death_reason(b->primary)[0] ? kernel_death_reason(b->primary) : "it is restarting");
+        return -1;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/root", (int)pid);
+    int root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    /* The pid could have been reused between the two calls: the pidfd says whether the process
+       we opened is still ours. */
+    if (root < 0 || syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0) {
+        if (root >= 0)
+            close(root);
+        snprintf(why, why_size, "sandbox %s is not running", box_id(b));
+        return -1;
+    }
+    return root;
+}
+
+/* ---- the end ---- */
+
+void box_kernel_deleted(kernel *k)
+{
+    box *b = kernel_box(k);
+    if (!b || b->primary != k) { /* another context goes only through box_delete_context */
+        kernel_gone(k);
+        return;
+    }
+    for (int i = 0; i < MAX_GONE_HOOKS && box_gone_hooks[i]; i++)
+        box_gone_hooks[i](b);
+    if (b->paused && cgroup_of(b))
+        cgroup_freeze(cgroup_of(b), false); /* frozen processes would not die */
+    if (b->ttl)
+        loop_timer_cancel(b->ttl);
+    while (b->contexts) {
+        box_context *c = b->contexts;
+        b->contexts = c->next;
+        destroy_context(c);
+    }
+    kernel_gone(k);
+    kernel_set_box(k, NULL);
+    json_decref(b->metadata);
+    json_decref(b->env);
+    for (size_t i = 0; i < BOX_LOG_ENTRIES; i++)
+        free(b->log[i].text);
+    free(b);
+}

@@ -1,0 +1,71 @@
+/* box — a sandbox as the native API (/v1) sees it.
+ *
+ * The isolation (namespaces, cgroup, workspace, limits) belongs to the sandbox's first kernel, its
+ * default context; a box adds what /v1 knows: a template name, metadata, a TTL, pause/resume,
+ * more contexts (kernels started inside the same namespaces), commands, and a log. Every kernel
+ * made through /api/kernels has a box too (made on first use), so both APIs see one model. */
+#ifndef CELLBOX_KERNEL_BOX_H
+#define CELLBOX_KERNEL_BOX_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "kernel/kernel.h"
+#include "sandbox/limits.h"
+
+typedef struct box box;
+
+typedef enum box_state { BOX_RUNNING, BOX_PAUSED, BOX_DEAD } box_state;
+
+void box_init(void);
+/* The box of a kernel's sandbox (its default context), made on first use. */
+box *box_of(kernel *k);
+box *box_find(const char *id);
+/* Sets what /v1 sandbox creation asked for: metadata and env (borrowed), TTL (0 = none). */
+void box_configure(box *b, json_t *metadata, json_t *env, int timeout_s);
+void box_set_timeout(box *b, int timeout_s); /* expires timeout_s from now (0 = never) */
+int box_pause(box *b, char *why, size_t why_size);
+int box_resume(box *b, char *why, size_t why_size);
+
+const char *box_id(const box *b);
+box_state box_get_state(const box *b);
+const char *box_state_name(box_state state);
+kernel *box_default_kernel(const box *b);
+uid_t box_uid(const box *b); /* the sandbox user; its group has the same number */
+const sandbox_limits *box_limits(const box *b);
+json_t *box_env(const box *b); /* borrowed: variables for every context and command */
+json_t *box_model(box *b);
+bool box_matches(const box *b, const char *state, json_t *metadata_filter);
+
+/* Contexts: the default one (id = the box's) and others, each a kernel in the same sandbox. */
+kernel *box_find_context(box *b, const char *context_id);
+kernel *box_add_context(box *b, const char *cwd, char *why, size_t why_size);
+int box_delete_context(box *b, kernel *context); /* -1 for the default context */
+json_t *box_context_model(box *b, kernel *context);
+json_t *box_contexts_model(box *b);
+/* The box a context kernel belongs to (the default context's or another's), or NULL. */
+box *box_of_context(kernel *context);
+
+/* An O_PATH descriptor of the sandbox's "/" (as its processes see it), for resolving paths with
+   openat2(RESOLVE_IN_ROOT); -1 with `why` when the sandbox has no live processes. */
+int box_open_root(box *b, char *why, size_t why_size);
+
+/* The log: outputs and events, the last BOX_LOG_ENTRIES of them. */
+#define BOX_LOG_ENTRIES 1000
+void box_log(box *b, const char *source, const char *stream, const char *text, size_t length);
+json_t *box_log_model(const box *b, size_t limit);
+
+/* Called when one of a box's kernels goes away (deleted, not merely dead), and when a box does,
+   so that the modules holding on to them let go. */
+void box_add_kernel_gone_hook(void (*hook)(kernel *k));
+void box_add_box_gone_hook(void (*hook)(box *b));
+/* The manager is deleting kernel k (the default context of its box, if it has one). */
+void box_kernel_deleted(kernel *k);
+
+/* Where the commands module keeps a box's list of commands. */
+void **box_commands_slot(box *b);
+
+#endif

@@ -1,0 +1,493 @@
+#include "kernel/command.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/buffer.h"
+#include "common/clock.h"
+#include "common/ids.h"
+#include "common/log.h"
+#include "common/loop.h"
+#include "common/text.h"
+#include "kernel/kernel.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/sandbox.h"
+
+#define READ_CHUNK 65536
+#define TIMEOUT_EXIT_CODE 124 /* as timeout(1) and AutoGen say it */
+
+typedef struct output {
+    int fd;
+    loop_watch watch;
+    buffer partial; /* an incomplete UTF-8 sequence at the end of the last read */
+    buffer kept;    /* background: the last COMMAND_KEEP_BYTES */
+    const char *name;
+    struct command *owner;
+} output;
+
+typedef struct waiter {
+    void (*on_exit)(void *arg, command *c);
+    void *arg;
+    struct waiter *next;
+} waiter;
+
+struct command {
+    char id[UUID_STRING_LENGTH + 1];
+    box *box;
+    char *cmd, *cwd;
+    pid_t pid;
+    int pidfd;
+    loop_watch pid_watch;
+    int stdin_fd;
+    loop_watch stdin_watch;
+    buffer stdin_pending;
+    bool stdin_eof_wanted;
+    output out, err;
+    const command_sink *sink;
+    void *arg;
+    bool detached;           /* forget it once it exited */
+    bool notifying;          /* telling the sink and waiters that it exited */
+    bool exited, timed_out;
+    int exit_code, signal_number;
+    int64_t started_us, ended_us, started_ms;
+    loop_timer *timeout;
+    waiter *waiters;
+    struct command *next;
+};
+
+static void on_box_gone(box *b);
+
+void command_init(void) { box_add_box_gone_hook(on_box_gone); }
+
+static command **list_of(box *b) { return (command **)box_commands_slot(b); }
+
+bool command_running(const command *c) { return !c->exited; }
+
+/* ---- output ---- */
+
+static void deliver(command *c, const char *stream, const char *text, size_t length)
+{
+    if (length == 0)
+        return;
+    box_log(c->box, "command", stream, text, length);
+    if (c->sink && c->sink->on_output) {
+        c->sink->on_output(c->arg, stream, text, length);
+        return;
+    }
+    output *o = strcmp(stream, "stderr") == 0 ? &c->err : &c->out;
+    buffer_append(&o->kept, text, length);
+    if (buffer_size(&o->kept) > COMMAND_KEEP_BYTES)
+        buffer_consume(&o->kept, buffer_size(&o->kept) - COMMAND_KEEP_BYTES);
+}
+
+static void convert(output *o, const char *bytes, size_t n, int final)
+{
+    buffer_append(&o->partial, bytes, n);
+    buffer text = {0};
+    size_t kept = text_append_utf8(&text, (const unsigned char *)buffer_head(&o->partial),
+                                   buffer_size(&o->partial), final);
+    buffer_consume(&o->partial, buffer_size(&o->partial) - kept);
+    if (buffer_size(&text))
+        deliver(o->owner, o->name, buffer_head(&text), buffer_size(&text));
+    buffer_free(&text);
+}
+
+static void close_output(output *o)
+{
+    if (o->fd < 0)
+        return;
+    convert(o, "", 0, 1);
+    loop_watch_remove(&o->watch);
+    close(o->fd);
+    o->fd = -1;
+}
+
+static void read_output(output *o)
+{
+    char chunk[READ_CHUNK];
+    for (int rounds = 0; o->fd >= 0 && rounds < 16; rounds++) {
+        ssize_t n = read(o->fd, chunk, sizeof chunk);
+        if (n > 0) {
+            convert(o, chunk, (size_t)n, 0);
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        close_output(o); /* end of file */
+        return;
+    }
+}
+
+static void on_output_ready(void *owner, uint32_t events) { read_output(owner); }
+
+/* ---- stdin ---- */
+
+static void close_stdin(command *c)
+{
+    if (c->stdin_fd < 0)
+        return;
+    loop_watch_remove(&c->stdin_watch);
+    close(c->stdin_fd);
+    c->stdin_fd = -1;
+    buffer_free(&c->stdin_pending);
+}
+
+static void flush_stdin(command *c)
+{
+    while (c->stdin_fd >= 0 && buffer_size(&c->stdin_pending) > 0) {
+        ssize_t n = write(c->stdin_fd, buffer_head(&c->stdin_pending), buffer_size(&c->stdin_pending));
+        if (n > 0) {
+            buffer_consume(&c->stdin_pending, (size_t)n);
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && errno == EAGAIN) {
+            loop_watch_modify(&c->stdin_watch, EPOLLOUT);
+            return;
+        } else {
+            close_stdin(c); /* the command closed its end */
+            return;
+        }
+    }
+    if (c->stdin_fd < 0)
+        return;
+    loop_watch_modify(&c->stdin_watch, 0);
+    if (c->stdin_eof_wanted)
+        close_stdin(c);
+}
+
+static void on_stdin_ready(void *owner, uint32_t events) { flush_stdin(owner); }
+
+int command_write_stdin(command *c, const char *data, size_t length, bool eof)
+{
+    if (c->stdin_fd < 0 || c->stdin_eof_wanted)
+        return -1;
+    buffer_append(&c->stdin_pending, data, length);
+    c->stdin_eof_wanted = eof;
+    flush_stdin(c);
+    return 0;
+}
+
+/* ---- the end ---- */
+
+static void free_command(void *arg)
+{
+    command *c = arg;
+    buffer_free(&c->out.kept);
+    buffer_free(&c->err.kept);
+    buffer_free(&c->out.partial);
+    buffer_free(&c->err.partial);
+    free(c->cmd);
+    free(c->cwd);
+    free(c);
+}
+
+static void unlink_command(command *c)
+{
+    for (command **at = list_of(c->box); *at; at = &(*at)->next) {
+        if (*at == c) {
+            *at = c->next;
+            return;
+        }
+    }
+}
+
+static void drop(command *c)
+{
+    unlink_command(c);
+    close_stdin(c);
+    close_output(&c->out);
+    close_output(&c->err);
+    if (c->timeout)
+        loop_timer_cancel(c->timeout);
+    c->timeout = NULL;
+    if (c->pidfd >= 0) { /* killed, not yet reaped */
+        loop_watch_remove(&c->pid_watch);
+        kernel_reap_in_background(c->pidfd);
+        c->pidfd = -1;
+    }
+    loop_defer(free_command, c);
+}
+
+static void notify_exit(command *c)
+{
+    const command_sink *sink = c->sink;
+    c->sink = NULL;
+    if (sink && sink->on_exit)
+        sink->on_exit(c->arg, c);
+    while (c->waiters) {
+        waiter *w = c->waiters;
+        c->waiters = w->next;
+        w->on_exit(w->arg, c);
+        free(w);
+    }
+}
+
+static void on_process_exit(void *owner, uint32_t events)
+{
+    command *c = owner;
+    siginfo_t info = {0};
+    if (waitid(P_PIDFD, (id_t)c->pidfd, &info, WEXITED | WNOHANG) < 0 || info.si_pid == 0)
+        return;
+    /* What it printed before exiting comes first; its children may still hold the pipes, but
+       they belong to it: the group goes with it. */
+    kill(-c->pid, SIGKILL);
+    read_output(&c->out);
+    read_output(&c->err);
+    close_output(&c->out);
+    close_output(&c->err);
+    close_stdin(c);
+    loop_watch_remove(&c->pid_watch);
+    close(c->pidfd);
+    c->pidfd = -1;
+    if (c->timeout)
+        loop_timer_cancel(c->timeout);
+    c->timeout = NULL;
+    c->exited = true;
+    c->ended_us = clock_wall_us();
+    if (info.si_code == CLD_EXITED) {
+        c->exit_code = info.si_status;
+    } else {
+        c->signal_number = info.si_status;
+        c->exit_code = 128 + info.si_status;
+    }
+    if (c->timed_out)
+        c->exit_code = TIMEOUT_EXIT_CODE;
+    if (c->exit_code == SANDBOX_SETUP_FAILED && clock_wall_us() - c->started_us < 2000000)
+        log_warn("command in sandbox %s exited with 125 (it may have failed to start)", box_id(c->box));
+    c->notifying = true;
+    notify_exit(c);
+    c->notifying = false;
+    if (c->detached)
+        drop(c);
+}
+
+static void on_timeout(void *arg)
+{
+    command *c = arg;
+    c->timeout = NULL;
+    c->timed_out = true;
+    kill(-c->pid, SIGKILL);
+}
+
+/* ---- start ---- */
+
+command *command_start(box *b, const command_request *request, const command_sink *sink,
+                       void *arg, int *status, char *why, size_t why_size)
+{
+    kernel *k = box_default_kernel(b);
+    int pidfd_host = kernel_pidfd(k);
+    if (pidfd_host < 0) {
+        *status = 409;
+        snprintf(why, why_size, "sandbox %s is not running", box_id(b));
+        return NULL;
+    }
+    int in[2], out[2], err[2];
+    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+        *status = 500;
+        snprintf(why, why_size, "cannot create pipes: %s", strerror(errno));
+        return NULL;
+    }
+    char *argv[] = {"/bin/sh", "-c", (char *)request->cmd, NULL};
+    json_t *env = json_deep_copy(box_env(b));
+    if (request->env)
+        json_object_update(env, request->env);
+    char **envp = kernel_environment(k, env);
+    json_decref(env);
+    const kernel_sandbox *ks = kernel_get_sandbox(k);
+    sandbox_spec spec = {
+        .root = {.uid = ks->uid, .gid = ks->uid},
+        .open_files = ks->limits.open_files,
+        .file_size = ks->limits.disk_bytes,
+        .argv = argv,
+        .envp = envp,
+        .fds = {in[0], out[1], err[1], -1},
+        .cwd = request->cwd,
+    };
+    cgroup_procs_files(ks->cgroup, spec.cgroup_procs, SANDBOX_MAX_CGROUP_FILES);
+    int pidfd = -1;
+    pid_t pid = sandbox_join(pidfd_host, &spec, &pidfd, why, why_size);
+    kernel_environment_free(envp);
+    close(in[0]);
+    close(out[1]);
+    close(err[1]);
+    if (pid < 0) {
+        close(in[1]), close(out[0]), close(err[0]);
+        *status = 500;
+        return NULL;
+    }
+    command *c = calloc(1, sizeof *c);
+    if (!c || !(c->cmd = strdup(request->cmd)) ||
+        !(c->cwd = strdup(request->cwd ? request->cwd : "/workspace")))
+        die("out of memory");
+    id_uuid4(c->id);
+    c->box = b;
+    c->pid = pid;
+    c->pidfd = pidfd;
+    c->sink = sink;
+    c->arg = arg;
+    c->started_us = clock_wall_us();
+    c->started_ms = clock_monotonic_ms();
+    c->stdin_fd = in[1];
+    fcntl(c->stdin_fd, F_SETFL, O_NONBLOCK);
+    loop_watch_add(&c->stdin_watch, c->stdin_fd, 0, on_stdin_ready, c);
+    output *outputs[2] = {&c->out, &c->err};
+    int fds[2] = {out[0], err[0]};
+    const char *names[2] = {"stdout", "stderr"};
+    for (int i = 0; i < 2; i++) {
+        outputs[i]->fd = fds[i];
+        outputs[i]->name = names[i];
+        outputs[i]->owner = c;
+        fcntl(fds[i], F_SETFL, O_NONBLOCK);
+        loop_watch_add(&outputs[i]->watch, fds[i], EPOLLIN, on_output_ready, outputs[i]);
+    }
+    loop_watch_add(&c->pid_watch, pidfd, EPOLLIN, on_process_exit, c);
+    if (request->timeout_s > 0)
+        c->timeout = loop_timer_add((int64_t)request->timeout_s * 1000, on_timeout, c);
+    c->next = *list_of(b);
+    *list_of(b) = c;
+    if (request->stdin_data && request->stdin_length)
+        command_write_stdin(c, request->stdin_data, request->stdin_length, !request->stdin_open);
+    else if (!request->stdin_open)
+        close_stdin(c);
+    return c;
+}
+
+/* ---- queries ---- */
+
+command *command_find(box *b, const char *id_or_pid)
+{
+    for (command *c = *list_of(b); c; c = c->next) {
+        char pid[16];
+        snprintf(pid, sizeof pid, "%d", (int)c->pid);
+        if (strcmp(c->id, id_or_pid) == 0 || strcmp(pid, id_or_pid) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+static json_t *iso_or_null(int64_t at_us)
+{
+    if (!at_us)
+        return json_null();
+    char text[ISO_TIME_BUFFER];
+    clock_format_iso(at_us, text);
+    return json_string(text);
+}
+
+json_t *command_model(const command *c, bool with_output)
+{
+    json_t *model = json_pack(
+        "{s:s, s:i, s:s, s:s, s:s, s:o, s:o, s:b, s:o, s:o, s:I}", "id", c->id, "pid", (int)c->pid,
+        "cmd", c->cmd, "cwd", c->cwd, "state", c->exited ? "exited" : "running", "exit_code",
+        c->exited ? json_integer(c->exit_code) : json_null(), "signal",
+        c->signal_number ? json_sprintf("SIG%s", sigabbrev_np(c->signal_number)
+                                                     ? sigabbrev_np(c->signal_number) : "?")
+                         : json_null(),
+        "timed_out", c->timed_out, "started_at", iso_or_null(c->started_us), "ended_at",
+        iso_or_null(c->ended_us), "wall_ms",
+        (json_int_t)((c->exited ? c->ended_us : clock_wall_us()) - c->started_us) / 1000);
+    if (with_output) {
+        json_object_set_new(model, "stdout", json_stringn(buffer_size(&c->out.kept) ? buffer_head(&c->out.kept) : "",
+                                                          buffer_size(&c->out.kept)));
+        json_object_set_new(model, "stderr", json_stringn(buffer_size(&c->err.kept) ? buffer_head(&c->err.kept) : "",
+                                                          buffer_size(&c->err.kept)));
+    }
+    return model;
+}
+
+json_t *command_list_model(box *b)
+{
+    json_t *list = json_array();
+    for (command *c = *list_of(b); c; c = c->next)
+        json_array_insert_new(list, 0, command_model(c, false)); /* oldest first */
+    return list;
+}
+
+/* ---- control ---- */
+
+int command_signal(command *c, int signal_number)
+{
+    if (c->exited)
+        return -1;
+    return kill(-c->pid, signal_number);
+}
+
+void command_detach(command *c)
+{
+    c->sink = NULL;
+    if (c->detached)
+        return;
+    c->detached = true;
+    if (!c->exited)
+        kill(-c->pid, SIGKILL); /* dropped once its exit is seen */
+    else if (!c->notifying)
+        drop(c);
+}
+
+void command_wait(command *c, void (*on_exit)(void *arg, command *c), void *arg)
+{
+    if (c->exited) {
+        on_exit(arg, c);
+        return;
+    }
+    waiter *w = calloc(1, sizeof *w);
+    if (!w)
+        die("out of memory");
+    w->on_exit = on_exit;
+    w->arg = arg;
+    w->next = c->waiters;
+    c->waiters = w;
+}
+
+void command_unwait(command *c, void *arg)
+{
+    for (waiter **at = &c->waiters; *at; at = &(*at)->next) {
+        if ((*at)->arg == arg) {
+            waiter *w = *at;
+            *at = w->next;
+            free(w);
+            return;
+        }
+    }
+}
+
+void command_forget(command *c)
+{
+    if (!c->exited) {
+        kill(-c->pid, SIGKILL);
+        c->timed_out = false;
+    }
+    c->sink = NULL;
+    while (c->waiters) { /* nobody will be told: the record is gone */
+        waiter *w = c->waiters;
+        c->waiters = w->next;
+        w->on_exit(w->arg, c);
+        free(w);
+    }
+    drop(c);
+}
+
+/* The sandbox is going: its processes die with it; everyone waiting hears the end now. */
+static void on_box_gone(box *b)
+{
+    while (*list_of(b)) {
+        command *c = *list_of(b);
+        if (!c->exited) {
+            kill(-c->pid, SIGKILL);
+            c->exited = true;
+            c->signal_number = SIGKILL;
+            c->exit_code = 128 + SIGKILL;
+            c->ended_us = clock_wall_us();
+            c->notifying = true;
+            notify_exit(c);
+        }
+        command_forget(c);
+    }
+}

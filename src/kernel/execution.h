@@ -1,0 +1,38 @@
+/* execution — one piece of code run in a context on behalf of the native API, reported as E2B's
+ * code interpreter reports it: a sequence of events (JSON objects with a "type") ending with
+ * {"type": "end_of_execution"}.
+ *
+ * The daemon sends the kernel an execute_request of its own and turns the kernel's replies to it
+ * into events: stdout/stderr, result (from a MIME bundle), error, number_of_executions, keepalive
+ * (after 5 s of quiet), accounting (wall and CPU time, peak memory, output bytes), then the end.
+ * A per-execution timeout interrupts the kernel; a consumer that goes away interrupts it too. */
+#ifndef CELLBOX_KERNEL_EXECUTION_H
+#define CELLBOX_KERNEL_EXECUTION_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "kernel/box.h"
+#include "kernel/kernel.h"
+
+typedef struct execution execution;
+
+typedef struct execution_sink {
+    void (*on_event)(void *arg, json_t *event); /* borrowed */
+    void (*on_end)(void *arg);                  /* after end_of_execution; nothing follows */
+} execution_sink;
+
+typedef struct execution_request {
+    const char *code;
+    json_t *env_vars;   /* borrowed, may be NULL: set for this execution only */
+    int timeout_s;      /* 0: the sandbox's per-cell limit applies */
+    bool silent;        /* no execution count, no execute_result (scripts) */
+} execution_request;
+
+void execution_init(void);
+execution *execution_start(box *b, kernel *context, const execution_request *request,
+                           const execution_sink *sink, void *arg);
+/* The consumer went away: no more events; the kernel is interrupted if it runs this code. */
+void execution_abandon(execution *e);
+
+#endif
