@@ -221,6 +221,33 @@ def sustained(server, seconds, workers):
     return done[0] / (time.perf_counter() - start)
 
 
+def stateless_runs(server, seconds, workers):
+    """cellbox's RL-reward path: POST /v1/run (a fresh pool sandbox runs a script, returns its
+    exit code and output, and is destroyed). Returns (runs per second, latencies in ms)."""
+    latencies = []
+    stop_at = time.perf_counter() + seconds
+    lock = threading.Lock()
+    session = requests.Session()
+    session.headers["Authorization"] = f"token {server.token}"
+    body = {"language": "python", "code": "print(sum(i*i for i in range(1000)))"}
+
+    def worker():
+        while time.perf_counter() < stop_at:
+            t0 = time.perf_counter()
+            answer = session.post(server.base + "/v1/run", json=body, timeout=120).json()
+            assert answer["exit_code"] == 0 and answer["stdout"].strip() == "332833500", answer
+            with lock:
+                latencies.append((time.perf_counter() - t0) * 1000)
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return len(latencies) / (time.perf_counter() - start), latencies
+
+
 def uss_of(pid):
     """Unique set size: private pages of the process (smaps_rollup)."""
     total = 0
@@ -311,6 +338,7 @@ def main():
             c_first = create_to_first_result(cellbox, n, 0.1, pool_size=4)
             c_rtt = round_trips(cellbox, n * 5)
             c_sustained = sustained(cellbox, 10 if not args.quick else 5, 2)
+            c_runs, c_run_ms = stateless_runs(cellbox, 10 if not args.quick else 5, 2)
             c_concurrent = concurrent_creates(cellbox, 100)
             c_uss, c_rss = idle_memory(cellbox, args.idle, True)
         finally:
@@ -333,6 +361,9 @@ def main():
             "concurrent_creates_ms": {"cellbox_100": c_concurrent, "jupyter_10": j_concurrent},
             "sustained_per_second": {"cellbox": c_sustained, "jupyter": j_sustained,
                                      "ratio": c_sustained / max(j_sustained, 1e-9)},
+            "stateless_run": {"cellbox_per_second": c_runs, "cellbox_p50_ms": pct(c_run_ms, 50),
+                              "cellbox_p99_ms": pct(c_run_ms, 99), "jupyter_per_second": j_sustained,
+                              "ratio": c_runs / max(j_sustained, 1e-9)},
             "idle_kernel_memory_mib": {"cellbox_uss": c_uss, "cellbox_rss": c_rss, "cellbox_count": args.idle,
                                        "jupyter_uss": j_uss, "jupyter_rss": j_rss,
                                        "ratio_uss": j_uss / max(c_uss, 1e-9)},

@@ -13,11 +13,16 @@
 
 #define MAX_SEGMENTS 8
 
+static void on_kernel_message(kernel *k, const char *channel, json_t *message);
+static void on_kernel_gone(kernel *k);
+
 void v1_init(void)
 {
     box_init();
     execution_init();
     command_init();
+    kernel_add_message_handler(on_kernel_message);
+    box_add_kernel_gone_hook(on_kernel_gone);
 }
 
 bool v1_owns(const char *path)
@@ -178,6 +183,59 @@ static void respond_method_not_allowed(http_request *request)
                        http_path(request));
 }
 
+/* ---- creations waiting for their sandbox to be ready ---- */
+
+/* POST /v1/sandboxes answers once the sandbox can take files and commands (a pooled one is
+   ready at once; a fresh one reports in within a second or so): the answer is held open as a
+   stream with one JSON document in it. */
+typedef struct pending_create {
+    kernel *k;
+    http_stream *stream;
+    struct pending_create *next;
+} pending_create;
+
+static pending_create *pending_creates;
+
+static void answer_create(pending_create *p)
+{
+    char *text = json_dumps(box_model(box_of(p->k)), JSON_COMPACT);
+    if (text) {
+        http_stream_write(p->stream, text, strlen(text));
+        free(text);
+    }
+    http_stream_end(p->stream);
+    p->k = NULL;
+}
+
+static void on_create_closed(void *arg, bool completed)
+{
+    pending_create *p = arg;
+    for (pending_create **at = &pending_creates; *at; at = &(*at)->next) {
+        if (*at == p) {
+            *at = p->next;
+            break;
+        }
+    }
+    free(p);
+}
+
+/* A kernel that left "starting" (idle, or dead) answers its creation. */
+static void on_kernel_message(kernel *k, const char *channel, json_t *message)
+{
+    if (kernel_get_state(k) == KERNEL_STARTING)
+        return;
+    for (pending_create *p = pending_creates; p; p = p->next)
+        if (p->k == k)
+            answer_create(p);
+}
+
+static void on_kernel_gone(kernel *k)
+{
+    for (pending_create *p = pending_creates; p; p = p->next)
+        if (p->k == k)
+            answer_create(p);
+}
+
 /* ---- templates and sandboxes ---- */
 
 static void list_templates(http_request *request)
@@ -241,7 +299,17 @@ static void create_sandbox(http_request *request)
     char location[256];
     snprintf(location, sizeof location, "%sv1/sandboxes/%s", http_base_url(), box_id(b));
     http_add_response_header(request, "Location", location);
-    http_respond_json(request, 201, box_model(b));
+    if (kernel_get_state(k) != KERNEL_STARTING) {
+        http_respond_json(request, 201, box_model(b));
+        return;
+    }
+    pending_create *p = calloc(1, sizeof *p);
+    if (!p)
+        die("out of memory");
+    p->k = k;
+    p->next = pending_creates;
+    pending_creates = p;
+    p->stream = http_respond_stream(request, 201, "application/json", on_create_closed, p);
 }
 
 static void list_sandboxes(http_request *request)

@@ -77,16 +77,20 @@ static void respond_failure(http_request *request, const confined *c, long long 
     }
     char limit[32];
     disk_limit_text(disk_bytes, limit, sizeof limit);
-    http_respond_error(request, 507, "%s (the sandbox's disk limit is %s); remove files, or create "
-                       "the sandbox with a larger \"disk\" limit", c->why, limit);
+    http_respond_error(request, 507,
+                       "%s (the sandbox's disk limit is %s); remove files, or create "
+                       "the sandbox with a larger \"disk\" limit",
+                       c->why, limit);
 }
 
 static void respond_too_large(http_request *request, long long disk_bytes)
 {
     char limit[32];
     disk_limit_text(disk_bytes, limit, sizeof limit);
-    http_respond_error(request, 413, "the upload is larger than the sandbox's disk limit of %s; "
-                       "create the sandbox with a larger \"disk\" limit", limit);
+    http_respond_error(request, 413,
+                       "the upload is larger than the sandbox's disk limit of %s; "
+                       "create the sandbox with a larger \"disk\" limit",
+                       limit);
 }
 
 /* The `path` query parameter; NULL after answering 400. */
@@ -94,8 +98,10 @@ static const char *path_query(http_request *request)
 {
     const char *path = http_query(request, "path");
     if (!path || !*path)
-        http_respond_error(request, 400, "the 'path' query parameter is required (a path inside the "
-                           "sandbox; relative paths are relative to %s)", CONFINED_WORKSPACE);
+        http_respond_error(request, 400,
+                           "the 'path' query parameter is required (a path inside the "
+                           "sandbox; relative paths are relative to %s)",
+                           CONFINED_WORKSPACE);
     return path && *path ? path : NULL;
 }
 
@@ -168,9 +174,11 @@ static void stat_file(http_request *request, box *b)
 
 static void list_files(http_request *request, box *b)
 {
-    const char *path = http_query(request, "path");
+    const char *path = path_query(request);
     const char *depth_text = http_query(request, "depth");
     int depth = 1;
+    if (!path)
+        return;
     if (depth_text) {
         char *end;
         long value = strtol(depth_text, &end, 10);
@@ -184,7 +192,7 @@ static void list_files(http_request *request, box *b)
     confined c;
     if (!open_sandbox(request, b, &c))
         return;
-    json_t *entries = confined_list(&c, path && *path ? path : CONFINED_WORKSPACE, depth);
+    json_t *entries = confined_list(&c, path, depth);
     entries ? http_respond_json(request, 200, entries) : respond_failure(request, &c, 0);
     close_sandbox(&c);
 }
@@ -238,9 +246,9 @@ static unsigned char *decode_base64(const char *text, size_t length, size_t *dec
         if (ch == '=') {
             padding++;
         } else {
-            valid = padding == 0 && ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
-                                     (ch >= '0' && ch <= '9') || ch == '+' || ch == '/' ||
-                                     ch == '-' || ch == '_');
+            valid = padding == 0 &&
+                    ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+                     (ch >= '0' && ch <= '9') || ch == '+' || ch == '/' || ch == '-' || ch == '_');
             ch = ch == '-' ? '+' : ch == '_' ? '/' : ch;
         }
         clean[n++] = (unsigned char)ch;
@@ -281,9 +289,24 @@ static bool read_batch(http_request *request, json_t *files, batch_file *out, lo
         json_t *item = json_array_get(files, i);
         char name[64];
         if (!json_is_object(item)) {
-            http_respond_error(request, 400, "'files[%zu]' must be an object with \"path\" and "
-                               "\"content\"", i);
+            http_respond_error(request, 400,
+                               "'files[%zu]' must be an object with \"path\" and "
+                               "\"content\"",
+                               i);
             return false;
+        }
+        const char *key;
+        json_t *value;
+        json_object_foreach(item, key, value)
+        {
+            if (strcmp(key, "path") != 0 && strcmp(key, "content") != 0 &&
+                strcmp(key, "encoding") != 0) {
+                http_respond_error(request, 400,
+                                   "unknown field '%s' in 'files[%zu]' (known: path, content, "
+                                   "encoding)",
+                                   key, i);
+                return false;
+            }
         }
         snprintf(name, sizeof name, "files[%zu].path", i);
         out[i].path = required_string(request, item, "path", name);
@@ -294,9 +317,11 @@ static bool read_batch(http_request *request, json_t *files, batch_file *out, lo
         json_t *encoding = json_object_get(item, "encoding");
         const char *encoding_name = json_is_null(encoding) ? NULL : json_string_value(encoding);
         size_t length = json_string_length(json_object_get(item, "content"));
-        if (encoding && !json_is_null(encoding) && (!encoding_name ||
-            (strcmp(encoding_name, "utf-8") != 0 && strcmp(encoding_name, "base64") != 0))) {
-            http_respond_error(request, 400, "'files[%zu].encoding' must be \"utf-8\" or \"base64\"", i);
+        if (encoding && !json_is_null(encoding) &&
+            (!encoding_name ||
+             (strcmp(encoding_name, "utf-8") != 0 && strcmp(encoding_name, "base64") != 0))) {
+            http_respond_error(request, 400,
+                               "'files[%zu].encoding' must be \"utf-8\" or \"base64\"", i);
             return false;
         }
         if (encoding_name && strcmp(encoding_name, "base64") == 0) {
@@ -343,9 +368,10 @@ static json_t *write_batch_file(confined *c, const batch_file *file)
     struct stat st;
     json_t *entry = NULL;
     if (write_all(fd, file->content ? (const void *)file->content : file->text, file->length) < 0 ||
-        fstat(fd, &st) < 0)
+        fstat(fd, &st) < 0) {
         confined_fail(c, errno, full);
-    else
+        confined_discard(c, full, fd);
+    } else
         entry = confined_entry(full, &st, NULL);
     close(fd);
     return entry;
@@ -364,7 +390,8 @@ static void write_batch(http_request *request, box *b)
     if (!batch)
         die("out of memory");
     if (!json_is_array(files))
-        http_respond_error(request, 400, "'files' must be an array of {\"path\", \"content\", "
+        http_respond_error(request, 400,
+                           "'files' must be an array of {\"path\", \"content\", "
                            "\"encoding\"?}");
     else if (read_batch(request, files, batch, disk_bytes) && open_sandbox(request, b, &c)) {
         json_t *entries = json_array();
@@ -377,7 +404,8 @@ static void write_batch(http_request *request, box *b)
                 entries = NULL;
             }
         }
-        entries ? http_respond_json(request, 200, entries) : respond_failure(request, &c, disk_bytes);
+        entries ? http_respond_json(request, 200, entries)
+                : respond_failure(request, &c, disk_bytes);
         close_sandbox(&c);
     }
     for (size_t i = 0; i < json_array_size(files); i++)
@@ -389,11 +417,11 @@ static void write_batch(http_request *request, box *b)
 /* ---- streamed uploads: PUT a file, PUT a tar ---- */
 
 typedef struct upload {
-    confined c;          /* owns c.root_fd */
-    char path[4096];     /* normalized: the file written, or the directory a tar goes to */
-    int fd;              /* the file being written, or the spooled tar */
+    confined c;      /* owns c.root_fd */
+    char path[4096]; /* normalized: the file written, or the directory a tar goes to */
+    int fd;          /* the file being written, or the spooled tar */
     bool is_tar;
-    bool existed;        /* the file was there before (200, not 201) */
+    bool existed; /* the file was there before (200, not 201) */
     long long received;
     long long disk_bytes; /* 0: unlimited */
     http_request *request;
@@ -430,7 +458,8 @@ static int receive_data(void *arg, const char *data, size_t length)
         return fail_upload(u, 413);
     if (write_all(u->fd, data, length) < 0) {
         if (u->is_tar)
-            confined_failf(&u->c, errno, "cannot spool the uploaded archive in the daemon's /tmp: %s",
+            confined_failf(&u->c, errno,
+                           "cannot spool the uploaded archive in the daemon's /tmp: %s",
                            strerror(errno));
         else
             confined_fail(&u->c, errno, u->path);
@@ -555,7 +584,8 @@ void v1_files_route(http_request *request, box *b, const char *rest)
         else if (method_is(request, "DELETE"))
             delete_file(request, b);
         else
-            http_respond_error(request, 405, "%s is not allowed on files (GET, PUT or DELETE)", method);
+            http_respond_error(request, 405, "%s is not allowed on files (GET, PUT or DELETE)",
+                               method);
     } else if (strcmp(rest, "/tar") == 0) {
         if (get)
             get_tar(request, b);
@@ -577,7 +607,9 @@ void v1_files_route(http_request *request, box *b, const char *rest)
         else
             strcmp(rest, "/move") == 0 ? move_file(request, b) : write_batch(request, b);
     } else {
-        http_respond_error(request, 404, "no such files endpoint: files%s (known: files, files/stat, "
-                           "files/list, files/mkdir, files/move, files/batch, files/tar)", rest);
+        http_respond_error(request, 404,
+                           "no such files endpoint: files%s (known: files, files/stat, "
+                           "files/list, files/mkdir, files/move, files/batch, files/tar)",
+                           rest);
     }
 }

@@ -427,6 +427,12 @@ int box_open_root(box *b, char *why, size_t why_size)
 {
     int pidfd = kernel_pidfd(b->primary);
     pid_t pid = kernel_pid(b->primary);
+    /* Until the kernel reports in, its sandbox may not have pivoted into its own root yet:
+       /proc/<pid>/root could still be the host's. */
+    if (kernel_get_state(b->primary) == KERNEL_STARTING && pidfd >= 0) {
+        snprintf(why, why_size, "sandbox %s is still starting; try again in a moment", box_id(b));
+        return -1;
+    }
     if (pidfd < 0 || pid <= 0) {
         snprintf(why, why_size, "sandbox %s is not running: %s", box_id(b),
                  kernel_death_reason(b->primary)[0] ? kernel_death_reason(b->primary) : "it is restarting");

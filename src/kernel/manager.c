@@ -285,7 +285,7 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *limits_json, 
     sandbox_limits limits;
     if (limits_from_request(limits_json, network, env, &options.default_limits, &options.max_limits,
                             options.allow_network, &limits, why, why_size) < 0) {
-        *status = strstr(why, "network") ? 403 : 400;
+        *status = strstr(why, "network access is disabled") ? 403 : 400;
         return NULL;
     }
     bool poolable = strcmp(spec->name, options.default_kernel) == 0 &&

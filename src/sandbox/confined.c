@@ -44,28 +44,39 @@ int confined_fail(confined *c, int error, const char *path)
     case ENOENT: return confined_failf(c, error, "'%s' does not exist", path);
     case EACCES:
     case EPERM:
-        return confined_failf(c, error, "permission denied on '%s': the sandbox user (uid %u) may not do this there",
-                              path, (unsigned)c->uid);
+        return confined_failf(
+            c, error, "permission denied on '%s': the sandbox user (uid %u) may not do this there",
+            path, (unsigned)c->uid);
     case EROFS:
-        return confined_failf(c, error, "'%s' is on a read-only filesystem; write beneath %s or /tmp",
-                              path, CONFINED_WORKSPACE);
+        return confined_failf(c, error,
+                              "'%s' is on a read-only filesystem; write beneath %s or /tmp", path,
+                              CONFINED_WORKSPACE);
     case ELOOP:
-        return confined_failf(c, error, "'%s' goes through too many symbolic links, or through a /proc "
-                                        "link, which is never followed", path);
-    case EXDEV:
-        return confined_failf(c, error, "'%s' resolves outside the sandbox; paths and links must stay inside it",
+        return confined_failf(c, error,
+                              "'%s' goes through too many symbolic links, or through a /proc "
+                              "link, which is never followed",
                               path);
+    case EXDEV:
+        return confined_failf(
+            c, error, "'%s' resolves outside the sandbox; paths and links must stay inside it",
+            path);
     case ENOTDIR: return confined_failf(c, error, "a component of '%s' is not a directory", path);
     case EISDIR: return confined_failf(c, error, "'%s' is a directory", path);
     case ENOTEMPTY:
-        return confined_failf(c, error, "'%s' is a directory that is not empty; pass recursive=true to "
-                                        "remove it with everything in it", path);
+        return confined_failf(c, error,
+                              "'%s' is a directory that is not empty; pass recursive=true to "
+                              "remove it with everything in it",
+                              path);
     case EEXIST: return confined_failf(c, error, "'%s' already exists", path);
     case ENOSPC:
     case EDQUOT: return confined_failf(c, error, "the sandbox's disk is full writing '%s'", path);
-    case EFBIG: return confined_failf(c, error, "'%s' would be larger than the largest file allowed", path);
-    case ENAMETOOLONG: return confined_failf(c, error, "'%s': a name in it or the whole path is too long", path);
-    case EBUSY: return confined_failf(c, error, "'%s' is a mount point; it cannot be moved or removed", path);
+    case EFBIG:
+        return confined_failf(c, error, "'%s' would be larger than the largest file allowed", path);
+    case ENAMETOOLONG:
+        return confined_failf(c, error, "'%s': a name in it or the whole path is too long", path);
+    case EBUSY:
+        return confined_failf(c, error, "'%s' is a mount point; it cannot be moved or removed",
+                              path);
     default: return confined_failf(c, error, "'%s': %s", path, strerror(error));
     }
 }
@@ -77,14 +88,14 @@ int confined_http_status(int error)
     case EACCES:
     case EPERM:
     case EROFS:
-    case EXDEV:   /* openat2's answer to an escape */
+    case EXDEV: /* openat2's answer to an escape */
     case ELOOP: return 403;
     case ENOTDIR:
     case EISDIR:
     case EINVAL:
     case ENAMETOOLONG:
-    case ENXIO:   /* a FIFO without a reader */
-    case E2BIG: return 400;   /* a walk past CONFINED_MAX_ENTRIES */
+    case ENXIO:             /* a FIFO without a reader */
+    case E2BIG: return 400; /* a walk past CONFINED_MAX_ENTRIES */
     case ENOTEMPTY:
     case EEXIST:
     case EBUSY:
@@ -113,6 +124,11 @@ void confined_init(confined *c, int root_fd, uid_t uid, gid_t gid)
    until it is 0 again. Per thread; the daemon is single-threaded. */
 static int become_user(confined *c)
 {
+    /* A filesystem uid of 0 keeps every capability: nothing would be checked at all. */
+    if (c->uid == 0 || c->gid == 0)
+        return confined_failf(c, EPERM,
+                              "the sandbox runs as root; the daemon will not act on "
+                              "its files with root's powers");
     if (c->user_depth++ > 0)
         return 0;
     c->saved_groups = NULL;
@@ -129,7 +145,8 @@ static int become_user(confined *c)
     c->saved_fsuid = (uid_t)setfsuid(c->uid);
     /* setfsuid reports no error; an invalid id (-1) changes nothing and returns the current one. */
     if ((uid_t)setfsuid((uid_t)-1) != c->uid || (gid_t)setfsgid((gid_t)-1) != c->gid)
-        die("cannot take the sandbox user's identity (uid %u) for file operations", (unsigned)c->uid);
+        die("cannot take the sandbox user's identity (uid %u) for file operations",
+            (unsigned)c->uid);
     return 0;
 }
 
@@ -152,8 +169,10 @@ static void become_daemon(confined *c)
 int confined_normalize(confined *c, const char *path, char *out, size_t size)
 {
     if (!path || !*path)
-        return confined_failf(c, EINVAL, "the path is empty; give a path inside the sandbox "
-                                         "(relative paths are relative to %s)", CONFINED_WORKSPACE);
+        return confined_failf(c, EINVAL,
+                              "the path is empty; give a path inside the sandbox "
+                              "(relative paths are relative to %s)",
+                              CONFINED_WORKSPACE);
     size_t length = 0;
     if (path[0] != '/') {
         length = strlen(CONFINED_WORKSPACE);
@@ -172,8 +191,8 @@ int confined_normalize(confined *c, const char *path, char *out, size_t size)
         /* Refused rather than resolved: ".." is never needed in an API path, and a client that
            sends one is probably being steered by a hostile file name. */
         if (component == 2 && p[0] == '.' && p[1] == '.')
-            return confined_failf(c, EINVAL, "'%s' contains '..'; give the path without '..' components",
-                                  path);
+            return confined_failf(
+                c, EINVAL, "'%s' contains '..'; give the path without '..' components", path);
         if (length + 1 + component >= size)
             return confined_fail(c, ENAMETOOLONG, path);
         out[length++] = '/';
@@ -223,8 +242,10 @@ static bool on_kernel_filesystem(int fd)
 
 static int fail_kernel_path(confined *c, const char *path)
 {
-    return confined_failf(c, EACCES, "'%s' is in or leads to /proc, /sys or /dev, which files cannot "
-                                     "be read or written in", path);
+    return confined_failf(c, EACCES,
+                          "'%s' is in or leads to /proc, /sys or /dev, which files cannot "
+                          "be read or written in",
+                          path);
 }
 
 /* Normalizes an API path and refuses kernel filesystems by name. */
@@ -355,8 +376,10 @@ static int fail_not_regular(confined *c, const char *path, mode_t mode)
 {
     if (S_ISDIR(mode))
         return confined_fail(c, EISDIR, path);
-    return confined_failf(c, EINVAL, "'%s' is not a regular file (a FIFO, socket or device); only "
-                                     "regular files can be read or written", path);
+    return confined_failf(c, EINVAL,
+                          "'%s' is not a regular file (a FIFO, socket or device); only "
+                          "regular files can be read or written",
+                          path);
 }
 
 static int open_read_as_user(confined *c, const char *path, struct stat *st)
@@ -403,8 +426,8 @@ static int make_directories(confined *c, const char *path, mode_t mode, bool *ex
     *existed = fd >= 0;
     if (fd < 0 && errno != ENOENT) {
         if (errno == ENOTDIR)
-            return confined_failf(c, EEXIST, "'%s' or one of its parents is a file, not a directory",
-                                  path);
+            return confined_failf(c, EEXIST,
+                                  "'%s' or one of its parents is a file, not a directory", path);
         return confined_fail(c, errno, path);
     }
     if (fd >= 0) {
@@ -513,7 +536,8 @@ void confined_discard(confined *c, const char *path, int fd)
     if (checked_path(c, path, full) < 0 || strcmp(full, "/") == 0 || fstat(fd, &open_file) < 0)
         return;
     const char *name = split_parent(full, parent_path);
-    become_user(c);
+    if (become_user(c) < 0)
+        return;
     int parent = resolve(c, parent_path, O_PATH | O_DIRECTORY, 0);
     if (parent >= 0 && fstatat(parent, name, &there, AT_SYMLINK_NOFOLLOW) == 0 &&
         there.st_dev == open_file.st_dev && there.st_ino == open_file.st_ino)
@@ -535,7 +559,8 @@ int confined_open_directory(confined *c, const char *path)
 
 int confined_set_attributes(confined *c, int fd, mode_t mode, const struct timespec *modified)
 {
-    become_user(c);
+    if (become_user(c) < 0)
+        return -1;
     int rc = fchmod(fd, mode & 0777);
     if (rc == 0 && modified) {
         struct timespec times[2] = {{.tv_nsec = UTIME_OMIT}, *modified};
@@ -544,7 +569,8 @@ int confined_set_attributes(confined *c, int fd, mode_t mode, const struct times
     int error = errno;
     become_daemon(c);
     if (rc < 0)
-        return confined_failf(c, error, "cannot set the mode or time of a file: %s", strerror(error));
+        return confined_failf(c, error, "cannot set the mode or time of a file: %s",
+                              strerror(error));
     return 0;
 }
 
@@ -587,7 +613,8 @@ static int open_parent(confined *c, const char *path, const char **name)
 {
     char parent[PATH_MAX];
     if (strcmp(path, "/") == 0)
-        return confined_failf(c, EBUSY, "the sandbox's root directory cannot be moved, removed or replaced");
+        return confined_failf(c, EBUSY,
+                              "the sandbox's root directory cannot be moved, removed or replaced");
     *name = split_parent(path, parent);
     return open_checked(c, parent, O_PATH | O_DIRECTORY, 0);
 }
@@ -607,13 +634,16 @@ static json_t *move_as_user(confined *c, const char *from, const char *to)
         if (renameat2(from_dir, from_name, to_dir, to_name, 0) == 0)
             entry = stat_as_user(c, to);
         else if (errno == EXDEV) /* not an escape here: two filesystems (say /workspace and /tmp) */
-            confined_failf(c, EINVAL, "cannot move '%s' to '%s': they are on different filesystems; "
-                                      "copy it, then remove the original", from, to);
+            confined_failf(c, EINVAL,
+                           "cannot move '%s' to '%s': they are on different filesystems; "
+                           "copy it, then remove the original",
+                           from, to);
         else if (errno == EINVAL)
             confined_failf(c, EINVAL, "cannot move '%s' into itself ('%s')", from, to);
         else if (errno == ENOTEMPTY || errno == EEXIST)
-            confined_failf(c, errno, "cannot move '%s' to '%s': a directory that is not empty is there",
-                           from, to);
+            confined_failf(c, errno,
+                           "cannot move '%s' to '%s': a directory that is not empty is there", from,
+                           to);
         else
             confined_fail(c, errno, errno == ENOENT ? from : to);
     }
@@ -626,7 +656,8 @@ static json_t *move_as_user(confined *c, const char *from, const char *to)
 json_t *confined_move(confined *c, const char *from, const char *to)
 {
     char full_from[PATH_MAX], full_to[PATH_MAX];
-    if (checked_path(c, from, full_from) < 0 || checked_path(c, to, full_to) < 0 || become_user(c) < 0)
+    if (checked_path(c, from, full_from) < 0 || checked_path(c, to, full_to) < 0 ||
+        become_user(c) < 0)
         return NULL;
     json_t *entry = move_as_user(c, full_from, full_to);
     become_daemon(c);
@@ -640,8 +671,10 @@ static int remove_contents(confined *c, int dirfd, const char *path, int depth)
 {
     if (depth > MAX_REMOVE_DEPTH) {
         close(dirfd);
-        return confined_failf(c, ELOOP, "'%s' is nested more than %d directories deep; remove its inner "
-                                        "directories first", path, MAX_REMOVE_DEPTH);
+        return confined_failf(c, ELOOP,
+                              "'%s' is nested more than %d directories deep; remove its inner "
+                              "directories first",
+                              path, MAX_REMOVE_DEPTH);
     }
     if (on_kernel_filesystem(dirfd)) {
         close(dirfd);
@@ -664,7 +697,8 @@ static int remove_contents(confined *c, int dirfd, const char *path, int depth)
         if (errno != EISDIR) {
             result = confined_fail(c, errno, child_path);
         } else {
-            int subdir = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+            int subdir =
+                openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
             if (subdir < 0)
                 result = errno == ENOENT ? 0 : confined_fail(c, errno, child_path);
             else if (remove_contents(c, subdir, child_path, depth + 1) < 0)
@@ -685,7 +719,8 @@ static int remove_contents(confined *c, int dirfd, const char *path, int depth)
 static int remove_tree(confined *c, int parent, const char *name, const char *path)
 {
     for (int pass = 0; pass < 3; pass++) {
-        int dirfd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        int dirfd =
+            openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (dirfd < 0)
             return confined_fail(c, errno, path);
         if (remove_contents(c, dirfd, path, 1) < 0)
@@ -695,8 +730,10 @@ static int remove_tree(confined *c, int parent, const char *name, const char *pa
         if (errno != ENOTEMPTY)
             return confined_fail(c, errno, path);
     }
-    return confined_failf(c, ENOTEMPTY, "'%s' kept filling up while it was being removed; stop what "
-                                        "writes there and try again", path);
+    return confined_failf(c, ENOTEMPTY,
+                          "'%s' kept filling up while it was being removed; stop what "
+                          "writes there and try again",
+                          path);
 }
 
 static int remove_as_user(confined *c, const char *path, bool recursive)
@@ -825,6 +862,7 @@ typedef struct walk {
     confined *c;
     confined_visit visit;
     void *arg;
+    const char *top; /* the directory walked, for messages */
     size_t visited, max_entries;
 } walk;
 
@@ -842,14 +880,18 @@ static int walk_directory(walk *w, int dirfd, const char *path, int depth)
             continue; /* removed meanwhile */
         char *child_path = join_path(path, names[i]);
         if (w->max_entries && ++w->visited > w->max_entries)
-            rc = confined_failf(w->c, E2BIG, "'%s' holds more than %zu entries; ask for fewer levels "
-                                             "or a subdirectory", path, w->max_entries);
+            rc = confined_failf(w->c, E2BIG,
+                                "'%s' holds more than %zu entries; ask for fewer levels "
+                                "or a subdirectory",
+                                w->top, w->max_entries);
         else
             rc = w->visit(w->arg, dirfd, names[i], child_path, &st);
-        if (rc == 0 && S_ISDIR(st.st_mode) && depth > 1) {
+        if (rc == 0 && S_ISDIR(st.st_mode) && depth > 1 && !is_kernel_path(child_path)) {
             /* O_NOFOLLOW: a directory swapped for a link since fstatat is not entered. An
-               unreadable directory is listed but not entered, as `ls -R` would. */
-            int subdir = openat(dirfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+               unreadable directory is listed but not entered, as `ls -R` would; kernel
+               filesystems are listed but never entered. */
+            int subdir = openat(dirfd, names[i],
+                                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
             if (subdir >= 0 && !on_kernel_filesystem(subdir))
                 rc = walk_directory(w, subdir, child_path, depth - 1);
             if (subdir >= 0)
@@ -870,14 +912,14 @@ static int walk_as_user(confined *c, const char *path, int depth, size_t max_ent
             confined_failf(c, ENOTDIR, "'%s' is not a directory", path);
         return -1;
     }
-    walk w = {.c = c, .visit = visit, .arg = arg, .max_entries = max_entries};
+    walk w = {.c = c, .visit = visit, .arg = arg, .top = path, .max_entries = max_entries};
     int rc = walk_directory(&w, dirfd, path, depth);
     close(dirfd);
     return rc;
 }
 
-int confined_walk(confined *c, const char *path, int depth, size_t max_entries, confined_visit visit,
-                  void *arg)
+int confined_walk(confined *c, const char *path, int depth, size_t max_entries,
+                  confined_visit visit, void *arg)
 {
     char full[PATH_MAX];
     if (checked_path(c, path, full) < 0 || become_user(c) < 0)
@@ -889,7 +931,8 @@ int confined_walk(confined *c, const char *path, int depth, size_t max_entries, 
 
 int confined_open_entry(confined *c, int dirfd, const char *name, const char *entry_path)
 {
-    become_user(c);
+    if (become_user(c) < 0)
+        return -1;
     int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     struct stat st = {0};
     if (fd < 0)

@@ -27,12 +27,13 @@
 #define CONFINED_MAX_DIRECTORY 1000000 /* most entries a walk reads from one directory */
 
 typedef struct confined {
-    int root_fd;     /* O_PATH descriptor of the sandbox's "/"; the caller owns it */
-    uid_t uid;       /* the sandbox user, whose permissions every operation has */
+    int root_fd; /* O_PATH descriptor of the sandbox's "/"; the caller owns it */
+    uid_t uid;   /* the sandbox user, whose permissions every operation has */
     gid_t gid;
-    int error;       /* errno of the last failure */
-    char why[512];   /* the last failure in words, naming the path */
-    int user_depth;  /* nesting of operations running as the user (only the outermost switches) */
+    int error;      /* errno of the last failure */
+    char why[512];  /* the last failure in words, naming the path */
+    int user_depth; /* nesting of operations running as the user (only the outermost switches) */
+    /* private: the daemon's own identity, put back when the outermost operation ends */
     uid_t saved_fsuid;
     gid_t saved_fsgid;
     gid_t *saved_groups;
@@ -61,9 +62,14 @@ int confined_set_attributes(confined *c, int fd, mode_t mode, const struct times
 
 json_t *confined_stat(confined *c, const char *path);            /* the entry; links not followed */
 json_t *confined_list(confined *c, const char *path, int depth); /* [entry], sorted by path */
-/* mkdir -p: the entry of the directory, *existed if it was there already. */
+/* mkdir -p: the entry of the directory, *existed if it was there already; EEXIST when a file is
+   in the way. */
 json_t *confined_mkdir(confined *c, const char *path, mode_t mode, bool *existed);
-json_t *confined_move(confined *c, const char *from, const char *to); /* the entry at `to` */
+/* rename(2), with `to`'s parents made first: a file there is replaced, an empty directory too.
+   The entry at `to`. */
+json_t *confined_move(confined *c, const char *from, const char *to);
+/* A file, link (never its target) or empty directory; with `recursive`, a directory and all in
+   it, walked without following links. */
 int confined_remove(confined *c, const char *path, bool recursive);
 /* A symbolic link at `path` (replacing a file or link there) pointing to `target`, verbatim. */
 int confined_symlink(confined *c, const char *target, const char *path);
@@ -75,8 +81,8 @@ int confined_symlink(confined *c, const char *target, const char *path);
    confined_failf). Unreadable subdirectories are skipped; kernel filesystems are never entered. */
 typedef int (*confined_visit)(void *arg, int dirfd, const char *name, const char *entry_path,
                               const struct stat *st);
-int confined_walk(confined *c, const char *path, int depth, size_t max_entries, confined_visit visit,
-                  void *arg);
+int confined_walk(confined *c, const char *path, int depth, size_t max_entries,
+                  confined_visit visit, void *arg);
 /* From a visit: the regular file `name` in dirfd opened for reading, never following a link. */
 int confined_open_entry(confined *c, int dirfd, const char *name, const char *entry_path);
 

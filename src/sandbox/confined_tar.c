@@ -58,8 +58,10 @@ static int add_to_archive(void *arg, int dirfd, const char *name, const char *en
     tar_writer *w = arg;
     const char *relative = entry_path + w->prefix_length;
     if (S_ISDIR(st->st_mode) && nesting(relative) >= CONFINED_TAR_MAX_DEPTH)
-        return confined_failf(w->c, E2BIG, "'%s' is nested more than %d directories deep; archive "
-                                           "a subdirectory", entry_path, CONFINED_TAR_MAX_DEPTH);
+        return confined_failf(w->c, E2BIG,
+                              "'%s' is nested more than %d directories deep; archive "
+                              "a subdirectory",
+                              entry_path, CONFINED_TAR_MAX_DEPTH);
     if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode) && !S_ISLNK(st->st_mode))
         return 0; /* sockets, FIFOs, devices: nothing a tar can carry usefully */
     struct archive_entry *entry = archive_entry_new();
@@ -130,7 +132,8 @@ static struct archive *open_reader(confined *c, int in_fd)
     archive_read_support_format_tar(archive); /* ustar, pax and GNU tar */
     archive_read_support_filter_gzip(archive);
     if (archive_read_open_fd(archive, in_fd, COPY_CHUNK) != ARCHIVE_OK) {
-        confined_failf(c, EINVAL, "the body is not a tar archive: %s", archive_error_string(archive));
+        confined_failf(c, EINVAL, "the body is not a tar archive: %s",
+                       archive_error_string(archive));
         archive_read_free(archive);
         return NULL;
     }
@@ -168,24 +171,33 @@ static int check_entry(confined *c, struct archive_entry *entry)
     if (!name || !*name)
         return confined_failf(c, EINVAL, "the archive holds an entry without a usable name");
     if (name[0] == '/')
-        return confined_failf(c, EINVAL, "tar entry '%s' has an absolute name; entries must be "
-                                         "relative to the directory they are unpacked in", name);
+        return confined_failf(c, EINVAL,
+                              "tar entry '%s' has an absolute name; entries must be "
+                              "relative to the directory they are unpacked in",
+                              name);
     for (const char *p = name; *p;) {
         size_t component = strcspn(p, "/");
         if (component == 2 && p[0] == '.' && p[1] == '.')
-            return confined_failf(c, EINVAL, "tar entry '%s' contains '..'; entries must stay inside "
-                                             "the directory they are unpacked in", name);
+            return confined_failf(c, EINVAL,
+                                  "tar entry '%s' contains '..'; entries must stay inside "
+                                  "the directory they are unpacked in",
+                                  name);
         p += component + (p[component] == '/');
     }
     if (archive_entry_hardlink(entry))
-        return confined_failf(c, EINVAL, "tar entry '%s' is a hard link; only regular files, "
-                                         "directories and symbolic links can be unpacked", name);
+        return confined_failf(c, EINVAL,
+                              "tar entry '%s' is a hard link; only regular files, "
+                              "directories and symbolic links can be unpacked",
+                              name);
     mode_t type = archive_entry_filetype(entry);
     if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)
-        return confined_failf(c, EINVAL, "tar entry '%s' is a %s; only regular files, directories "
-                                         "and symbolic links can be unpacked", name, kind_name(type));
+        return confined_failf(c, EINVAL,
+                              "tar entry '%s' is a %s; only regular files, directories "
+                              "and symbolic links can be unpacked",
+                              name, kind_name(type));
     if (type == AE_IFLNK && (!archive_entry_symlink(entry) || !*archive_entry_symlink(entry)))
-        return confined_failf(c, EINVAL, "tar entry '%s' is a symbolic link without a target", name);
+        return confined_failf(c, EINVAL, "tar entry '%s' is a symbolic link without a target",
+                              name);
     return 0;
 }
 
@@ -222,7 +234,8 @@ static int write_entry_data(confined *c, struct archive *archive, int fd, const 
     /* Blocks come with offsets: a sparse file's holes stay holes. */
     while ((rc = archive_read_data_block(archive, &block, &size, &offset)) == ARCHIVE_OK) {
         for (size_t done = 0; done < size;) {
-            ssize_t wrote = pwrite(fd, (const char *)block + done, size - done, offset + (off_t)done);
+            ssize_t wrote =
+                pwrite(fd, (const char *)block + done, size - done, offset + (off_t)done);
             if (wrote < 0)
                 return confined_fail(c, errno, path);
             done += (size_t)wrote;
@@ -248,6 +261,8 @@ static int extract_file(confined *c, struct archive *archive, struct archive_ent
         rc = confined_fail(c, errno, path);
     if (rc == 0)
         rc = confined_set_attributes(c, fd, mode, &modified);
+    if (rc < 0) /* no half file left behind (a full disk, most likely) */
+        confined_discard(c, path, fd);
     close(fd);
     return rc;
 }
@@ -312,7 +327,8 @@ static int extract_entries(confined *c, const char *dir, struct archive *archive
             }
             if (rc == 0 && !existed) {
                 directories[directory_count++] = (directory_attributes){
-                    path, archive_entry_perm(entry) & 0777,
+                    path,
+                    archive_entry_perm(entry) & 0777,
                     {archive_entry_mtime(entry), archive_entry_mtime_nsec(entry)}};
                 path = NULL;
             }

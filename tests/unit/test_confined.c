@@ -118,7 +118,8 @@ static void test_write_read_stat(void)
 
     CHECK(confined_stat(&c, "a/missing") == NULL && confined_http_status(c.error) == 404);
     CHECK(confined_open_read(&c, "a/b", &st) < 0 && confined_http_status(c.error) == 400);
-    CHECK(confined_open_write(&c, "a/b", 0644, &existed) < 0 && confined_http_status(c.error) == 400);
+    CHECK(confined_open_write(&c, "a/b", 0644, &existed) < 0 &&
+          confined_http_status(c.error) == 400);
     CHECK(put("a/b/c.txt/d", "x", &existed) < 0 && confined_http_status(c.error) == 409);
 }
 
@@ -167,8 +168,10 @@ static void test_mkdir(void)
     CHECK(entry && existed);
     json_decref(entry);
     CHECK(put("m/file", "f", &existed) == 0);
-    CHECK(confined_mkdir(&c, "m/file", 0755, &existed) == NULL && confined_http_status(c.error) == 409);
-    CHECK(confined_mkdir(&c, "m/file/g", 0755, &existed) == NULL && confined_http_status(c.error) == 409);
+    CHECK(confined_mkdir(&c, "m/file", 0755, &existed) == NULL &&
+          confined_http_status(c.error) == 409);
+    CHECK(confined_mkdir(&c, "m/file/g", 0755, &existed) == NULL &&
+          confined_http_status(c.error) == 409);
 }
 
 static void test_move(void)
@@ -192,7 +195,8 @@ static void test_remove(void)
     CHECK(put("rm/a/b/c", "c", &existed) == 0 && put("rm/top", "t", &existed) == 0);
     /* A link to a host directory inside the tree: removed as a link, never followed. */
     CHECK(symlink(outside_dir, host("/workspace/rm/a/to-host")) == 0);
-    CHECK(mkdir(host("/workspace/keep"), 0755) == 0 && chown(host("/workspace/keep"), USER, USER) == 0);
+    CHECK(mkdir(host("/workspace/keep"), 0755) == 0 &&
+          chown(host("/workspace/keep"), USER, USER) == 0);
     CHECK(symlink("/workspace/keep", host("/workspace/rm/keep-link")) == 0);
     CHECK(confined_remove(&c, "rm/keep-link", false) == 0);
     struct stat st;
@@ -211,7 +215,8 @@ static void test_remove(void)
 
 static void test_dot_dot_refused(void)
 {
-    static const char *const paths[] = {"..", "../etc/passwd", "a/../../b", "/workspace/..", "a/.."};
+    static const char *const paths[] = {"..", "../etc/passwd", "a/../../b", "/workspace/..",
+                                        "a/.."};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         CHECK(get(paths[i]) == NULL);
         CHECK(c.error == EINVAL && confined_http_status(c.error) == 400);
@@ -272,13 +277,15 @@ static void on_alarm(int signal_number)
 
 static void test_fifo_refused_without_blocking(void)
 {
-    CHECK(mkfifo(host("/workspace/fifo"), 0666) == 0 && chown(host("/workspace/fifo"), USER, USER) == 0);
+    CHECK(mkfifo(host("/workspace/fifo"), 0666) == 0 &&
+          chown(host("/workspace/fifo"), USER, USER) == 0);
     signal(SIGALRM, on_alarm);
     alarm(5);
     struct stat st;
     bool existed;
     CHECK(confined_open_read(&c, "fifo", &st) < 0 && confined_http_status(c.error) == 400);
-    CHECK(confined_open_write(&c, "fifo", 0644, &existed) < 0 && confined_http_status(c.error) == 400);
+    CHECK(confined_open_write(&c, "fifo", 0644, &existed) < 0 &&
+          confined_http_status(c.error) == 400);
     CHECK(symlink("fifo", host("/workspace/fifo-link")) == 0);
     CHECK(confined_open_read(&c, "fifo-link", &st) < 0 && confined_http_status(c.error) == 400);
     alarm(0);
@@ -293,11 +300,24 @@ static void test_kernel_filesystems_refused(void)
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
         CHECK(get(paths[i]) == NULL && confined_http_status(c.error) == 403);
     CHECK(get("/device") == NULL && confined_http_status(c.error) == 404); /* only whole names */
+    /* A walk from above lists /dev but does not enter it. */
+    CHECK(mkdir(host("/dev"), 0755) == 0);
+    write_host_file(host("/dev/null"), "", 0666, 0);
+    json_t *top = confined_list(&c, "/", 3);
+    bool saw_dev = false;
+    for (size_t i = 0; i < json_array_size(top); i++) {
+        const char *path = field(json_array_get(top, i), "path");
+        saw_dev = saw_dev || strcmp(path, "/dev") == 0;
+        CHECK(strncmp(path, "/dev/", 5) != 0);
+    }
+    CHECK(saw_dev);
+    json_decref(top);
     /* A procfs elsewhere (reached by a link, say) is recognized after resolution. Mounted in a
        private mount namespace, so it cannot outlive the test. */
     if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
         mkdir(host("/workspace/kproc"), 0755) < 0 ||
-        mount("proc", host("/workspace/kproc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+        mount("proc", host("/workspace/kproc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) <
+            0) {
         printf("# skipped: cannot mount a procfs here (%s)\n", strerror(errno));
         return;
     }
@@ -334,6 +354,10 @@ static void test_permissions_are_the_users(void)
     CHECK(setfsuid((uid_t)-1) == 0 && setfsgid((gid_t)-1) == 0);
     CHECK(c.user_depth == 0);
     CHECK(access(host("/workspace/root-dir"), W_OK) == 0);
+    /* A sandbox user of 0 would keep root's powers: refused outright. */
+    confined as_root;
+    confined_init(&as_root, c.root_fd, 0, 0);
+    CHECK(confined_stat(&as_root, "a") == NULL && confined_http_status(as_root.error) == 403);
 }
 
 static int create_tmpfile(void)
@@ -346,7 +370,8 @@ static int create_tmpfile(void)
 static void test_tar_round_trip(void)
 {
     bool existed;
-    CHECK(put("tarsrc/a.txt", "alpha", &existed) == 0 && put("tarsrc/sub/b.sh", "beta", &existed) == 0);
+    CHECK(put("tarsrc/a.txt", "alpha", &existed) == 0 &&
+          put("tarsrc/sub/b.sh", "beta", &existed) == 0);
     CHECK(chmod(host("/workspace/tarsrc/sub/b.sh"), 0755) == 0);
     CHECK(symlink("a.txt", host("/workspace/tarsrc/link")) == 0);
     CHECK(symlink("/etc", host("/workspace/tarsrc/etc-link")) == 0);
