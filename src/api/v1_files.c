@@ -552,7 +552,10 @@ static void get_tar(http_request *request, box *b)
     if (!path || !open_sandbox(request, b, &c))
         return;
     int fd = open_spool(request);
-    if (fd >= 0 && confined_tar_create(&c, path, fd) < 0) {
+    /* The archive is spooled on the host: no larger than what the sandbox could hold itself
+       (its /workspace and its /tmp). */
+    long long cap = 2 * box_limits(b)->disk_bytes;
+    if (fd >= 0 && confined_tar_create(&c, path, fd, cap) < 0) {
         respond_failure(request, &c, 0);
         close(fd);
     } else if (fd >= 0) {

@@ -98,17 +98,47 @@ static int add_to_archive(void *arg, int dirfd, const char *name, const char *en
     return rc;
 }
 
-int confined_tar_create(confined *c, const char *dir, int out_fd)
+/* The archive goes to a spool file on the host: it may not grow past the cap given. */
+typedef struct capped_output {
+    int fd;
+    long long written, cap;
+} capped_output;
+
+static la_ssize_t write_capped(struct archive *archive, void *arg, const void *data, size_t length)
+{
+    capped_output *out = arg;
+    if (out->written + (long long)length > out->cap) {
+        archive_set_error(archive, EFBIG, "the archive would be larger than %lld bytes", out->cap);
+        return -1;
+    }
+    size_t done = 0;
+    while (done < length) {
+        ssize_t n = write(out->fd, (const char *)data + done, length - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            archive_set_error(archive, errno ? errno : EIO, "cannot write the spool file: %s",
+                              strerror(errno ? errno : EIO));
+            return -1;
+        }
+        done += (size_t)n;
+    }
+    out->written += (long long)length;
+    return (la_ssize_t)length;
+}
+
+int confined_tar_create(confined *c, const char *dir, int out_fd, long long max_bytes)
 {
     char full[PATH_MAX];
     if (confined_normalize(c, dir, full, sizeof full) < 0)
         return -1;
+    capped_output out = {.fd = out_fd, .cap = max_bytes};
     tar_writer w = {.c = c, .archive = archive_write_new()};
     w.prefix_length = strcmp(full, "/") == 0 ? 1 : strlen(full) + 1;
     /* pax restricted: plain ustar headers, with pax extensions only for what ustar cannot hold
        (long names, large sizes), so every tar reads it. */
     if (archive_write_set_format_pax_restricted(w.archive) != ARCHIVE_OK ||
-        archive_write_open_fd(w.archive, out_fd) != ARCHIVE_OK) {
+        archive_write_open2(w.archive, &out, NULL, write_capped, NULL, NULL) != ARCHIVE_OK) {
         fail_archive(c, w.archive, "cannot start the archive");
         archive_write_free(w.archive);
         return -1;
@@ -116,6 +146,9 @@ int confined_tar_create(confined *c, const char *dir, int out_fd)
     int rc = confined_walk(c, full, CONFINED_TAR_MAX_DEPTH, 0, add_to_archive, &w);
     if (archive_write_close(w.archive) != ARCHIVE_OK && rc == 0)
         rc = fail_archive(c, w.archive, "cannot finish the archive");
+    if (rc < 0 && archive_errno(w.archive) == EFBIG)
+        rc = confined_failf(c, EFBIG, "'%s' is larger than %lld bytes as a tar archive: download "
+                            "smaller directories", full, max_bytes);
     archive_write_free(w.archive);
     return rc;
 }

@@ -11,8 +11,9 @@
 #define CONFINED_TAR_MAX_DEPTH 256 /* deepest nesting archived (one descriptor per level) */
 
 /* Writes a pax (ustar where it fits) archive of the contents of the directory `dir` to out_fd:
-   names relative to `dir`, links stored as links, sockets and FIFOs left out. 0 or -1. */
-int confined_tar_create(confined *c, const char *dir, int out_fd);
+   names relative to `dir`, links stored as links, sockets and FIFOs left out; EFBIG once the
+   archive would pass max_bytes. 0 or -1. */
+int confined_tar_create(confined *c, const char *dir, int out_fd, long long max_bytes);
 
 /* Unpacks the tar (optionally gzip-compressed) read from in_fd beneath `dir` (made if missing):
    regular files, directories and symbolic links only, permissions without setuid, setgid and

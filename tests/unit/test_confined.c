@@ -377,7 +377,7 @@ static void test_tar_round_trip(void)
     CHECK(symlink("/etc", host("/workspace/tarsrc/etc-link")) == 0);
     CHECK(mkfifo(host("/workspace/tarsrc/fifo"), 0644) == 0);
     int fd = create_tmpfile();
-    CHECK(confined_tar_create(&c, "tarsrc", fd) == 0);
+    CHECK(confined_tar_create(&c, "tarsrc", fd, 1LL << 30) == 0);
     CHECK(lseek(fd, 0, SEEK_END) >= 2048);
     CHECK(confined_tar_extract(&c, "tardst", fd) == 0);
     close(fd);
@@ -391,7 +391,7 @@ static void test_tar_round_trip(void)
     CHECK_STR(target, "a.txt");
     CHECK(lstat(host("/workspace/tardst/etc-link"), &st) == 0 && S_ISLNK(st.st_mode));
     CHECK(lstat(host("/workspace/tardst/fifo"), &st) < 0 && errno == ENOENT);
-    CHECK(confined_tar_create(&c, "tarsrc/a.txt", create_tmpfile()) < 0 &&
+    CHECK(confined_tar_create(&c, "tarsrc/a.txt", create_tmpfile(), 1LL << 30) < 0 &&
           confined_http_status(c.error) == 400);
 }
 
