@@ -324,6 +324,7 @@ def test_files(api, box):
 
 def test_files_limits(api):
     m = api.create(timeout_s=0, limits={"disk": "16M"})
+    api.execute(m["id"], "1")  # started (the files API may answer 409 "still starting" before)
     f = f"v1/sandboxes/{m['id']}/files"
     expect(api.put(f, params={"path": "a.bin"}, data=b"a" * (10 << 20)), 201)
     assert_error(api.put(f, params={"path": "b.bin"}, data=b"b" * (10 << 20), timeout=20), 507)

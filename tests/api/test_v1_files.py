@@ -15,9 +15,16 @@ from v1lib import assert_error, expect, raw_upload
 MIB = 1 << 20
 
 
+def ready(v1, m):
+    """Wait until the sandbox has started (an execution waits for its kernel), so that the
+    tests below check what they name; test_files_right_after_create checks the start itself."""
+    v1.execute(m["id"], "1", timeout=120)
+    return m
+
+
 @pytest.fixture(scope="module")
 def box(v1):
-    m = v1.create(timeout_s=0)
+    m = ready(v1, v1.create(timeout_s=0))
     yield m
     v1.remove(m["id"])
 
@@ -37,6 +44,17 @@ def check_entry(e, path, typ):
     assert type(e["size"]) is int and e["size"] >= 0, e
     assert isinstance(e["mode"], str) and e["mode"].isdigit() and e["mode"].startswith("0"), e
     assert isinstance(e["modified_at"], str) and e["modified_at"][:2] == "20", e
+
+
+def test_files_right_after_create(v1):
+    """A sandbox is usable as soon as POST /v1/sandboxes has answered 201 (the contract has no
+    "starting" state; 409 is for paused and dead sandboxes only)."""
+    for _ in range(3):
+        m = v1.create(timeout_s=0)
+        r = v1.put(f"v1/sandboxes/{m['id']}/files", params={"path": "first.txt"}, data=b"1")
+        assert r.status_code == 201, r.text
+        assert v1.get(f"v1/sandboxes/{m['id']}/files/list", params={"path": "/workspace"}).status_code == 200
+        v1.remove(m["id"])
 
 
 def test_write_read(v1, box):
@@ -381,7 +399,7 @@ def test_symlinks_never_reach_the_host(v1, box, daemon):
 
 @pytest.fixture(scope="module")
 def small(v1):
-    m = v1.create(timeout_s=0, limits={"disk": "16M"})
+    m = ready(v1, v1.create(timeout_s=0, limits={"disk": "16M"}))
     yield m
     v1.remove(m["id"])
 
