@@ -6,6 +6,7 @@
 
 #include "api/channels.h"
 #include "api/sessions.h"
+#include "api/mcp.h"
 #include "api/v1.h"
 #include "common/log.h"
 #include "kernel/kernelspec.h"
@@ -305,6 +306,10 @@ void jupyter_dispatch(http_request *request)
     char *segments[MAX_PATH_SEGMENTS];
     if (v1_owns(http_path(request))) {
         v1_dispatch(request);
+        return;
+    }
+    if (mcp_owns(http_path(request))) {
+        mcp_dispatch(request);
         return;
     }
     int n = split_path(http_path(request), copy, sizeof copy, segments);

@@ -51,6 +51,17 @@ static json_t *blocks_from(http_request *request, json_t *body)
     json_array_foreach(listed, i, block)
     {
         json_t *lang = json_object_get(block, "language"), *text = json_object_get(block, "code");
+        const char *key;
+        json_t *value;
+        json_object_foreach(json_is_object(block) ? block : NULL, key, value)
+        {
+            if (strcmp(key, "language") != 0 && strcmp(key, "code") != 0) {
+                http_respond_error(request, 400, "unknown field 'code_blocks[%zu].%s' (known: "
+                                   "language, code)", i, key);
+                json_decref(blocks);
+                return NULL;
+            }
+        }
         const char *name = lang ? json_string_value(lang) : language;
         if (!json_is_object(block) || !json_is_string(text) || !name || !is_language(name)) {
             http_respond_error(request, 400, "'code_blocks[%zu]' must be {\"language\": python|bash|sh, "

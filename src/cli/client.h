@@ -12,6 +12,10 @@
 /* base_url like "http://127.0.0.1:8888" (a trailing '/' is dropped); token NULL or "" = none. */
 void client_open(const char *base_url, const char *token);
 void client_close(void);
+/* What client_open was given, for a transport that makes its own requests (mcp.c): the base
+   URL without a trailing '/', and "Authorization: token <t>" or NULL when there is no token. */
+const char *client_base_url(void);
+const char *client_authorization_header(void);
 
 /* "a b/c" → "a%20b%2Fc", for query values and path segments; free() it. */
 char *client_escape(const char *text);

@@ -6,6 +6,7 @@
  *   execute.c    exec (code in a sandbox's Python kernel), sh (a shell command in a sandbox)
  *   run.c        run (a stateless script in a throwaway sandbox)
  *   files.c      cp (files and directories, both ways)
+ *   mcp.c        mcp (the Model Context Protocol on stdio, bridged to the daemon's /mcp)
  */
 #ifndef CELLBOX_CLI_COMMANDS_H
 #define CELLBOX_CLI_COMMANDS_H
@@ -22,5 +23,6 @@ int command_exec(int argc, char **argv);
 int command_sh(int argc, char **argv);
 int command_run(int argc, char **argv);
 int command_cp(int argc, char **argv);
+int command_mcp(int argc, char **argv);
 
 #endif

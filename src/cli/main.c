@@ -30,6 +30,7 @@ static const struct command {
     {"resume", command_resume, "thaw a paused sandbox"},
     {"timeout", command_timeout, "set when a sandbox is removed"},
     {"rm", command_rm, "remove sandboxes"},
+    {"mcp", command_mcp, "serve the Model Context Protocol on stdin/stdout (for MCP hosts)"},
 };
 
 #define COMMAND_COUNT (sizeof commands / sizeof *commands)

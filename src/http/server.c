@@ -13,6 +13,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "common/buffer.h"
 #include "common/log.h"
@@ -38,6 +40,9 @@ struct http_stream {
     buffer queue;               /* written, not yet handed to libmicrohttpd */
     bool ended;                 /* http_stream_end was called */
     bool suspended;             /* the connection waits for more to send */
+    bool peer_gone;             /* the client hung up while we waited */
+    int peer_fd;                /* a duplicate of the client's socket, watched for hang-ups */
+    loop_watch peer_watch;
     http_stream_closed on_closed;
     void (*on_drained)(void *arg);
     void *arg;
@@ -243,6 +248,8 @@ static void resume_stream(http_stream *stream)
 static ssize_t read_stream(void *cls, uint64_t position, char *out, size_t max)
 {
     http_stream *stream = cls;
+    if (stream->peer_gone && !(stream->ended && buffer_size(&stream->queue) == 0))
+        return MHD_CONTENT_READER_END_WITH_ERROR;
     size_t queued = buffer_size(&stream->queue);
     if (queued > 0) {
         size_t n = queued < max ? queued : max;
@@ -259,6 +266,37 @@ static ssize_t read_stream(void *cls, uint64_t position, char *out, size_t max)
     return 0;
 }
 
+/* A suspended connection is not looked at by libmicrohttpd, so a client that hangs up while
+   nothing is being sent (a long silent command) would go unnoticed: we watch its socket for the
+   hang-up ourselves and end the response then. */
+static void on_peer_event(void *owner, uint32_t events)
+{
+    http_stream *stream = owner;
+    if (!(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+        return;
+    stream->peer_gone = true;
+    loop_watch_remove(&stream->peer_watch);
+    resume_stream(stream);
+}
+
+static void watch_peer(http_stream *stream)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(stream->request->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    stream->peer_fd = info ? fcntl(info->connect_fd, F_DUPFD_CLOEXEC, 3) : -1;
+    if (stream->peer_fd >= 0)
+        loop_watch_add(&stream->peer_watch, stream->peer_fd, EPOLLRDHUP, on_peer_event, stream);
+}
+
+static void unwatch_peer(http_stream *stream)
+{
+    if (stream->peer_fd < 0)
+        return;
+    loop_watch_remove(&stream->peer_watch);
+    close(stream->peer_fd);
+    stream->peer_fd = -1;
+}
+
 http_stream *http_respond_stream(http_request *request, int status, const char *content_type,
                                  http_stream_closed on_closed, void *arg)
 {
@@ -266,6 +304,7 @@ http_stream *http_respond_stream(http_request *request, int status, const char *
     if (!stream)
         die("out of memory");
     stream->request = request;
+    stream->peer_fd = -1;
     stream->on_closed = on_closed;
     stream->arg = arg;
     request->stream = stream;
@@ -277,6 +316,7 @@ http_stream *http_respond_stream(http_request *request, int status, const char *
     MHD_add_response_header(response, "Cache-Control", "no-cache");
     MHD_add_response_header(response, "X-Accel-Buffering", "no");
     queue_response(request, status, response);
+    watch_peer(stream);
     return stream;
 }
 
@@ -585,6 +625,7 @@ static void on_request_completed(void *cls, struct MHD_Connection *connection, v
     if (request->stream) {
         http_stream *stream = request->stream;
         bool completed = code == MHD_REQUEST_TERMINATED_COMPLETED_OK && stream->ended;
+        unwatch_peer(stream);
         if (stream->on_closed)
             stream->on_closed(stream->arg, completed);
         buffer_free(&stream->queue);

@@ -392,6 +392,16 @@ static json_t *usage_model(const box *b)
                      (json_int_t)(disk.bytes_total - disk.bytes_free));
 }
 
+/* The native API names each limit with its unit. */
+static json_t *limits_model(const sandbox_limits *l)
+{
+    return json_pack("{s:I, s:i, s:f, s:I, s:i, s:i, s:I, s:b}", "memory_bytes",
+                     (json_int_t)l->memory_bytes, "pids", l->pids, "cpus", l->cpus, "disk_bytes",
+                     (json_int_t)l->disk_bytes, "open_files", l->open_files, "timeout_s",
+                     l->timeout_seconds, "output_bytes", (json_int_t)l->output_bytes, "network",
+                     l->network);
+}
+
 json_t *box_model(box *b)
 {
     box_state state = box_get_state(b);
@@ -399,7 +409,7 @@ json_t *box_model(box *b)
         "{s:s, s:s, s:s, s:o, s:o, s:i, s:O, s:o, s:o, s:o}", "id", box_id(b), "template",
         kernel_spec(b->primary)->name, "state", box_state_name(state), "started_at",
         iso_or_null(b->started_at_us), "ends_at", iso_or_null(b->ends_at_us), "timeout_s",
-        b->timeout_s, "metadata", b->metadata, "limits", limits_to_json(box_limits(b)), "usage",
+        b->timeout_s, "metadata", b->metadata, "limits", limits_model(box_limits(b)), "usage",
         usage_model(b), "contexts", box_contexts_model(b));
     if (state == BOX_DEAD)
         json_object_set_new(model, "reason", json_string(kernel_death_reason(b->primary)));

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,7 +43,8 @@ struct command {
     char id[UUID_STRING_LENGTH + 1];
     box *box;
     char *cmd, *cwd;
-    pid_t pid;
+    pid_t pid;               /* as the host sees it */
+    int sandbox_pid;         /* as the sandbox sees it (the one `ps` and `kill` inside know) */
     int pidfd;
     loop_watch pid_watch;
     int stdin_fd;
@@ -63,6 +65,34 @@ struct command {
 };
 
 static void on_box_gone(box *b);
+
+/* To the command and its process group. The group exists only once the command's setsid() ran:
+   a signal sent just after the start goes to the process itself through its pidfd too. */
+static void signal_command(command *c, int signal_number)
+{
+    if (c->pidfd >= 0)
+        syscall(SYS_pidfd_send_signal, c->pidfd, signal_number, NULL, 0);
+    kill(-c->pid, signal_number);
+}
+
+/* The pid inside the sandbox: the last NSpid field of /proc/<pid>/status. */
+static int pid_inside(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    int inside = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "NSpid:", 6) == 0) {
+            char *last = strrchr(line, '\t');
+            inside = last ? atoi(last + 1) : 0;
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+    return inside;
+}
 
 void command_init(void) { box_add_box_gone_hook(on_box_gone); }
 
@@ -273,7 +303,7 @@ static void on_timeout(void *arg)
     command *c = arg;
     c->timeout = NULL;
     c->timed_out = true;
-    kill(-c->pid, SIGKILL);
+    signal_command(c, SIGKILL);
 }
 
 /* ---- start ---- */
@@ -329,6 +359,7 @@ command *command_start(box *b, const command_request *request, const command_sin
     id_uuid4(c->id);
     c->box = b;
     c->pid = pid;
+    c->sandbox_pid = pid_inside(pid);
     c->pidfd = pidfd;
     c->sink = sink;
     c->arg = arg;
@@ -365,7 +396,7 @@ command *command_find(box *b, const char *id_or_pid)
 {
     for (command *c = *list_of(b); c; c = c->next) {
         char pid[16];
-        snprintf(pid, sizeof pid, "%d", (int)c->pid);
+        snprintf(pid, sizeof pid, "%d", c->sandbox_pid);
         if (strcmp(c->id, id_or_pid) == 0 || strcmp(pid, id_or_pid) == 0)
             return c;
     }
@@ -384,7 +415,7 @@ static json_t *iso_or_null(int64_t at_us)
 json_t *command_model(const command *c, bool with_output)
 {
     json_t *model = json_pack(
-        "{s:s, s:i, s:s, s:s, s:s, s:o, s:o, s:b, s:o, s:o, s:I}", "id", c->id, "pid", (int)c->pid,
+        "{s:s, s:i, s:s, s:s, s:s, s:o, s:o, s:b, s:o, s:o, s:I}", "id", c->id, "pid", c->sandbox_pid,
         "cmd", c->cmd, "cwd", c->cwd, "state", c->exited ? "exited" : "running", "exit_code",
         c->exited ? json_integer(c->exit_code) : json_null(), "signal",
         c->signal_number ? json_sprintf("SIG%s", sigabbrev_np(c->signal_number)
@@ -416,7 +447,8 @@ int command_signal(command *c, int signal_number)
 {
     if (c->exited)
         return -1;
-    return kill(-c->pid, signal_number);
+    signal_command(c, signal_number);
+    return 0;
 }
 
 void command_detach(command *c)
@@ -426,7 +458,7 @@ void command_detach(command *c)
         return;
     c->detached = true;
     if (!c->exited)
-        kill(-c->pid, SIGKILL); /* dropped once its exit is seen */
+        signal_command(c, SIGKILL); /* dropped once its exit is seen */
     else if (!c->notifying)
         drop(c);
 }
@@ -461,7 +493,7 @@ void command_unwait(command *c, void *arg)
 void command_forget(command *c)
 {
     if (!c->exited) {
-        kill(-c->pid, SIGKILL);
+        signal_command(c, SIGKILL);
         c->timed_out = false;
     }
     c->sink = NULL;
@@ -480,7 +512,7 @@ static void on_box_gone(box *b)
     while (*list_of(b)) {
         command *c = *list_of(b);
         if (!c->exited) {
-            kill(-c->pid, SIGKILL);
+            signal_command(c, SIGKILL);
             c->exited = true;
             c->signal_number = SIGKILL;
             c->exit_code = 128 + SIGKILL;

@@ -311,9 +311,11 @@ execution *execution_start(box *b, kernel *context, const execution_request *req
     e->arg = arg;
     e->submitted_ms = clock_monotonic_ms();
     e->timeout_s = request->timeout_s;
+    /* Each execution stands alone (as in E2B): an error or an interrupt in one must not abort
+       the ones queued behind it, hence stop_on_error false. */
     json_t *content = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", request->code, "silent",
                                 request->silent, "store_history", !request->silent,
-                                "user_expressions", "allow_stdin", 0, "stop_on_error", 1);
+                                "user_expressions", "allow_stdin", 0, "stop_on_error", 0);
     json_t *message = message_new("execute_request", session, NULL, content);
     snprintf(e->msg_id, sizeof e->msg_id, "%s", message_id(message));
     json_object_set_new(message, "channel", json_string("shell"));

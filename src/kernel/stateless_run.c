@@ -16,6 +16,8 @@
 #define GIVE_UP_AFTER_INTERRUPT_MS 3000
 #define TIMEOUT_EXIT_CODE 124
 #define RUN_MIME "application/vnd.cellbox.run+json"
+#define BLOCK_MIME "application/vnd.cellbox.block+json"
+#define MAX_BLOCKS 256
 
 struct stateless_run {
     stateless_run_done done;    /* NULL once answered or abandoned */
@@ -31,7 +33,9 @@ struct stateless_run {
     json_t *outcome;        /* from the script runner */
     json_t *error;          /* an error event: the runner itself failed (kernel died...) */
     json_t *accounting;
-    bool starting, ended_early; /* inside stateless_run_start / the execution ended there */
+    bool starting, ended_early;
+    size_t block_starts[MAX_BLOCKS]; /* where each block's output begins in `output` */
+    size_t block_count; /* inside stateless_run_start / the execution ended there */
 };
 
 typedef struct stateless_run run_call;
@@ -60,6 +64,11 @@ static void run_on_event(void *arg, json_t *event)
         append_capped(call, strcmp(type, "stdout") == 0 ? &call->out : &call->err,
                       json_string_value(text), n);
     } else if (strcmp(type, "result") == 0) {
+        if (json_object_get(json_object_get(event, "extra"), BLOCK_MIME)) {
+            if (call->block_count < MAX_BLOCKS)
+                call->block_starts[call->block_count++] = buffer_size(&call->output);
+            return;
+        }
         json_t *outcome = json_object_get(json_object_get(event, "extra"), RUN_MIME);
         if (json_is_object(outcome)) {
             json_decref(call->outcome);
@@ -91,6 +100,19 @@ static void respond(run_call *call)
         exit_code = json_is_integer(code) ? (int)json_integer_value(code) : 1;
         if (json_is_array(json_object_get(call->outcome, "blocks")))
             json_array_extend(blocks, json_object_get(call->outcome, "blocks"));
+        /* Each block's share of the output, cut where the runner said the block began. */
+        size_t i;
+        json_t *block;
+        json_array_foreach(blocks, i, block)
+        {
+            size_t from = i < call->block_count ? call->block_starts[i] : buffer_size(&call->output);
+            size_t to = i + 1 < call->block_count ? call->block_starts[i + 1] : buffer_size(&call->output);
+            if (to < from)
+                to = from;
+            json_object_set_new(block, "output", json_stringn(buffer_size(&call->output)
+                                                                  ? buffer_head(&call->output) + from : "",
+                                                              to - from));
+        }
         if (json_is_object(json_object_get(call->outcome, "files")))
             json_object_update(files, json_object_get(call->outcome, "files"));
         if (json_is_true(json_object_get(call->outcome, "timed_out")))

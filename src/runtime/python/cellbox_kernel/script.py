@@ -22,17 +22,25 @@ import traceback
 from IPython.display import publish_display_data
 
 MIME = "application/vnd.cellbox.run+json"
+BLOCK_MIME = "application/vnd.cellbox.block+json"  # marks where a block's output starts
 TIMEOUT_EXIT_CODE = 124
 FETCH_LIMIT = 64 << 20
 
 
 def _place_files(files):
+    """Writes the run's input files; False (after saying why on stderr) if one cannot be."""
     for path, content in (files or {}).items():
-        directory = os.path.dirname(path)
-        if directory:
-            os.makedirs(directory, exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(base64.b64decode(content))
+        try:
+            data = base64.b64decode(content, validate=True)
+            directory = os.path.dirname(path)
+            if directory:
+                os.makedirs(directory, exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+        except (ValueError, OSError) as error:
+            print(f"cellbox: cannot write the input file {path!r}: {error}", file=sys.stderr)
+            return False
+    return True
 
 
 def _exit_code_of(exit_request):
@@ -100,9 +108,14 @@ def run(request_text):
     request = json.loads(request_text)
     outcome = {"blocks": [], "exit_code": 0, "timed_out": False, "files": {}}
     try:
-        _place_files(request.get("files"))
+        if not _place_files(request.get("files")):
+            outcome["exit_code"] = 1
+            return
         for index, block in enumerate(request["blocks"]):
             language = block["language"]
+            sys.stdout.flush()
+            sys.stderr.flush()
+            publish_display_data({BLOCK_MIME: {"index": index}})
             try:
                 if language == "python":
                     code = _run_python(block["code"], f"block_{index + 1}.py", request.get("stdin"))

@@ -1,0 +1,828 @@
+/* The tools of cellbox's MCP server: what each does, its JSON schema, and how its result reads to
+ * a model — plain text first (what was printed, the value, the error), charts as image content,
+ * and errors as tool errors (isError) whose text says what to do next. */
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "api/mcp.h"
+#include "common/buffer.h"
+#include "common/log.h"
+#include "kernel/box.h"
+#include "kernel/command.h"
+#include "kernel/execution.h"
+#include "kernel/manager.h"
+#include "kernel/stateless_run.h"
+#include "sandbox/confined.h"
+
+#define TEXT_CAP (100 * 1024)      /* of each stream in a tool result: a model reads it all */
+#define READ_CAP (1024 * 1024)     /* read_file */
+#define DEFAULT_SANDBOX_TTL_S 3600 /* a session's own sandbox, renewed by use */
+#define DEFAULT_COMMAND_TIMEOUT_S 60
+#define DEFAULT_RUN_TIMEOUT_S 30
+
+/* ---- the catalogue ---- */
+
+static json_t *schema(const char *json)
+{
+    json_error_t error;
+    json_t *value = json_loads(json, 0, &error);
+    if (!value)
+        die("BUG: a tool schema is not JSON: %s", error.text);
+    return value;
+}
+
+#define SANDBOX_ID_PROPERTY                                                                        \
+    "\"sandbox_id\": {\"type\": \"string\", \"description\": \"The sandbox to use; omit it to use "  \
+    "this session's own sandbox (made on first use).\"}"
+
+static const struct tool {
+    const char *name, *title, *description, *input_schema;
+    bool read_only, destructive;
+} tools[] = {
+    {"create_sandbox", "Create a sandbox",
+     "Creates a new isolated Python sandbox (its own files, processes and memory limit) and returns "
+     "its id. Use it when you need a clean environment or several independent ones; otherwise the "
+     "other tools use this session's own sandbox.",
+     "{\"type\": \"object\", \"properties\": {\"timeout_s\": {\"type\": \"integer\", \"minimum\": 0, "
+     "\"description\": \"Seconds until it is deleted (default 3600, 0 = never).\"}, \"metadata\": "
+     "{\"type\": \"object\", \"additionalProperties\": {\"type\": \"string\"}}}}",
+     false, false},
+    {"list_sandboxes", "List sandboxes",
+     "Lists the sandboxes that exist: id, state (running, paused, dead), when they expire and "
+     "their metadata.",
+     "{\"type\": \"object\", \"properties\": {}}", true, false},
+    {"run_code", "Run Python code",
+     "Runs Python code in a sandbox's kernel, like a notebook cell: variables, imports and files "
+     "persist between calls. Returns what was printed, the value of the last expression, and the "
+     "error with its traceback if one was raised. matplotlib charts come back as images. numpy, "
+     "pandas and matplotlib are installed. Shell commands work with a leading '!'.",
+     "{\"type\": \"object\", \"properties\": {\"code\": {\"type\": \"string\", \"description\": "
+     "\"Python source to run.\"}, " SANDBOX_ID_PROPERTY ", \"timeout_s\": {\"type\": \"integer\", "
+     "\"minimum\": 1, \"description\": \"Interrupt the code after this many seconds.\"}}, "
+     "\"required\": [\"code\"]}",
+     false, false},
+    {"run_command", "Run a shell command",
+     "Runs a shell command (/bin/sh -c) inside a sandbox, in /workspace unless cwd is given, and "
+     "returns its exit code, stdout and stderr.",
+     "{\"type\": \"object\", \"properties\": {\"cmd\": {\"type\": \"string\"}, " SANDBOX_ID_PROPERTY
+     ", \"cwd\": {\"type\": \"string\", \"description\": \"Absolute working directory.\"}, "
+     "\"timeout_s\": {\"type\": \"integer\", \"minimum\": 1, \"description\": \"Kill it after this "
+     "many seconds (default 60).\"}, \"stdin\": {\"type\": \"string\"}}, \"required\": [\"cmd\"]}",
+     false, false},
+    {"read_file", "Read a file",
+     "Reads a file from a sandbox. Text comes back as text, PNG and JPEG images as images. Relative "
+     "paths are relative to /workspace.",
+     "{\"type\": \"object\", \"properties\": {\"path\": {\"type\": \"string\"}, " SANDBOX_ID_PROPERTY
+     "}, \"required\": [\"path\"]}",
+     true, false},
+    {"write_file", "Write a file",
+     "Writes a file in a sandbox (parent directories are made), replacing it if it exists. "
+     "Relative paths are relative to /workspace. Use encoding 'base64' for binary content.",
+     "{\"type\": \"object\", \"properties\": {\"path\": {\"type\": \"string\"}, \"content\": "
+     "{\"type\": \"string\"}, \"encoding\": {\"type\": \"string\", \"enum\": [\"utf-8\", "
+     "\"base64\"]}, " SANDBOX_ID_PROPERTY "}, \"required\": [\"path\", \"content\"]}",
+     false, false},
+    {"list_files", "List files",
+     "Lists a directory of a sandbox (default /workspace): type, size and path of each entry, "
+     "depth levels deep (default 1).",
+     "{\"type\": \"object\", \"properties\": {\"path\": {\"type\": \"string\"}, \"depth\": "
+     "{\"type\": \"integer\", \"minimum\": 1, \"maximum\": 10}, " SANDBOX_ID_PROPERTY "}}",
+     true, false},
+    {"pause_sandbox", "Pause a sandbox",
+     "Freezes every process of a sandbox (no CPU, memory kept) until resume_sandbox; its expiry "
+     "clock stops meanwhile.",
+     "{\"type\": \"object\", \"properties\": {" SANDBOX_ID_PROPERTY "}}", false, false},
+    {"resume_sandbox", "Resume a sandbox", "Thaws a paused sandbox: its processes run on.",
+     "{\"type\": \"object\", \"properties\": {" SANDBOX_ID_PROPERTY "}}", false, false},
+    {"delete_sandbox", "Delete a sandbox",
+     "Deletes a sandbox with its files and processes. This cannot be undone.",
+     "{\"type\": \"object\", \"properties\": {" SANDBOX_ID_PROPERTY "}}", false, true},
+    {"run", "Run once in a fresh sandbox",
+     "Runs code once in a brand-new sandbox that is deleted afterwards (nothing persists). "
+     "Languages: python, bash, sh. Returns the exit code and the output (stdout and stderr "
+     "interleaved); a timeout gives exit code 124.",
+     "{\"type\": \"object\", \"properties\": {\"code\": {\"type\": \"string\"}, \"language\": "
+     "{\"type\": \"string\", \"enum\": [\"python\", \"bash\", \"sh\"]}, \"timeout_s\": {\"type\": "
+     "\"integer\", \"minimum\": 1, \"description\": \"Default 30.\"}}, \"required\": [\"code\"]}",
+     false, false},
+};
+
+#define TOOL_COUNT (sizeof tools / sizeof tools[0])
+
+json_t *mcp_tools_list(void)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; i < TOOL_COUNT; i++)
+        json_array_append_new(
+            list, json_pack("{s:s, s:s, s:s, s:o, s:{s:b, s:b, s:b}}", "name", tools[i].name,
+                            "title", tools[i].title, "description", tools[i].description,
+                            "inputSchema", schema(tools[i].input_schema), "annotations",
+                            "readOnlyHint", tools[i].read_only, "destructiveHint",
+                            tools[i].destructive, "openWorldHint", 0));
+    return list;
+}
+
+/* ---- results ---- */
+
+static json_t *text_block(const char *text) { return json_pack("{s:s, s:s}", "type", "text", "text", text); }
+
+static void finish_text(mcp_call *call, bool is_error, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void finish_text(mcp_call *call, bool is_error, const char *fmt, ...)
+{
+    char *text = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(&text, fmt, ap) < 0)
+        die("out of memory");
+    va_end(ap);
+    mcp_call_finish(call, json_pack("{s:[o], s:b}", "content", text_block(text), "isError", is_error));
+    free(text);
+}
+
+/* IPython's tracebacks are colored for terminals; a model reads them better plain. */
+static void append_without_ansi(buffer *out, const char *text)
+{
+    for (const char *p = text; *p; p++) {
+        if (*p == '\033' && p[1] == '[') {
+            p += 2;
+            while (*p && !(*p >= '@' && *p <= '~'))
+                p++;
+            if (!*p)
+                break;
+            continue;
+        }
+        buffer_append(out, p, 1);
+    }
+}
+
+static void append_capped(buffer *out, const char *text, size_t length, bool *truncated)
+{
+    size_t room = buffer_size(out) < TEXT_CAP ? TEXT_CAP - buffer_size(out) : 0;
+    if (length > room) {
+        length = room;
+        *truncated = true;
+    }
+    buffer_append(out, text, length);
+}
+
+static void append_text(buffer *out, const char *text) { buffer_append(out, text, strlen(text)); }
+
+static json_t *buffer_string(const buffer *b)
+{
+    return json_stringn(buffer_size(b) ? buffer_head(b) : "", buffer_size(b));
+}
+
+/* ---- which sandbox ---- */
+
+/* The sandbox a tool works on: args.sandbox_id, else the session's own (made when `create`).
+   NULL after finishing the call with a tool error saying why. A paused sandbox is resumed: a
+   model asking for work wants it done. */
+static box *sandbox_for(mcp_call *call, json_t *args, char default_sandbox[64], bool create)
+{
+    json_t *given = json_object_get(args, "sandbox_id");
+    char why[512];
+    box *b = NULL;
+    if (given && !json_is_null(given)) {
+        if (!json_is_string(given)) {
+            finish_text(call, true, "sandbox_id must be a string (an id from create_sandbox or "
+                                    "list_sandboxes)");
+            return NULL;
+        }
+        if (!(b = box_find(json_string_value(given)))) {
+            finish_text(call, true, "sandbox %s does not exist (it may have expired): call "
+                        "list_sandboxes, or omit sandbox_id to use this session's sandbox",
+                        json_string_value(given));
+            return NULL;
+        }
+    } else if (default_sandbox[0] && (b = box_find(default_sandbox))) {
+        box_set_timeout(b, DEFAULT_SANDBOX_TTL_S); /* used: it lives on */
+    } else if (!create) {
+        finish_text(call, true, "this session has no sandbox yet: give sandbox_id, or run code first");
+        return NULL;
+    } else {
+        int status;
+        kernel *k = manager_create(manager_default_kernel(), NULL, NULL, NULL, &status, why, sizeof why);
+        if (!k) {
+            finish_text(call, true, "cannot create a sandbox: %s", why);
+            return NULL;
+        }
+        b = box_of(k);
+        json_t *metadata = json_pack("{s:s}", "created_by", "mcp");
+        box_configure(b, metadata, NULL, DEFAULT_SANDBOX_TTL_S);
+        json_decref(metadata);
+        snprintf(default_sandbox, 64, "%s", box_id(b));
+    }
+    if (box_get_state(b) == BOX_PAUSED && box_resume(b, why, sizeof why) < 0) {
+        finish_text(call, true, "sandbox %s is paused and could not be resumed: %s", box_id(b), why);
+        return NULL;
+    }
+    if (box_get_state(b) == BOX_DEAD) {
+        finish_text(call, true, "sandbox %s is dead (%s): delete it and create another",
+                    box_id(b), kernel_death_reason(box_default_kernel(b)));
+        return NULL;
+    }
+    return b;
+}
+
+static const char *string_arg(mcp_call *call, json_t *args, const char *name, bool required)
+{
+    json_t *value = json_object_get(args, name);
+    if ((!value || json_is_null(value)) && !required)
+        return NULL;
+    if (!json_is_string(value)) {
+        finish_text(call, true, "'%s' is required and must be a string", name);
+        return NULL;
+    }
+    return json_string_value(value);
+}
+
+/* -1 with the call finished on a bad value; `fallback` when absent. */
+static int int_arg(mcp_call *call, json_t *args, const char *name, int minimum, int maximum, int fallback)
+{
+    json_t *value = json_object_get(args, name);
+    if (!value || json_is_null(value))
+        return fallback;
+    if (!json_is_integer(value) || json_integer_value(value) < minimum ||
+        json_integer_value(value) > maximum) {
+        finish_text(call, true, "'%s' must be an integer from %d to %d", name, minimum, maximum);
+        return -1;
+    }
+    return (int)json_integer_value(value);
+}
+
+/* ---- run_code ---- */
+
+typedef struct code_run {
+    mcp_call *call;
+    execution *execution;
+    buffer out, err, values;
+    bool truncated;
+    json_t *images;
+    json_t *error;
+} code_run;
+
+static void code_on_event(void *arg, json_t *event)
+{
+    code_run *run = arg;
+    const char *type = json_string_value(json_object_get(event, "type"));
+    if (!type)
+        return;
+    if (strcmp(type, "stdout") == 0 || strcmp(type, "stderr") == 0) {
+        json_t *text = json_object_get(event, "text");
+        append_capped(strcmp(type, "stdout") == 0 ? &run->out : &run->err, json_string_value(text),
+                      json_string_length(text), &run->truncated);
+    } else if (strcmp(type, "result") == 0) {
+        static const struct { const char *field, *mime; } images[] = {
+            {"png", "image/png"}, {"jpeg", "image/jpeg"}};
+        bool had_image = false;
+        for (size_t i = 0; i < 2; i++) {
+            const char *data = json_string_value(json_object_get(event, images[i].field));
+            if (data) {
+                json_array_append_new(run->images, json_pack("{s:s, s:s, s:s}", "type", "image",
+                                                             "data", data, "mimeType", images[i].mime));
+                had_image = true;
+            }
+        }
+        const char *text = json_string_value(json_object_get(event, "text"));
+        const char *html = json_string_value(json_object_get(event, "html"));
+        if (had_image)
+            return; /* its text is a repr like "<Figure size ...>" */
+        if (text) {
+            append_capped(&run->values, text, strlen(text), &run->truncated);
+            append_capped(&run->values, "\n", 1, &run->truncated);
+        } else if (html) {
+            append_capped(&run->values, html, strlen(html), &run->truncated);
+            append_capped(&run->values, "\n", 1, &run->truncated);
+        }
+    } else if (strcmp(type, "error") == 0) {
+        json_decref(run->error);
+        run->error = json_incref(event);
+    }
+}
+
+static void code_on_end(void *arg)
+{
+    code_run *run = arg;
+    buffer text = {0};
+    if (buffer_size(&run->out)) {
+        append_text(&text, "stdout:\n");
+        buffer_append(&text, buffer_head(&run->out), buffer_size(&run->out));
+        append_text(&text, "\n");
+    }
+    if (buffer_size(&run->err)) {
+        append_text(&text, "stderr:\n");
+        buffer_append(&text, buffer_head(&run->err), buffer_size(&run->err));
+        append_text(&text, "\n");
+    }
+    if (buffer_size(&run->values)) {
+        append_text(&text, "result:\n");
+        buffer_append(&text, buffer_head(&run->values), buffer_size(&run->values));
+    }
+    if (run->error) {
+        const char *traceback = json_string_value(json_object_get(run->error, "traceback"));
+        append_text(&text, "error: ");
+        append_without_ansi(&text, json_string_value(json_object_get(run->error, "name")));
+        append_text(&text, ": ");
+        append_without_ansi(&text, json_string_value(json_object_get(run->error, "value")));
+        append_text(&text, "\n");
+        if (traceback) {
+            append_without_ansi(&text, traceback);
+            append_text(&text, "\n");
+        }
+    }
+    if (run->truncated)
+        append_text(&text, "[output truncated]\n");
+    if (buffer_size(&text) == 0)
+        append_text(&text, json_array_size(run->images) ? "(a chart)" : "(no output)");
+    json_t *content = json_array();
+    json_array_append_new(content, json_pack("{s:s, s:o}", "type", "text", "text", buffer_string(&text)));
+    json_array_extend(content, run->images);
+    mcp_call_finish(run->call, json_pack("{s:o, s:b}", "content", content, "isError", run->error != NULL));
+    buffer_free(&text);
+    buffer_free(&run->out);
+    buffer_free(&run->err);
+    buffer_free(&run->values);
+    json_decref(run->images);
+    json_decref(run->error);
+    run->execution = NULL;
+    free(run);
+}
+
+static void code_on_abandon(void *arg)
+{
+    code_run *run = arg;
+    execution *e = run->execution;
+    run->call = NULL;
+    execution_abandon(e); /* no more events: the run record is freed below */
+    buffer_free(&run->out);
+    buffer_free(&run->err);
+    buffer_free(&run->values);
+    json_decref(run->images);
+    json_decref(run->error);
+    free(run);
+}
+
+static const execution_sink code_sink = {code_on_event, code_on_end};
+
+static void run_code(mcp_call *call, json_t *args, char default_sandbox[64])
+{
+    const char *code = string_arg(call, args, "code", true);
+    int timeout_s = code ? int_arg(call, args, "timeout_s", 1, 86400, 0) : -1;
+    if (!code || timeout_s < 0)
+        return;
+    box *b = sandbox_for(call, args, default_sandbox, true);
+    if (!b)
+        return;
+    code_run *run = calloc(1, sizeof *run);
+    if (!run)
+        die("out of memory");
+    run->call = call;
+    run->images = json_array();
+    run->execution = (execution *)1;
+    execution_request request = {.code = code, .timeout_s = timeout_s};
+    execution *e = execution_start(b, box_default_kernel(b), &request, &code_sink, run);
+    if (e) { /* else it ended inside execution_start, and code_on_end freed the record */
+        run->execution = e;
+        mcp_call_on_abandon(call, code_on_abandon, run);
+    }
+}
+
+/* ---- run_command ---- */
+
+typedef struct command_run {
+    mcp_call *call;
+    command *command;
+    buffer out, err;
+    bool truncated;
+} command_run;
+
+static void command_run_free(command_run *run)
+{
+    buffer_free(&run->out);
+    buffer_free(&run->err);
+    free(run);
+}
+
+static void command_on_output(void *arg, const char *stream, const char *text, size_t length)
+{
+    command_run *run = arg;
+    append_capped(strcmp(stream, "stderr") == 0 ? &run->err : &run->out, text, length, &run->truncated);
+}
+
+static void command_on_exit(void *arg, command *c)
+{
+    command_run *run = arg;
+    json_t *model = command_model(c, false);
+    int exit_code = (int)json_integer_value(json_object_get(model, "exit_code"));
+    bool timed_out = json_is_true(json_object_get(model, "timed_out"));
+    json_decref(model);
+    buffer text = {0};
+    char line[160];
+    snprintf(line, sizeof line, "exit code: %d%s\n", exit_code,
+             timed_out ? " (timed out: the command was killed)" : "");
+    append_text(&text, line);
+    if (buffer_size(&run->out)) {
+        append_text(&text, "stdout:\n");
+        buffer_append(&text, buffer_head(&run->out), buffer_size(&run->out));
+        append_text(&text, "\n");
+    }
+    if (buffer_size(&run->err)) {
+        append_text(&text, "stderr:\n");
+        buffer_append(&text, buffer_head(&run->err), buffer_size(&run->err));
+        append_text(&text, "\n");
+    }
+    if (run->truncated)
+        append_text(&text, "[output truncated]\n");
+    mcp_call_finish(run->call, json_pack("{s:[{s:s, s:o}], s:b}", "content", "type", "text", "text",
+                                         buffer_string(&text), "isError", exit_code != 0));
+    buffer_free(&text);
+    command_detach(c);
+    command_run_free(run);
+}
+
+static void command_on_abandon(void *arg)
+{
+    command_run *run = arg;
+    command_detach(run->command); /* the client went away: the command is killed */
+    command_run_free(run);
+}
+
+static const command_sink command_sink_for_mcp = {command_on_output, command_on_exit};
+
+static void run_command(mcp_call *call, json_t *args, char default_sandbox[64])
+{
+    const char *cmd = string_arg(call, args, "cmd", true);
+    const char *cwd = cmd ? string_arg(call, args, "cwd", false) : NULL;
+    const char *stdin_text = cmd ? string_arg(call, args, "stdin", false) : NULL;
+    int timeout_s = cmd ? int_arg(call, args, "timeout_s", 1, 86400, DEFAULT_COMMAND_TIMEOUT_S) : -1;
+    if (!cmd || timeout_s < 0)
+        return;
+    if (cwd && (cwd[0] != '/' || strstr(cwd, ".."))) {
+        finish_text(call, true, "cwd must be an absolute path without '..'");
+        return;
+    }
+    box *b = sandbox_for(call, args, default_sandbox, true);
+    if (!b)
+        return;
+    command_run *run = calloc(1, sizeof *run);
+    if (!run)
+        die("out of memory");
+    run->call = call;
+    command_request request = {.cmd = cmd, .cwd = cwd, .timeout_s = timeout_s,
+                               .stdin_data = stdin_text,
+                               .stdin_length = stdin_text ? strlen(stdin_text) : 0};
+    int status;
+    char why[512];
+    run->command = command_start(b, &request, &command_sink_for_mcp, run, &status, why, sizeof why);
+    if (!run->command) {
+        command_run_free(run);
+        finish_text(call, true, "cannot start the command: %s", why);
+        return;
+    }
+    mcp_call_on_abandon(call, command_on_abandon, run);
+}
+
+/* ---- files ---- */
+
+static bool open_files(mcp_call *call, box *b, confined *c)
+{
+    char why[512];
+    int root = box_open_root(b, why, sizeof why);
+    if (root < 0) {
+        finish_text(call, true, "%s", why);
+        return false;
+    }
+    confined_init(c, root, box_uid(b), box_uid(b));
+    return true;
+}
+
+static void close_files(confined *c) { close(c->root_fd); }
+
+static bool is_utf8_text(const unsigned char *data, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = data[i];
+        size_t extra = ch < 0x80 ? 0 : (ch & 0xE0) == 0xC0 ? 1 : (ch & 0xF0) == 0xE0 ? 2
+                                     : (ch & 0xF8) == 0xF0 ? 3 : 9;
+        if (extra == 9 || (ch == 0))
+            return false;
+        for (size_t k = 1; k <= extra; k++)
+            if (i + k >= n || (data[i + k] & 0xC0) != 0x80)
+                return false;
+        i += extra;
+    }
+    return true;
+}
+
+static void read_file(mcp_call *call, json_t *args, char default_sandbox[64])
+{
+    const char *path = string_arg(call, args, "path", true);
+    box *b = path ? sandbox_for(call, args, default_sandbox, false) : NULL;
+    confined c;
+    if (!b || !open_files(call, b, &c))
+        return;
+    struct stat st;
+    int fd = confined_open_read(&c, path, &st);
+    if (fd < 0) {
+        finish_text(call, true, "%s", c.why);
+        close_files(&c);
+        return;
+    }
+    size_t size = st.st_size > READ_CAP ? READ_CAP : (size_t)st.st_size;
+    unsigned char *data = malloc(size + 1);
+    size_t got = 0;
+    while (data && got < size) {
+        ssize_t n = read(fd, data + got, size - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    close_files(&c);
+    if (!data)
+        die("out of memory");
+    const char *dot = strrchr(path, '.');
+    const char *image = dot && strcasecmp(dot, ".png") == 0 ? "image/png"
+                        : dot && (strcasecmp(dot, ".jpg") == 0 || strcasecmp(dot, ".jpeg") == 0) ? "image/jpeg"
+                                                                                                  : NULL;
+    if (image && (long long)got == (long long)st.st_size) {
+        char *encoded = malloc(4 * ((got + 2) / 3) + 1);
+        if (!encoded)
+            die("out of memory");
+        EVP_EncodeBlock((unsigned char *)encoded, data, (int)got);
+        mcp_call_finish(call, json_pack("{s:[{s:s, s:s, s:s}]}", "content", "type", "image", "data",
+                                        encoded, "mimeType", image));
+        free(encoded);
+    } else if (is_utf8_text(data, got)) {
+        data[got] = '\0';
+        if ((long long)got < (long long)st.st_size)
+            finish_text(call, false, "%s\n[only the first %zu of %lld bytes]", (char *)data, got,
+                        (long long)st.st_size);
+        else
+            mcp_call_finish(call, json_pack("{s:[{s:s, s:s%}]}", "content", "type", "text", "text",
+                                            (char *)data, got));
+    } else {
+        finish_text(call, false, "%s is a binary file of %lld bytes (not shown); use run_code to "
+                    "inspect it", path, (long long)st.st_size);
+    }
+    free(data);
+}
+
+static void write_file(mcp_call *call, json_t *args, char default_sandbox[64])
+{
+    const char *path = string_arg(call, args, "path", true);
+    const char *content = path ? string_arg(call, args, "content", true) : NULL;
+    const char *encoding = content ? string_arg(call, args, "encoding", false) : NULL;
+    if (!content)
+        return;
+    bool base64 = encoding && strcmp(encoding, "base64") == 0;
+    if (encoding && !base64 && strcmp(encoding, "utf-8") != 0) {
+        finish_text(call, true, "encoding must be 'utf-8' or 'base64'");
+        return;
+    }
+    size_t length = strlen(content);
+    unsigned char *bytes = (unsigned char *)strdup(content);
+    if (!bytes)
+        die("out of memory");
+    if (base64) {
+        EVP_ENCODE_CTX *ctx = EVP_ENCODE_CTX_new();
+        int n = 0, tail = 0;
+        EVP_DecodeInit(ctx);
+        if (EVP_DecodeUpdate(ctx, bytes, &n, (const unsigned char *)content, (int)length) < 0 ||
+            EVP_DecodeFinal(ctx, bytes + n, &tail) < 0) {
+            EVP_ENCODE_CTX_free(ctx);
+            free(bytes);
+            finish_text(call, true, "content is not valid base64");
+            return;
+        }
+        EVP_ENCODE_CTX_free(ctx);
+        length = (size_t)(n + tail);
+    }
+    box *b = sandbox_for(call, args, default_sandbox, true);
+    confined c;
+    if (!b || !open_files(call, b, &c)) {
+        free(bytes);
+        return;
+    }
+    bool existed;
+    int fd = confined_open_write(&c, path, 0644, &existed);
+    size_t done = 0;
+    while (fd >= 0 && done < length) {
+        ssize_t n = write(fd, bytes + done, length - done);
+        if (n <= 0) {
+            confined_fail(&c, n < 0 ? errno : EIO, path);
+            confined_discard(&c, path, fd);
+            close(fd);
+            fd = -1;
+            break;
+        }
+        done += (size_t)n;
+    }
+    free(bytes);
+    if (fd < 0)
+        finish_text(call, true, "%s", c.why);
+    else
+        finish_text(call, false, "wrote %zu bytes to %s", length, path);
+    if (fd >= 0)
+        close(fd);
+    close_files(&c);
+}
+
+static void list_files(mcp_call *call, json_t *args, char default_sandbox[64])
+{
+    const char *path = string_arg(call, args, "path", false);
+    int depth = int_arg(call, args, "depth", 1, CONFINED_MAX_DEPTH, 1);
+    if (depth < 0)
+        return;
+    box *b = sandbox_for(call, args, default_sandbox, false);
+    confined c;
+    if (!b || !open_files(call, b, &c))
+        return;
+    json_t *entries = confined_list(&c, path ? path : "/workspace", depth);
+    if (!entries) {
+        finish_text(call, true, "%s", c.why);
+        close_files(&c);
+        return;
+    }
+    close_files(&c);
+    buffer text = {0};
+    size_t i;
+    json_t *entry;
+    json_array_foreach(entries, i, entry)
+    {
+        char line[4300];
+        snprintf(line, sizeof line, "%-7s %10lld  %s\n",
+                 json_string_value(json_object_get(entry, "type")),
+                 (long long)json_integer_value(json_object_get(entry, "size")),
+                 json_string_value(json_object_get(entry, "path")));
+        append_text(&text, line);
+    }
+    if (!buffer_size(&text))
+        append_text(&text, "(empty directory)");
+    mcp_call_finish(call, json_pack("{s:[{s:s, s:o}]}", "content", "type", "text", "text",
+                                    buffer_string(&text)));
+    buffer_free(&text);
+    json_decref(entries);
+}
+
+/* ---- sandboxes ---- */
+
+static void create_sandbox(mcp_call *call, json_t *args)
+{
+    int timeout_s = int_arg(call, args, "timeout_s", 0, 86400 * 30, DEFAULT_SANDBOX_TTL_S);
+    json_t *metadata = json_object_get(args, "metadata");
+    if (timeout_s < 0)
+        return;
+    if (metadata && !json_is_object(metadata)) {
+        finish_text(call, true, "metadata must be an object of strings");
+        return;
+    }
+    int status;
+    char why[512];
+    kernel *k = manager_create(manager_default_kernel(), NULL, NULL, NULL, &status, why, sizeof why);
+    if (!k) {
+        finish_text(call, true, "cannot create a sandbox: %s", why);
+        return;
+    }
+    box *b = box_of(k);
+    box_configure(b, metadata, NULL, timeout_s);
+    finish_text(call, false, "created sandbox %s (Python; %s). Pass it as sandbox_id to run_code, "
+                "run_command and the file tools.", box_id(b),
+                timeout_s ? "deleted after the timeout unless used" : "kept until deleted");
+}
+
+static void list_sandboxes(mcp_call *call)
+{
+    buffer text = {0};
+    for (size_t i = 0; i < manager_count(); i++) {
+        box *b = box_of(manager_at(i));
+        json_t *model = box_model(b);
+        char *metadata = json_dumps(json_object_get(model, "metadata"), JSON_COMPACT);
+        char line[512];
+        const char *ends = json_string_value(json_object_get(model, "ends_at"));
+        snprintf(line, sizeof line, "%s  %-7s  expires %s  metadata %s\n", box_id(b),
+                 box_state_name(box_get_state(b)), ends ? ends : "never", metadata ? metadata : "{}");
+        append_text(&text, line);
+        free(metadata);
+        json_decref(model);
+    }
+    if (!buffer_size(&text))
+        append_text(&text, "no sandboxes");
+    mcp_call_finish(call, json_pack("{s:[{s:s, s:o}]}", "content", "type", "text", "text",
+                                    buffer_string(&text)));
+    buffer_free(&text);
+}
+
+static void sandbox_action(mcp_call *call, json_t *args, char default_sandbox[64], const char *action)
+{
+    char why[512];
+    bool is_default = !json_object_get(args, "sandbox_id");
+    json_t *given = json_object_get(args, "sandbox_id");
+    box *b = given ? box_find(json_string_value(given) ? json_string_value(given) : "")
+                   : (default_sandbox[0] ? box_find(default_sandbox) : NULL);
+    if (!b) {
+        finish_text(call, true, "%s", given ? "no such sandbox: call list_sandboxes"
+                                            : "this session has no sandbox yet: give sandbox_id");
+        return;
+    }
+    if (strcmp(action, "delete") == 0) {
+        char id[64];
+        snprintf(id, sizeof id, "%s", box_id(b));
+        manager_delete(box_default_kernel(b));
+        if (is_default || strcmp(id, default_sandbox) == 0)
+            default_sandbox[0] = '\0';
+        finish_text(call, false, "deleted sandbox %s", id);
+        return;
+    }
+    if (box_get_state(b) == BOX_DEAD) {
+        finish_text(call, true, "sandbox %s is dead: delete it", box_id(b));
+        return;
+    }
+    int rc = strcmp(action, "pause") == 0 ? box_pause(b, why, sizeof why) : box_resume(b, why, sizeof why);
+    if (rc < 0)
+        finish_text(call, true, "%s", why);
+    else
+        finish_text(call, false, "sandbox %s is %s", box_id(b), box_state_name(box_get_state(b)));
+}
+
+/* ---- run ---- */
+
+static void on_run_done(void *arg, json_t *answer)
+{
+    mcp_call *call = arg;
+    int exit_code = (int)json_integer_value(json_object_get(answer, "exit_code"));
+    const char *output = json_string_value(json_object_get(answer, "output"));
+    finish_text(call, exit_code != 0, "exit code: %d\n%s", exit_code, output ? output : "");
+}
+
+static void on_run_abandon(void *arg) { stateless_run_abandon(arg); }
+
+static void run_once(mcp_call *call, json_t *args)
+{
+    const char *code = string_arg(call, args, "code", true);
+    const char *language = code ? string_arg(call, args, "language", false) : NULL;
+    int timeout_s = code ? int_arg(call, args, "timeout_s", 1, 3600, DEFAULT_RUN_TIMEOUT_S) : -1;
+    if (!code || timeout_s < 0)
+        return;
+    if (!language)
+        language = "python";
+    if (strcmp(language, "python") != 0 && strcmp(language, "bash") != 0 && strcmp(language, "sh") != 0) {
+        finish_text(call, true, "language must be python, bash or sh");
+        return;
+    }
+    json_t *blocks = json_pack("[{s:s, s:s}]", "language", language, "code", code);
+    stateless_run_plan plan = {.blocks = blocks, .timeout_s = timeout_s, .max_output = TEXT_CAP};
+    int status;
+    char why[512];
+    stateless_run *run = stateless_run_start(&plan, on_run_done, call, &status, why, sizeof why);
+    json_decref(blocks);
+    if (run)
+        mcp_call_on_abandon(call, on_run_abandon, run);
+    else
+        finish_text(call, true, "cannot run: %s", why); /* a no-op if it already answered */
+}
+
+/* ---- dispatch ---- */
+
+int mcp_tools_call(mcp_call *call, const char *name, json_t *arguments, char default_sandbox[64])
+{
+    if (strcmp(name, "create_sandbox") == 0)
+        create_sandbox(call, arguments);
+    else if (strcmp(name, "list_sandboxes") == 0)
+        list_sandboxes(call);
+    else if (strcmp(name, "run_code") == 0)
+        run_code(call, arguments, default_sandbox);
+    else if (strcmp(name, "run_command") == 0)
+        run_command(call, arguments, default_sandbox);
+    else if (strcmp(name, "read_file") == 0)
+        read_file(call, arguments, default_sandbox);
+    else if (strcmp(name, "write_file") == 0)
+        write_file(call, arguments, default_sandbox);
+    else if (strcmp(name, "list_files") == 0)
+        list_files(call, arguments, default_sandbox);
+    else if (strcmp(name, "pause_sandbox") == 0)
+        sandbox_action(call, arguments, default_sandbox, "pause");
+    else if (strcmp(name, "resume_sandbox") == 0)
+        sandbox_action(call, arguments, default_sandbox, "resume");
+    else if (strcmp(name, "delete_sandbox") == 0)
+        sandbox_action(call, arguments, default_sandbox, "delete");
+    else if (strcmp(name, "run") == 0)
+        run_once(call, arguments);
+    else
+        return -1;
+    return 0;
+}
+
+void mcp_tools_session_ended(const char *default_sandbox)
+{
+    box *b = default_sandbox[0] ? box_find(default_sandbox) : NULL;
+    if (b)
+        manager_delete(box_default_kernel(b));
+}
