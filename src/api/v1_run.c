@@ -1,4 +1,5 @@
 /* POST /v1/run — checks the request and answers with what kernel/stateless_run.c reports. */
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,28 @@ static json_t *blocks_from(http_request *request, json_t *body)
     return blocks;
 }
 
+static bool has_dotdot(const char *path)
+{
+    for (const char *p = path; (p = strstr(p, "..")); p += 2)
+        if ((p == path || p[-1] == '/') && (p[2] == '\0' || p[2] == '/'))
+            return true;
+    return false;
+}
+
+static bool is_base64(const char *text)
+{
+    size_t n = strlen(text);
+    unsigned char *out = malloc(n + 4);
+    EVP_ENCODE_CTX *ctx = EVP_ENCODE_CTX_new();
+    int length = 0, tail = 0;
+    EVP_DecodeInit(ctx);
+    bool ok = out && EVP_DecodeUpdate(ctx, out, &length, (const unsigned char *)text, (int)n) >= 0 &&
+              EVP_DecodeFinal(ctx, out + length, &tail) >= 0;
+    EVP_ENCODE_CTX_free(ctx);
+    free(out);
+    return ok;
+}
+
 static bool valid_paths(http_request *request, json_t *files, json_t *fetch)
 {
     const char *path;
@@ -86,8 +109,13 @@ static bool valid_paths(http_request *request, json_t *files, json_t *fetch)
         }
         json_object_foreach(files, path, value)
         {
-            if (!json_is_string(value)) {
+            if (!json_is_string(value) || !is_base64(json_string_value(value))) {
                 http_respond_error(request, 400, "'files.%s' must be a base64 string", path);
+                return false;
+            }
+            if (!*path || has_dotdot(path)) {
+                http_respond_error(request, 400, "'files' path '%s' must not be empty or contain "
+                                   "'..'", path);
                 return false;
             }
         }

@@ -15,7 +15,6 @@ AsyncCellboxCodeExecutor has the coroutine interface of autogen-core's CodeExecu
 AutoGen's CodeExecutorAgent can use it as its code_executor.
 """
 import asyncio
-import os
 import re
 import shlex
 import tempfile

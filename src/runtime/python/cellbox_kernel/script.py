@@ -31,7 +31,7 @@ def _place_files(files):
     """Writes the run's input files; False (after saying why on stderr) if one cannot be."""
     for path, content in (files or {}).items():
         try:
-            data = base64.b64decode(content, validate=True)
+            data = base64.b64decode(content)
             directory = os.path.dirname(path)
             if directory:
                 os.makedirs(directory, exist_ok=True)
