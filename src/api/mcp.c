@@ -125,14 +125,8 @@ void mcp_call_finish(mcp_call *call, json_t *result)
         return;
     }
     call->finished = true;
-    json_t *answer = json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", call->id, "result", result);
-    char *text = json_dumps(answer, JSON_COMPACT);
-    json_decref(answer);
-    if (text) {
-        http_stream_write(call->stream, text, strlen(text));
-        free(text);
-    }
-    http_stream_end(call->stream);
+    http_stream_finish_json(call->stream, json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id",
+                                                    call->id, "result", result));
 }
 
 static void call_tool(http_request *request, mcp_session *session, json_t *id, json_t *params)
@@ -158,13 +152,9 @@ static void call_tool(http_request *request, mcp_session *session, json_t *id, j
         call->finished = true;
         char message[160];
         snprintf(message, sizeof message, "unknown tool '%.100s' (see tools/list)", name);
-        json_t *answer = json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id, "error",
-                                   "code", INVALID_PARAMS, "message", message);
-        char *text = json_dumps(answer, JSON_COMPACT);
-        json_decref(answer);
-        http_stream_write(call->stream, text, strlen(text));
-        free(text);
-        http_stream_end(call->stream);
+        http_stream_finish_json(call->stream,
+                                json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id,
+                                          "error", "code", INVALID_PARAMS, "message", message));
     }
     json_decref(args);
 }

@@ -174,6 +174,17 @@ static void append_capped(buffer *out, const char *text, size_t length, bool *tr
 
 static void append_text(buffer *out, const char *text) { buffer_append(out, text, strlen(text)); }
 
+/* "stdout:\n<text>\n" — one labelled part of a tool's text, when there is something in it. */
+static void append_section(buffer *out, const char *label, const buffer *part)
+{
+    if (!buffer_size(part))
+        return;
+    append_text(out, label);
+    append_text(out, ":\n");
+    buffer_append(out, buffer_head(part), buffer_size(part));
+    append_text(out, "\n");
+}
+
 static json_t *buffer_string(const buffer *b)
 {
     return json_stringn(buffer_size(b) ? buffer_head(b) : "", buffer_size(b));
@@ -311,20 +322,9 @@ static void code_on_end(void *arg)
 {
     code_run *run = arg;
     buffer text = {0};
-    if (buffer_size(&run->out)) {
-        append_text(&text, "stdout:\n");
-        buffer_append(&text, buffer_head(&run->out), buffer_size(&run->out));
-        append_text(&text, "\n");
-    }
-    if (buffer_size(&run->err)) {
-        append_text(&text, "stderr:\n");
-        buffer_append(&text, buffer_head(&run->err), buffer_size(&run->err));
-        append_text(&text, "\n");
-    }
-    if (buffer_size(&run->values)) {
-        append_text(&text, "result:\n");
-        buffer_append(&text, buffer_head(&run->values), buffer_size(&run->values));
-    }
+    append_section(&text, "stdout", &run->out);
+    append_section(&text, "stderr", &run->err);
+    append_section(&text, "result", &run->values);
     if (run->error) {
         const char *traceback = json_string_value(json_object_get(run->error, "traceback"));
         append_text(&text, "error: ");
@@ -428,16 +428,8 @@ static void command_on_exit(void *arg, command *c)
     snprintf(line, sizeof line, "exit code: %d%s\n", exit_code,
              timed_out ? " (timed out: the command was killed)" : "");
     append_text(&text, line);
-    if (buffer_size(&run->out)) {
-        append_text(&text, "stdout:\n");
-        buffer_append(&text, buffer_head(&run->out), buffer_size(&run->out));
-        append_text(&text, "\n");
-    }
-    if (buffer_size(&run->err)) {
-        append_text(&text, "stderr:\n");
-        buffer_append(&text, buffer_head(&run->err), buffer_size(&run->err));
-        append_text(&text, "\n");
-    }
+    append_section(&text, "stdout", &run->out);
+    append_section(&text, "stderr", &run->err);
     if (run->truncated)
         append_text(&text, "[output truncated]\n");
     mcp_call_finish(run->call, json_pack("{s:[{s:s, s:o}], s:b}", "content", "type", "text", "text",

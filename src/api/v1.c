@@ -198,12 +198,7 @@ static pending_create *pending_creates;
 
 static void answer_create(pending_create *p)
 {
-    char *text = json_dumps(box_model(box_of(p->k)), JSON_COMPACT);
-    if (text) {
-        http_stream_write(p->stream, text, strlen(text));
-        free(text);
-    }
-    http_stream_end(p->stream);
+    http_stream_finish_json(p->stream, box_model(box_of(p->k)));
     p->k = NULL;
 }
 

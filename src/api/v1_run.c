@@ -155,12 +155,7 @@ static void on_run_done(void *arg, json_t *answer)
         http_respond_json(rr->request, 200, json_incref(answer));
         return;
     }
-    char *text = json_dumps(answer, JSON_COMPACT);
-    if (text) {
-        http_stream_write(rr->stream, text, strlen(text));
-        free(text);
-    }
-    http_stream_end(rr->stream);
+    http_stream_finish_json(rr->stream, json_incref(answer));
 }
 
 static void on_run_closed(void *arg, bool completed)

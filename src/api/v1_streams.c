@@ -226,12 +226,7 @@ static void wait_answer(wait_call *call, command *c)
     if (call->timer)
         loop_timer_cancel(call->timer);
     call->timer = NULL;
-    char *text = json_dumps(command_model(c, true), JSON_COMPACT);
-    if (text) {
-        http_stream_write(call->stream, text, strlen(text));
-        free(text);
-    }
-    http_stream_end(call->stream);
+    http_stream_finish_json(call->stream, command_model(c, true));
     call->command = NULL;
 }
 

@@ -353,6 +353,17 @@ void http_stream_end(http_stream *stream)
     resume_stream(stream);
 }
 
+void http_stream_finish_json(http_stream *stream, json_t *value)
+{
+    char *text = json_dumps(value, JSON_COMPACT);
+    json_decref(value);
+    if (!text)
+        die("out of memory encoding JSON");
+    http_stream_write(stream, text, strlen(text));
+    free(text);
+    http_stream_end(stream);
+}
+
 void http_respond_fd(http_request *request, int status, const char *content_type, int fd,
                      size_t length)
 {

@@ -74,6 +74,8 @@ size_t http_stream_queued(const http_stream *stream);            /* bytes not ye
 /* Called whenever the queue has been emptied, for producers that pause on a full queue. */
 void http_stream_on_drained(http_stream *stream, void (*on_drained)(void *arg));
 void http_stream_end(http_stream *stream);
+/* A held-open response answered late: one JSON document (stolen), then the end. */
+void http_stream_finish_json(http_stream *stream, json_t *value);
 /* A response whose body is `length` bytes read from `fd` (sendfile); the server closes fd. */
 void http_respond_fd(http_request *request, int status, const char *content_type, int fd,
                      size_t length);

@@ -1,0 +1,64 @@
+"""Fixtures of the Python client suite (clients/python, imported from the tree).
+
+One cellboxd serves the whole package (the `daemon` fixture of tests/conftest.py, widened to
+package scope: the client's tests do not disturb each other and a daemon per module would only
+cost time). On top of it:
+
+  conn      {"url", "token"}: the keyword arguments every client call takes
+  sandbox   one Sandbox shared by a module's tests (timeout_s=0), killed after them
+  fresh     a new Sandbox for one test, killed after it
+"""
+import contextlib
+import os
+import sys
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+CLIENT = os.path.join(REPO, "clients", "python")
+sys.path.insert(0, CLIENT)
+
+from helpers.daemon import Daemon  # noqa: E402
+
+import cellbox  # noqa: E402
+
+
+@pytest.fixture(scope="package")
+def daemon():
+    if os.environ.get("CELLBOX_TEST_REFERENCE"):
+        pytest.skip("the client speaks cellbox's own /v1 API: nothing to check against Jupyter Server")
+    d = Daemon().start()
+    yield d
+    problem = d.finish()
+    if problem:
+        pytest.fail(problem, pytrace=False)
+
+
+@pytest.fixture(scope="package")
+def conn(daemon):
+    return {"url": f"http://{daemon.host}:{daemon.port}", "token": daemon.token}
+
+
+@pytest.fixture(scope="module")
+def sandbox(conn):
+    sb = cellbox.Sandbox.create(timeout_s=0, **conn)
+    yield sb
+    with contextlib.suppress(cellbox.CellboxError):
+        sb.kill()
+
+
+@pytest.fixture
+def fresh(conn):
+    sb = cellbox.Sandbox.create(timeout_s=0, **conn)
+    yield sb
+    with contextlib.suppress(cellbox.CellboxError):
+        sb.kill()
+
+
+@pytest.fixture(autouse=True)
+def _daemon_alive(request):
+    yield
+    if "daemon" in request.fixturenames:
+        d = request.getfixturevalue("daemon")
+        if not d.alive():
+            pytest.fail(f"cellboxd died during this test; log tail:\n{d.log_tail()}", pytrace=False)
