@@ -160,3 +160,35 @@ def test_a_fifo_does_not_stall_the_daemon(box, hostile):
     r = box.client.get(f"v1/sandboxes/{hostile.id}/files", params={"path": "pipe"}, timeout=20)
     assert r.status_code in (400, 403), r.text
     box.assert_contained()
+
+
+def test_files_api_survives_a_symlink_swapping_race(box, hostile, tmp_path):
+    """A process in the sandbox swaps a directory and a symlink to a host path as fast as it can
+    while the files API reads and writes through that name: no answer may ever carry the host
+    file's content, and nothing may appear on the host."""
+    canary_dir = tmp_path / "canary"
+    canary_dir.mkdir()
+    secret = "race-canary-" + os.urandom(6).hex()
+    (canary_dir / "secret.txt").write_text(secret)
+    swapper = ("cd /workspace && mkdir -p real && echo inside > real/secret.txt && "
+               f"while :; do ln -sfn {canary_dir} race.tmp && mv -T race.tmp race; "
+               "rm -f race; cp -r real race 2>/dev/null; rm -rf race; done")
+    r = box.client.post(f"v1/sandboxes/{hostile.id}/commands",
+                        json={"cmd": swapper, "background": True, "timeout_s": 60})
+    assert r.status_code == 201, r.text
+    command_id = r.json()["id"]
+    try:
+        seen = set()
+        for i in range(300):
+            got = box.client.get(f"v1/sandboxes/{hostile.id}/files", params={"path": "race/secret.txt"})
+            seen.add(got.status_code)
+            assert secret.encode() not in got.content, "a host file was read through a swapped symlink"
+            put = box.client.request("PUT", f"v1/sandboxes/{hostile.id}/files",
+                                     params={"path": f"race/planted-{i}.txt"}, data=b"x")
+            assert put.status_code in (200, 201, 400, 403, 404, 409), put.text
+        assert not [p for p in canary_dir.iterdir() if p.name != "secret.txt"], \
+            "a file was written on the host through a swapped symlink"
+        assert seen <= {200, 400, 403, 404, 409}, seen
+    finally:
+        box.client.delete(f"v1/sandboxes/{hostile.id}/commands/{command_id}")
+    box.assert_contained()
