@@ -29,7 +29,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 if [ "$mode" = test ] && [ -f "$here/tests/clients/node/package.json" ]; then
-  if [ ! -d "$here/tests/clients/node/node_modules" ]; then
+  node_dir="$here/tests/clients/node"
+  # Installed, and from the current lock file (a dependency added later is installed too).
+  if [ ! -d "$node_dir/node_modules" ] || [ "$node_dir/package-lock.json" -nt "$node_dir/node_modules/.package-lock.json" ]; then
     echo "cellbox: installing npm packages for the client tests" >&2
     (cd "$here/tests/clients/node" && npm ci --no-audit --no-fund --loglevel=error)
   fi

@@ -25,12 +25,14 @@ typedef struct mcp_session {
     char protocol[16];
     char default_sandbox[64]; /* "" until a tool needs one */
     int64_t last_used_us;
+    int calls_in_flight;      /* a session busy with a long call is not idle */
     struct mcp_session *next;
 } mcp_session;
 
 struct mcp_call {
     http_stream *stream;
     json_t *id;
+    char session_id[UUID_STRING_LENGTH + 1];
     void (*on_abandon)(void *arg);
     void *abandon_arg;
     bool finished;
@@ -86,7 +88,7 @@ static void sweep_idle_sessions(void)
     int64_t now = clock_wall_us();
     for (mcp_session *s = sessions, *next; s; s = next) {
         next = s->next;
-        if (now - s->last_used_us > SESSION_IDLE_US) {
+        if (s->calls_in_flight == 0 && now - s->last_used_us > SESSION_IDLE_US) {
             log_info("mcp session %s: ended after an hour without requests", s->id);
             end_session(s);
         }
@@ -103,9 +105,21 @@ static mcp_session *find_session(const char *id)
 
 /* ---- tool calls that finish later ---- */
 
+static void call_ended(mcp_call *call)
+{
+    mcp_session *s = find_session(call->session_id);
+    if (s) {
+        s->calls_in_flight--;
+        s->last_used_us = clock_wall_us();
+    }
+    call->session_id[0] = '\0';
+}
+
 static void on_call_closed(void *arg, bool completed)
 {
     mcp_call *call = arg;
+    if (call->session_id[0])
+        call_ended(call);
     if (!call->finished && call->on_abandon)
         call->on_abandon(call->abandon_arg);
     json_decref(call->id);
@@ -125,6 +139,7 @@ void mcp_call_finish(mcp_call *call, json_t *result)
         return;
     }
     call->finished = true;
+    call_ended(call);
     http_stream_finish_json(call->stream, json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id",
                                                     call->id, "result", result));
 }
@@ -145,6 +160,8 @@ static void call_tool(http_request *request, mcp_session *session, json_t *id, j
     if (!call)
         die("out of memory");
     call->id = json_incref(id);
+    snprintf(call->session_id, sizeof call->session_id, "%s", session->id);
+    session->calls_in_flight++;
     call->stream = http_respond_stream(request, 200, "application/json", on_call_closed, call);
     json_t *args = arguments && json_is_object(arguments) ? json_incref(arguments) : json_object();
     if (mcp_tools_call(call, name, args, session->default_sandbox) < 0) {
@@ -178,6 +195,10 @@ static json_t *initialize_result(json_t *params, char protocol[16])
 static void handle_message(http_request *request, json_t *message)
 {
     json_t *id = json_object_get(message, "id");
+    if (id && !json_is_string(id) && !json_is_integer(id)) {
+        respond_rpc_error(request, 400, NULL, INVALID_REQUEST, "a request id must be a string or an integer");
+        return;
+    }
     const char *method = json_string_value(json_object_get(message, "method"));
     json_t *params = json_object_get(message, "params");
     if (!method) {
@@ -247,7 +268,12 @@ void mcp_dispatch(http_request *request)
         return;
     }
     if (strcmp(method, "DELETE") == 0) {
-        mcp_session *s = find_session(http_header(request, "Mcp-Session-Id"));
+        const char *session_id = http_header(request, "Mcp-Session-Id");
+        mcp_session *s = find_session(session_id);
+        if (!session_id) {
+            http_respond_error(request, 400, "an Mcp-Session-Id header names the session to end");
+            return;
+        }
         if (!s) {
             http_respond_error(request, 404, "no such MCP session");
             return;

@@ -332,7 +332,8 @@ static void code_on_end(void *arg)
         append_text(&text, ": ");
         append_without_ansi(&text, json_string_value(json_object_get(run->error, "value")));
         append_text(&text, "\n");
-        if (traceback) {
+        const char *value = json_string_value(json_object_get(run->error, "value"));
+        if (traceback && (!value || strcmp(traceback, value) != 0)) {
             append_without_ansi(&text, traceback);
             append_text(&text, "\n");
         }
@@ -715,13 +716,18 @@ static void list_sandboxes(mcp_call *call)
 static void sandbox_action(mcp_call *call, json_t *args, char default_sandbox[64], const char *action)
 {
     char why[512];
-    bool is_default = !json_object_get(args, "sandbox_id");
     json_t *given = json_object_get(args, "sandbox_id");
-    box *b = given ? box_find(json_string_value(given) ? json_string_value(given) : "")
-                   : (default_sandbox[0] ? box_find(default_sandbox) : NULL);
+    bool is_default = !given || json_is_null(given);
+    if (!is_default && !json_is_string(given)) {
+        finish_text(call, true, "sandbox_id must be a string (an id from create_sandbox or "
+                                "list_sandboxes)");
+        return;
+    }
+    box *b = !is_default ? box_find(json_string_value(given))
+                         : (default_sandbox[0] ? box_find(default_sandbox) : NULL);
     if (!b) {
-        finish_text(call, true, "%s", given ? "no such sandbox: call list_sandboxes"
-                                            : "this session has no sandbox yet: give sandbox_id");
+        finish_text(call, true, "%s", !is_default ? "no such sandbox: call list_sandboxes"
+                                                  : "this session has no sandbox yet: give sandbox_id");
         return;
     }
     if (strcmp(action, "delete") == 0) {

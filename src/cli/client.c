@@ -51,9 +51,15 @@ void client_close(void)
     free(authorization);
 }
 
-const char *client_base_url(void) { return base; }
+const char *client_base_url(void)
+{
+    return base;
+}
 
-const char *client_authorization_header(void) { return authorization; }
+const char *client_authorization_header(void)
+{
+    return authorization;
+}
 
 char *client_escape(const char *text)
 {

@@ -9,9 +9,11 @@
  * stdout carries JSON-RPC and nothing else (a stray line would break the host's parser), so
  * every diagnostic goes to stderr, and a request the daemon could not answer still gets a
  * JSON-RPC error so that the host is not left waiting. At the end of stdin the session is ended
- * (DELETE /mcp), which deletes the sandbox the daemon made for it. */
+ * (DELETE /mcp), which deletes the sandbox the daemon made for it; so it is on SIGTERM, SIGINT
+ * and SIGHUP, which hosts send when a call takes too long to wind down after they close stdin. */
 #include <curl/curl.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +60,25 @@ typedef struct answer {
     char error[CURL_ERROR_SIZE]; /* libcurl's words for a failed transfer */
 } answer;
 
+/* Set by SIGTERM, SIGINT and SIGHUP: stop waiting for stdin or the daemon, end the session. */
+static volatile sig_atomic_t stopping;
+
+static void on_stop_signal(int signal_number)
+{
+    (void)signal_number;
+    stopping = 1;
+}
+
+/* No SA_RESTART: a getline waiting on stdin returns at once. */
+static void catch_stop_signals(void)
+{
+    struct sigaction action = {.sa_handler = on_stop_signal};
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGTERM, &action, NULL);
+    sigaction(SIGINT, &action, NULL);
+    sigaction(SIGHUP, &action, NULL);
+}
+
 /* ---- HTTP ---- */
 
 static size_t on_header(char *data, size_t size, size_t count, void *userdata)
@@ -79,8 +100,17 @@ static size_t on_header(char *data, size_t size, size_t count, void *userdata)
     return length;
 }
 
+/* libcurl asks at least once a second: a non-zero answer abandons a call in flight (the daemon
+   then stops its work). */
+static int on_progress(void *userdata, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+    (void)userdata, (void)a, (void)b, (void)c, (void)d;
+    return stopping;
+}
+
 /* Sends `method` (POST with `body`, or DELETE) to /mcp with the token, the session and the
-   protocol version; the answer, whatever its status, lands in *a (free its body). */
+   protocol version; the answer, whatever its status, lands in *a (free its body). A POST stops
+   when a stop signal comes; a DELETE, sent on the way out, gets ten seconds. */
 static CURLcode send_request(bridge *b, const char *method, const char *body, answer *a)
 {
     memset(a, 0, sizeof *a);
@@ -102,6 +132,10 @@ static CURLcode send_request(bridge *b, const char *method, const char *body, an
     if (body) {
         curl_easy_setopt(b->http, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(b->http, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+        curl_easy_setopt(b->http, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(b->http, CURLOPT_XFERINFOFUNCTION, on_progress);
+    } else {
+        curl_easy_setopt(b->http, CURLOPT_TIMEOUT, 10L);
     }
     struct curl_slist *headers = NULL;
     char session[160], protocol[64];
@@ -181,11 +215,15 @@ static bool report_unreachable(bridge *b, json_t *message, answer *a, CURLcode c
     char why[CURL_ERROR_SIZE + 512];
     const char *detail = a->error[0] ? a->error : curl_easy_strerror(code);
     if (!a->status)
-        snprintf(why, sizeof why, "cannot reach cellboxd at %s: %s; start it (`make run`) or set "
-                 "CELLBOX_URL to where it listens", b->endpoint, detail);
+        snprintf(why, sizeof why,
+                 "cannot reach cellboxd at %s: %s; start it (`make run`) or set "
+                 "CELLBOX_URL to where it listens",
+                 b->endpoint, detail);
     else
-        snprintf(why, sizeof why, "the connection to cellboxd at %s broke: %s; is the daemon "
-                 "still running? (see its log)", b->endpoint, detail);
+        snprintf(why, sizeof why,
+                 "the connection to cellboxd at %s broke: %s; is the daemon "
+                 "still running? (see its log)",
+                 b->endpoint, detail);
     return report_failure(message, why);
 }
 
@@ -265,7 +303,8 @@ static bool relay_answer(bridge *b, json_t *message, answer *a)
     if (is_jsonrpc(reply)) {
         if (a->status == 404 && b->session[0]) {
             output_error("cellboxd ended MCP session %s (restarted, or idle for an hour); the "
-                         "host must initialize a new one", b->session);
+                         "host must initialize a new one",
+                         b->session);
             b->session[0] = '\0';
         }
         written = relay_reply(b, message, reply);
@@ -287,15 +326,16 @@ static bool relay_line(bridge *b, char *line, size_t length)
     json_t *message = json_loadb(line, length, 0, &error);
     if (!message) {
         char why[256];
-        snprintf(why, sizeof why, "Parse error: %s (each line of stdin must be one JSON-RPC message)",
-                 error.text);
+        snprintf(why, sizeof why,
+                 "Parse error: %s (each line of stdin must be one JSON-RPC message)", error.text);
         output_error("%s", why);
         return write_error(NULL, PARSE_ERROR, why);
     }
     answer a;
     CURLcode code = send_request(b, "POST", line, &a);
-    bool written = code == CURLE_OK ? relay_answer(b, message, &a)
-                                    : report_unreachable(b, message, &a, code);
+    bool written = code == CURLE_OK                    ? relay_answer(b, message, &a)
+                   : code == CURLE_ABORTED_BY_CALLBACK ? true /* stopping: the host is gone */
+                                                       : report_unreachable(b, message, &a, code);
     free(a.body);
     json_decref(message);
     return written;
@@ -310,8 +350,8 @@ static void end_session(bridge *b)
     CURLcode code = send_request(b, "DELETE", NULL, &a);
     if (code != CURLE_OK)
         output_error("cannot end MCP session %s at %s: %s; the daemon ends it after an hour "
-                     "without requests", b->session, b->endpoint,
-                     a.error[0] ? a.error : curl_easy_strerror(code));
+                     "without requests",
+                     b->session, b->endpoint, a.error[0] ? a.error : curl_easy_strerror(code));
     else if (a.status >= 300 && a.status != 404)
         output_error("cellboxd answered HTTP %ld to ending MCP session %s", a.status, b->session);
     free(a.body);
@@ -329,11 +369,12 @@ int command_mcp(int argc, char **argv)
         output_error("out of memory starting the MCP bridge");
         return EXIT_FAILED;
     }
+    catch_stop_signals();
     char *line = NULL;
     size_t capacity = 0;
     ssize_t length;
     status = EXIT_OK;
-    while ((length = getline(&line, &capacity, stdin)) >= 0) {
+    while (!stopping && (length = getline(&line, &capacity, stdin)) >= 0) {
         if (!relay_line(&b, line, (size_t)length)) {
             output_error("cannot write to stdout (the MCP host went away?): stopping");
             status = EXIT_FAILED;

@@ -16,6 +16,7 @@ import http.server
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -103,6 +104,7 @@ class Mcp:
         answer = self.request("tools/call", {"name": name, "arguments": arguments or {}}, timeout)
         assert "result" in answer, answer
         result = answer["result"]
+        result.setdefault("isError", False)  # optional in a result: absent means false
         result["text"] = "\n".join(c["text"] for c in result["content"] if c["type"] == "text")
         return result
 
@@ -411,8 +413,8 @@ def test_client_gone_in_the_middle_of_a_command_or_run(daemon, mcp, tool, argume
 
 
 def test_session_deleted_during_a_call(daemon, mcp):
-    """DELETE /mcp while a tool call of the session runs: the call is answered (or its socket
-    closed), and the daemon carries on."""
+    """DELETE /mcp while a tool call of the session runs in the session's sandbox: the call is
+    answered with a tool error saying the sandbox was deleted, and the daemon carries on."""
     assert not mcp.tool("run_code", {"code": "1"})["isError"]
     sock = raw_post(daemon, mcp, tool_call("run_code", {"code": "import time\ntime.sleep(120)"}))
     time.sleep(1.5)
@@ -421,14 +423,15 @@ def test_session_deleted_during_a_call(daemon, mcp):
     sock.settimeout(30)
     received = b""
     with contextlib.suppress(OSError):
-        while True:
+        while not received.endswith(b"0\r\n\r\n"):  # the end of the chunked answer
             chunk = sock.recv(65536)
             if not chunk:
                 break
             received += chunk
-            if received.endswith(b"0\r\n\r\n") or b"\r\n\r\n{" in received and received.rstrip().endswith(b"}"):
-                break
     sock.close()
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), received
+    assert b'"id":77' in body and b'"isError":true' in body and b"deleted" in body, received
     assert daemon.alive(), daemon.log_tail()
     other = Mcp(daemon)
     other.initialize()
@@ -484,6 +487,36 @@ def test_bridge_against_the_daemon(daemon):
     assert got[4]["error"]["code"] == -32601
     assert "Parse error" in proc.stderr  # said on stderr as well, never on stdout
     # At the end of stdin the bridge ended the session: its sandbox is gone.
+    wait_until(lambda: sandbox_ids(daemon) == before, timeout=20,
+               message="the bridge's session sandbox to be deleted")
+
+
+def test_bridge_stopped_in_the_middle_of_a_call(daemon):
+    """Hosts close stdin, then send SIGTERM when the server does not exit: the bridge abandons
+    the call in flight, still ends the session (its sandbox goes) and exits at once."""
+    before = sandbox_ids(daemon)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CELLBOX_")}
+    env.update(CELLBOX_URL=url_of(daemon), CELLBOX_TOKEN=daemon.token)
+    bridge = subprocess.Popen([cli_binary(), "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for message in (initialize_message(), {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                        tool_call("run_code", {"code": "import time\ntime.sleep(120)"}, 2)):
+            bridge.stdin.write(json.dumps(message) + "\n")
+        bridge.stdin.flush()
+        assert json.loads(bridge.stdout.readline())["id"] == 1
+        wait_until(lambda: sandbox_ids(daemon) - before, timeout=30,
+                   message="the session's sandbox to be made")
+        time.sleep(1)
+        bridge.stdin.close()  # the call is still running: the bridge cannot read stdin yet
+        bridge.send_signal(signal.SIGTERM)
+        bridge.wait(timeout=15)
+    finally:
+        if bridge.poll() is None:
+            bridge.kill()
+            bridge.wait()
+    assert bridge.returncode == 0, bridge.stderr.read()
+    assert bridge.stdout.read() == ""  # no answer to the abandoned call, nothing else
     wait_until(lambda: sandbox_ids(daemon) == before, timeout=20,
                message="the bridge's session sandbox to be deleted")
 

@@ -141,9 +141,10 @@ def test_a_failing_callback_interrupts_the_cell(sandbox):
     started = time.monotonic()
     with pytest.raises(KeyError):
         sandbox.run_code("import time\nprint('go', flush=True)\ntime.sleep(30)\ndone = True", on_stdout=stop)
-    # the connection was closed: the daemon interrupted the cell, the context is free again
+    # The stream was closed at once: the daemon interrupted the cell, and the next one (queued
+    # behind it in the same context) runs.
     assert sandbox.run_code("'done' in globals()").text == "False"
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 5
 
 
 def test_contexts(sandbox):

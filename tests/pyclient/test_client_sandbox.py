@@ -18,7 +18,7 @@ def test_create_with_everything_and_info(conn):
         assert info.state == "running" and info.template == "python3"
         assert info.timeout_s == 120 and info.ends_at
         assert info.metadata == {"suite": "pyclient", "case": "create"}
-        assert info.limits["memory"] == 512 * 1024 * 1024
+        assert info.limits["memory_bytes"] == 512 * 1024 * 1024
         assert [c.id for c in info.contexts] == [sb.id] and info.contexts[0].default
         assert sb.run_code("import os; os.environ['GREETING']").text == "'hello'"
         assert sb.commands.run("echo $GREETING").stdout == "hello\n"
