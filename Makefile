@@ -39,7 +39,7 @@ SPEC_FILES  := $(wildcard src/runtime/kernelspecs/*/*)
 SPEC_OUT    := $(patsubst src/runtime/kernelspecs/%,$(SHARE)/kernelspecs/%,$(SPEC_FILES))
 UNIT_BINS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 
-.PHONY: all build run test deps test-deps unit asan integration api cli clients security bench clean format
+.PHONY: all build run test deps test-deps unit asan integration api cli pyclient clients security bench clean format
 all: build
 build: $(BIN)/cellboxd $(BIN)/cellbox $(BIN)/cellbox-kernel $(PY_OUT) $(SPEC_OUT)
 
@@ -109,6 +109,9 @@ api: build
 cli: build
 	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q -p no:cacheprovider tests/cli
 
+pyclient: build
+	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q -p no:cacheprovider tests/pyclient tests/examples
+
 security: build
 	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q -p no:cacheprovider tests/security
 
@@ -116,7 +119,7 @@ test: test-deps
 	@$(MAKE) --no-print-directory build unit
 	@$(MAKE) --no-print-directory asan
 	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) CELLBOX_DAEMON=$(CURDIR)/build-asan/bin/cellboxd \
-		$(PYTHON) -m pytest -q -p no:cacheprovider tests/kernel tests/integration tests/api tests/cli tests/security tests/clients
+		$(PYTHON) -m pytest -q -p no:cacheprovider tests/kernel tests/integration tests/api tests/cli tests/pyclient tests/examples tests/security tests/clients
 
 bench: deps build
 	@$(PYTHON) bench/bench.py

@@ -10,7 +10,8 @@ run_pkgs=(build-essential pkg-config libmicrohttpd-dev libwslay-dev libjansson-d
   libseccomp-dev libpython3.11-dev libcurl4-openssl-dev libarchive-dev e2fsprogs tar python3-ipython python3-numpy python3-pandas
   python3-matplotlib python3-matplotlib-inline)
 test_pkgs=(python3-pytest python3-websocket python3-requests jupyter-server python3-jupyter-server
-  python3-jupyter-client python3-ipykernel python3-yaml python3-jsonschema nodejs npm)
+  python3-jupyter-client python3-ipykernel python3-yaml python3-jsonschema nodejs npm
+  python3-pip python3-setuptools python3-wheel)
 
 pkgs=("${run_pkgs[@]}")
 [ "$mode" = test ] && pkgs+=("${test_pkgs[@]}")

@@ -1,6 +1,7 @@
 """The module-level stateless run, where the client finds the daemon and its token, and the
 error classes (status, message, which class for which answer)."""
 import builtins
+import re
 import socket
 import threading
 
@@ -138,7 +139,13 @@ def test_stream_cut_short_is_an_error():
 
     def serve():
         conn, _ = server.accept()
-        conn.recv(65536)
+        request = b""
+        while b"\r\n\r\n" not in request:          # the whole request, or closing would reset
+            request += conn.recv(65536)
+        head, _, body = request.partition(b"\r\n\r\n")
+        length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+        while len(body) < length:
+            body += conn.recv(65536)
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nConnection: close\r\n\r\n"
                      b'{"type":"stdout","text":"partial\\n"}\n')
         conn.close()
@@ -179,3 +186,11 @@ def test_error_classes(status, body, cls):
         assert isinstance(error, cellbox.ConflictError)
     if body == b"not json at all":
         assert error.message == "not json at all"
+
+
+def test_a_local_daemon_is_reached_without_the_proxy(conn, monkeypatch):
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")     # nothing listens there
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    assert isinstance(cellbox.Sandbox.list(**conn), list)

@@ -57,6 +57,12 @@ def _query_value(value):
     return str(value)
 
 
+_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+# A daemon on this machine is reached directly, whatever http_proxy says (urllib would send even
+# 127.0.0.1 to the proxy unless no_proxy names it).
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 class Connection:
     """The daemon's base URL and token, and the requests made with them."""
 
@@ -64,6 +70,8 @@ class Connection:
         self.url = resolve_url(url).rstrip("/") + "/"
         self.token = resolve_token(token)
         self.request_timeout = request_timeout
+        host = urllib.parse.urlsplit(self.url).hostname or ""
+        self._urlopen = _DIRECT.open if host in _LOOPBACK or host.startswith("127.") else urllib.request.urlopen
 
     def __repr__(self):
         return f"Connection({self.url!r})"
@@ -94,7 +102,7 @@ class Connection:
         if timeout is _DEFAULT:
             timeout = self.request_timeout
         try:
-            return urllib.request.urlopen(request, timeout=timeout)
+            return self._urlopen(request, timeout=timeout)
         except urllib.error.HTTPError as e:
             try:
                 body = e.read()
@@ -108,11 +116,16 @@ class Connection:
         except (OSError, http.client.HTTPException) as e:
             raise self._transport_error(e, method, url) from None
 
-    def _transport_error(self, cause, method, url):
+    def _transport_error(self, cause, method, url, answering=False):
+        """The exception for a network failure: before the answer began (`answering` False)
+        the daemon is unreachable; after, the connection broke."""
         if isinstance(cause, (socket.timeout, TimeoutError)):
             return errors.TimeoutError(f"cellboxd at {self.url} did not answer {method} {url} in time "
                                        f"({cause}); raise request_timeout for slow calls",
                                        method=method, url=url)
+        if answering:
+            return errors.ConnectionError(f"the connection to cellboxd at {self.url} broke while it answered "
+                                          f"{method} {url}: {cause}", method=method, url=url)
         return errors.ConnectionError(f"cannot reach cellboxd at {self.url}: {cause}; start it with "
                                       "`make run` or set CELLBOX_URL", method=method, url=url)
 
@@ -130,7 +143,7 @@ class Connection:
             try:
                 return response.read()
             except (OSError, http.client.HTTPException) as e:
-                raise self._transport_error(e, method, path) from None
+                raise self._transport_error(e, method, path, answering=True) from None
 
     def copy_to(self, method, path, out, query=None, timeout=_DEFAULT, chunk=1 << 20):
         """A request whose answer is copied into the binary file object `out`."""
@@ -143,7 +156,7 @@ class Connection:
                         return
                     out.write(data)
             except (OSError, http.client.HTTPException) as e:
-                raise self._transport_error(e, method, path) from None
+                raise self._transport_error(e, method, path, answering=True) from None
 
     def stream(self, method, path, query=None, json_body=_DEFAULT, timeout=_DEFAULT):
         """A request whose answer is NDJSON: yields each decoded line as soon as it is
@@ -154,7 +167,7 @@ class Connection:
             try:
                 yield from iter_ndjson(response)
             except (OSError, http.client.HTTPException) as e:
-                raise self._transport_error(e, method, path) from None
+                raise self._transport_error(e, method, path, answering=True) from None
 
 
 def iter_ndjson(response, chunk=1 << 16):

@@ -26,7 +26,8 @@ class Commands:
         CommandResult; on_stdout/on_stderr get each chunk as it is printed; timeout_s kills it
         (exit code 124, timed_out). background=True: return a CommandHandle at once (its
         output is kept by the daemon; send_stdin, signal, kill, wait). stdin: text fed to it.
-        A non-zero exit is not an exception: look at exit_code."""
+        A non-zero exit is not an exception: look at exit_code. Without timeout_s a foreground
+        command may run (and this call wait) for as long as the sandbox lives."""
         body = {"cmd": cmd}
         for name, value in (("cwd", cwd), ("env", env), ("timeout_s", timeout_s), ("stdin", stdin)):
             if value is not None:

@@ -209,9 +209,9 @@ class Execution:
         return "".join(self.logs.stderr)
 
     def to_json(self):
+        results = [{k: v for k, v in vars(r).items() if v is not None and v != {}} for r in self.results]
         return _json.dumps({
-            "results": [{k: v for k, v in vars(r).items() if v not in (None, {})} | {"is_main_result": r.is_main_result}
-                        for r in self.results],
+            "results": results,
             "logs": vars(self.logs),
             "error": vars(self.error) if self.error else None,
             "execution_count": self.execution_count,
