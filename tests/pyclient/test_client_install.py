@@ -7,7 +7,9 @@ import sys
 
 import pytest
 
-from conftest import CLIENT
+# Not `from conftest import ...`: with several suites in one run, "conftest" may be another
+# directory's module.
+CLIENT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 
