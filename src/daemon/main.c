@@ -191,6 +191,7 @@ int main(int argc, char **argv)
     kernel_reap_all();
     zygote_stop();
     cgroup_shutdown();
+    volume_shutdown();
     http_server_stop();
     loop_run_deferred();
     log_info("stopped");

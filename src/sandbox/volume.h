@@ -27,5 +27,6 @@ typedef struct volume_usage {
 } volume_usage;
 
 int volume_read_usage(const char *mount_point, volume_usage *out); /* 0, or -1 */
+void volume_shutdown(void); /* removes the ext4 templates (see volume.c) */
 
 #endif
