@@ -248,6 +248,32 @@ def stateless_runs(server, seconds, workers):
     return len(latencies) / (time.perf_counter() - start), latencies
 
 
+def native_api(server, count):
+    """The native API's own latencies on one sandbox: an execution over the NDJSON stream
+    (request to end_of_execution), and pause + resume (the cgroup freezer)."""
+    session = requests.Session()
+    session.headers["Authorization"] = f"token {server.token}"
+    sandbox = session.post(server.base + "/v1/sandboxes", json={}).json()["id"]
+    url = f"{server.base}/v1/sandboxes/{sandbox}"
+    executes, pauses, resumes = [], [], []
+    try:
+        session.post(url + "/execute", json={"code": "0"}).content  # warm-up
+        for _ in range(count):
+            t0 = time.perf_counter()
+            lines = session.post(url + "/execute", json={"code": "1+1"}).text.splitlines()
+            executes.append((time.perf_counter() - t0) * 1000)
+            assert json.loads(lines[-1])["type"] == "end_of_execution", lines
+            t0 = time.perf_counter()
+            assert session.post(url + "/pause").json()["state"] == "paused"
+            pauses.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            assert session.post(url + "/resume").json()["state"] == "running"
+            resumes.append((time.perf_counter() - t0) * 1000)
+    finally:
+        session.delete(url)
+    return executes, pauses, resumes
+
+
 def uss_of(pid):
     """Unique set size: private pages of the process (smaps_rollup)."""
     total = 0
@@ -339,6 +365,7 @@ def main():
             c_rtt = round_trips(cellbox, n * 5)
             c_sustained = sustained(cellbox, 10 if not args.quick else 5, 2)
             c_runs, c_run_ms = stateless_runs(cellbox, 10 if not args.quick else 5, 2)
+            c_exec_ms, c_pause_ms, c_resume_ms = native_api(cellbox, n)
             c_concurrent = concurrent_creates(cellbox, 100)
             c_uss, c_rss = idle_memory(cellbox, args.idle, True)
         finally:
@@ -364,6 +391,8 @@ def main():
             "stateless_run": {"cellbox_per_second": c_runs, "cellbox_p50_ms": pct(c_run_ms, 50),
                               "cellbox_p99_ms": pct(c_run_ms, 99), "jupyter_per_second": j_sustained,
                               "ratio": c_runs / max(j_sustained, 1e-9)},
+            "native_api_ms": {"execute_p50": pct(c_exec_ms, 50), "execute_p99": pct(c_exec_ms, 99),
+                              "pause_p50": pct(c_pause_ms, 50), "resume_p50": pct(c_resume_ms, 50)},
             "idle_kernel_memory_mib": {"cellbox_uss": c_uss, "cellbox_rss": c_rss, "cellbox_count": args.idle,
                                        "jupyter_uss": j_uss, "jupyter_rss": j_rss,
                                        "ratio_uss": j_uss / max(c_uss, 1e-9)},

@@ -19,5 +19,8 @@ cellbox: starting cellboxd on $url (Ctrl-C stops it)
   REST:         curl -H "Authorization: token $CELLBOX_TOKEN" $url/api/kernelspecs
   AutoGen:      DockerJupyterCodeExecutor(jupyter_server=JupyterConnectionInfo(host="$CELLBOX_IP", use_https=False, port=$CELLBOX_PORT, token="$CELLBOX_TOKEN"))
   Jupyter:      jupyter server --gateway-url=$url --GatewayClient.auth_token=$CELLBOX_TOKEN
+  CLI:          export CELLBOX_TOKEN=$CELLBOX_TOKEN; $here/build/bin/cellbox create
+  MCP:          $url/mcp (header Authorization: token ...), or stdio: $here/build/bin/cellbox mcp
+  Python:       sys.path.insert(0, "$here/clients/python"); from cellbox import Sandbox
 MSG
 exec "$here/build/bin/cellboxd"
