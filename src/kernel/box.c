@@ -50,6 +50,7 @@ struct box {
     void *commands;
     log_entry log[BOX_LOG_ENTRIES];
     size_t log_next, log_count;
+    size_t log_bytes;          /* text held by the log, at most BOX_LOG_BYTES */
 };
 
 static void (*kernel_gone_hooks[MAX_GONE_HOOKS])(kernel *k);
@@ -77,12 +78,22 @@ static void kernel_gone(kernel *k)
 
 /* ---- the log ---- */
 
+static void drop_log_entry(box *b, log_entry *e)
+{
+    if (e->text)
+        b->log_bytes -= strlen(e->text);
+    free(e->text);
+    e->text = NULL;
+}
+
 void box_log(box *b, const char *source, const char *stream, const char *text, size_t length)
 {
     while (length > 0) {
         size_t n = length < LOG_TEXT_MAX ? length : LOG_TEXT_MAX;
+        while (n < length && n > 1 && ((unsigned char)text[n] & 0xC0) == 0x80)
+            n--; /* cut between characters, not inside one */
         log_entry *e = &b->log[b->log_next];
-        free(e->text);
+        drop_log_entry(b, e);
         buffer repaired = {0};
         text_append_utf8(&repaired, (const unsigned char *)text, n, 1);
         buffer_append(&repaired, "", 1);
@@ -93,9 +104,15 @@ void box_log(box *b, const char *source, const char *stream, const char *text, s
         e->at_us = clock_wall_us();
         e->source = source;
         e->stream = stream;
+        b->log_bytes += strlen(e->text);
         b->log_next = (b->log_next + 1) % BOX_LOG_ENTRIES;
         if (b->log_count < BOX_LOG_ENTRIES)
             b->log_count++;
+        /* Thousands of chatty sandboxes must not hold gigabytes of log: the oldest go first. */
+        while (b->log_bytes > BOX_LOG_BYTES && b->log_count > 1) {
+            drop_log_entry(b, &b->log[(b->log_next + BOX_LOG_ENTRIES - b->log_count) % BOX_LOG_ENTRIES]);
+            b->log_count--;
+        }
         text += n;
         length -= n;
     }

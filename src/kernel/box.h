@@ -53,8 +53,9 @@ box *box_of_context(kernel *context);
    openat2(RESOLVE_IN_ROOT); -1 with `why` when the sandbox has no live processes. */
 int box_open_root(box *b, char *why, size_t why_size);
 
-/* The log: outputs and events, the last BOX_LOG_ENTRIES of them. */
+/* The log: outputs and events, the last BOX_LOG_ENTRIES of them, BOX_LOG_BYTES of text at most. */
 #define BOX_LOG_ENTRIES 1000
+#define BOX_LOG_BYTES (256 * 1024)
 void box_log(box *b, const char *source, const char *stream, const char *text, size_t length);
 json_t *box_log_model(const box *b, size_t limit);
 

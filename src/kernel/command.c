@@ -23,6 +23,7 @@
 
 #define READ_CHUNK 65536
 #define TIMEOUT_EXIT_CODE 124 /* as timeout(1) and AutoGen say it */
+#define KEPT_EXITED 64        /* records of ended background commands kept per sandbox */
 
 typedef struct output {
     int fd;
@@ -306,6 +307,18 @@ static void on_timeout(void *arg)
     signal_command(c, SIGKILL);
 }
 
+/* Ended commands keep their output until deleted; past KEPT_EXITED of them, the oldest go (each
+   may hold two megabytes of output). The list is newest first. */
+static void forget_old_commands(box *b)
+{
+    int exited = 0;
+    for (command *c = *list_of(b), *next; c; c = next) {
+        next = c->next;
+        if (c->exited && !c->notifying && !c->waiters && ++exited > KEPT_EXITED)
+            drop(c);
+    }
+}
+
 /* ---- start ---- */
 
 command *command_start(box *b, const command_request *request, const command_sink *sink,
@@ -383,6 +396,7 @@ command *command_start(box *b, const command_request *request, const command_sin
         c->timeout = loop_timer_add((int64_t)request->timeout_s * 1000, on_timeout, c);
     c->next = *list_of(b);
     *list_of(b) = c;
+    forget_old_commands(b);
     if (request->stdin_data && request->stdin_length)
         command_write_stdin(c, request->stdin_data, request->stdin_length, !request->stdin_open);
     else if (!request->stdin_open)
