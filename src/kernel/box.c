@@ -22,7 +22,7 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/volume.h"
 
-#define MAX_GONE_HOOKS 4
+#define MAX_GONE_HOOKS 8
 #define LOG_TEXT_MAX 4096 /* one entry; longer output is split */
 
 typedef struct box_context {

@@ -80,7 +80,7 @@ struct kernel {
     void *box;
 };
 
-#define MAX_MESSAGE_HANDLERS 4
+#define MAX_MESSAGE_HANDLERS 8
 static kernel_message_handler message_handlers[MAX_MESSAGE_HANDLERS];
 
 static void deliver(kernel *k, const char *channel, json_t *message)

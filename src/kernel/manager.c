@@ -249,8 +249,14 @@ static pooled_kernel take_pooled(void)
         else
             taken = candidate;
     }
-    /* Not at once: preparing a sandbox blocks the loop for tens of milliseconds (mkfs, mount),
-       which would stall the handshake and first cell of the client that just got its kernel. */
+    /* Not at once: preparing a sandbox blocks the loop for tens of milliseconds (its mount) and
+       its Python start takes a core for a while, which would stall the handshake and first cell
+       of the client that just got its kernel. Every handout pushes the refill back, so a burst
+       of creates is served from the pool first and the pool refills once the burst is over. */
+    if (refill_timer) {
+        loop_timer_cancel(refill_timer);
+        refill_timer = NULL;
+    }
     schedule_refill(REFILL_DELAY_AFTER_HANDOUT_MS);
     return taken;
 }
