@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api/channels.h"
+#include "api/e2b.h"
 #include "api/sessions.h"
 #include "api/mcp.h"
 #include "api/v1.h"
@@ -304,6 +305,10 @@ void jupyter_dispatch(http_request *request)
 {
     char copy[2048];
     char *segments[MAX_PATH_SEGMENTS];
+    if (e2b_owns(request)) { /* first: E2B's in-sandbox calls may use any path */
+        e2b_dispatch(request);
+        return;
+    }
     if (v1_owns(http_path(request))) {
         v1_dispatch(request);
         return;

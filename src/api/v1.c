@@ -190,6 +190,7 @@ static void respond_method_not_allowed(http_request *request)
    stream with one JSON document in it. */
 typedef struct pending_create {
     kernel *k;
+    json_t *answer; /* NULL: the sandbox's model */
     http_stream *stream;
     struct pending_create *next;
 } pending_create;
@@ -198,7 +199,8 @@ static pending_create *pending_creates;
 
 static void answer_create(pending_create *p)
 {
-    http_stream_finish_json(p->stream, box_model(box_of(p->k)));
+    http_stream_finish_json(p->stream, p->answer ? p->answer : box_model(box_of(p->k)));
+    p->answer = NULL;
     p->k = NULL;
 }
 
@@ -211,6 +213,7 @@ static void on_create_closed(void *arg, bool completed)
             break;
         }
     }
+    json_decref(p->answer);
     free(p);
 }
 
@@ -229,6 +232,22 @@ static void on_kernel_gone(kernel *k)
     for (pending_create *p = pending_creates; p; p = p->next)
         if (p->k == k)
             answer_create(p);
+}
+
+void v1_respond_when_ready(http_request *request, kernel *k, json_t *answer)
+{
+    if (kernel_get_state(k) != KERNEL_STARTING) {
+        http_respond_json(request, 201, answer ? answer : box_model(box_of(k)));
+        return;
+    }
+    pending_create *p = calloc(1, sizeof *p);
+    if (!p)
+        die("out of memory");
+    p->k = k;
+    p->answer = answer;
+    p->next = pending_creates;
+    pending_creates = p;
+    p->stream = http_respond_stream(request, 201, "application/json", on_create_closed, p);
 }
 
 /* ---- templates and sandboxes ---- */
@@ -294,17 +313,7 @@ static void create_sandbox(http_request *request)
     char location[256];
     snprintf(location, sizeof location, "%sv1/sandboxes/%s", http_base_url(), box_id(b));
     http_add_response_header(request, "Location", location);
-    if (kernel_get_state(k) != KERNEL_STARTING) {
-        http_respond_json(request, 201, box_model(b));
-        return;
-    }
-    pending_create *p = calloc(1, sizeof *p);
-    if (!p)
-        die("out of memory");
-    p->k = k;
-    p->next = pending_creates;
-    pending_creates = p;
-    p->stream = http_respond_stream(request, 201, "application/json", on_create_closed, p);
+    v1_respond_when_ready(request, k, NULL);
 }
 
 static void list_sandboxes(http_request *request)
@@ -376,7 +385,7 @@ static void get_logs(http_request *request, box *b)
 
 /* ---- contexts ---- */
 
-static void create_context(http_request *request, box *b)
+void v1_create_context(http_request *request, box *b)
 {
     static const char *const fields[] = {"language", "cwd", NULL};
     json_t *body = v1_parse_body(request, fields);
@@ -399,7 +408,7 @@ static void create_context(http_request *request, box *b)
     json_decref(body);
 }
 
-static void route_context(http_request *request, box *b, const char *context_id, const char *action)
+void v1_route_context(http_request *request, box *b, const char *context_id, const char *action)
 {
     kernel *k = box_find_context(b, context_id);
     char why[512];
@@ -480,9 +489,9 @@ static void route_sandbox(http_request *request, box *b, char **s, int n)
         else if (!method_is(request, "POST"))
             respond_method_not_allowed(request);
         else if (v1_require_running(request, b))
-            create_context(request, b);
+            v1_create_context(request, b);
     } else if (strcmp(what, "contexts") == 0 && n <= 6) {
-        route_context(request, b, s[4], n == 6 ? s[5] : NULL);
+        v1_route_context(request, b, s[4], n == 6 ? s[5] : NULL);
     } else if (strcmp(what, "files") == 0 && n <= 5) {
         if (v1_require_running(request, b))
             v1_files_route(request, b, files_rest(http_path(request)));

@@ -27,6 +27,16 @@ bool v1_optional_string_map(http_request *request, json_t *body, const char *fie
    else 409 names the state (as for a dead one). */
 bool v1_require_running(http_request *request, box *b);
 
+/* Answers a sandbox's creation with 201 and `answer` (stolen; NULL: the sandbox's model) once
+   its kernel k has started, so that the client's next call finds it ready; shared with E2B's
+   POST /sandboxes (e2b.c). */
+void v1_respond_when_ready(http_request *request, kernel *k, json_t *answer);
+
+/* Contexts: POST .../contexts {language?, cwd?}, and GET, DELETE or POST restart (`action`
+   "restart", else NULL) on one; shared with E2B's code interpreter routes (e2b.c). */
+void v1_create_context(http_request *request, box *b);
+void v1_route_context(http_request *request, box *b, const char *context_id, const char *action);
+
 /* Stateless runs: POST /v1/run (v1_run.c). */
 void v1_run(http_request *request);
 /* Executions and commands (v1_streams.c). */

@@ -414,6 +414,25 @@ static void write_batch(http_request *request, box *b)
     json_decref(body);
 }
 
+json_t *v1_files_write(http_request *request, box *b, const char *path, const void *data,
+                       size_t length)
+{
+    long long disk_bytes = box_limits(b)->disk_bytes;
+    batch_file file = {.path = path, .text = data, .length = length};
+    confined c;
+    if (disk_bytes > 0 && (long long)length > disk_bytes) {
+        respond_too_large(request, disk_bytes);
+        return NULL;
+    }
+    if (!open_sandbox(request, b, &c))
+        return NULL;
+    json_t *entry = write_batch_file(&c, &file);
+    if (!entry)
+        respond_failure(request, &c, disk_bytes);
+    close_sandbox(&c);
+    return entry;
+}
+
 /* ---- streamed uploads: PUT a file, PUT a tar ---- */
 
 typedef struct upload {

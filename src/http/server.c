@@ -392,8 +392,14 @@ static bool token_equals(const char *given)
     return given && strlen(given) == n && CRYPTO_memcmp(given, token, n) == 0;
 }
 
+/* E2B's SDK (api/e2b.c) sends the token as its API key to the control plane and as the access
+   tokens cellbox handed out to calls into a sandbox; its Authorization header, when present,
+   names the sandbox user ("Basic user:"), not a credential. */
+static const char *const e2b_token_headers[] = {"X-API-Key", "X-Access-Token",
+                                                "E2B-Traffic-Access-Token"};
+
 /* Kernel Gateway checks ?token= first, then "Authorization: token <t>" (jupyter_server also
-   takes "bearer", and so do we). */
+   takes "bearer", and so do we), then E2B's headers. */
 static bool request_is_authorized(const http_request *request)
 {
     if (!*server.options.token)
@@ -402,12 +408,15 @@ static bool request_is_authorized(const http_request *request)
     if (query) /* given, it decides: a wrong ?token= is not rescued by a header */
         return token_equals(query);
     const char *auth = http_header(request, "Authorization");
-    if (!auth)
-        return false;
-    if (strncasecmp(auth, "token ", 6) == 0)
+    if (auth && strncasecmp(auth, "token ", 6) == 0)
         return token_equals(auth + 6);
-    if (strncasecmp(auth, "bearer ", 7) == 0)
+    if (auth && strncasecmp(auth, "bearer ", 7) == 0)
         return token_equals(auth + 7);
+    for (size_t i = 0; i < sizeof e2b_token_headers / sizeof *e2b_token_headers; i++) {
+        const char *given = http_header(request, e2b_token_headers[i]);
+        if (given)
+            return token_equals(given);
+    }
     return false;
 }
 

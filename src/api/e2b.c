@@ -1,0 +1,639 @@
+#include "api/e2b.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/jupyter.h"
+#include "api/v1.h"
+#include "api/v1_files.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "kernel/box.h"
+#include "kernel/kernelspec.h"
+#include "kernel/manager.h"
+
+/* The SDK gates features on the envd version a sandbox reports: 0.4.0 and later take no
+   default user (so no "Authorization: Basic user:" on every call), 0.5.7 and later may upload
+   as application/octet-stream. Files metadata (0.6.2) is not served, so we stay below it. */
+#define ENVD_VERSION "0.5.7"
+#define CLIENT_ID "cellbox"
+#define INTERPRETER_PORT "49999"
+#define ENVD_PORT "49983"
+#define DEFAULT_TIMEOUT_S 300 /* E2B's default sandbox lifetime */
+#define MAX_SEGMENTS 6
+#define MAX_UPLOAD_FILES 64
+
+/* ---- helpers ---- */
+
+static bool method_is(http_request *request, const char *method)
+{
+    return strcmp(http_method(request), method) == 0;
+}
+
+/* E2B's error body, {"code", "message"}: the SDK tells a missing sandbox by code == 404. */
+static void respond_error(http_request *request, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void respond_error(http_request *request, int status, const char *fmt, ...)
+{
+    char message[1024];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(message, sizeof message, fmt, args);
+    va_end(args);
+    http_respond_json(request, status, json_pack("{s:i, s:s}", "code", status, "message", message));
+}
+
+static void respond_method_not_allowed(http_request *request)
+{
+    respond_error(request, 405, "%s is not allowed on %s", http_method(request),
+                  http_path(request));
+}
+
+static int split_path(const char *path, char *copy, size_t size, char *segments[])
+{
+    snprintf(copy, size, "%s", path);
+    int count = 0;
+    for (char *save = NULL, *part = strtok_r(copy, "/", &save); part;
+         part = strtok_r(NULL, "/", &save)) {
+        if (count == MAX_SEGMENTS)
+            return MAX_SEGMENTS + 1;
+        segments[count++] = part;
+    }
+    return count;
+}
+
+/* Percent-decoding in place ('+' stays: the SDK encodes spaces as %20). */
+static void url_decode(char *text)
+{
+    char *out = text;
+    for (char *in = text; *in; in++) {
+        unsigned value;
+        if (in[0] == '%' && in[1] && in[2] && sscanf(in + 1, "%2x", &value) == 1) {
+            *out++ = (char)value;
+            in += 2;
+        } else {
+            *out++ = *in;
+        }
+    }
+    *out = '\0';
+}
+
+/* ---- the control plane: sandboxes ---- */
+
+/* E2B names its sandboxes' states running and paused; a dead cellbox sandbox is neither. */
+static const char *e2b_state(box *b)
+{
+    box_state state = box_get_state(b);
+    return state == BOX_RUNNING ? "running" : state == BOX_PAUSED ? "paused" : NULL;
+}
+
+/* What the SDK needs to reach a sandbox. The access tokens are the key the request came with:
+   it was admitted, so it is the daemon's token, and the SDK sends it back on every call into
+   the sandbox (X-Access-Token to envd, E2B-Traffic-Access-Token to the interpreter's contexts,
+   which carry no other credential). */
+static json_t *connection_model(http_request *request, box *b)
+{
+    const char *key = http_header(request, "X-API-Key");
+    json_t *model = json_pack("{s:s, s:s, s:s, s:s, s:n}", "sandboxID", box_id(b), "templateID",
+                              kernel_spec(box_default_kernel(b))->name, "clientID", CLIENT_ID,
+                              "envdVersion", ENVD_VERSION, "domain");
+    json_object_set_new(model, "envdAccessToken", key ? json_string(key) : json_null());
+    json_object_set_new(model, "trafficAccessToken", key ? json_string(key) : json_null());
+    return model;
+}
+
+/* ListedSandbox (and, with the tokens, SandboxDetail) from cellbox's own model. */
+static json_t *listed_model(box *b)
+{
+    json_t *native = box_model(b);
+    const sandbox_limits *limits = box_limits(b);
+    json_t *model = json_pack(
+        "{s:s, s:s, s:s, s:s, s:O, s:O, s:i, s:I, s:I, s:O, s:s, s:s}", "sandboxID", box_id(b),
+        "templateID", json_string_value(json_object_get(native, "template")), "alias",
+        json_string_value(json_object_get(native, "template")), "clientID", CLIENT_ID, "startedAt",
+        json_object_get(native, "started_at"), "endAt", json_object_get(native, "ends_at"),
+        "cpuCount", limits->cpus > 0 ? (int)ceil(limits->cpus) : 1, "memoryMB",
+        (json_int_t)(limits->memory_bytes >> 20), "diskSizeMB",
+        (json_int_t)(limits->disk_bytes >> 20), "metadata", json_object_get(native, "metadata"),
+        "state", e2b_state(b) ? e2b_state(b) : "dead", "envdVersion", ENVD_VERSION);
+    json_decref(native);
+    return model;
+}
+
+/* E2B's default templates name what cellbox's default kernelspec is. */
+static const char *kernelspec_for_template(const char *template_id)
+{
+    if (!template_id || strcmp(template_id, "base") == 0 ||
+        strcmp(template_id, "code-interpreter-v1") == 0 ||
+        strcmp(template_id, "code-interpreter") == 0)
+        return manager_default_kernel();
+    return kernelspec_find(template_id) ? template_id : NULL;
+}
+
+/* POST /sandboxes {templateID, timeout, metadata, envVars, allow_internet_access, ...}: fields
+   cellbox has no use for (mcp, network rules, autoPause, volumes) are ignored. */
+static void create_sandbox(http_request *request)
+{
+    json_t *body = jupyter_parse_body(request); /* takes any field, unlike v1_parse_body */
+    if (!body)
+        return;
+    const char *template_id = NULL;
+    int timeout_s = DEFAULT_TIMEOUT_S;
+    json_t *env = NULL, *metadata = NULL;
+    bool internet = false;
+    json_t *network = NULL;
+    if (!v1_optional_string(request, body, "templateID", &template_id) ||
+        !v1_optional_int(request, body, "timeout", 0, &timeout_s) ||
+        !v1_optional_string_map(request, body, "envVars", &env) ||
+        !v1_optional_string_map(request, body, "metadata", &metadata) ||
+        !v1_optional_bool(request, body, "allow_internet_access", &internet)) {
+        json_decref(body);
+        return;
+    }
+    if (json_is_boolean(json_object_get(body, "allow_internet_access")))
+        network = json_boolean(internet);
+    const char *spec = kernelspec_for_template(template_id);
+    int status;
+    char why[512];
+    kernel *k = spec ? manager_create(spec, env, NULL, network, &status, why, sizeof why) : NULL;
+    json_decref(network);
+    if (!spec)
+        respond_error(request, 404,
+                      "template '%s' does not exist: use one of cellbox's "
+                      "kernelspecs (GET /v1/templates), or 'base' for the default",
+                      template_id);
+    else if (!k)
+        respond_error(request, status, "%s", why);
+    if (!k) {
+        json_decref(body);
+        return;
+    }
+    box *b = box_of(k);
+    box_configure(b, metadata, env, timeout_s);
+    json_decref(body);
+    /* answered once it can run code and take files: the SDK calls into it at once */
+    v1_respond_when_ready(request, k, connection_model(request, b));
+}
+
+/* ?metadata=k1%3Dv1%26k2%3Dv2 (one value, itself URL-encoded pairs) → {k1: v1, k2: v2}. */
+static json_t *metadata_filter(http_request *request)
+{
+    json_t *filter = json_object();
+    const char *query = http_query(request, "metadata");
+    if (!query)
+        return filter;
+    char *copy = strdup(query);
+    if (!copy)
+        die("out of memory");
+    for (char *save = NULL, *pair = strtok_r(copy, "&", &save); pair;
+         pair = strtok_r(NULL, "&", &save)) {
+        char *equals = strchr(pair, '=');
+        if (!equals)
+            continue;
+        *equals = '\0';
+        url_decode(pair);
+        url_decode(equals + 1);
+        json_object_set_new(filter, pair, json_string(equals + 1));
+    }
+    free(copy);
+    return filter;
+}
+
+/* Is `state` among ?state=running,paused (all of them when not given)? */
+static bool state_wanted(http_request *request, const char *state)
+{
+    const char *wanted = http_query(request, "state");
+    if (!wanted || !*wanted)
+        return true;
+    size_t n = strlen(state);
+    for (const char *at = wanted; *at; at += strcspn(at, ","), at += *at == ',') {
+        if (strncmp(at, state, n) == 0 && (at[n] == ',' || at[n] == '\0'))
+            return true;
+    }
+    return false;
+}
+
+static void list_sandboxes(http_request *request)
+{
+    json_t *filter = metadata_filter(request);
+    json_t *list = json_array();
+    for (size_t i = 0; i < manager_count(); i++) {
+        box *b = box_of(manager_at(i));
+        if (e2b_state(b) && state_wanted(request, e2b_state(b)) && box_matches(b, NULL, filter))
+            json_array_append_new(list, listed_model(b));
+    }
+    json_decref(filter);
+    http_respond_json(request, 200, list);
+}
+
+static void get_sandbox(http_request *request, box *b)
+{
+    json_t *model = listed_model(b);
+    json_t *connection = connection_model(request, b);
+    json_object_set(model, "envdAccessToken", json_object_get(connection, "envdAccessToken"));
+    json_object_set(model, "domain", json_null());
+    json_decref(connection);
+    http_respond_json(request, 200, model);
+}
+
+/* A body's timeout in seconds: -1 when absent, -2 after answering 400. */
+static int body_timeout(http_request *request, json_t *body)
+{
+    int timeout_s = -1;
+    if (!v1_optional_int(request, body, "timeout", 0, &timeout_s))
+        return -2;
+    return timeout_s;
+}
+
+/* POST /sandboxes/{id}/connect (and the older /resume): resumes a paused sandbox; 201 when it
+   was resumed, 200 when it was running. */
+static void connect_sandbox(http_request *request, box *b)
+{
+    json_t *body = jupyter_parse_body(request);
+    int timeout_s = body ? body_timeout(request, body) : -2;
+    json_decref(body);
+    if (timeout_s == -2)
+        return;
+    char why[256];
+    int status = 200;
+    if (box_get_state(b) == BOX_DEAD) {
+        respond_error(request, 409, "sandbox %s is dead: %s", box_id(b),
+                      kernel_death_reason(box_default_kernel(b)));
+        return;
+    }
+    if (box_get_state(b) == BOX_PAUSED) {
+        if (box_resume(b, why, sizeof why) < 0) {
+            respond_error(request, 500, "%s", why);
+            return;
+        }
+        status = 201;
+    }
+    if (timeout_s >= 0)
+        box_set_timeout(b, timeout_s);
+    http_respond_json(request, status, connection_model(request, b));
+}
+
+static void pause_sandbox(http_request *request, box *b)
+{
+    char why[256];
+    if (box_get_state(b) != BOX_RUNNING)
+        respond_error(request, 409, "sandbox %s is %s, not running", box_id(b),
+                      box_state_name(box_get_state(b)));
+    else if (box_pause(b, why, sizeof why) < 0)
+        respond_error(request, 500, "%s", why);
+    else
+        http_respond(request, 204, NULL, "", 0);
+}
+
+static void set_timeout(http_request *request, box *b)
+{
+    json_t *body = jupyter_parse_body(request);
+    int timeout_s = body ? body_timeout(request, body) : -2;
+    json_decref(body);
+    if (timeout_s == -1)
+        respond_error(request, 400, "'timeout' is required: seconds from now");
+    else if (timeout_s >= 0) {
+        box_set_timeout(b, timeout_s);
+        http_respond(request, 204, NULL, "", 0);
+    }
+}
+
+/* One sample of what E2B's metrics report, from cellbox's usage counters. */
+static void get_metrics(http_request *request, box *b)
+{
+    json_t *native = box_model(b);
+    json_t *usage = json_object_get(native, "usage");
+    const sandbox_limits *limits = box_limits(b);
+    char now[ISO_TIME_BUFFER];
+    clock_format_iso(clock_wall_us(), now);
+    json_t *sample = json_pack("{s:s, s:i, s:f, s:O, s:I, s:O, s:I}", "timestamp", now, "cpuCount",
+                               limits->cpus > 0 ? (int)ceil(limits->cpus) : 1, "cpuUsedPct", 0.0,
+                               "memUsed", json_object_get(usage, "memory_bytes"), "memTotal",
+                               (json_int_t)limits->memory_bytes, "diskUsed",
+                               json_object_get(usage, "disk_bytes"), "diskTotal",
+                               (json_int_t)limits->disk_bytes);
+    json_decref(native);
+    http_respond_json(request, 200, json_pack("[o]", sample));
+}
+
+static void route_sandbox(http_request *request, box *b, const char *action)
+{
+    if (!action) {
+        if (method_is(request, "GET"))
+            get_sandbox(request, b);
+        else if (method_is(request, "DELETE")) {
+            manager_delete(box_default_kernel(b));
+            http_respond(request, 204, NULL, "", 0);
+        } else
+            respond_method_not_allowed(request);
+    } else if (strcmp(action, "metrics") == 0) {
+        method_is(request, "GET") ? get_metrics(request, b) : respond_method_not_allowed(request);
+    } else if (!method_is(request, "POST")) {
+        respond_method_not_allowed(request);
+    } else if (strcmp(action, "timeout") == 0) {
+        set_timeout(request, b);
+    } else if (strcmp(action, "pause") == 0) {
+        pause_sandbox(request, b);
+    } else if (strcmp(action, "connect") == 0 || strcmp(action, "resume") == 0) {
+        connect_sandbox(request, b);
+    } else {
+        respond_error(request, 404,
+                      "no such sandbox endpoint: %s (cellbox serves timeout, pause, "
+                      "connect, resume and metrics)",
+                      action);
+    }
+}
+
+static void route_control_plane(http_request *request)
+{
+    char copy[2048];
+    char *s[MAX_SEGMENTS];
+    int n = split_path(http_path(request), copy, sizeof copy, s);
+    char **rest = s;
+    if (n > 0 && strcmp(s[0], "v2") == 0) { /* /v2/sandboxes... is the same resource */
+        rest++;
+        n--;
+    }
+    if (n == 1) {
+        if (method_is(request, "GET"))
+            list_sandboxes(request);
+        else if (method_is(request, "POST"))
+            create_sandbox(request);
+        else
+            respond_method_not_allowed(request);
+        return;
+    }
+    box *b = n <= 3 ? box_find(rest[1]) : NULL;
+    if (n > 3)
+        respond_error(request, 404, "no such endpoint: %s", http_path(request));
+    else if (!b)
+        respond_error(request, 404, "sandbox %s does not exist", rest[1]);
+    else
+        route_sandbox(request, b, n == 3 ? rest[2] : NULL);
+}
+
+/* ---- port 49999: the code interpreter ---- */
+
+static void route_interpreter(http_request *request, box *b, char **s, int n)
+{
+    if (n == 1 && strcmp(s[0], "health") == 0) {
+        http_respond(request, 200, "text/plain", "OK", 2);
+    } else if (n == 1 && strcmp(s[0], "execute") == 0) {
+        if (!method_is(request, "POST"))
+            respond_method_not_allowed(request);
+        else if (v1_require_running(request, b))
+            v1_execute(request, b); /* the body and the stream are E2B's already */
+    } else if (n == 1 && strcmp(s[0], "contexts") == 0) {
+        if (method_is(request, "GET"))
+            http_respond_json(request, 200, box_contexts_model(b));
+        else if (!method_is(request, "POST"))
+            respond_method_not_allowed(request);
+        else if (v1_require_running(request, b))
+            v1_create_context(request, b);
+    } else if (n <= 3 && strcmp(s[0], "contexts") == 0) {
+        v1_route_context(request, b, s[1], n == 3 ? s[2] : NULL);
+    } else {
+        respond_error(request, 404,
+                      "no such code interpreter endpoint: %s (cellbox serves "
+                      "/execute, /contexts and /health)",
+                      http_path(request));
+    }
+}
+
+/* ---- port 49983: envd ---- */
+
+/* The value of parameter `name` in a header like `multipart/form-data; boundary=x`, unquoted;
+   false if it is not there or does not fit. */
+static bool header_parameter(const char *header, const char *name, char *out, size_t size)
+{
+    size_t n = strlen(name);
+    for (const char *at = strchr(header, ';'); at; at = strchr(at + 1, ';')) {
+        const char *p = at + 1 + strspn(at + 1, " \t");
+        if (strncasecmp(p, name, n) != 0 || p[n] != '=')
+            continue;
+        p += n + 1;
+        size_t length = *p == '"' ? strcspn(p + 1, "\"") : strcspn(p, "; \t");
+        if (*p == '"')
+            p++;
+        if (length == 0 || length >= size)
+            return false;
+        memcpy(out, p, length);
+        out[length] = '\0';
+        return true;
+    }
+    return false;
+}
+
+typedef struct upload_part {
+    char filename[4096]; /* the path, as the SDK names each part */
+    const char *data;
+    size_t length;
+} upload_part;
+
+/* Splits a multipart/form-data body (RFC 7578) into its parts; -1 when it is malformed. The
+   SDK sends each file as a part named "file" whose filename is the file's path. */
+static int parse_multipart(const char *body, size_t length, const char *boundary,
+                           upload_part *parts, int max_parts)
+{
+    char delimiter[256];
+    int delimiter_length = snprintf(delimiter, sizeof delimiter, "--%s", boundary);
+    const char *end = body + length;
+    const char *at = memmem(body, length, delimiter, (size_t)delimiter_length);
+    int count = 0;
+    while (at) {
+        at += delimiter_length;
+        if (end - at >= 2 && at[0] == '-' && at[1] == '-')
+            return count; /* the closing delimiter */
+        if (count == max_parts || end - at < 2 || at[0] != '\r' || at[1] != '\n')
+            return -1;
+        const char *headers = at + 2;
+        const char *data = memmem(headers, (size_t)(end - headers), "\r\n\r\n", 4);
+        if (!data)
+            return -1;
+        char header_text[8192];
+        size_t header_length = (size_t)(data - headers);
+        if (header_length >= sizeof header_text)
+            return -1;
+        memcpy(header_text, headers, header_length);
+        header_text[header_length] = '\0';
+        data += 4;
+        char closing[260];
+        int closing_length = snprintf(closing, sizeof closing, "\r\n%s", delimiter);
+        const char *next = memmem(data, (size_t)(end - data), closing, (size_t)closing_length);
+        if (!next)
+            return -1;
+        upload_part *part = &parts[count++];
+        part->filename[0] = '\0';
+        for (char *line = header_text; line;
+             line = strstr(line, "\r\n") ? strstr(line, "\r\n") + 2 : NULL)
+            if (strncasecmp(line, "Content-Disposition:", 20) == 0) {
+                char *line_end = strstr(line, "\r\n");
+                if (line_end)
+                    *line_end = '\0';
+                header_parameter(line, "filename", part->filename, sizeof part->filename);
+                if (line_end)
+                    *line_end = '\r';
+            }
+        url_decode(part->filename); /* undici escapes '"', CR and LF as %22, %0D, %0A */
+        part->data = data;
+        part->length = (size_t)(next - data);
+        at = next + 2;
+    }
+    return -1;
+}
+
+/* The entry envd answers for each file written: {name, type, path}. */
+static json_t *written_entry(json_t *entry)
+{
+    json_t *written = json_pack("{s:O, s:s, s:O}", "name", json_object_get(entry, "name"), "type",
+                                "file", "path", json_object_get(entry, "path"));
+    json_decref(entry);
+    return written;
+}
+
+/* POST /files?path=: a multipart form of files, or (envd 0.5.7) the file's bytes as
+   application/octet-stream. The body is held in memory (the server's body size limit applies):
+   /v1's PUT .../files streams uploads of any size. */
+static void write_files(http_request *request, box *b)
+{
+    const char *type = http_header(request, "Content-Type");
+    const char *path = http_query(request, "path");
+    const char *encoding = http_header(request, "Content-Encoding");
+    size_t length;
+    const char *body = http_body(request, &length);
+    if (encoding && strcasecmp(encoding, "identity") != 0) {
+        respond_error(request, 400,
+                      "Content-Encoding '%s' is not supported: upload the file "
+                      "uncompressed (without gzip)",
+                      encoding);
+        return;
+    }
+    if (!v1_require_running(request, b))
+        return;
+    json_t *written = json_array();
+    if (type && strncasecmp(type, "multipart/form-data", 19) == 0) {
+        char boundary[200];
+        upload_part *parts = calloc(MAX_UPLOAD_FILES, sizeof *parts);
+        if (!parts)
+            die("out of memory");
+        int count = header_parameter(type, "boundary", boundary, sizeof boundary)
+                        ? parse_multipart(body, length, boundary, parts, MAX_UPLOAD_FILES)
+                        : -1;
+        if (count <= 0)
+            respond_error(request, 400,
+                          "the body is not a multipart form with up to %d files "
+                          "(each a part with its path as the filename)",
+                          MAX_UPLOAD_FILES);
+        for (int i = 0; i < count && written; i++) {
+            const char *target = path && *path && count == 1 ? path : parts[i].filename;
+            json_t *entry =
+                *target ? v1_files_write(request, b, target, parts[i].data, parts[i].length) : NULL;
+            if (!*target)
+                respond_error(request, 400,
+                              "file %d of the form has no path: pass ?path= or "
+                              "give the part a filename",
+                              i + 1);
+            if (entry)
+                json_array_append_new(written, written_entry(entry));
+            else
+                json_decref(written), written = NULL;
+        }
+        if (count <= 0)
+            json_decref(written), written = NULL;
+        free(parts);
+    } else if (!path || !*path) {
+        respond_error(request, 400, "the 'path' query parameter is required");
+        json_decref(written), written = NULL;
+    } else {
+        json_t *entry = v1_files_write(request, b, path, body, length);
+        if (entry)
+            json_array_append_new(written, written_entry(entry));
+        else
+            json_decref(written), written = NULL;
+    }
+    if (written)
+        http_respond_json(request, 200, written);
+}
+
+static void route_envd(http_request *request, box *b, char **s, int n)
+{
+    if (n == 1 && strcmp(s[0], "health") == 0) {
+        http_respond(request, 204, NULL, "", 0);
+    } else if (n == 1 && strcmp(s[0], "files") == 0) {
+        if (method_is(request, "GET")) {
+            if (v1_require_running(request, b))
+                v1_files_route(request, b, ""); /* same ?path=, same bytes back */
+        } else if (method_is(request, "POST")) {
+            write_files(request, b);
+        } else {
+            respond_method_not_allowed(request);
+        }
+    } else if (n == 2 && strchr(s[0], '.')) {
+        /* Connect-RPC (filesystem.Filesystem, process.Process): "unimplemented" in
+           Connect's error shape, which the SDK turns into a clear error. */
+        char message[512];
+        snprintf(message, sizeof message,
+                 "cellbox does not serve envd's %s/%s: of envd it "
+                 "serves /health and /files (GET, POST); run commands with runCode or cellbox's "
+                 "/v1 commands",
+                 s[0], s[1]);
+        http_respond_json(request, 404,
+                          json_pack("{s:s, s:s}", "code", "unimplemented", "message", message));
+    } else {
+        respond_error(request, 404,
+                      "no such envd endpoint: %s (cellbox serves /health and "
+                      "/files)",
+                      http_path(request));
+    }
+}
+
+/* ---- dispatch ---- */
+
+static bool is_control_plane_path(const char *path)
+{
+    if (strncmp(path, "/v2/", 4) == 0)
+        path += 3;
+    return strncmp(path, "/sandboxes", 10) == 0 && (path[10] == '\0' || path[10] == '/');
+}
+
+bool e2b_owns(http_request *request)
+{
+    return http_header(request, "E2b-Sandbox-Id") || is_control_plane_path(http_path(request));
+}
+
+/* A call into a sandbox, as E2B's proxy routes it: an unknown sandbox is 502, which the SDK
+   reads as "not running" (Sandbox.isRunning). */
+static void route_into_sandbox(http_request *request)
+{
+    const char *id = http_header(request, "E2b-Sandbox-Id");
+    const char *port = http_header(request, "E2b-Sandbox-Port");
+    box *b = box_find(id);
+    char copy[2048];
+    char *s[MAX_SEGMENTS];
+    int n = split_path(http_path(request), copy, sizeof copy, s);
+    bool interpreter = port && strcmp(port, INTERPRETER_PORT) == 0;
+    if (!b) {
+        respond_error(request, 502, "sandbox %s was not found (it was killed, or timed out)", id);
+    } else if (!interpreter && !(port && strcmp(port, ENVD_PORT) == 0)) {
+        respond_error(request, 502,
+                      "port %s of sandbox %s is not served: cellbox answers "
+                      "E2b-Sandbox-Port " INTERPRETER_PORT " (code interpreter) and " ENVD_PORT
+                      " (envd)",
+                      port ? port : "(none)", id);
+    } else if (n < 1 || n > 3) {
+        respond_error(request, 404, "no such endpoint: %s", http_path(request));
+    } else {
+        interpreter ? route_interpreter(request, b, s, n) : route_envd(request, b, s, n);
+    }
+}
+
+void e2b_dispatch(http_request *request)
+{
+    if (http_header(request, "E2b-Sandbox-Id"))
+        route_into_sandbox(request);
+    else
+        route_control_plane(request);
+}

@@ -1,0 +1,21 @@
+/* e2b — E2B's APIs, so that the official E2B SDKs (npm `e2b`, `@e2b/code-interpreter`) run
+ * against cellbox unchanged, pointed at it with E2B_API_URL and E2B_SANDBOX_URL.
+ *
+ * The SDK talks to two places. The control plane (E2B_API_URL) creates, lists, times out,
+ * pauses, resumes and kills sandboxes: /sandboxes and /v2/sandboxes here, each a cellbox
+ * sandbox. Every call into a sandbox goes to one base URL (E2B_SANDBOX_URL) with the headers
+ * E2b-Sandbox-Id and E2b-Sandbox-Port: port 49999 is the code interpreter (/execute, /contexts,
+ * served by /v1's execution stream and contexts) and 49983 is envd (/health, /files; commands
+ * through Connect-RPC are not served). docs/api.md lists what works. */
+#ifndef CELLBOX_API_E2B_H
+#define CELLBOX_API_E2B_H
+
+#include <stdbool.h>
+
+#include "http/server.h"
+
+/* A call into a sandbox (it names one in E2b-Sandbox-Id) or to the control plane's paths. */
+bool e2b_owns(http_request *request);
+void e2b_dispatch(http_request *request);
+
+#endif

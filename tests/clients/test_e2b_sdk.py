@@ -1,0 +1,200 @@
+"""E2B's official SDK (@e2b/code-interpreter, on npm `e2b`) against cellboxd, unchanged.
+
+- The SDK (tests/clients/node/e2b_client.mjs) pointed at the daemon with E2B_API_URL,
+  E2B_SANDBOX_URL and E2B_API_KEY (the daemon's token): sandbox creation, runCode with state,
+  output, errors, a chart and streaming callbacks, a second context, files written and read,
+  list, getInfo, setTimeout, kill. Every step is checked here again.
+- The same routes on the wire with `requests`: what the SDK relies on when things go wrong
+  (E2B's error body {"code", "message"}, 502 for a sandbox that is gone, the token required in
+  each of E2B's headers) and what cellbox does not serve (envd's Connect-RPC, other ports).
+
+The npm packages come from `scripts/install-deps.sh test` (npm ci in tests/clients/node)."""
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+import requests
+
+pytestmark = pytest.mark.cellbox_only  # Jupyter Server has no E2B API
+
+NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
+TIMEOUT = 180
+INTERPRETER = "49999"
+ENVD = "49983"
+
+
+def url_of(daemon):
+    return f"http://{daemon.host}:{daemon.port}"
+
+
+def run_sdk_client(daemon, timeout=TIMEOUT):
+    node = shutil.which("node")
+    assert node, "node is not installed (scripts/install-deps.sh test installs it)"
+    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@e2b", "code-interpreter")), \
+        "npm packages missing: run `scripts/install-deps.sh test` (npm ci in tests/clients/node)"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("E2B_")}
+    env.update(E2B_API_URL=url_of(daemon), E2B_SANDBOX_URL=url_of(daemon), E2B_API_KEY=daemon.token,
+               CELLBOX_CLIENT_DEADLINE_MS=str((timeout - 20) * 1000))
+    proc = subprocess.run([node, "e2b_client.mjs"], cwd=NODE_DIR, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"no summary from the client (exit {proc.returncode})\nstderr:\n{proc.stderr[-4000:]}"
+    return proc, json.loads(lines[-1])
+
+
+def test_sdk_scenario(daemon):
+    proc, summary = run_sdk_client(daemon)
+    steps = summary["steps"]
+    detail = f"exit {proc.returncode}\nsummary: {json.dumps(summary, indent=1)}\nstderr:\n{proc.stderr[-3000:]}"
+    expected = ["create", "state", "print", "error", "chart", "streaming", "context", "files",
+                "list", "info_and_timeout", "kill"]
+    missing = [s for s in expected if s not in steps]
+    assert not missing, f"steps never reported: {missing}\n{detail}"
+    failed = {name: s for name, s in steps.items() if not s["ok"]}
+    assert not failed, f"failed steps: {failed}\n{detail}"
+    assert proc.returncode == 0, detail
+
+    assert steps["state"]["text"] == "3"
+    assert steps["print"]["stdout"] == ["hello from e2b\n"]
+    assert steps["error"]["name"] == "ZeroDivisionError" and steps["error"]["has_traceback"]
+    assert steps["chart"]["png_bytes"] > 1000 and ["png"] in steps["chart"]["formats"]
+    assert steps["streaming"]["lines"] == ["line 0\n", "line 1\n", "line 2\n"]
+    assert steps["context"]["language"] == "python"
+    assert steps["files"]["written"] == {"name": "hello.txt", "type": "file",
+                                         "path": "/workspace/notes/hello.txt"}
+    assert steps["files"]["bytes"] == [0, 1, 2, 255]
+    assert steps["list"]["metadata"] == {"purpose": "cellbox-e2b-test"}
+    assert steps["info_and_timeout"]["template"] == "python3"
+    assert steps["kill"] == {"ok": True, "killed": True, "running": False, "again": False}
+    # the sandbox it killed is gone from cellbox's own API too
+    sandbox_id = steps["create"]["sandbox_id"]
+    r = daemon.client().get(f"v1/sandboxes/{sandbox_id}")
+    assert r.status_code == 404, r.text
+
+
+# ---- on the wire ----
+
+def api(daemon, method, path, key=None, **kw):
+    headers = kw.pop("headers", {})
+    headers.setdefault("X-API-Key", daemon.token if key is None else key)
+    return requests.request(method, url_of(daemon) + path, headers=headers, timeout=60, **kw)
+
+
+def into(daemon, sandbox_id, port, method, path, token=None, header="X-Access-Token", **kw):
+    headers = {"E2b-Sandbox-Id": sandbox_id, "E2b-Sandbox-Port": port,
+               header: daemon.token if token is None else token}
+    headers.update(kw.pop("headers", {}))
+    return requests.request(method, url_of(daemon) + path, headers=headers, timeout=60, **kw)
+
+
+@pytest.fixture
+def sandbox(daemon):
+    r = api(daemon, "POST", "/v2/sandboxes", json={"templateID": "code-interpreter-v1", "timeout": 120,
+                                                   "metadata": {"who": "wire"}, "envVars": {"GREETING": "hi"}})
+    assert r.status_code == 201, r.text
+    created = r.json()
+    yield created
+    api(daemon, "DELETE", f"/sandboxes/{created['sandboxID']}")
+
+
+def test_create_answers_what_the_sdk_reads(daemon, sandbox):
+    assert sandbox["templateID"] == "python3"
+    assert sandbox["envdVersion"] == "0.5.7"
+    # the SDK sends these back on every call into the sandbox
+    assert sandbox["envdAccessToken"] == daemon.token
+    assert sandbox["trafficAccessToken"] == daemon.token
+    # a cellbox sandbox like any other, with the env and the timeout asked for
+    native = daemon.client().get(f"v1/sandboxes/{sandbox['sandboxID']}").json()
+    assert native["timeout_s"] == 120 and native["metadata"] == {"who": "wire"}
+    r = into(daemon, sandbox["sandboxID"], INTERPRETER, "POST", "/execute",
+             json={"code": "import os; os.environ['GREETING']"})
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("application/x-ndjson")
+    events = [json.loads(line) for line in r.text.splitlines()]
+    assert events[-1] == {"type": "end_of_execution"}
+    assert any(e["type"] == "result" and e["text"] == "'hi'" for e in events), events
+
+
+def test_unknown_template_is_404_in_e2bs_shape(daemon):
+    r = api(daemon, "POST", "/sandboxes", json={"templateID": "no-such-template"})
+    assert r.status_code == 404
+    assert r.json()["code"] == 404 and "no-such-template" in r.json()["message"]
+
+
+def test_missing_sandbox_is_404_with_code(daemon):
+    # the SDK tells "not found" from other failures by the body's code
+    for method, path in [("GET", "/sandboxes/nope"), ("DELETE", "/sandboxes/nope"),
+                         ("POST", "/sandboxes/nope/timeout"), ("POST", "/v2/sandboxes/nope/connect")]:
+        r = api(daemon, method, path, json={"timeout": 10})
+        assert r.status_code == 404, (method, path, r.text)
+        assert r.json()["code"] == 404
+
+
+def test_pause_and_connect(daemon, sandbox):
+    sid = sandbox["sandboxID"]
+    assert api(daemon, "POST", f"/sandboxes/{sid}/pause").status_code == 204
+    assert api(daemon, "POST", f"/sandboxes/{sid}/pause").status_code == 409  # already paused
+    listed = api(daemon, "GET", "/v2/sandboxes?state=paused").json()
+    assert [s["sandboxID"] for s in listed] == [sid]
+    assert api(daemon, "GET", "/v2/sandboxes?state=running").json() == []
+    r = api(daemon, "POST", f"/v2/sandboxes/{sid}/connect", json={"timeout": 60})
+    assert r.status_code == 201 and r.json()["sandboxID"] == sid, r.text
+    r = api(daemon, "POST", f"/v2/sandboxes/{sid}/connect", json={})
+    assert r.status_code == 200
+    assert api(daemon, "GET", f"/sandboxes/{sid}").json()["state"] == "running"
+
+
+def test_list_filters_by_metadata(daemon, sandbox):
+    r = api(daemon, "GET", "/v2/sandboxes", params={"metadata": "who=wire"})
+    assert [s["sandboxID"] for s in r.json()] == [sandbox["sandboxID"]]
+    r = api(daemon, "GET", "/v2/sandboxes", params={"metadata": "who=someone-else"})
+    assert r.json() == []
+
+
+def test_token_is_required_in_each_header(daemon, sandbox):
+    sid = sandbox["sandboxID"]
+    assert api(daemon, "GET", "/v2/sandboxes", key="wrong").status_code == 401
+    r = requests.get(url_of(daemon) + "/v2/sandboxes", timeout=30)
+    assert r.status_code == 401
+    for header in ["X-Access-Token", "E2B-Traffic-Access-Token"]:
+        assert into(daemon, sid, INTERPRETER, "GET", "/contexts", header=header).status_code == 200
+        assert into(daemon, sid, INTERPRETER, "GET", "/contexts", header=header,
+                    token="wrong").status_code == 401
+    # envd's "Authorization: Basic user:" names a user; the access token still decides
+    r = into(daemon, sid, ENVD, "GET", "/health", headers={"Authorization": "Basic dXNlcjo="})
+    assert r.status_code == 204
+
+
+def test_calls_into_a_sandbox_that_is_gone_are_502(daemon):
+    # Sandbox.isRunning() reads 502 from envd's /health as "not running"
+    r = into(daemon, "no-such-sandbox", ENVD, "GET", "/health")
+    assert r.status_code == 502 and r.json()["code"] == 502
+
+
+def test_other_ports_and_connect_rpc_are_not_served(daemon, sandbox):
+    sid = sandbox["sandboxID"]
+    r = into(daemon, sid, "8080", "GET", "/")
+    assert r.status_code == 502 and "49999" in r.json()["message"]
+    r = into(daemon, sid, ENVD, "POST", "/process.Process/Start", data=b"{}",
+             headers={"Content-Type": "application/json"})
+    assert r.status_code == 404 and r.json()["code"] == "unimplemented"
+
+
+def test_envd_files_octet_stream_and_errors(daemon, sandbox):
+    sid = sandbox["sandboxID"]
+    r = into(daemon, sid, ENVD, "POST", "/files?path=/workspace/raw.bin", data=b"\x00raw\xff",
+             headers={"Content-Type": "application/octet-stream"})
+    assert r.status_code == 200, r.text
+    assert r.json() == [{"name": "raw.bin", "type": "file", "path": "/workspace/raw.bin"}]
+    r = into(daemon, sid, ENVD, "GET", "/files?path=/workspace/raw.bin")
+    assert r.status_code == 200 and r.content == b"\x00raw\xff"
+    r = into(daemon, sid, ENVD, "POST", "/files?path=/workspace/x.gz", data=b"...",
+             headers={"Content-Type": "application/octet-stream", "Content-Encoding": "gzip"})
+    assert r.status_code == 400 and "gzip" in r.json()["message"]
+    r = into(daemon, sid, ENVD, "POST", "/files?path=/workspace/y", data=b"not a form",
+             headers={"Content-Type": "multipart/form-data; boundary=xyz"})
+    assert r.status_code == 400
+    # paths stay inside the sandbox
+    r = into(daemon, sid, ENVD, "GET", "/files?path=/proc/self/environ")
+    assert r.status_code >= 400
