@@ -28,7 +28,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from helpers.daemon import Daemon, daemon_binary  # noqa: E402
-from seclib import (PROOF_CODE, PROOF_MARK, Sandboxes, pids_in_pid_namespace,  # noqa: E402
+from seclib import (PROOF_CODE, PROOF_MARK, Sandboxes, all_gone, processes_of,  # noqa: E402
                     proof_problems, wait_until)
 
 _guard = {"problems": None}
@@ -133,14 +133,14 @@ def fresh(box):
         return k
 
     yield make
-    namespaces = []
+    processes = {}
     for k in made:
         if k.proof:
-            namespaces.append(k.proof["pidns"])
+            processes.update(processes_of(k.proof["pidns"]))
         with contextlib.suppress(Exception):
             k.delete()
         with contextlib.suppress(ValueError):
             box.kernels.remove(k)
     # Deleting a kernel ends its whole sandbox: no process of its pid namespace stays.
-    wait_until(lambda: not [ns for ns in namespaces if pids_in_pid_namespace(ns)], timeout=30,
+    wait_until(lambda: all_gone(processes), timeout=30,
                message="every process of the test's deleted sandboxes gone from the host")

@@ -117,6 +117,26 @@ def pids_in_pid_namespace(ns_link):
     return found
 
 
+def start_time(pid):
+    """A process's start time (field 22 of /proc/PID/stat), or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def processes_of(ns_link):
+    """{host pid: start time} of a pid namespace's processes now. A namespace's inode number is
+    handed to the next namespace made once it is freed, so "its processes are gone" must be
+    checked by pid and start time, not by the namespace's name."""
+    return {pid: start_time(pid) for pid in pids_in_pid_namespace(ns_link)}
+
+
+def all_gone(processes):
+    return not any(start_time(pid) == started for pid, started in processes.items())
+
+
 class HostState:
     """What hostile cells try to change on the host, captured once per module."""
 
@@ -436,6 +456,6 @@ def wait_closed(conn, timeout=20):
         return e.code
 
 
-__all__ = ["Cell", "HostState", "PWN", "SandboxKernel", "Sandboxes",
-           "host_namespaces", "pids_in_pid_namespace", "proof_problems", "sha256",
-           "wait_closed", "wait_until"]
+__all__ = ["Cell", "HostState", "PWN", "SandboxKernel", "Sandboxes", "all_gone",
+           "host_namespaces", "pids_in_pid_namespace", "processes_of", "proof_problems", "sha256",
+           "start_time", "wait_closed", "wait_until"]

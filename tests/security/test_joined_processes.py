@@ -8,7 +8,7 @@ taking the same steps as the sandbox's own program. Each test asserts the attack
 import json
 import os
 
-from seclib import pids_in_pid_namespace, wait_until
+from seclib import all_gone, processes_of, wait_until
 
 IDENTITY = ("import json, os\n"
             "st = dict(l.split(':', 1) for l in open('/proc/self/status') if ':' in l)\n"
@@ -106,9 +106,10 @@ def test_commands_and_contexts_die_with_their_sandbox(box, fresh):
     namespace = k.proof["pidns"]
     # the command and the second context live in the sandbox's pid namespace
     assert command_pid in k.host_pids(), (command_pid, k.host_pids())
-    assert len(pids_in_pid_namespace(namespace)) >= 4  # pid 1, the kernel, sleep, the context
+    processes = processes_of(namespace)
+    assert len(processes) >= 4  # pid 1, the kernel, sleep, the context
     assert box.client.delete(f"v1/sandboxes/{k.id}").status_code == 204
-    wait_until(lambda: not pids_in_pid_namespace(namespace), timeout=30,
+    wait_until(lambda: all_gone(processes), timeout=30,
                message="every process of the deleted sandbox gone")
     box.assert_contained()
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from seclib import pids_in_pid_namespace, wait_until
+from seclib import all_gone, pids_in_pid_namespace, processes_of, wait_until
 
 pytestmark = pytest.mark.cellbox_only
 
@@ -144,21 +144,13 @@ os.waitpid(pid, 0)
     wait_until(lambda: os.path.exists(os.path.join(k.workspace, "escaper.pid")), timeout=10)
     sup = k.supervisor_host_pid()
     ns = os.readlink(f"/proc/{sup}/ns/pid")
-    assert len(pids_in_pid_namespace(ns)) >= 3
+    processes = processes_of(ns)
+    assert len(processes) >= 3
     r = k.delete()
     assert r.status_code == 204
-    wait_until(lambda: not pids_in_pid_namespace(ns), timeout=20,
+    wait_until(lambda: all_gone(processes), timeout=20,
                message="every process of the deleted sandbox gone")
     box.assert_contained()
-
-
-def _start_time(pid):
-    """A process's start time (field 22 of /proc/PID/stat), or None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def test_escaped_session_does_not_outlive_restart(box, fresh):
@@ -175,10 +167,10 @@ if os.fork() == 0:
     ns = os.readlink(f"/proc/{sup}/ns/pid")
     # By host pid and start time: the kernel hands a freed namespace's inode number to the next
     # one, so after the restart the new sandbox may carry the old namespace's name.
-    old = {pid: _start_time(pid) for pid in pids_in_pid_namespace(ns)}
+    old = processes_of(ns)
     assert len(old) >= 3, old  # pid 1, the kernel, the escaped session
     k.restart()
-    wait_until(lambda: not any(_start_time(pid) == started for pid, started in old.items()),
+    wait_until(lambda: all_gone(old),
                timeout=20, message="the old sandbox's processes gone after restart")
     got = k.json("import os\n_result = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())")
     assert got == [1, 2], got
