@@ -23,7 +23,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from helpers.daemon import Daemon, JupyterServer  # noqa: E402
+from helpers.daemon import Daemon, JupyterServer, fail_if_dead, serve  # noqa: E402
 
 REFERENCE = os.environ.get("CELLBOX_TEST_REFERENCE", "")
 
@@ -66,11 +66,13 @@ def _start(**kw):
 
 @pytest.fixture(scope="module")
 def daemon():
-    d = _start()
-    yield d
-    problem = d.finish()
-    if problem:
-        pytest.fail(problem, pytrace=False)
+    yield from serve(_start())
+
+
+@pytest.fixture(autouse=True)
+def _daemon_alive(request):
+    yield
+    fail_if_dead(request)
 
 
 @pytest.fixture

@@ -52,19 +52,6 @@ static void respond_method_not_allowed(http_request *request)
                   http_path(request));
 }
 
-static int split_path(const char *path, char *copy, size_t size, char *segments[])
-{
-    snprintf(copy, size, "%s", path);
-    int count = 0;
-    for (char *save = NULL, *part = strtok_r(copy, "/", &save); part;
-         part = strtok_r(NULL, "/", &save)) {
-        if (count == MAX_SEGMENTS)
-            return MAX_SEGMENTS + 1;
-        segments[count++] = part;
-    }
-    return count;
-}
-
 /* Percent-decoding in place ('+' stays: the SDK encodes spaces as %20). */
 static void url_decode(char *text)
 {
@@ -351,7 +338,7 @@ static void route_control_plane(http_request *request)
 {
     char copy[2048];
     char *s[MAX_SEGMENTS];
-    int n = split_path(http_path(request), copy, sizeof copy, s);
+    int n = http_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
     char **rest = s;
     if (n > 0 && strcmp(s[0], "v2") == 0) { /* /v2/sandboxes... is the same resource */
         rest++;
@@ -613,7 +600,7 @@ static void route_into_sandbox(http_request *request)
     box *b = box_find(id);
     char copy[2048];
     char *s[MAX_SEGMENTS];
-    int n = split_path(http_path(request), copy, sizeof copy, s);
+    int n = http_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
     bool interpreter = port && strcmp(port, INTERPRETER_PORT) == 0;
     if (!b) {
         respond_error(request, 502, "sandbox %s was not found (it was killed, or timed out)", id);

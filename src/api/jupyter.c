@@ -262,20 +262,6 @@ static void route_kernel(http_request *request, const char *id, const char *acti
 
 /* ---- dispatch ---- */
 
-/* Splits "/a/b/c" into segments in `copy`; returns the count (or MAX+1 when too many). */
-static int split_path(const char *path, char *copy, size_t copy_size, char *segments[])
-{
-    snprintf(copy, copy_size, "%s", path);
-    int count = 0;
-    for (char *save = NULL, *part = strtok_r(copy, "/", &save); part;
-         part = strtok_r(NULL, "/", &save)) {
-        if (count == MAX_PATH_SEGMENTS)
-            return MAX_PATH_SEGMENTS + 1;
-        segments[count++] = part;
-    }
-    return count;
-}
-
 static void route_api(http_request *request, char **s, int n)
 {
     if (n == 1) {
@@ -317,7 +303,7 @@ void jupyter_dispatch(http_request *request)
         mcp_dispatch(request);
         return;
     }
-    int n = split_path(http_path(request), copy, sizeof copy, segments);
+    int n = http_split_path(http_path(request), copy, sizeof copy, segments, MAX_PATH_SEGMENTS);
     if (n >= 1 && n <= MAX_PATH_SEGMENTS && strcmp(segments[0], "api") == 0) {
         route_api(request, segments, n);
     } else if (n == 3 && strcmp(segments[0], "kernelspecs") == 0) {

@@ -441,19 +441,6 @@ void v1_route_context(http_request *request, box *b, const char *context_id, con
 
 /* ---- routing ---- */
 
-static int split_path(const char *path, char *copy, size_t size, char *segments[])
-{
-    snprintf(copy, size, "%s", path);
-    int count = 0;
-    for (char *save = NULL, *part = strtok_r(copy, "/", &save); part;
-         part = strtok_r(NULL, "/", &save)) {
-        if (count == MAX_SEGMENTS)
-            return MAX_SEGMENTS + 1;
-        segments[count++] = part;
-    }
-    return count;
-}
-
 /* The part of the path after /v1/sandboxes/{id}/files, for the files module. */
 static const char *files_rest(const char *path)
 {
@@ -506,7 +493,7 @@ void v1_dispatch(http_request *request)
 {
     char copy[2048];
     char *s[MAX_SEGMENTS];
-    int n = split_path(http_path(request), copy, sizeof copy, s);
+    int n = http_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
     if (n == 2 && strcmp(s[1], "templates") == 0) {
         method_is(request, "GET") ? list_templates(request) : respond_method_not_allowed(request);
     } else if (n == 2 && strcmp(s[1], "run") == 0) {

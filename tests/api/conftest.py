@@ -36,11 +36,3 @@ def fresh(v1):
     yield model
     v1.remove(model["id"])
 
-
-@pytest.fixture(autouse=True)
-def _daemon_alive(request):
-    yield
-    if "daemon" in request.fixturenames:
-        d = request.getfixturevalue("daemon")
-        if not d.alive():
-            pytest.fail(f"cellboxd died during this test; log tail:\n{d.log_tail()}", pytrace=False)

@@ -13,7 +13,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from helpers.daemon import Daemon
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 EXAMPLES = os.path.join(REPO, "examples")
@@ -24,15 +23,9 @@ sys.path.insert(0, os.path.join(REPO, "clients", "python"))
 import cellbox  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def daemon():
-    if os.environ.get("CELLBOX_TEST_REFERENCE"):
-        pytest.skip("the examples use cellbox's own /v1 API")
-    d = Daemon().start()
-    yield d
-    problem = d.finish()
-    if problem:
-        pytest.fail(problem, pytrace=False)
+# The examples use cellbox's own /v1 API: skipped against the reference Jupyter Server. The
+# module's `daemon` is tests/conftest.py's.
+pytestmark = pytest.mark.cellbox_only
 
 
 @pytest.fixture(scope="module")

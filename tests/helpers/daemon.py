@@ -416,3 +416,22 @@ def run_daemon_to_exit(args, env=None, timeout=20):
 
 def python_version():
     return sys.version
+
+
+def serve(server):
+    """For fixtures: yields a started server, then stops it; whatever it reports at the end (a
+    sanitizer error, leftovers) fails the test that owned it."""
+    import pytest
+    yield server
+    problem = server.finish()
+    if problem:
+        pytest.fail(problem, pytrace=False)
+
+
+def fail_if_dead(request):
+    """After a test that used the `daemon` fixture: fail it if cellboxd died meanwhile."""
+    import pytest
+    if "daemon" in request.fixturenames:
+        d = request.getfixturevalue("daemon")
+        if hasattr(d, "alive") and not d.alive():
+            pytest.fail(f"cellboxd died during this test; log tail:\n{d.log_tail()}", pytrace=False)

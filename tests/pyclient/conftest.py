@@ -18,7 +18,7 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CLIENT = os.path.join(REPO, "clients", "python")
 sys.path.insert(0, CLIENT)
 
-from helpers.daemon import Daemon  # noqa: E402
+from helpers.daemon import Daemon, serve  # noqa: E402
 
 import cellbox  # noqa: E402
 
@@ -27,11 +27,7 @@ import cellbox  # noqa: E402
 def daemon():
     if os.environ.get("CELLBOX_TEST_REFERENCE"):
         pytest.skip("the client speaks cellbox's own /v1 API: nothing to check against Jupyter Server")
-    d = Daemon().start()
-    yield d
-    problem = d.finish()
-    if problem:
-        pytest.fail(problem, pytrace=False)
+    yield from serve(Daemon().start())
 
 
 @pytest.fixture(scope="package")
@@ -54,11 +50,3 @@ def fresh(conn):
     with contextlib.suppress(cellbox.CellboxError):
         sb.kill()
 
-
-@pytest.fixture(autouse=True)
-def _daemon_alive(request):
-    yield
-    if "daemon" in request.fixturenames:
-        d = request.getfixturevalue("daemon")
-        if not d.alive():
-            pytest.fail(f"cellboxd died during this test; log tail:\n{d.log_tail()}", pytrace=False)
