@@ -79,6 +79,7 @@ class CellboxCodeExecutor:
         self._sandbox_options = {"timeout_s": 3600, **sandbox_options}
         self._context = context
         self.timeout = timeout
+        self._owns_output_dir = not output_dir
         self.output_dir = Path(output_dir) if output_dir else Path(tempfile.mkdtemp(prefix="cellbox-autogen-"))
         self.output_dir.mkdir(parents=True, exist_ok=True)
 
@@ -93,10 +94,13 @@ class CellboxCodeExecutor:
         self.sandbox  # noqa: B018 - creates it now rather than at the first block
 
     def stop(self):
-        """Kill the sandbox if this executor created it."""
+        """Kill the sandbox if this executor created it; remove the temporary output directory it
+        made if nothing was saved there (saved images stay: they are the caller's results)."""
         if self._owns_sandbox and self._sandbox is not None:
             self._sandbox.kill()
             self._sandbox = None
+        if self._owns_output_dir and self.output_dir.is_dir() and not any(self.output_dir.iterdir()):
+            self.output_dir.rmdir()
 
     def restart(self):
         """Fresh Python state. For the default context that restarts the whole sandbox (its
@@ -135,6 +139,7 @@ class CellboxCodeExecutor:
             parts.append("".join(execution.logs.stdout) + "".join(execution.logs.stderr))
         for result in execution.results:
             if result.png is not None:
+                self.output_dir.mkdir(parents=True, exist_ok=True)  # again, after a stop()
                 path = self.output_dir / f"{uuid.uuid4().hex}.png"
                 result.save_png(path)
                 files.append(path)
