@@ -28,11 +28,6 @@
 
 /* ---- helpers ---- */
 
-static bool method_is(http_request *request, const char *method)
-{
-    return strcmp(http_method(request), method) == 0;
-}
-
 /* E2B's error body, {"code", "message"}: the SDK tells a missing sandbox by code == 404. */
 static void respond_error(http_request *request, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -309,16 +304,16 @@ static void get_metrics(http_request *request, box *b)
 static void route_sandbox(http_request *request, box *b, const char *action)
 {
     if (!action) {
-        if (method_is(request, "GET"))
+        if (http_method_is(request, "GET"))
             get_sandbox(request, b);
-        else if (method_is(request, "DELETE")) {
+        else if (http_method_is(request, "DELETE")) {
             manager_delete(box_default_kernel(b));
             http_respond(request, 204, NULL, "", 0);
         } else
             respond_method_not_allowed(request);
     } else if (strcmp(action, "metrics") == 0) {
-        method_is(request, "GET") ? get_metrics(request, b) : respond_method_not_allowed(request);
-    } else if (!method_is(request, "POST")) {
+        http_method_is(request, "GET") ? get_metrics(request, b) : respond_method_not_allowed(request);
+    } else if (!http_method_is(request, "POST")) {
         respond_method_not_allowed(request);
     } else if (strcmp(action, "timeout") == 0) {
         set_timeout(request, b);
@@ -345,9 +340,9 @@ static void route_control_plane(http_request *request)
         n--;
     }
     if (n == 1) {
-        if (method_is(request, "GET"))
+        if (http_method_is(request, "GET"))
             list_sandboxes(request);
-        else if (method_is(request, "POST"))
+        else if (http_method_is(request, "POST"))
             create_sandbox(request);
         else
             respond_method_not_allowed(request);
@@ -369,14 +364,14 @@ static void route_interpreter(http_request *request, box *b, char **s, int n)
     if (n == 1 && strcmp(s[0], "health") == 0) {
         http_respond(request, 200, "text/plain", "OK", 2);
     } else if (n == 1 && strcmp(s[0], "execute") == 0) {
-        if (!method_is(request, "POST"))
+        if (!http_method_is(request, "POST"))
             respond_method_not_allowed(request);
         else if (v1_require_running(request, b))
             v1_execute(request, b); /* the body and the stream are E2B's already */
     } else if (n == 1 && strcmp(s[0], "contexts") == 0) {
-        if (method_is(request, "GET"))
+        if (http_method_is(request, "GET"))
             http_respond_json(request, 200, box_contexts_model(b));
-        else if (!method_is(request, "POST"))
+        else if (!http_method_is(request, "POST"))
             respond_method_not_allowed(request);
         else if (v1_require_running(request, b))
             v1_create_context(request, b);
@@ -550,10 +545,10 @@ static void route_envd(http_request *request, box *b, char **s, int n)
     if (n == 1 && strcmp(s[0], "health") == 0) {
         http_respond(request, 204, NULL, "", 0);
     } else if (n == 1 && strcmp(s[0], "files") == 0) {
-        if (method_is(request, "GET")) {
+        if (http_method_is(request, "GET")) {
             if (v1_require_running(request, b))
                 v1_files_route(request, b, ""); /* same ?path=, same bytes back */
-        } else if (method_is(request, "POST")) {
+        } else if (http_method_is(request, "POST")) {
             write_files(request, b);
         } else {
             respond_method_not_allowed(request);

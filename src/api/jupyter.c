@@ -31,17 +31,6 @@ void jupyter_init(const jupyter_options *opts)
 
 /* ---- helpers ---- */
 
-static bool method_is(http_request *request, const char *method)
-{
-    return strcmp(http_method(request), method) == 0;
-}
-
-static void respond_method_not_allowed(http_request *request)
-{
-    http_respond_error(request, 405, "%s is not allowed on %s", http_method(request),
-                       http_path(request));
-}
-
 json_t *jupyter_parse_body(http_request *request)
 {
     size_t length;
@@ -215,8 +204,8 @@ static void post_kernel(http_request *request)
 
 static void kernel_action(http_request *request, kernel *k, const char *action)
 {
-    if (!method_is(request, "POST")) {
-        respond_method_not_allowed(request);
+    if (!http_method_is(request, "POST")) {
+        http_respond_method_not_allowed(request);
         return;
     }
     if (strcmp(action, "interrupt") == 0) {
@@ -240,13 +229,13 @@ static void route_kernel(http_request *request, const char *id, const char *acti
         return;
     }
     if (!action) {
-        if (method_is(request, "GET")) {
+        if (http_method_is(request, "GET")) {
             http_respond_json(request, 200, manager_kernel_model(k));
-        } else if (method_is(request, "DELETE")) {
+        } else if (http_method_is(request, "DELETE")) {
             jupyter_delete_kernel(k);
             http_respond(request, 204, NULL, "", 0);
         } else {
-            respond_method_not_allowed(request);
+            http_respond_method_not_allowed(request);
         }
     } else if (strcmp(action, "channels") == 0) {
         if (!http_is_websocket_upgrade(request))
@@ -265,19 +254,19 @@ static void route_kernel(http_request *request, const char *id, const char *acti
 static void route_api(http_request *request, char **s, int n)
 {
     if (n == 1) {
-        method_is(request, "GET") ? get_api(request) : respond_method_not_allowed(request);
+        http_method_is(request, "GET") ? get_api(request) : http_respond_method_not_allowed(request);
     } else if (strcmp(s[1], "kernelspecs") == 0 && n <= 3) {
-        if (!method_is(request, "GET"))
-            respond_method_not_allowed(request);
+        if (!http_method_is(request, "GET"))
+            http_respond_method_not_allowed(request);
         else
             n == 2 ? get_kernelspecs(request) : get_kernelspec(request, s[2]);
     } else if (strcmp(s[1], "kernels") == 0 && n == 2) {
-        if (method_is(request, "GET"))
+        if (http_method_is(request, "GET"))
             list_kernels(request);
-        else if (method_is(request, "POST"))
+        else if (http_method_is(request, "POST"))
             post_kernel(request);
         else
-            respond_method_not_allowed(request);
+            http_respond_method_not_allowed(request);
     } else if (strcmp(s[1], "kernels") == 0 && n <= 4) {
         route_kernel(request, s[2], n == 4 ? s[3] : NULL);
     } else if (strcmp(s[1], "sessions") == 0 && n <= 3) {
@@ -307,8 +296,8 @@ void jupyter_dispatch(http_request *request)
     if (n >= 1 && n <= MAX_PATH_SEGMENTS && strcmp(segments[0], "api") == 0) {
         route_api(request, segments, n);
     } else if (n == 3 && strcmp(segments[0], "kernelspecs") == 0) {
-        method_is(request, "GET") ? get_kernelspec_resource(request, segments[1], segments[2])
-                                  : respond_method_not_allowed(request);
+        http_method_is(request, "GET") ? get_kernelspec_resource(request, segments[1], segments[2])
+                                  : http_respond_method_not_allowed(request);
     } else {
         http_respond_error(request, 404, "no such endpoint: %s", http_path(request));
     }

@@ -172,17 +172,6 @@ bool v1_require_running(http_request *request, box *b)
     return false;
 }
 
-static bool method_is(http_request *request, const char *method)
-{
-    return strcmp(http_method(request), method) == 0;
-}
-
-static void respond_method_not_allowed(http_request *request)
-{
-    http_respond_error(request, 405, "%s is not allowed on %s", http_method(request),
-                       http_path(request));
-}
-
 /* ---- creations waiting for their sandbox to be ready ---- */
 
 /* POST /v1/sandboxes answers once the sandbox can take files and commands (a pooled one is
@@ -339,8 +328,8 @@ static void list_sandboxes(http_request *request)
 static void sandbox_action(http_request *request, box *b, const char *action)
 {
     char why[256];
-    if (!method_is(request, "POST")) {
-        respond_method_not_allowed(request);
+    if (!http_method_is(request, "POST")) {
+        http_respond_method_not_allowed(request);
         return;
     }
     if (strcmp(action, "timeout") == 0) {
@@ -417,15 +406,15 @@ void v1_route_context(http_request *request, box *b, const char *context_id, con
                            box_id(b));
         return;
     }
-    if (!action && method_is(request, "DELETE")) {
+    if (!action && http_method_is(request, "DELETE")) {
         if (box_delete_context(b, k) < 0)
             http_respond_error(request, 409, "the default context cannot be deleted: delete the "
                                "sandbox instead (DELETE /v1/sandboxes/%s)", box_id(b));
         else
             http_respond(request, 204, NULL, "", 0);
-    } else if (!action && method_is(request, "GET")) {
+    } else if (!action && http_method_is(request, "GET")) {
         http_respond_json(request, 200, box_context_model(b, k));
-    } else if (action && strcmp(action, "restart") == 0 && method_is(request, "POST")) {
+    } else if (action && strcmp(action, "restart") == 0 && http_method_is(request, "POST")) {
         if (box_get_state(b) == BOX_PAUSED && !v1_require_running(request, b))
             return;
         if (kernel_restart(k, why, sizeof why) < 0)
@@ -435,7 +424,7 @@ void v1_route_context(http_request *request, box *b, const char *context_id, con
     } else if (action && strcmp(action, "restart") != 0) {
         http_respond_error(request, 404, "no such context endpoint: %s", action);
     } else {
-        respond_method_not_allowed(request);
+        http_respond_method_not_allowed(request);
     }
 }
 
@@ -453,28 +442,28 @@ static void route_sandbox(http_request *request, box *b, char **s, int n)
     /* s[0] = "v1", s[1] = "sandboxes", s[2] = id */
     const char *what = n > 3 ? s[3] : NULL;
     if (!what) {
-        if (method_is(request, "GET"))
+        if (http_method_is(request, "GET"))
             http_respond_json(request, 200, box_model(b));
-        else if (method_is(request, "DELETE")) {
+        else if (http_method_is(request, "DELETE")) {
             manager_delete(box_default_kernel(b));
             http_respond(request, 204, NULL, "", 0);
         } else
-            respond_method_not_allowed(request);
+            http_respond_method_not_allowed(request);
     } else if (n == 4 && (strcmp(what, "timeout") == 0 || strcmp(what, "pause") == 0 ||
                           strcmp(what, "resume") == 0)) {
         sandbox_action(request, b, what);
     } else if (n == 4 && strcmp(what, "logs") == 0) {
-        method_is(request, "GET") ? get_logs(request, b) : respond_method_not_allowed(request);
+        http_method_is(request, "GET") ? get_logs(request, b) : http_respond_method_not_allowed(request);
     } else if (n == 4 && strcmp(what, "execute") == 0) {
-        if (!method_is(request, "POST"))
-            respond_method_not_allowed(request);
+        if (!http_method_is(request, "POST"))
+            http_respond_method_not_allowed(request);
         else if (v1_require_running(request, b))
             v1_execute(request, b);
     } else if (strcmp(what, "contexts") == 0 && n == 4) {
-        if (method_is(request, "GET"))
+        if (http_method_is(request, "GET"))
             http_respond_json(request, 200, box_contexts_model(b));
-        else if (!method_is(request, "POST"))
-            respond_method_not_allowed(request);
+        else if (!http_method_is(request, "POST"))
+            http_respond_method_not_allowed(request);
         else if (v1_require_running(request, b))
             v1_create_context(request, b);
     } else if (strcmp(what, "contexts") == 0 && n <= 6) {
@@ -495,16 +484,16 @@ void v1_dispatch(http_request *request)
     char *s[MAX_SEGMENTS];
     int n = http_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
     if (n == 2 && strcmp(s[1], "templates") == 0) {
-        method_is(request, "GET") ? list_templates(request) : respond_method_not_allowed(request);
+        http_method_is(request, "GET") ? list_templates(request) : http_respond_method_not_allowed(request);
     } else if (n == 2 && strcmp(s[1], "run") == 0) {
-        method_is(request, "POST") ? v1_run(request) : respond_method_not_allowed(request);
+        http_method_is(request, "POST") ? v1_run(request) : http_respond_method_not_allowed(request);
     } else if (n == 2 && strcmp(s[1], "sandboxes") == 0) {
-        if (method_is(request, "GET"))
+        if (http_method_is(request, "GET"))
             list_sandboxes(request);
-        else if (method_is(request, "POST"))
+        else if (http_method_is(request, "POST"))
             create_sandbox(request);
         else
-            respond_method_not_allowed(request);
+            http_respond_method_not_allowed(request);
     } else if (n >= 3 && n <= MAX_SEGMENTS && strcmp(s[1], "sandboxes") == 0) {
         box *b = box_find(s[2]);
         if (!b)

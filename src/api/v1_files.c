@@ -17,11 +17,6 @@
 
 /* ---- shared steps ---- */
 
-static bool method_is(http_request *request, const char *method)
-{
-    return strcmp(http_method(request), method) == 0;
-}
-
 /* Is the root at root_fd one the sandbox is still building? Until pivot_root its processes
    share the host's "/", and just after it the host's tree still hangs at /.oldroot: resolving
    beneath either would reach host files. */
@@ -596,14 +591,14 @@ bool v1_files_streams_body(const char *method, const char *rest)
 void v1_files_route(http_request *request, box *b, const char *rest)
 {
     const char *method = http_method(request);
-    bool get = method_is(request, "GET"), put = method_is(request, "PUT");
-    bool post = method_is(request, "POST");
+    bool get = http_method_is(request, "GET"), put = http_method_is(request, "PUT");
+    bool post = http_method_is(request, "POST");
     if (strcmp(rest, "") == 0 || strcmp(rest, "/") == 0) {
         if (get)
             get_file(request, b);
         else if (put)
             start_upload(request, b, false);
-        else if (method_is(request, "DELETE"))
+        else if (http_method_is(request, "DELETE"))
             delete_file(request, b);
         else
             http_respond_error(request, 405, "%s is not allowed on files (GET, PUT or DELETE)",

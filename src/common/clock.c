@@ -26,3 +26,12 @@ void clock_format_iso(int64_t wall_us, char out[ISO_TIME_BUFFER])
     strftime(seconds_part, sizeof seconds_part, "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(out, ISO_TIME_BUFFER, "%.19s.%06dZ", seconds_part, (int)(wall_us % 1000000));
 }
+
+json_t *clock_iso_json(int64_t wall_us)
+{
+    if (wall_us == 0)
+        return json_null();
+    char text[ISO_TIME_BUFFER];
+    clock_format_iso(wall_us, text);
+    return json_string(text);
+}

@@ -83,6 +83,11 @@ static const char *reason_phrase(int status)
 
 const char *http_method(const http_request *request) { return request->method; }
 const char *http_path(const http_request *request) { return request->path; }
+
+bool http_method_is(const http_request *request, const char *method)
+{
+    return strcmp(request->method, method) == 0;
+}
 const char *http_base_url(void) { return server.options.base_url; }
 
 int http_split_path(const char *path, char *copy, size_t copy_size, char *segments[], int max)
@@ -242,6 +247,11 @@ void http_respond_error(http_request *request, int status, const char *fmt, ...)
     va_end(ap);
     http_respond_json(request, status,
                       json_pack("{s:s, s:s}", "reason", reason_phrase(status), "message", message));
+}
+
+void http_respond_method_not_allowed(http_request *request)
+{
+    http_respond_error(request, 405, "%s is not allowed on %s", request->method, request->path);
 }
 
 /* ---- streaming responses ---- */

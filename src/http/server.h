@@ -40,6 +40,7 @@ void http_server_stop(void);
 
 /* The request. Path is relative to the base URL and always starts with '/'. */
 const char *http_method(const http_request *request);
+bool http_method_is(const http_request *request, const char *method);
 const char *http_path(const http_request *request);
 const char *http_header(const http_request *request, const char *name);
 const char *http_query(const http_request *request, const char *name);
@@ -57,6 +58,7 @@ void http_add_response_header(http_request *request, const char *name, const cha
 void http_respond(http_request *request, int status, const char *content_type, const void *body,
                   size_t length);
 void http_respond_json(http_request *request, int status, json_t *body); /* steals body */
+void http_respond_method_not_allowed(http_request *request); /* 405 naming method and path */
 /* Errors carry Kernel Gateway's body: {"reason": "<HTTP reason phrase>", "message": "..."} */
 void http_respond_error(http_request *request, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

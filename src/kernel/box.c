@@ -387,15 +387,6 @@ json_t *box_contexts_model(box *b)
 
 /* ---- the model ---- */
 
-static json_t *iso_or_null(int64_t at_us)
-{
-    if (at_us == 0)
-        return json_null();
-    char text[ISO_TIME_BUFFER];
-    clock_format_iso(at_us, text);
-    return json_string(text);
-}
-
 static json_t *usage_model(const box *b)
 {
     cgroup_counters counters = {0};
@@ -425,7 +416,7 @@ json_t *box_model(box *b)
     json_t *model = json_pack(
         "{s:s, s:s, s:s, s:o, s:o, s:i, s:O, s:o, s:o, s:o}", "id", box_id(b), "template",
         kernel_spec(b->primary)->name, "state", box_state_name(state), "started_at",
-        iso_or_null(b->started_at_us), "ends_at", iso_or_null(b->ends_at_us), "timeout_s",
+        clock_iso_json(b->started_at_us), "ends_at", clock_iso_json(b->ends_at_us), "timeout_s",
         b->timeout_s, "metadata", b->metadata, "limits", limits_model(box_limits(b)), "usage",
         usage_model(b), "contexts", box_contexts_model(b));
     if (state == BOX_DEAD)

@@ -417,15 +417,6 @@ command *command_find(box *b, const char *id_or_pid)
     return NULL;
 }
 
-static json_t *iso_or_null(int64_t at_us)
-{
-    if (!at_us)
-        return json_null();
-    char text[ISO_TIME_BUFFER];
-    clock_format_iso(at_us, text);
-    return json_string(text);
-}
-
 json_t *command_model(const command *c, bool with_output)
 {
     json_t *model = json_pack(
@@ -435,8 +426,8 @@ json_t *command_model(const command *c, bool with_output)
         c->signal_number ? json_sprintf("SIG%s", sigabbrev_np(c->signal_number)
                                                      ? sigabbrev_np(c->signal_number) : "?")
                          : json_null(),
-        "timed_out", c->timed_out, "started_at", iso_or_null(c->started_us), "ended_at",
-        iso_or_null(c->ended_us), "wall_ms",
+        "timed_out", c->timed_out, "started_at", clock_iso_json(c->started_us), "ended_at",
+        clock_iso_json(c->ended_us), "wall_ms",
         (json_int_t)((c->exited ? c->ended_us : clock_wall_us()) - c->started_us) / 1000);
     if (with_output) {
         json_object_set_new(model, "stdout", json_stringn(buffer_size(&c->out.kept) ? buffer_head(&c->out.kept) : "",
