@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/fs.h"
+#include "common/log.h"
 
 /* mkfs.ext4 from e2fsprogs: no journal (the sandbox's scratch space), lazy init (fast), no
    reserved blocks, one inode per 16 KiB. */
@@ -231,6 +232,17 @@ int volume_create(volume_kind kind, const char *image, const char *mount_point, 
 
 void volume_destroy(const char *image, const char *mount_point, int keep)
 {
+    if (keep) {
+        /* The detach below is lazy: the sandbox's dying processes still hold the mount, and its
+           dirty pages reach the image only when the last of them is gone, after the delete has
+           been answered. A kept image must already hold every write the kernel finished. */
+        int fd = open(mount_point, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0) {
+            if (syncfs(fd) < 0)
+                log_warn("cannot sync the kept workspace %s: %s", mount_point, strerror(errno));
+            close(fd);
+        }
+    }
     if (umount2(mount_point, MNT_DETACH) == 0 || errno == EINVAL)
         rmdir(mount_point);
     if (!keep)
