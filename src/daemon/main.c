@@ -24,6 +24,7 @@
 #include "sandbox/volume.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/seccomp_filter.h"
 
 static loop_watch signal_watch;
 
@@ -121,6 +122,10 @@ int main(int argc, char **argv)
         die("%s", why);
     if (cgroup_init(why, sizeof why) < 0)
         die("%s", why);
+    /* Once here, not in each helper forked to join a sandbox. */
+    int seccomp_rc = seccomp_filter_prepare();
+    if (seccomp_rc < 0)
+        die("cannot compile the sandbox's seccomp filter: %s", strerror(-seccomp_rc));
     volume_kind workspace_kind;
     if (volume_parse_kind(cfg.workspace_fs, &workspace_kind) < 0)
         die("--workspace-fs takes ext4 or tmpfs, not '%s'", cfg.workspace_fs);

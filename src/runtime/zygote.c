@@ -24,6 +24,7 @@
 
 #include "runtime/kernel_runtime.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/seccomp_filter.h"
 
 #define SPAWN_FDS 4
 #define MAX_REQUEST (256 << 10)
@@ -252,6 +253,12 @@ int zygote_main(int argc, char **argv)
     }
     int control_fd = atoi(control);
     json_set_alloc_funcs(malloc, wiping_free);
+    /* Compiled once, before any clone: each sandbox only loads it. */
+    int seccomp_rc = seccomp_filter_prepare();
+    if (seccomp_rc < 0) {
+        fprintf(stderr, "cellbox-zygote: cannot compile the seccomp filter: %s\n", strerror(-seccomp_rc));
+        return 1;
+    }
     if (kernel_python_start(python_dir) != 0)
         return 1;
     send_json(control_fd, preload(option(argc, argv, "--preload"), inside_dir));

@@ -6,6 +6,10 @@
 #ifndef CELLBOX_SANDBOX_SECCOMP_FILTER_H
 #define CELLBOX_SANDBOX_SECCOMP_FILTER_H
 
+/* Compiles the filter once, so that processes forked afterwards only load it. Optional (the
+   first load compiles it otherwise). 0 or -errno. */
+int seccomp_filter_prepare(void);
+
 /* Loads the filter into the calling process (no_new_privs must be set). 0 or -errno. */
 int seccomp_filter_load(void);
 

@@ -18,6 +18,7 @@ from IPython.core.displaypub import DisplayPublisher
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell, InteractiveShellABC
 from IPython.core.usage import default_banner
+from pickleshare import PickleShareDB
 from traitlets import Any, CBool, Type, default
 from traitlets.config import Config
 
@@ -125,6 +126,24 @@ class ZMQInteractiveShell(InteractiveShell):
 
     system = InteractiveShell.system_raw
 
+    def adopt(self, kernel):
+        """In a kernel forked from the zygote, take over the shell the zygote built: redo what
+        belongs to this process (its kernel, environment, home and profile directories, the
+        streams stdio.install() put in place), keep the rest (magics, formatters, compiled
+        caches) as the zygote left it, shared copy-on-write."""
+        self.kernel = kernel
+        self.init_environment()
+        self.init_ipython_dir(None)
+        self.init_profile_dir(None)
+        self.db = PickleShareDB(os.path.join(self.profile_dir.location, "db"))
+        self.starting_dir = os.getcwd()
+        self.tempfiles = []
+        self.tempdirs = []
+        self.init_encoding()
+        self.save_sys_module_state()
+        self.init_pushd_popd_magic()
+        self.init_logger()
+
 
 InteractiveShellABC.register(ZMQInteractiveShell)
 
@@ -137,9 +156,49 @@ def shell_config():
 
 
 def create_shell(kernel):
-    """The process's one shell (a singleton: get_ipython() and display() find it)."""
+    """The process's one shell (a singleton: get_ipython() and display() find it): the one the
+    zygote built ahead of time (prebuild_shell) if this process was forked from it, else new."""
+    if ZMQInteractiveShell.initialized():
+        shell = ZMQInteractiveShell.instance()
+        shell.adopt(kernel)
+        return shell
     return ZMQInteractiveShell.instance(config=shell_config(), kernel=kernel,
                                         compiler_class=CellCompiler)
+
+
+class _DiscardingKernel:
+    """The prebuilt shell's kernel until a real one adopts it: the zygote's warm-up output goes
+    nowhere."""
+
+    def publish(self, msg_type, content, metadata=None):
+        pass
+
+
+def prebuild_shell(ipython_dir):
+    """In the zygote: build the shell once (about 55 ms of traitlets and magics that every kernel
+    would otherwise repeat) and run what a kernel's first cells run — a traceback (pygments,
+    stack_data: ~75 ms the first time) and a rich display — so that their caches are built here
+    too. `ipython_dir` is a scratch directory: the profile the shell creates must not land in
+    the host's home; adopt() makes the kernel's own."""
+    saved = os.environ.get("IPYTHONDIR")
+    os.environ["IPYTHONDIR"] = ipython_dir
+    try:
+        shell = create_shell(_DiscardingKernel())
+    finally:
+        if saved is None:
+            del os.environ["IPYTHONDIR"]
+        else:
+            os.environ["IPYTHONDIR"] = saved
+    shell.run_cell("None", store_history=False, silent=True)
+    shell.run_cell("1 / 0", store_history=False)
+    pandas = sys.modules.get("pandas")
+    if pandas is not None:
+        shell.display_formatter.format(pandas.DataFrame({"a": [1, 2], "b": ["x", "y"]}))
+    # Nothing of the warm-up may be visible to a kernel: %tb and %debug read these.
+    sys.last_type = sys.last_value = sys.last_traceback = None
+    shell._last_traceback = None  # noqa: SLF001
+    shell.kernel = None
+    return shell
 
 
 def add_working_directory_to_path():

@@ -8,7 +8,9 @@ running: the zygote forks, and only the forking thread survives a fork.
 import gc
 import importlib
 import os
+import shutil
 import sys
+import tempfile
 
 # Every module the kernel itself uses, so a forked kernel never imports from the host path
 # (which does not exist inside the sandbox).
@@ -30,6 +32,10 @@ def preload(modules, inside_python_dir):
         except Exception as error:  # a missing optional package must not stop the zygote
             failed.append(f"{name}: {error}")
     _warm_ipython()
+    try:
+        _prebuild_shell()
+    except Exception as error:  # kernels then build their own shell, as exec'd ones do
+        failed.append(f"the prebuilt IPython shell: {error!r}")
     # The kernel package must be found inside the sandbox too (for anything imported lazily):
     # a package finds its submodules through its own __path__, not sys.path.
     sys.path[0] = inside_python_dir
@@ -58,6 +64,17 @@ def _warm_ipython():
     import IPython.core.debugger  # noqa: F401
     import IPython.core.oinspect  # noqa: F401
 
+
+
+def _prebuild_shell():
+    from .main import _use_interruptible_pdb
+    from .shell import prebuild_shell
+    _use_interruptible_pdb()  # before the shell exists: its traceback handlers take the class
+    scratch = tempfile.mkdtemp(prefix="cellbox-zygote-ipython-")
+    try:
+        prebuild_shell(scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def threads_alive():
@@ -90,6 +107,7 @@ def _reseed():
     tempfile = sys.modules.get("tempfile")
     if tempfile is not None:
         tempfile._name_sequence = None  # noqa: SLF001  (re-created lazily, newly seeded)
+        tempfile.tempdir = None  # the zygote's choice was made outside the sandbox
 
 
 def _clear_inherited_caches():
