@@ -25,7 +25,8 @@ DAEMON_MAIN := src/daemon/main.c
 LIB_SRCS    := $(filter-out $(DAEMON_MAIN),$(DAEMON_SRCS))
 KERNEL_SRCS := src/runtime/kernel_main.c src/runtime/zygote.c
 # The zygote enters sandboxes itself: it shares the daemon's sandbox code, built without sanitizers.
-KERNEL_SHARED := src/sandbox/sandbox.c src/sandbox/rootfs.c src/sandbox/landlock.c src/sandbox/seccomp_filter.c
+KERNEL_SHARED := src/sandbox/sandbox.c src/sandbox/rootfs.c src/sandbox/landlock.c src/sandbox/seccomp_filter.c \
+                 src/sandbox/supervisor.c
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 CLI_SRCS    := $(wildcard src/cli/*.c)
 CLI_LIBS    := $(shell /usr/bin/pkg-config --libs libcurl jansson 2>/dev/null)
@@ -41,7 +42,7 @@ UNIT_BINS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 
 .PHONY: all build run test deps test-deps unit asan integration api cli pyclient clients security bench clean format
 all: build
-build: $(BIN)/cellboxd $(BIN)/cellbox $(BIN)/cellbox-kernel $(PY_OUT) $(SPEC_OUT)
+build: $(BIN)/cellboxd $(BIN)/cellbox $(BIN)/cellbox-kernel $(BIN)/cellbox-init $(PY_OUT) $(SPEC_OUT)
 
 $(BUILD)/obj/src/runtime/%.o: src/runtime/%.c
 	@mkdir -p $(dir $@)
@@ -69,6 +70,11 @@ $(BUILD)/obj-kernel/%.o: %.c
 $(BIN)/cellbox-kernel: $(call OBJ,$(KERNEL_SRCS)) $(patsubst %.c,$(BUILD)/obj-kernel/%.o,$(KERNEL_SHARED))
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(PY_LIBS) -ljansson -lseccomp
+
+# pid 1 of every sandbox: static, libc only (exec'd once per sandbox; see supervisor.h).
+$(BIN)/cellbox-init: $(BUILD)/obj-kernel/src/runtime/init_main.o $(BUILD)/obj-kernel/src/sandbox/supervisor.o
+	@mkdir -p $(dir $@)
+	$(CC) -static -o $@ $^
 
 $(SHARE)/python/%: src/runtime/python/%
 	@mkdir -p $(dir $@)

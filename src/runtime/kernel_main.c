@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 
 #include "runtime/kernel_runtime.h"
@@ -203,13 +202,6 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--zygote") == 0)
         return zygote_main(argc - 1, argv + 1);
-    /* pid 1 of a sandbox (sandbox.c): no interpreter, just the reaper loop. */
-    int program;
-    if (argc == 2 && strncmp(argv[1], "--supervise=", 12) == 0 && parse_fd(argv[1] + 12, &program) == 0) {
-        /* exec made it dumpable again: keep the kernel (same uid) out of its /proc entries. */
-        prctl(PR_SET_DUMPABLE, 0);
-        sandbox_reap_until((pid_t)program);
-    }
     struct kernel_options options;
     if (parse_options(argc, argv, &options) != 0 || check_options(&options) != 0)
         return 2;

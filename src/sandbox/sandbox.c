@@ -19,6 +19,7 @@
 
 #include "sandbox/landlock.h"
 #include "sandbox/seccomp_filter.h"
+#include "sandbox/supervisor.h"
 
 /* The cgroup namespace comes later, once the sandbox is in its own cgroup (see sandbox_enter). */
 #define NAMESPACES (CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS)
@@ -85,21 +86,9 @@ static void drop_privileges(uid_t uid, gid_t gid)
         setup_failed("privileges were not dropped", NULL);
 }
 
-void sandbox_reap_until(pid_t program)
-{
-    for (;;) {
-        int status;
-        pid_t reaped = waitpid(-1, &status, 0);
-        if (reaped == program)
-            _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-        if (reaped < 0 && errno == ECHILD)
-            _exit(127);
-    }
-}
-
 /* pid 1 of the sandbox: the program is a child of it; pid 1 reaps everything and exits as the
    program did. Returns only in the program's process. pid 1 then replaces its own image with
-   the small supervisor program: a copy of the daemon's (or the zygote's) memory must not stay
+   the small supervisor program (supervisor.h): a copy of the daemon's (or the zygote's) memory must not stay
    readable inside the sandbox — its argv, its heap, its token. */
 pid_t sandbox_supervise(void)
 {
@@ -119,8 +108,8 @@ pid_t sandbox_supervise(void)
     snprintf(argument, sizeof argument, "--supervise=%d", (int)program);
     char *argv[] = {"cellbox-init", argument, NULL};
     char *envp[] = {NULL};
-    execve(SANDBOX_SUPERVISOR, argv, envp);
-    sandbox_reap_until(program); /* not reached unless the runtime is missing */
+    execve(SUPERVISOR_PATH, argv, envp);
+    supervisor_reap_until(program); /* not reached unless the runtime is missing */
     return -1;
 }
 

@@ -50,13 +50,6 @@ pid_t sandbox_join(int supervisor_pidfd, const sandbox_spec *spec, int *pidfd, c
 pid_t sandbox_clone(bool network, int *pidfd);
 void sandbox_enter(const sandbox_spec *spec);
 pid_t sandbox_supervise(void);
-/* The supervisor's loop (pid 1, as `cellbox-kernel --supervise=PID`): reaps every child and
-   exits as `program` did. */
-void sandbox_reap_until(pid_t program) __attribute__((noreturn));
-
-/* The supervisor program, as seen inside the sandbox. */
-#define SANDBOX_SUPERVISOR "/opt/cellbox/bin/cellbox-kernel"
-
 /* Decodes the supervisor's exit status: sets *signal_number (0 if it exited) and the code. */
 void sandbox_decode_status(int supervisor_status, int *exit_code, int *signal_number);
 

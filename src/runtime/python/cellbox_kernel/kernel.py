@@ -46,6 +46,8 @@ class Kernel:
         the pages its first cell touches (refcounts are writes), and IPython builds caches on
         first use. Paid here — in the warm pool, ahead of time — not in the user's first cell."""
         self.shell.run_cell("None", store_history=False, silent=True)
+        # A silent cell skips the display hook: format a value as an execute_result would.
+        self.shell.display_formatter.format(0)
 
     def serve(self):
         """Handle requests until shutdown; returns the exit status."""
