@@ -310,7 +310,7 @@ static long long current_oom_kills(const kernel *k)
     cgroup_counters counters;
     if (!k->sandbox.cgroup)
         return 0;
-    cgroup_read_counters(k->sandbox.cgroup, &counters);
+    cgroup_read_limit_events(k->sandbox.cgroup, &counters);
     return counters.oom_kills;
 }
 
@@ -583,7 +583,7 @@ static void start_execution(kernel *k)
 {
     cgroup_counters counters = {0};
     if (k->sandbox.cgroup)
-        cgroup_read_counters(k->sandbox.cgroup, &counters);
+        cgroup_read_limit_events(k->sandbox.cgroup, &counters);
     cancel_execution_timer(k);
     k->execution.active = true;
     k->execution.output_bytes = k->execution.dropped_bytes = 0;
@@ -609,7 +609,7 @@ static void finish_execution(kernel *k)
     }
     cgroup_counters counters = {0};
     if (k->sandbox.cgroup)
-        cgroup_read_counters(k->sandbox.cgroup, &counters);
+        cgroup_read_limit_events(k->sandbox.cgroup, &counters);
     if (counters.pids_limit_hits > k->execution.pids_hits_at_start) {
         snprintf(text, sizeof text, "[cellbox: pids limit %d reached: new processes or threads were "
                  "refused]\n", k->sandbox.limits.pids);

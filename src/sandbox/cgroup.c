@@ -278,20 +278,28 @@ void cgroup_procs_files(sandbox_cgroup *group, const char **out, size_t max)
     out[n] = NULL;
 }
 
-void cgroup_read_counters(sandbox_cgroup *group, cgroup_counters *out)
+void cgroup_read_limit_events(sandbox_cgroup *group, cgroup_counters *out)
 {
     memset(out, 0, sizeof *out);
     if (state.v2) {
+        out->oom_kills = read_keyed(group->path[0], "memory.events", "oom_kill");
+        out->pids_limit_hits = read_keyed(group->path[0], "pids.events", "max");
+        return;
+    }
+    out->oom_kills = read_keyed(dir_for(group, "memory"), "memory.oom_control", "oom_kill");
+    out->pids_limit_hits = read_keyed(dir_for(group, "pids"), "pids.events", "max");
+}
+
+void cgroup_read_counters(sandbox_cgroup *group, cgroup_counters *out)
+{
+    cgroup_read_limit_events(group, out);
+    if (state.v2) {
         const char *dir = group->path[0];
-        out->oom_kills = read_keyed(dir, "memory.events", "oom_kill");
-        out->pids_limit_hits = read_keyed(dir, "pids.events", "max");
         out->memory_peak = read_number(dir, "memory.peak");
         out->memory_current = read_number(dir, "memory.current");
         out->cpu_usage_us = read_keyed(dir, "cpu.stat", "usage_usec");
         return;
     }
-    out->oom_kills = read_keyed(dir_for(group, "memory"), "memory.oom_control", "oom_kill");
-    out->pids_limit_hits = read_keyed(dir_for(group, "pids"), "pids.events", "max");
     out->memory_peak = read_number(dir_for(group, "memory"), "memory.max_usage_in_bytes");
     out->memory_current = read_number(dir_for(group, "memory"), "memory.usage_in_bytes");
     if (dir_for(group, "cpuacct"))

@@ -34,6 +34,8 @@ sandbox_cgroup *cgroup_create(const char *name, const cgroup_limits *limits, cha
    max + 1); the strings live as long as the group. */
 void cgroup_procs_files(sandbox_cgroup *group, const char **out, size_t max);
 void cgroup_read_counters(sandbox_cgroup *group, cgroup_counters *out);
+/* Only oom_kills and pids_limit_hits (the rest zero): two reads where every cell needs them. */
+void cgroup_read_limit_events(sandbox_cgroup *group, cgroup_counters *out);
 int cgroup_freeze(sandbox_cgroup *group, bool frozen);
 /* Starts memory_peak afresh (v1; on v2 the peak stays the group's lifetime peak). */
 void cgroup_reset_memory_peak(sandbox_cgroup *group);

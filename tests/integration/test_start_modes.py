@@ -27,6 +27,10 @@ def test_kernel_behaves_the_same(make_daemon, mode):
         with c.ready_ws(kid) as ws:
             ws.execute("v = 20")
             assert ws.execute("v + 22").result_data()["text/plain"] == "42"
+            # A zygote kernel starts pinned to one CPU (fewer TLB shootdowns); user code must
+            # see every CPU the daemon may use.
+            cpus = ws.execute("import os\nsorted(os.sched_getaffinity(0))").result_data()["text/plain"]
+            assert cpus == str(sorted(os.sched_getaffinity(0)))
             r = ws.execute("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()", timeout=90)
             assert [sorted(m["content"]["data"]) for m in r.of_type("display_data")] == [["image/png", "text/plain"]]
             ws.execute("open('mode.txt', 'w').write('here')")

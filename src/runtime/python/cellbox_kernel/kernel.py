@@ -36,9 +36,10 @@ class Kernel:
         self.shell = create_shell(self)
         add_working_directory_to_path()
         self.requests = Requests(self)
-        from .zygote import enable_inline_figures
+        from .zygote import enable_inline_figures, release_cpu
         enable_inline_figures(self.shell)
         self._warm_up()
+        release_cpu()
         self.send("iopub", "status", {"execution_state": "starting"}, parent=None)
 
     def _warm_up(self):

@@ -85,14 +85,30 @@ def threads_alive():
         return 1
 
 
-def after_fork(environment, kernel_id):
-    """In a new kernel process: its own environment and fresh randomness."""
+_allowed_cpus = None  # set in a new kernel: the CPUs it gets back once ready
+
+
+def after_fork(environment, kernel_id, allowed_cpus=None):
+    """In a new kernel process: its own environment and fresh randomness. The zygote pinned the
+    process to one CPU for its start (zygote.c); `allowed_cpus` is what release_cpu() restores."""
+    global _allowed_cpus
+    _allowed_cpus = allowed_cpus or None
     os.environ.clear()          # also unsetenv()s, so child processes see the same
     for entry in environment:
         name, _, value = entry.partition("=")
         os.environ[name] = value
     _reseed()
     _clear_inherited_caches()
+
+
+def release_cpu():
+    """The kernel is ready: back to every CPU the zygote could use, before any user code runs
+    (user code sees the affinity the daemon was started with)."""
+    if _allowed_cpus:
+        try:
+            os.sched_setaffinity(0, _allowed_cpus)
+        except OSError:
+            pass
 
 
 def _reseed():
