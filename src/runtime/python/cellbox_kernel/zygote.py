@@ -66,15 +66,29 @@ def _warm_ipython():
 
 
 
+_SCRATCH_PREFIX = "cellbox-zygote-ipython-"
+
+
 def _prebuild_shell():
     from .main import _use_interruptible_pdb
     from .shell import prebuild_shell
     _use_interruptible_pdb()  # before the shell exists: its traceback handlers take the class
-    scratch = tempfile.mkdtemp(prefix="cellbox-zygote-ipython-")
+    _remove_stale_scratch()
+    scratch = tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-")
     try:
         prebuild_shell(scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _remove_stale_scratch():
+    """A zygote killed while it preloads leaves its scratch directory behind: remove those of
+    zygotes that are gone (the directory's name carries the pid)."""
+    root = tempfile.gettempdir()
+    for name in os.listdir(root):
+        pid = name[len(_SCRATCH_PREFIX):].split("-", 1)[0] if name.startswith(_SCRATCH_PREFIX) else ""
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
 def threads_alive():
