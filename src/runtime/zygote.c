@@ -223,7 +223,9 @@ static PyObject *allowed_cpu_list(void)
 static void become_kernel(spawn_request *request)
 {
     stay_on_this_cpu(); /* inherited by the kernel process; after_fork() records how to undo it */
-    PyOS_AfterFork_Child();
+    /* pid 1 runs only C and then execs cellbox-init: Python's after-fork work (its hooks, its
+       copy-on-write faults: ~8 ms) is done once, in the kernel process, which holds the
+       interpreter exactly as the zygote left it at PyOS_BeforeFork(). */
     sandbox_enter(&request->spec);
     sandbox_supervise(); /* returns in the kernel process: a plain fork(), as above */
     PyOS_AfterFork_Child();
