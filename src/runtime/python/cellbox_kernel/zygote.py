@@ -76,9 +76,10 @@ def _prebuild_shell():
     _remove_stale_scratch()
     scratch = tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-")
     try:
-        prebuild_shell(scratch)
+        shell = prebuild_shell(scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    enable_inline_figures(shell)  # once here: every kernel adopting the shell has it
 
 
 def _remove_stale_scratch():
@@ -156,5 +157,7 @@ def enable_inline_figures(shell):
     not hook figures into the shell then (ipykernel's order is the other way round): hook them
     now, as its import would have."""
     backend_inline = sys.modules.get("matplotlib_inline.backend_inline")
-    if backend_inline is not None and shell is not None:
-        backend_inline._enable_matplotlib_integration()  # noqa: SLF001
+    if backend_inline is None or shell is None or getattr(shell, "_cellbox_inline_figures", False):
+        return  # done already: in the zygote, on the shell this kernel adopted
+    backend_inline._enable_matplotlib_integration()  # noqa: SLF001
+    shell._cellbox_inline_figures = True  # noqa: SLF001
