@@ -164,12 +164,8 @@ static void append_without_ansi(buffer *out, const char *text)
 
 static void append_capped(buffer *out, const char *text, size_t length, bool *truncated)
 {
-    size_t room = buffer_size(out) < TEXT_CAP ? TEXT_CAP - buffer_size(out) : 0;
-    if (length > room) {
-        length = room;
+    if (!buffer_append_capped(out, text, length, TEXT_CAP))
         *truncated = true;
-    }
-    buffer_append(out, text, length);
 }
 
 static void append_text(buffer *out, const char *text) { buffer_append(out, text, strlen(text)); }

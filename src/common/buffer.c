@@ -31,6 +31,13 @@ void buffer_append(buffer *b, const void *bytes, size_t n)
     b->length += n;
 }
 
+bool buffer_append_capped(buffer *b, const void *bytes, size_t n, size_t cap)
+{
+    size_t room = buffer_size(b) < cap ? cap - buffer_size(b) : 0;
+    buffer_append(b, bytes, n < room ? n : room);
+    return n <= room;
+}
+
 void buffer_append_u32le(buffer *b, unsigned value)
 {
     unsigned char bytes[4] = {value & 0xff, (value >> 8) & 0xff, (value >> 16) & 0xff, (value >> 24) & 0xff};

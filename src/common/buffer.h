@@ -2,6 +2,7 @@
 #ifndef CELLBOX_COMMON_BUFFER_H
 #define CELLBOX_COMMON_BUFFER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct buffer {
@@ -12,6 +13,8 @@ typedef struct buffer {
 } buffer;
 
 void buffer_append(buffer *b, const void *bytes, size_t n);
+/* Appends as much of `bytes` as keeps the buffer within `cap` bytes; false if some was cut. */
+bool buffer_append_capped(buffer *b, const void *bytes, size_t n, size_t cap);
 void buffer_append_u32le(buffer *b, unsigned value);
 void buffer_append_u64le(buffer *b, unsigned long long value);
 void buffer_append_u32be(buffer *b, unsigned value);

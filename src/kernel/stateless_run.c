@@ -42,12 +42,8 @@ typedef struct stateless_run run_call;
 
 static void append_capped(run_call *call, buffer *to, const char *text, size_t length)
 {
-    size_t room = buffer_size(to) < (size_t)call->max_output ? (size_t)call->max_output - buffer_size(to) : 0;
-    if (length > room) {
+    if (!buffer_append_capped(to, text, length, (size_t)call->max_output))
         call->truncated = true;
-        length = room;
-    }
-    buffer_append(to, text, length);
 }
 
 static void run_on_event(void *arg, json_t *event)
