@@ -61,7 +61,8 @@ static void on_zygote_exit(void *owner, uint32_t events)
     loop_timer_add(RESTART_DELAY_MS, start_process, NULL);
 }
 
-/* The first message is {"ready": bool, "failed": [...], "threads": n}; anything after that
+/* The first message is {"ready": bool, "failed": [...], "threads": n, "hot_pages": n,
+   "hot_pages_problem": why}; anything after that
    arrives only as a reply to a spawn, read there. End of file means the zygote is gone. */
 static void on_control_ready(void *owner, uint32_t events)
 {
@@ -78,8 +79,13 @@ static void on_control_ready(void *owner, uint32_t events)
     for (size_t i = 0; i < json_array_size(failed); i++)
         log_warn("zygote: could not preload %s", json_string_value(json_array_get(failed, i)));
     zygote.ready = json_is_true(json_object_get(message, "ready"));
+    const char *hot_pages_problem = json_string_value(json_object_get(message, "hot_pages_problem"));
+    if (hot_pages_problem) /* kernels start all the same, only with more page faults */
+        log_warn("zygote: no pages to copy ahead into new kernels: %s", hot_pages_problem);
     if (zygote.ready)
-        log_info("zygote ready (pid %d, preloaded %s)", zygote.pid, zygote.preload);
+        log_info("zygote ready (pid %d, preloaded %s; a new kernel copies %lld pages ahead)",
+                 zygote.pid, zygote.preload,
+                 (long long)json_integer_value(json_object_get(message, "hot_pages")));
     else
         log_warn("zygote is not usable (threads alive: %lld); kernels start by exec",
                  (long long)json_integer_value(json_object_get(message, "threads")));

@@ -4,6 +4,7 @@
  * with the kernel's start, where the interpreter-embedding cellbox-kernel would load and
  * relocate libpython for a loop that only waits. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: cellbox-init --supervise=PID (pid 1 of a cellbox sandbox)\n");
         return 2;
     }
+    /* A zygote's pid 1 comes here with every signal blocked (sandbox_clone_sharing_memory);
+       exec has reset the handlers, so they can be let through now. */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
     /* exec made it dumpable again: keep the kernel (same uid) out of its /proc entries. */
     prctl(PR_SET_DUMPABLE, 0);
     supervisor_reap_until((pid_t)program);

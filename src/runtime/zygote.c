@@ -8,27 +8,35 @@
  * requests: a JSON sandbox description with four fds (SCM_RIGHTS: stdin, stdout, stderr,
  * channel). For each it clones itself into new namespaces with CLONE_PARENT — so the sandbox is
  * the daemon's child and the daemon waits for it as for any kernel — and answers {"pid": N}.
- * The clone enters the sandbox exactly as an exec'd kernel does (sandbox.c), forks the kernel
- * under the supervisor, reseeds its random generators and serves: no interpreter start and no
- * imports per sandbox, the preloaded pages shared copy-on-write. */
+ * The clone shares the zygote's memory until it execs (vfork-like, so it costs no copy of the
+ * zygote's page tables), enters the sandbox exactly as an exec'd kernel does (sandbox.c), forks
+ * the kernel and becomes the supervisor; the kernel reseeds its random generators and serves: no
+ * interpreter start and no imports per sandbox, the preloaded pages shared copy-on-write. */
 #include <Python.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <malloc.h>
+#include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "runtime/hot_pages.h"
 #include "runtime/kernel_runtime.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/seccomp_filter.h"
 
 #define SPAWN_FDS 4
 #define MAX_REQUEST (256 << 10)
+#define PROBE_TIMEOUT_MS 30000
 
 typedef struct spawn_request {
     json_t *json;          /* owns the strings the spec points into */
@@ -219,26 +227,24 @@ static PyObject *allowed_cpu_list(void)
     return list;
 }
 
-/* In the clone: enter the sandbox, fork the kernel under the supervisor, serve. */
-static void become_kernel(spawn_request *request)
+/* The pages a kernel's start writes, learned from the probe (learn_hot_pages): copied in bulk
+   by each new kernel. */
+static hot_pages kernel_hot_pages;
+
+/* In a new kernel process (a fork of the zygote's memory): Python's after-fork work, then
+   after_fork() with the kernel's environment ("NAME=value" strings), then serve on fd 3. */
+static void __attribute__((noreturn)) run_kernel(json_t *env, const char *kernel_id)
 {
-    stay_on_this_cpu(); /* inherited by the kernel process; after_fork() records how to undo it */
-    /* pid 1 runs only C and then execs cellbox-init: Python's after-fork work (its hooks, its
-       copy-on-write faults: ~8 ms) is done once, in the kernel process, which holds the
-       interpreter exactly as the zygote left it at PyOS_BeforeFork(). */
-    sandbox_enter(&request->spec);
-    sandbox_supervise(); /* returns in the kernel process: a plain fork(), as above */
+    hot_pages_copy(&kernel_hot_pages);
     PyOS_AfterFork_Child();
     PyObject *environment = PyList_New(0);
-    json_t *env = json_object_get(request->json, "env");
     for (size_t i = 0; i < json_array_size(env); i++) {
         PyObject *entry = PyUnicode_FromString(json_string_value(json_array_get(env, i)));
         PyList_Append(environment, entry);
         Py_DECREF(entry);
     }
     PyObject *cpus = allowed_cpu_list();
-    PyObject *done = call_zygote_module("after_fork", "(OsO)", environment,
-                                        string_field(request->json, "kernel_id"), cpus);
+    PyObject *done = call_zygote_module("after_fork", "(OsO)", environment, kernel_id, cpus);
     Py_DECREF(environment);
     Py_XDECREF(cpus);
     if (!done) {
@@ -249,6 +255,88 @@ static void become_kernel(spawn_request *request)
     int status = kernel_python_serve(3);
     fflush(NULL);
     _exit(status);
+}
+
+/* In the clone (pid 1, still in the zygote's memory: see sandbox_clone_sharing_memory): enter
+   the sandbox, fork the kernel under the supervisor; in the kernel, serve. */
+static int become_kernel(void *argument)
+{
+    spawn_request *request = argument;
+    stay_on_this_cpu(); /* inherited by the kernel process; after_fork() records how to undo it */
+    /* pid 1 runs only C and then execs cellbox-init: Python's after-fork work (its hooks, its
+       copy-on-write faults: ~8 ms) is done once, in the kernel process, which holds the
+       interpreter exactly as the zygote left it at PyOS_BeforeFork(). */
+    sandbox_enter(&request->spec);
+    sandbox_supervise(); /* returns in the kernel process: a plain fork(), its own memory */
+    run_kernel(json_object_get(request->json, "env"), string_field(request->json, "kernel_id"));
+}
+
+/* The probe: a kernel started as the daemon's are (the same environment, but its home and
+   caches in `scratch`), outside any sandbox, talking to nobody; it runs only our own code. */
+static void __attribute__((noreturn)) run_probe(int channel, const char *scratch)
+{
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int fd = 0; fd < 3; fd++)
+        dup2(devnull, fd);
+    dup2(channel, 3);
+    if (chdir(scratch) < 0)
+        _exit(1);
+    char home[PATH_MAX + 8], mpl[PATH_MAX + 32], ipython[PATH_MAX + 32], cache[PATH_MAX + 32];
+    snprintf(home, sizeof home, "HOME=%s", scratch);
+    snprintf(mpl, sizeof mpl, "MPLCONFIGDIR=%s/.config/matplotlib", scratch);
+    snprintf(ipython, sizeof ipython, "IPYTHONDIR=%s/.ipython", scratch);
+    snprintf(cache, sizeof cache, "XDG_CACHE_HOME=%s/.cache", scratch);
+    json_t *env = json_pack("[sssssssssss]", "PATH=/usr/local/bin:/usr/bin:/bin", home,
+                            "USER=user", "LANG=C.UTF-8", "PYTHONUNBUFFERED=1",
+                            "MPLBACKEND=module://matplotlib_inline.backend_inline", mpl, ipython,
+                            cache, "OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1");
+    run_kernel(env, "probe");
+}
+
+/* Starts the probe and, once it is ready (its first message), learns which pages it copied.
+   Every kernel then copies those in bulk. Without the set kernels work as well, only slower:
+   failures are reported in the ready message, not fatal. */
+static json_t *learn_hot_pages(void)
+{
+    PyObject *made = call_zygote_module("make_scratch", "(s)", "probe");
+    const char *made_path = made ? PyUnicode_AsUTF8(made) : NULL;
+    if (!made_path) {
+        PyErr_Clear();
+        Py_XDECREF(made);
+        return json_string("cannot create the probe's scratch directory");
+    }
+    char scratch[PATH_MAX];
+    snprintf(scratch, sizeof scratch, "%s", made_path);
+    Py_DECREF(made);
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0)
+        return json_sprintf("cannot start the probe: %s", strerror(errno));
+    PyOS_BeforeFork();
+    pid_t probe = fork();
+    if (probe == 0)
+        run_probe(pair[1], scratch);
+    PyOS_AfterFork_Parent();
+    close(pair[1]);
+    json_t *problem = NULL;
+    struct pollfd ready = {.fd = pair[0], .events = POLLIN};
+    char first;
+    if (probe < 0)
+        problem = json_sprintf("cannot fork the probe: %s", strerror(errno));
+    else if (poll(&ready, 1, PROBE_TIMEOUT_MS) != 1 || read(pair[0], &first, 1) != 1)
+        problem = json_string("the probe kernel did not start");
+    else if (hot_pages_learn(probe, &kernel_hot_pages) < 0)
+        problem = json_sprintf("cannot read the probe's pages: %s", strerror(errno));
+    if (probe > 0) {
+        kill(probe, SIGKILL);
+        while (waitpid(probe, NULL, 0) < 0 && errno == EINTR) {
+        }
+    }
+    close(pair[0]);
+    PyObject *removed = call_zygote_module("remove_scratch", "(s)", scratch);
+    if (!removed)
+        PyErr_Clear();
+    Py_XDECREF(removed);
+    return problem;
 }
 
 static void serve(int control_fd)
@@ -263,9 +351,8 @@ static void serve(int control_fd)
             continue;
         build_spec(&request);
         PyOS_BeforeFork();
-        pid_t pid = sandbox_clone(request.spec.network, NULL);
-        if (pid == 0)
-            become_kernel(&request);
+        /* Returns once pid 1 has exec'd cellbox-init (or failed): the kernel is forked by then. */
+        pid_t pid = sandbox_clone_sharing_memory(request.spec.network, become_kernel, &request);
         PyOS_AfterFork_Parent();
         explicit_bzero(buffer, MAX_REQUEST);
         close_fds(request.fds, SPAWN_FDS);
@@ -300,7 +387,14 @@ int zygote_main(int argc, char **argv)
     }
     if (kernel_python_start(python_dir) != 0)
         return 1;
-    send_json(control_fd, preload(option(argc, argv, "--preload"), inside_dir));
+    json_t *ready = preload(option(argc, argv, "--preload"), inside_dir);
+    if (json_is_true(json_object_get(ready, "ready"))) {
+        json_t *problem = learn_hot_pages();
+        if (problem)
+            json_object_set_new(ready, "hot_pages_problem", problem);
+        json_object_set_new(ready, "hot_pages", json_integer((json_int_t)kernel_hot_pages.pages));
+    }
+    send_json(control_fd, ready);
     serve(control_fd);
     return 0;
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -243,20 +244,54 @@ pid_t sandbox_join(int supervisor_pidfd, const sandbox_spec *spec, int *pidfd, c
     return program;
 }
 
-pid_t sandbox_clone(bool network, int *pidfd)
+/* A raw clone with fork semantics (no new stack: the child runs on a copy of ours), the caller
+   its parent, with a pidfd. */
+static pid_t clone_with_pidfd(bool network, int *pidfd)
 {
-    unsigned long flags = NAMESPACES | (network ? 0 : CLONE_NEWNET) | SIGCHLD;
-    /* With a pidfd the caller is the parent; without, the child becomes the caller's parent's
-       child (CLONE_PARENT): how a zygote hands its sandboxes to the daemon to wait for. */
-    flags |= pidfd ? CLONE_PIDFD : CLONE_PARENT;
-    /* Raw clone with fork semantics (no new stack): the child runs on a copy of ours. */
+    unsigned long flags = NAMESPACES | (network ? 0 : CLONE_NEWNET) | CLONE_PIDFD | SIGCHLD;
     return (pid_t)syscall(SYS_clone, flags, NULL, pidfd, NULL, NULL);
+}
+
+/* pid 1's stack while it shares the zygote's memory, and then the stack of the program it forks
+   (a copy): as large as a main thread's usually is. Mapped once, populated only where touched. */
+#define SHARED_CLONE_STACK_SIZE (8u << 20)
+
+pid_t sandbox_clone_sharing_memory(bool network, int (*child)(void *), void *argument)
+{
+    static char *stack;
+    if (!stack) {
+        size_t guarded = SHARED_CLONE_STACK_SIZE + (size_t)sysconf(_SC_PAGESIZE);
+        char *mapping = mmap(NULL, guarded, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+        if (mapping == MAP_FAILED)
+            return -1;
+        /* A guard page below, so an overflow faults instead of writing into a neighbour. */
+        if (mprotect(mapping, (size_t)sysconf(_SC_PAGESIZE), PROT_NONE) < 0) {
+            munmap(mapping, guarded);
+            return -1;
+        }
+        stack = mapping;
+    }
+    int flags = NAMESPACES | (network ? 0 : CLONE_NEWNET) | CLONE_PARENT | CLONE_VM | CLONE_VFORK |
+                SIGCHLD;
+    /* Until it execs, a handler running in the child would write the caller's memory: signals
+       stay blocked in the child (its program unblocks them after its fork, cellbox-init at its
+       start, once exec has reset every handler). */
+    sigset_t all, previous;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, &previous);
+    char *stack_top = stack + (size_t)sysconf(_SC_PAGESIZE) + SHARED_CLONE_STACK_SIZE;
+    pid_t pid = clone(child, stack_top, flags, argument);
+    int saved_errno = errno;
+    sigprocmask(SIG_SETMASK, &previous, NULL);
+    errno = saved_errno;
+    return pid;
 }
 
 pid_t sandbox_start(const sandbox_spec *spec, int *pidfd, char *why, size_t why_size)
 {
     int child_pidfd = -1;
-    pid_t pid = sandbox_clone(spec->network, &child_pidfd);
+    pid_t pid = clone_with_pidfd(spec->network, &child_pidfd);
     if (pid == 0) {
         sandbox_enter(spec);
         sandbox_supervise();

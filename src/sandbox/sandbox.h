@@ -46,8 +46,13 @@ pid_t sandbox_join(int supervisor_pidfd, const sandbox_spec *spec, int *pidfd, c
 
 /* The steps, for a zygote that runs the program without exec: clone into new namespaces, then
    in the child enter (on failure it exits 125), then supervise (returns only in the program's
-   process). With pidfd NULL the child becomes the caller's parent's child. */
-pid_t sandbox_clone(bool network, int *pidfd);
+   process), and pid 1 execs cellbox-init.
+   The child runs child(argument) on a stack of its own, sharing the caller's memory (CLONE_VM),
+   and the caller waits until it execs or exits (CLONE_VFORK): pid 1 needs no copy of the
+   zygote's page tables (the program's fork makes the one copy), but must write nothing on the
+   way that the caller relies on. The child becomes the caller's parent's child, with every
+   signal blocked. Returns its pid, or -1 with errno. */
+pid_t sandbox_clone_sharing_memory(bool network, int (*child)(void *), void *argument);
 void sandbox_enter(const sandbox_spec *spec);
 pid_t sandbox_supervise(void);
 /* Decodes the supervisor's exit status: sets *signal_number (0 if it exited) and the code. */

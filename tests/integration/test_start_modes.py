@@ -49,3 +49,53 @@ def test_kernel_behaves_the_same(make_daemon, mode):
             assert ws.execute("'v' in dir()").result_data()["text/plain"] == "False"
         c.delete_kernel(kid)
         wait_until(lambda: not os.path.exists(d.workspace(kid)), timeout=30, message="workspace removed")
+
+
+def _sandbox_pids(kernel_id):
+    """The host pids of a sandbox's processes (pid 1 first), from its cgroup."""
+    import glob
+    for procs in glob.glob(f"/sys/fs/cgroup/**/kernel-{kernel_id}/cgroup.procs", recursive=True):
+        with open(procs) as f:
+            return sorted(int(line) for line in f if line.strip())
+    return []
+
+
+def _blocked_signals(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("SigBlk:"):
+                return int(line.split()[1], 16)
+    raise AssertionError(f"no SigBlk in /proc/{pid}/status")
+
+
+def test_zygote_copies_a_kernels_hot_pages_ahead_and_leaves_nothing_behind(make_daemon):
+    """The zygote learns, from a probe kernel, the pages every kernel's start writes (hot_pages.h);
+    its scratch directory is gone once the zygote is ready, and a zygote kernel's pid 1 (cloned
+    sharing the zygote's memory, with every signal blocked) ends up with none blocked."""
+    import re
+    d = make_daemon(args=["--pool-size", "0"])
+    wait_until(lambda: "zygote ready" in d.log_text(), timeout=90, message="the zygote")
+    c = d.client()
+    k = c.create_kernel()
+    with c.ready_ws(k["id"]) as ws:
+        assert ws.execute("21 * 2").result_data()["text/plain"] == "42"
+        match = re.search(r"zygote ready \(pid (\d+), .* a new kernel copies (\d+) pages ahead\)",
+                          d.log_text())
+        assert match, d.log_tail()
+        zygote_pid, pages = int(match.group(1)), int(match.group(2))
+        assert 0 < pages <= 8192  # HOT_PAGES_MAX
+        assert "no pages to copy ahead" not in d.log_text()
+        leftovers = [name for name in os.listdir("/tmp")
+                     if name.startswith(f"cellbox-zygote-ipython-{zygote_pid}-")]
+        assert leftovers == []
+        pids = _sandbox_pids(k["id"])
+        assert len(pids) == 2, pids  # cellbox-init and the kernel
+        for pid in pids:
+            assert _blocked_signals(pid) == 0, pid
+        # The kernel is still a working, freshly seeded one.
+        first = ws.execute("import random\nrandom.random()").result_data()["text/plain"]
+    k2 = c.create_kernel()
+    with c.ready_ws(k2["id"]) as ws:
+        assert ws.execute("import random\nrandom.random()").result_data()["text/plain"] != first
+    c.delete_kernel(k["id"])
+    c.delete_kernel(k2["id"])

@@ -69,16 +69,25 @@ def _warm_ipython():
 _SCRATCH_PREFIX = "cellbox-zygote-ipython-"
 
 
+def make_scratch(purpose):
+    """A scratch directory of this zygote's; its name carries our pid (see _remove_stale_scratch)."""
+    return tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-{purpose}-")
+
+
+def remove_scratch(path):
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def _prebuild_shell():
     from .main import _use_interruptible_pdb
     from .shell import prebuild_shell
     _use_interruptible_pdb()  # before the shell exists: its traceback handlers take the class
     _remove_stale_scratch()
-    scratch = tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-")
+    scratch = make_scratch("shell")
     try:
         shell = prebuild_shell(scratch)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_scratch(scratch)
     enable_inline_figures(shell)  # once here: every kernel adopting the shell has it
 
 

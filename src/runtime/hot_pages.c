@@ -1,0 +1,124 @@
+#include "runtime/hot_pages.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older headers lack it */
+#endif
+
+/* /proc/PID/pagemap: one 64-bit entry per page (Documentation/admin-guide/mm/pagemap.rst). */
+#define PAGEMAP_PRESENT (1ull << 63)
+#define PAGEMAP_EXCLUSIVE (1ull << 56)
+#define PAGEMAP_CHUNK 4096 /* entries read at a time */
+
+static int add_page(hot_pages *out, size_t *capacity, uintptr_t address, size_t page_size)
+{
+    hot_range *last = out->count ? &out->ranges[out->count - 1] : NULL;
+    if (last && last->start + last->length == address) {
+        last->length += page_size;
+    } else {
+        if (out->count == *capacity) {
+            size_t grown = *capacity ? *capacity * 2 : 256;
+            hot_range *ranges = realloc(out->ranges, grown * sizeof *ranges);
+            if (!ranges)
+                return -1;
+            out->ranges = ranges;
+            *capacity = grown;
+        }
+        out->ranges[out->count++] = (hot_range){.start = address, .length = page_size};
+    }
+    out->pages++;
+    return 0;
+}
+
+/* The probe's copies within one of the zygote's mappings [start, end). */
+static int learn_mapping(int pagemap, uintptr_t start, uintptr_t end, size_t page_size,
+                         hot_pages *out, size_t *capacity)
+{
+    uint64_t entries[PAGEMAP_CHUNK];
+    for (uintptr_t address = start; address < end && out->pages < HOT_PAGES_MAX;) {
+        size_t wanted = (end - address) / page_size;
+        if (wanted > PAGEMAP_CHUNK)
+            wanted = PAGEMAP_CHUNK;
+        off_t offset = (off_t)(address / page_size * sizeof entries[0]);
+        ssize_t got = pread(pagemap, entries, wanted * sizeof entries[0], offset);
+        if (got <= 0)
+            return got < 0 ? -1 : 0;
+        size_t count = (size_t)got / sizeof entries[0];
+        for (size_t i = 0; i < count && out->pages < HOT_PAGES_MAX; i++) {
+            uint64_t bits = PAGEMAP_PRESENT | PAGEMAP_EXCLUSIVE;
+            if ((entries[i] & bits) == bits &&
+                add_page(out, capacity, address + i * page_size, page_size) < 0)
+                return -1;
+        }
+        address += count * page_size;
+    }
+    return 0;
+}
+
+int hot_pages_learn(pid_t probe, hot_pages *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t page_size = (size_t)sysconf(_SC_PAGESIZE);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/pagemap", (int)probe);
+    int pagemap = open(path, O_RDONLY | O_CLOEXEC);
+    FILE *maps = fopen("/proc/self/maps", "re");
+    if (pagemap < 0 || !maps) {
+        int saved = errno;
+        if (pagemap >= 0)
+            close(pagemap);
+        if (maps)
+            fclose(maps);
+        errno = saved;
+        return -1;
+    }
+    size_t capacity = 0;
+    int rc = 0;
+    char line[4096];
+    while (rc == 0 && fgets(line, sizeof line, maps)) {
+        unsigned long start, end;
+        char permissions[8];
+        int name_at = 0;
+        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &start, &end, permissions, &name_at) < 3)
+            continue;
+        /* Private and writable: where copy-on-write happens. Not the main thread's stack: a
+           kernel runs on the stack of its sandbox's first process (sandbox.c). */
+        if (strcmp(permissions, "rw-p") != 0 || strncmp(line + name_at, "[stack]", 7) == 0)
+            continue;
+        rc = learn_mapping(pagemap, start, end, page_size, out, &capacity);
+    }
+    int saved = errno;
+    fclose(maps);
+    close(pagemap);
+    if (rc < 0) {
+        hot_pages_free(out);
+        errno = saved;
+    }
+    return rc;
+}
+
+size_t hot_pages_copy(const hot_pages *pages)
+{
+    size_t copied = 0;
+    for (size_t i = 0; i < pages->count; i++) {
+        const hot_range *range = &pages->ranges[i];
+        if (madvise((void *)range->start, range->length, MADV_POPULATE_WRITE) == 0)
+            copied += range->length;
+        else if (errno == EINVAL)
+            break; /* a kernel before 5.14: the pages are copied as they are written */
+    }
+    return copied / (size_t)sysconf(_SC_PAGESIZE);
+}
+
+void hot_pages_free(hot_pages *pages)
+{
+    free(pages->ranges);
+    memset(pages, 0, sizeof *pages);
+}
