@@ -55,12 +55,16 @@ def test_headers_follow_the_contract(kernel):
     for message in exchange.messages:
         header = message["header"]
         assert set(header) == {"msg_id", "session", "username", "date", "msg_type", "version"}
-        assert UUID4.match(header["msg_id"]) and UUID4.match(header["session"])
+        assert UUID4.match(header["session"])
+        # jupyter_client 7's form (what ipykernel sends): session, pid, a counter
+        session, pid, number = header["msg_id"].rsplit("_", 2)
+        assert session == header["session"] and pid.isdigit() and number.isdigit()
         assert header["username"] == "kernel" and header["version"] == "5.3"
         assert DATE.match(header["date"]), header["date"]
         assert message["parent_header"] == exchange.request["header"]
         sessions.add(header["session"])
     assert len(sessions) == 1
+    assert len({message["header"]["msg_id"] for message in exchange.messages}) == len(exchange.messages)
 
 
 def test_every_request_is_wrapped_in_busy_idle(kernel):

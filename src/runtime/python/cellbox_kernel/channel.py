@@ -33,11 +33,17 @@ class Channel:
         self._eof = False
 
     def send(self, body):
-        if len(body) > MAX_FRAME:
-            raise ValueError(f"frame of {len(body)} bytes exceeds the {MAX_FRAME}-byte limit")
-        frame = len(body).to_bytes(4, "little") + body
+        self.send_all([body])
+
+    def send_all(self, bodies):
+        """Frames in order, in one write where they fit: one wake-up of the daemon, not several."""
+        frames = []
+        for body in bodies:
+            if len(body) > MAX_FRAME:
+                raise ValueError(f"frame of {len(body)} bytes exceeds the {MAX_FRAME}-byte limit")
+            frames += (len(body).to_bytes(4, "little"), body)
         with self._gate.shielded():
-            self._write_all(frame)
+            self._write_all(b"".join(frames))
 
     def receive(self):
         """The next frame's body; waits for one."""

@@ -27,6 +27,7 @@ class Kernel:
         self.pending = collections.deque()  # requests read but not handled yet, in order
         self._abort_window = 0              # leading entries of `pending` an error aborts
         self.request = None                 # the request being handled: parent of what we send
+        self._held = None                   # encoded messages held back (hold()), else None
         self.exit_requested = False
         self.shell = None
         self.requests = None
@@ -69,7 +70,21 @@ class Kernel:
             body = self._replace_oversized(message, len(body))
             if body is None:
                 return
-        self.channel.send(body)
+        if self._held is not None:
+            self._held.append(body)
+        else:
+            self.channel.send(body)
+
+    def hold(self):
+        """Messages sent from now on wait for release(), to leave in one write. Only around
+        code that neither blocks nor runs user code: a held message is a late one."""
+        if self._held is None:
+            self._held = []
+
+    def release(self):
+        held, self._held = self._held, None
+        if held:
+            self.channel.send_all(held)
 
     def publish(self, msg_type, content, metadata=None):
         self.send("iopub", msg_type, content, metadata)
@@ -135,17 +150,22 @@ class Kernel:
             return  # a stale input_reply: ipykernel discards those too
         self.request = message
         self.gate.install()
-        self.send("iopub", "status", {"execution_state": "busy"})
         msg_type = message["header"]["msg_type"]
-        if aborting and channel == "shell" and msg_type == "execute_request":
-            self._reply_aborted()
-        else:
-            saved = self._apply_request_environment(message)
-            try:
-                self._run_handler(msg_type, message)
-            finally:
-                self._restore_environment(saved)
-        self.send("iopub", "status", {"execution_state": "idle"})
+        if msg_type == "execute_request":
+            self.hold()  # busy leaves with execute_input (Requests.execute releases both)
+        try:
+            self.send("iopub", "status", {"execution_state": "busy"})
+            if aborting and channel == "shell" and msg_type == "execute_request":
+                self._reply_aborted()
+            else:
+                saved = self._apply_request_environment(message)
+                try:
+                    self._run_handler(msg_type, message)
+                finally:
+                    self._restore_environment(saved)
+            self.send("iopub", "status", {"execution_state": "idle"})
+        finally:
+            self.release()  # the reply and idle (held by Requests.execute) leave together
 
     @staticmethod
     def _apply_request_environment(message):

@@ -83,10 +83,13 @@ class Requests:
         if not silent:
             self.kernel.publish("execute_input", {"code": code,
                                                   "execution_count": self.shell.execution_count})
+        self.kernel.release()  # before user code runs: busy and execute_input leave now
         with self.stdin.forwarding(allow_stdin):
             result = self._run_cell(code, store_history, silent, cell_id)
         reply = self._execute_reply_content(result, user_expressions)
 
+        # The reply waits for the idle status that follows it (Kernel._handle): one write.
+        self.kernel.hold()
         metadata["status"] = reply["status"]
         if reply["status"] == "error" and reply["ename"] == "UnmetDependency":
             metadata["dependencies_met"] = False

@@ -7,9 +7,11 @@ hostile kernel.
 """
 import base64
 import datetime
+import itertools
 import json
 import math
 import numbers
+import os
 import uuid
 from collections.abc import Iterable
 
@@ -24,7 +26,8 @@ class MalformedMessage(ValueError):
 def timestamp(when=None):
     """ISO 8601 UTC, always with six fractional digits: 2024-01-31T12:00:00.000000Z."""
     when = when or datetime.datetime.now(datetime.timezone.utc)
-    return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # isoformat() without its "+00:00": half the cost of strftime(), six times per cell.
+    return when.astimezone(datetime.timezone.utc).isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 class Session:
@@ -32,10 +35,14 @@ class Session:
 
     def __init__(self):
         self.id = str(uuid.uuid4())
+        # Message ids as jupyter_client 7 makes them (session, pid, counter): unique without a
+        # uuid4 (an os.urandom() system call) per message.
+        self._id_prefix = f"{self.id}_{os.getpid()}_"
+        self._count = itertools.count()
 
     def header(self, msg_type):
         return {
-            "msg_id": str(uuid.uuid4()),
+            "msg_id": f"{self._id_prefix}{next(self._count)}",
             "session": self.id,
             "username": USERNAME,
             "date": timestamp(),

@@ -25,6 +25,36 @@ from traitlets.config import Config
 from .compiler import CellCompiler
 
 
+def _call_format_error_catcher_directly():
+    """IPython wraps each formatter's __call__ in catch_format_error through the `decorator`
+    package, whose wrapper binds the call's inspect.Signature on every call: ~12 binds for every
+    execute_result (one per formatter), a tenth of a trivial cell's time in the kernel. Call the
+    same catcher without the bind. Calls that pass the object by keyword keep the original
+    wrapper (the catcher reads the object from its positional arguments)."""
+    from IPython.core import formatters
+    catcher = getattr(formatters.catch_format_error, "__wrapped__", None)
+    if catcher is None:
+        return  # another IPython or decorator: leave its formatters as they are
+    for cls in vars(formatters).values():
+        wrapped = vars(cls).get("__call__") if isinstance(cls, type) else None
+        method = getattr(wrapped, "__wrapped__", None)
+        code = getattr(wrapped, "__code__", None)
+        if method is None or code is None or os.path.basename(code.co_filename) != "decorator.py":
+            continue
+
+        def call(self, *args, _method=method, _wrapped=wrapped, **kwargs):
+            if not args:
+                return _wrapped(self, *args, **kwargs)
+            return catcher(_method, self, *args, **kwargs)
+
+        call.__name__, call.__qualname__, call.__doc__ = "__call__", wrapped.__qualname__, wrapped.__doc__
+        call.__wrapped__ = method
+        cls.__call__ = call
+
+
+_call_format_error_catcher_directly()
+
+
 class CellboxDisplayPublisher(DisplayPublisher):
     """display() and friends -> display_data / update_display_data / clear_output.
     (Kernel.send flushes stdout/stderr first, so prints before a display stay before it.)"""
