@@ -1,14 +1,15 @@
 /* hot_pages — the zygote's pages that every new kernel writes, copied in bulk right after the
  * kernel's fork instead of one copy-on-write fault at a time.
  *
- * Why: a kernel's start writes ~1700 pages it shares with the zygote (CPython's reference
+ * Why: a kernel's start and first cell write ~1800 pages it shares with the zygote (CPython's reference
  * counts are writes), and always the same ones. Each copy-on-write fault is a trap; in a VM that
  * costs ~16 µs a page (measured on the 2-core dev VM), most of a new kernel's CPU.
  * MADV_POPULATE_WRITE (Linux 5.14) breaks the sharing of a whole range in one system call.
  *
  * The zygote learns the set once, before it serves: it forks a probe that starts a kernel as
- * a real one does (outside any sandbox, on a scratch directory), and reads which of its own
- * private writable pages the probe has copied, from /proc/PID/pagemap ("exclusively mapped").
+ * a real one does (outside any sandbox, on a scratch directory) and runs a trivial first cell,
+ * and reads which of its own private writable pages the probe has copied, from
+ * /proc/PID/pagemap ("exclusively mapped").
  * Only our own code has run in the probe, so no user can shape the set. */
 #ifndef CELLBOX_RUNTIME_HOT_PAGES_H
 #define CELLBOX_RUNTIME_HOT_PAGES_H

@@ -293,7 +293,46 @@ static void __attribute__((noreturn)) run_probe(int channel, const char *scratch
     run_kernel(env, "probe");
 }
 
-/* Starts the probe and, once it is ready (its first message), learns which pages it copied.
+/* Once the probe is ready it is sent the trivial first cell clients send, so the pages of a
+   first execute_request (history, the display hook, a result's formats) are learned too. */
+static const char PROBE_CELL[] =
+    "{\"channel\": \"shell\", \"header\": {\"msg_id\": \"probe-1\", \"msg_type\": \"execute_request\", "
+    "\"session\": \"probe\", \"username\": \"probe\", \"version\": \"5.3\", \"date\": \"\"}, "
+    "\"parent_header\": {}, \"metadata\": {}, \"content\": {\"code\": \"1 + 1\", \"silent\": false, "
+    "\"store_history\": true, \"user_expressions\": {}, \"allow_stdin\": false, \"stop_on_error\": true}}";
+
+/* Reads the probe's messages until `marker` has come (e.g. its status "starting"); false if it
+   does not within the probe's time, or the probe is gone. */
+static bool probe_says(int fd, const char *marker)
+{
+    char seen[16384];
+    size_t length = 0, marker_length = strlen(marker);
+    for (;;) {
+        struct pollfd readable = {.fd = fd, .events = POLLIN};
+        if (poll(&readable, 1, PROBE_TIMEOUT_MS) != 1)
+            return false;
+        if (length > sizeof seen / 2) { /* keep the tail: the marker may straddle two reads */
+            memmove(seen, seen + length - marker_length, marker_length);
+            length = marker_length;
+        }
+        ssize_t n = read(fd, seen + length, sizeof seen - length);
+        if (n <= 0)
+            return false;
+        length += (size_t)n;
+        if (memmem(seen, length, marker, marker_length))
+            return true;
+    }
+}
+
+static bool probe_run_first_cell(int fd)
+{
+    uint32_t size = (uint32_t)strlen(PROBE_CELL);
+    unsigned char prefix[4] = {size & 0xff, (size >> 8) & 0xff, (size >> 16) & 0xff, size >> 24};
+    return write(fd, prefix, sizeof prefix) == (ssize_t)sizeof prefix &&
+           write(fd, PROBE_CELL, size) == (ssize_t)size && probe_says(fd, "\"idle\"");
+}
+
+/* Starts the probe and, once it is ready and has run a first cell, learns which pages it copied.
    Every kernel then copies those in bulk. Without the set kernels work as well, only slower:
    failures are reported in the ready message, not fatal. */
 static json_t *learn_hot_pages(void)
@@ -318,12 +357,12 @@ static json_t *learn_hot_pages(void)
     PyOS_AfterFork_Parent();
     close(pair[1]);
     json_t *problem = NULL;
-    struct pollfd ready = {.fd = pair[0], .events = POLLIN};
-    char first;
     if (probe < 0)
         problem = json_sprintf("cannot fork the probe: %s", strerror(errno));
-    else if (poll(&ready, 1, PROBE_TIMEOUT_MS) != 1 || read(pair[0], &first, 1) != 1)
+    else if (!probe_says(pair[0], "\"starting\""))
         problem = json_string("the probe kernel did not start");
+    else if (!probe_run_first_cell(pair[0]))
+        problem = json_string("the probe kernel did not run its first cell");
     else if (hot_pages_learn(probe, &kernel_hot_pages) < 0)
         problem = json_sprintf("cannot read the probe's pages: %s", strerror(errno));
     if (probe > 0) {

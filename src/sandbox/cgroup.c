@@ -28,6 +28,9 @@ static struct {
 struct sandbox_cgroup {
     char path[V1_COUNT][PATH_MAX];   /* same indexing as state.parent */
     char procs[V1_COUNT][PATH_MAX + 16];
+    /* memory.events (v1: memory.oom_control) and pids.events, open for re-reading: -1 until
+       first read (cgroup_read_limit_events) */
+    int limit_event_fds[2];
     int removal_attempts;
     loop_timer *removal_timer;
     sandbox_cgroup *next_pending;    /* in the list of groups waiting to be removed */
@@ -75,16 +78,37 @@ static ssize_t read_file(const char *dir, const char *file, char *out, size_t si
 }
 
 /* "key value" lines (memory.events, pids.events, memory.oom_control, cpu.stat). */
-static long long read_keyed(const char *dir, const char *file, const char *key)
+static long long keyed_value(const char *text, const char *key)
 {
-    char text[4096];
-    if (read_file(dir, file, text, sizeof text) < 0)
-        return 0;
     size_t key_length = strlen(key);
-    for (char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
         if (strncmp(line, key, key_length) == 0 && line[key_length] == ' ')
             return atoll(line + key_length + 1);
     return 0;
+}
+
+static long long read_keyed(const char *dir, const char *file, const char *key)
+{
+    char text[4096];
+    return read_file(dir, file, text, sizeof text) < 0 ? 0 : keyed_value(text, key);
+}
+
+/* The same, from a file kept open in *fd (opened on first use): a cgroup file generates its
+   text anew on every read from offset 0, so a pread() replaces the open, path walk and close
+   that read_keyed() pays. */
+static long long reread_keyed(int *fd, const char *dir, const char *file, const char *key)
+{
+    if (*fd < 0 && dir) {
+        char path[PATH_MAX + 64];
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        *fd = open(path, O_RDONLY | O_CLOEXEC);
+    }
+    char text[4096];
+    ssize_t n = *fd < 0 ? -1 : pread(*fd, text, sizeof text - 1, 0);
+    if (n < 0)
+        return 0;
+    text[n] = '\0';
+    return keyed_value(text, key);
 }
 
 static long long read_number(const char *dir, const char *file)
@@ -244,6 +268,7 @@ sandbox_cgroup *cgroup_create(const char *name, const cgroup_limits *limits, cha
     sandbox_cgroup *group = calloc(1, sizeof *group);
     if (!group)
         die("out of memory");
+    group->limit_event_fds[0] = group->limit_event_fds[1] = -1;
     for (size_t i = 0; i < V1_COUNT; i++) {
         if (!state.present[i])
             continue;
@@ -281,13 +306,14 @@ void cgroup_procs_files(sandbox_cgroup *group, const char **out, size_t max)
 void cgroup_read_limit_events(sandbox_cgroup *group, cgroup_counters *out)
 {
     memset(out, 0, sizeof *out);
+    int *fds = group->limit_event_fds; /* read before and after every cell: kept open */
     if (state.v2) {
-        out->oom_kills = read_keyed(group->path[0], "memory.events", "oom_kill");
-        out->pids_limit_hits = read_keyed(group->path[0], "pids.events", "max");
+        out->oom_kills = reread_keyed(&fds[0], group->path[0], "memory.events", "oom_kill");
+        out->pids_limit_hits = reread_keyed(&fds[1], group->path[0], "pids.events", "max");
         return;
     }
-    out->oom_kills = read_keyed(dir_for(group, "memory"), "memory.oom_control", "oom_kill");
-    out->pids_limit_hits = read_keyed(dir_for(group, "pids"), "pids.events", "max");
+    out->oom_kills = reread_keyed(&fds[0], dir_for(group, "memory"), "memory.oom_control", "oom_kill");
+    out->pids_limit_hits = reread_keyed(&fds[1], dir_for(group, "pids"), "pids.events", "max");
 }
 
 void cgroup_read_counters(sandbox_cgroup *group, cgroup_counters *out)
@@ -376,6 +402,10 @@ void cgroup_destroy(sandbox_cgroup *group)
 {
     if (!group)
         return;
+    for (int i = 0; i < 2; i++)
+        if (group->limit_event_fds[i] >= 0)
+            close(group->limit_event_fds[i]);
+    group->limit_event_fds[0] = group->limit_event_fds[1] = -1;
     cgroup_kill_all(group);
     if (!state.v2 && dir_for(group, "freezer"))
         write_file(dir_for(group, "freezer"), "freezer.state", "THAWED"); /* frozen tasks cannot die */
