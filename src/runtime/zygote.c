@@ -42,6 +42,7 @@ typedef struct spawn_request {
     json_t *json;          /* owns the strings the spec points into */
     sandbox_spec spec;
     int fds[SPAWN_FDS];
+    size_t length;         /* bytes received into the buffer */
 } spawn_request;
 
 /* Every kernel inherits the zygote's memory: what one request carried must be gone before the
@@ -151,6 +152,7 @@ static int receive_request(int control_fd, char *buffer, spawn_request *request)
     while (n < 0 && errno == EINTR);
     if (n <= 0)
         return 0;
+    request->length = (size_t)n;
     buffer[n] = '\0';
     for (int i = 0; i < SPAWN_FDS; i++)
         request->fds[i] = -1;
@@ -386,14 +388,17 @@ static void serve(int control_fd)
         int got = receive_request(control_fd, buffer, &request);
         if (got == 0)
             break; /* the daemon is gone */
-        if (got < 0)
+        if (got < 0) {
+            explicit_bzero(buffer, request.length + 1);
             continue;
+        }
         build_spec(&request);
         PyOS_BeforeFork();
         /* Returns once pid 1 has exec'd cellbox-init (or failed): the kernel is forked by then. */
         pid_t pid = sandbox_clone_sharing_memory(request.spec.network, become_kernel, &request);
         PyOS_AfterFork_Parent();
-        explicit_bzero(buffer, MAX_REQUEST);
+        /* Only what was received: each page written after a fork is a copy-on-write fault. */
+        explicit_bzero(buffer, request.length + 1);
         close_fds(request.fds, SPAWN_FDS);
         if (pid < 0)
             send_json(control_fd, json_pack("{s:s}", "error", strerror(errno)));
