@@ -84,6 +84,11 @@ $(SHARE)/kernelspecs/%: src/runtime/kernelspecs/%
 	@mkdir -p $(dir $@)
 	cp $< $@
 
+# hot_pages belongs to the kernel binary; its test builds it in, with the sanitizers.
+$(BUILD)/tests/test_hot_pages: tests/unit/test_hot_pages.c src/runtime/hot_pages.c src/runtime/hot_pages.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c,$^)
+
 $(BUILD)/tests/%: tests/unit/%.c $(call OBJ,$(LIB_SRCS))
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DEP_LIBS)

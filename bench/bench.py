@@ -344,7 +344,7 @@ def pct(values, q):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer samples (CI smoke run)")
-    parser.add_argument("--idle", type=int, default=100, help="idle sandboxes for the memory figure")
+    parser.add_argument("--idle", type=int, default=500, help="idle sandboxes for the memory figure")
     args = parser.parse_args()
     n = 10 if args.quick else 40
     tmp = tempfile.mkdtemp(prefix="cellbox-bench-")

@@ -16,6 +16,9 @@
 #define PAGEMAP_PRESENT (1ull << 63)
 #define PAGEMAP_EXCLUSIVE (1ull << 56)
 #define PAGEMAP_CHUNK 4096 /* entries read at a time */
+/* A private writable mapping this large is a sparse reservation (a sanitizer's shadow, a
+   reserved heap), not what an interpreter's start writes to. */
+#define SPARSE_MAPPING (1ul << 30)
 
 static int add_page(hot_pages *out, size_t *capacity, uintptr_t address, size_t page_size)
 {
@@ -91,6 +94,8 @@ int hot_pages_learn(pid_t probe, hot_pages *out)
         /* Private and writable: where copy-on-write happens. Not the main thread's stack: a
            kernel runs on the stack of its sandbox's first process (sandbox.c). */
         if (strcmp(permissions, "rw-p") != 0 || strncmp(line + name_at, "[stack]", 7) == 0)
+            continue;
+        if (end - start > SPARSE_MAPPING) /* reserved, not used: its pagemap is too long to read */
             continue;
         rc = learn_mapping(pagemap, start, end, page_size, out, &capacity);
     }
