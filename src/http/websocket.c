@@ -18,16 +18,20 @@
 
 /* How long a closing connection waits for the peer's close before the socket is dropped. */
 #define CLOSE_LINGER_MS 2000
+#define OUT_LIMIT (1u << 20) /* unsent bytes collected before wslay is told to wait */
 
 struct websocket {
     int fd;
     loop_watch watch;
     wslay_event_context_ptr wslay;
     buffer extra;                 /* bytes the HTTP layer read past the request */
+    buffer out;                   /* frames wslay has written and the socket has not taken yet */
+    bool flush_scheduled;         /* a flush_deferred() is queued for the end of the batch */
     const websocket_callbacks *callbacks;
     void *owner;
     void (*close_fd)(void *);     /* hands the fd back to libmicrohttpd to close */
     void *close_arg;
+    bool drained;                 /* a short read this wakeup: the socket has nothing more */
     bool draining;                /* close sent: discard input until EOF */
     bool finished;                /* on_close called; freeing is deferred */
     bool failed;                  /* a write failed; finishing is deferred */
@@ -58,9 +62,15 @@ static ssize_t on_wslay_recv(wslay_event_context_ptr ctx, uint8_t *data, size_t 
         return (ssize_t)n;
     }
     ssize_t n;
+    if (socket->drained) { /* spare the recv that would only say EAGAIN (level-triggered loop) */
+        wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+        return -1;
+    }
     do
         n = recv(socket->fd, data, length, 0);
     while (n < 0 && errno == EINTR);
+    if (n > 0 && (size_t)n < length)
+        socket->drained = true;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
         return -1;
@@ -72,22 +82,46 @@ static ssize_t on_wslay_recv(wslay_event_context_ptr ctx, uint8_t *data, size_t 
     return n;
 }
 
+/* Sends what `out` holds; false when the connection is broken. What the socket does not take
+   now waits for EPOLLOUT (update_interest asks for it). */
+static bool flush_out(websocket *socket)
+{
+    while (buffer_size(&socket->out) > 0) {
+        ssize_t n = send(socket->fd, buffer_head(&socket->out), buffer_size(&socket->out), MSG_NOSIGNAL);
+        if (n > 0)
+            buffer_consume(&socket->out, (size_t)n);
+        else if (n < 0 && errno == EINTR)
+            continue;
+        else
+            return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    }
+    return true;
+}
+
+/* wslay's frames are collected in `out` and leave in one send() per batch (flush_out): a cell's
+   busy, execute_input, result, reply and idle are five frames, and a system call each costs more
+   than the copy. Past OUT_LIMIT unsent bytes wslay is told to wait, as the socket would. */
 static ssize_t on_wslay_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t length,
                              int flags, void *user)
 {
     websocket *socket = user;
-    ssize_t n;
-    int send_flags = MSG_NOSIGNAL | ((flags & WSLAY_MSG_MORE) ? MSG_MORE : 0);
-    do
-        n = send(socket->fd, data, length, send_flags);
-    while (n < 0 && errno == EINTR);
-    if (n < 0) {
-        wslay_event_set_error(ctx, (errno == EAGAIN || errno == EWOULDBLOCK)
-                                       ? WSLAY_ERR_WOULDBLOCK
-                                       : WSLAY_ERR_CALLBACK_FAILURE);
+    if (buffer_size(&socket->out) >= OUT_LIMIT && !flush_out(socket)) {
+        wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
         return -1;
     }
-    return n;
+    if (buffer_size(&socket->out) >= OUT_LIMIT) {
+        wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+        return -1;
+    }
+    buffer_append(&socket->out, data, length);
+    return (ssize_t)length;
+}
+
+/* Everything wslay has queued, out to the socket as far as it takes it. */
+static bool transmit(websocket *socket)
+{
+    return (!wslay_event_want_write(socket->wslay) || wslay_event_send(socket->wslay) == 0) &&
+           flush_out(socket);
 }
 
 static int on_wslay_genmask(wslay_event_context_ptr ctx, uint8_t *buf, size_t length, void *user)
@@ -147,7 +181,7 @@ static void update_interest(websocket *socket)
     if (socket->finished || socket->failed || socket->draining)
         return;
     bool want_read = wslay_event_want_read(socket->wslay);
-    bool want_write = wslay_event_want_write(socket->wslay);
+    bool want_write = wslay_event_want_write(socket->wslay) || buffer_size(&socket->out) > 0;
     if (wslay_event_get_close_sent(socket->wslay) && !want_write) {
         if (wslay_event_get_close_received(socket->wslay))
             fail_later(socket);
@@ -169,14 +203,28 @@ static void on_socket_ready(void *owner, uint32_t events)
         drain_input(socket);
         return;
     }
+    socket->drained = false;
     if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && wslay_event_recv(socket->wslay) != 0) {
         websocket_finish(socket);
         return;
     }
     if (socket->finished)
         return;
-    if (wslay_event_want_write(socket->wslay) && wslay_event_send(socket->wslay) != 0) {
+    if (!transmit(socket)) {
         websocket_finish(socket);
+        return;
+    }
+    update_interest(socket);
+}
+
+static void flush_deferred(void *arg)
+{
+    websocket *socket = arg;
+    socket->flush_scheduled = false;
+    if (socket->finished || socket->failed || socket->draining)
+        return;
+    if (!transmit(socket)) {
+        fail_later(socket);
         return;
     }
     update_interest(socket);
@@ -223,11 +271,12 @@ void websocket_send(websocket *socket, bool binary, const void *data, size_t len
         log_warn("websocket: could not queue a %zu-byte message", length);
         return;
     }
-    if (wslay_event_send(socket->wslay) != 0) {
-        fail_later(socket);
-        return;
+    /* Sent at the end of the loop's batch, with whatever else this batch sends on the socket
+       (the messages of one read from a kernel). The free is deferred too, after this. */
+    if (!socket->flush_scheduled) {
+        socket->flush_scheduled = true;
+        loop_defer(flush_deferred, socket);
     }
-    update_interest(socket);
 }
 
 void websocket_close(websocket *socket, unsigned short code, const char *reason)
@@ -235,7 +284,7 @@ void websocket_close(websocket *socket, unsigned short code, const char *reason)
     if (socket->finished || socket->failed || socket->draining)
         return;
     wslay_event_queue_close(socket->wslay, code, (const uint8_t *)reason, reason ? strlen(reason) : 0);
-    if (wslay_event_send(socket->wslay) != 0) {
+    if (!transmit(socket)) {
         fail_later(socket);
         return;
     }
@@ -244,7 +293,7 @@ void websocket_close(websocket *socket, unsigned short code, const char *reason)
 
 size_t websocket_queued_bytes(const websocket *socket)
 {
-    return wslay_event_get_queued_msg_length(socket->wslay);
+    return wslay_event_get_queued_msg_length(socket->wslay) + buffer_size(&socket->out);
 }
 
 static void websocket_free(void *arg)
@@ -252,6 +301,7 @@ static void websocket_free(void *arg)
     websocket *socket = arg;
     wslay_event_context_free(socket->wslay);
     buffer_free(&socket->extra);
+    buffer_free(&socket->out);
     free(socket);
 }
 

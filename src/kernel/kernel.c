@@ -750,6 +750,8 @@ static void read_channel(kernel *k)
         if (n > 0) {
             buffer_append(&k->channel_in, chunk, (size_t)n);
             total += (size_t)n;
+            if ((size_t)n < sizeof chunk)
+                break; /* drained: another recv would only say EAGAIN (the loop is level-triggered) */
             continue;
         }
         if (n < 0 && errno == EINTR)

@@ -92,6 +92,8 @@ class Channel:
                     return
                 self._inbox += chunk
                 self._split_frames()
+                if len(chunk) < _READ_CHUNK:
+                    return  # the socket had no more: another read would only say EAGAIN
 
     def _split_frames(self):
         inbox = self._inbox

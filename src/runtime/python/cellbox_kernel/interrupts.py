@@ -21,7 +21,8 @@ class InterruptGate:
     def install(self):
         """(Re)install our handler; called before each request, as ipykernel resets its own,
         so a handler user code installed does not outlive the request that installed it."""
-        signal.signal(signal.SIGINT, self._on_sigint)
+        if signal.getsignal(signal.SIGINT) != self._on_sigint:  # a system call saved per request
+            signal.signal(signal.SIGINT, self._on_sigint)
 
     def _on_sigint(self, signum, frame):
         if not self._armed:
