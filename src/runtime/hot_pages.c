@@ -102,6 +102,13 @@ int hot_pages_learn(pid_t probe, hot_pages *out)
     int saved = errno;
     fclose(maps);
     close(pagemap);
+    /* A kernel before 5.14 has no MADV_POPULATE_WRITE, and without it the set is useless:
+       tried once here, on one of our own pages (copying that page is harmless). */
+    if (rc == 0 && out->count > 0 &&
+        madvise((void *)out->ranges[0].start, page_size, MADV_POPULATE_WRITE) < 0 && errno == EINVAL) {
+        rc = -1;
+        saved = EOPNOTSUPP;
+    }
     if (rc < 0) {
         hot_pages_free(out);
         errno = saved;
@@ -116,8 +123,7 @@ size_t hot_pages_copy(const hot_pages *pages)
         const hot_range *range = &pages->ranges[i];
         if (madvise((void *)range->start, range->length, MADV_POPULATE_WRITE) == 0)
             copied += range->length;
-        else if (errno == EINVAL)
-            break; /* a kernel before 5.14: the pages are copied as they are written */
+        /* else the pages are copied as they are written: the set is only a head start */
     }
     return copied / (size_t)sysconf(_SC_PAGESIZE);
 }

@@ -34,7 +34,7 @@ typedef struct hot_pages {
 
 /* In the zygote, with `probe` a fork of it that has started a kernel: the private writable pages
    of the zygote's own mappings that the probe holds a copy of. 0, or -1 with errno (the set is
-   then empty). */
+   then empty; EOPNOTSUPP: this kernel cannot copy pages ahead). */
 int hot_pages_learn(pid_t probe, hot_pages *out);
 
 /* In a new kernel, right after its fork: copies every page of the set. Failing is harmless (the

@@ -398,7 +398,9 @@ static json_t *learn_hot_pages(void)
     else if (!probe_run_first_cell(pair[0]))
         problem = json_string("the probe kernel did not run its first cell");
     else if (hot_pages_learn(probe, &kernel_hot_pages) < 0)
-        problem = json_sprintf("cannot read the probe's pages: %s", strerror(errno));
+        problem = errno == EOPNOTSUPP
+                      ? json_string("this Linux cannot copy pages ahead (MADV_POPULATE_WRITE needs 5.14)")
+                      : json_sprintf("cannot read the probe's pages: %s", strerror(errno));
     if (probe > 0) {
         kill(probe, SIGKILL);
         while (waitpid(probe, NULL, 0) < 0 && errno == EINTR) {
