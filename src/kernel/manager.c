@@ -35,6 +35,7 @@ static void (*delete_hook)(kernel *k);
 
 static void schedule_cull(void);
 static void schedule_refill(int64_t delay_ms);
+static void schedule_prepare(int64_t delay_ms);
 
 void manager_init(const manager_options *opts)
 {
@@ -58,6 +59,7 @@ void manager_init(const manager_options *opts)
     if (options.cull_idle_timeout > 0)
         schedule_cull();
     schedule_refill(0);
+    schedule_prepare(0);
 }
 
 void manager_set_delete_hook(void (*hook)(kernel *k)) { delete_hook = hook; }
@@ -92,12 +94,12 @@ static int allocate_uid_slot(void)
     return -1;
 }
 
-static void release_resources(sandbox_resources *r, const char *workspace)
+static void release_resources(sandbox_resources *r, const char *workspace, bool keep_workspace)
 {
     if (r->cgroup)
         cgroup_destroy(r->cgroup);
     if (workspace && r->image)
-        volume_destroy(r->image, workspace, options.keep_workspaces);
+        volume_destroy(r->image, workspace, keep_workspace);
     if (r->uid_slot >= 0)
         uid_in_use[r->uid_slot] = 0;
     free(r->image);
@@ -145,16 +147,89 @@ static void remember(kernel *k, const sandbox_resources *r)
     kernel_count++;
 }
 
+/* ---- the next sandbox's pieces, prepared while the daemon is idle ----
+   A sandbox's workspace volume (an image copy, a loop device, an ext4 mount: ~6 ms) and its
+   cgroup are the daemon's part of every start. One set is made ahead of time for the default
+   limits, under the id the next kernel will take, so a create the warm pool does not serve
+   waits only for the kernel itself. */
+
+#define PREPARE_DELAY_MS 50 /* after a start: the new kernel and its client go first */
+
+static struct {
+    bool ready;
+    char id[UUID_STRING_LENGTH + 1];
+    sandbox_resources resources;
+    loop_timer *timer;
+} prepared;
+
+/* What prepare_sandbox() builds from the limits. */
+static bool same_sandbox_pieces(const sandbox_limits *a, const sandbox_limits *b)
+{
+    return a->memory_bytes == b->memory_bytes && a->pids == b->pids && a->cpus == b->cpus &&
+           a->disk_bytes == b->disk_bytes;
+}
+
+static void prepare_next(void *arg)
+{
+    prepared.timer = NULL;
+    if (prepared.ready)
+        return;
+    char why[512];
+    id_uuid4(prepared.id);
+    char *workspace = data_path("workspaces", prepared.id, "");
+    prepared.resources = (sandbox_resources){.uid_slot = -1};
+    if (prepare_sandbox(prepared.id, &options.default_limits, &prepared.resources, workspace, why,
+                        sizeof why) == 0) {
+        prepared.ready = true;
+    } else {
+        log_debug("cannot prepare the next sandbox ahead: %s", why); /* a create will say why */
+        release_resources(&prepared.resources, workspace, false);
+    }
+    free(workspace);
+}
+
+static void schedule_prepare(int64_t delay_ms)
+{
+    if (!prepared.ready && !prepared.timer)
+        prepared.timer = loop_timer_add(delay_ms, prepare_next, NULL);
+}
+
+/* The prepared pieces if they fit these limits (their id into `id`); false otherwise. */
+static bool take_prepared(const sandbox_limits *limits, char *id, sandbox_resources *r)
+{
+    if (!prepared.ready || !same_sandbox_pieces(limits, &options.default_limits))
+        return false;
+    prepared.ready = false;
+    memcpy(id, prepared.id, sizeof prepared.id);
+    *r = prepared.resources;
+    return true;
+}
+
+static void discard_prepared(void)
+{
+    if (prepared.timer)
+        loop_timer_cancel(prepared.timer);
+    prepared.timer = NULL;
+    if (!prepared.ready)
+        return;
+    prepared.ready = false;
+    char *workspace = data_path("workspaces", prepared.id, "");
+    release_resources(&prepared.resources, workspace, false); /* never used: nothing to keep */
+    free(workspace);
+}
+
 /* Builds a sandbox and starts a kernel in it; NULL with `why` (nothing left behind). */
 static kernel *start_sandboxed(const kernelspec *spec, json_t *env, const sandbox_limits *limits,
                                sandbox_resources *r, char *why, size_t why_size)
 {
     char id[UUID_STRING_LENGTH + 1];
-    id_uuid4(id);
-    char *workspace = data_path("workspaces", id, "");
     *r = (sandbox_resources){.uid_slot = -1};
+    bool ready = take_prepared(limits, id, r);
+    if (!ready)
+        id_uuid4(id);
+    char *workspace = data_path("workspaces", id, "");
     kernel *k = NULL;
-    if (prepare_sandbox(id, limits, r, workspace, why, why_size) == 0) {
+    if (ready || prepare_sandbox(id, limits, r, workspace, why, why_size) == 0) {
         kernel_sandbox sandbox = {.uid = SANDBOX_UID_BASE + (uid_t)r->uid_slot,
                                   .cgroup = r->cgroup,
                                   .limits = *limits,
@@ -163,8 +238,9 @@ static kernel *start_sandboxed(const kernelspec *spec, json_t *env, const sandbo
         k = kernel_start(id, spec, workspace, env, &sandbox, why, why_size);
     }
     if (!k)
-        release_resources(r, workspace);
+        release_resources(r, workspace, options.keep_workspaces);
     free(workspace);
+    schedule_prepare(PREPARE_DELAY_MS);
     return k;
 }
 
@@ -195,7 +271,7 @@ static void discard_pooled(pooled_kernel *p)
 {
     char *workspace = strdup(kernel_workspace(p->kernel));
     kernel_destroy(p->kernel);
-    release_resources(&p->resources, workspace);
+    release_resources(&p->resources, workspace, options.keep_workspaces);
     free(workspace);
 }
 
@@ -331,7 +407,7 @@ void manager_delete(kernel *k)
     if (delete_hook)
         delete_hook(k);
     kernel_destroy(k); /* kills the sandbox first: nothing may be writing while we remove it */
-    release_resources(&r, kernel_workspace(k));
+    release_resources(&r, kernel_workspace(k), options.keep_workspaces);
     log_info("kernel %s deleted", kernel_id(k));
 }
 
@@ -389,6 +465,7 @@ void manager_shutdown_all(void)
     if (refill_timer)
         loop_timer_cancel(refill_timer);
     refill_timer = NULL;
+    discard_prepared();
     while (pool_count > 0)
         discard_pooled(&pool[--pool_count]);
     while (kernel_count > 0)

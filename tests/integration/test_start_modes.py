@@ -99,3 +99,33 @@ def test_zygote_copies_a_kernels_hot_pages_ahead_and_leaves_nothing_behind(make_
         assert ws.execute("import random\nrandom.random()").result_data()["text/plain"] != first
     c.delete_kernel(k["id"])
     c.delete_kernel(k2["id"])
+
+
+def test_the_next_sandbox_is_prepared_ahead_and_removed_with_the_daemon(make_daemon):
+    """The daemon's part of a start (workspace volume, cgroup) is made ahead for the default
+    limits, under the id the next kernel takes; other limits get their own; nothing of a
+    prepared sandbox outlives the daemon."""
+    import glob
+    d = make_daemon(args=["--pool-size", "0"])
+    c = d.client()
+    workspaces = os.path.join(d.data_dir, "workspaces")
+    wait_until(lambda: len(os.listdir(workspaces)) == 1, timeout=30, message="a prepared workspace")
+    prepared = os.listdir(workspaces)[0]
+    assert c.get("api/kernels").json() == []  # prepared, not a kernel
+    k = c.create_kernel()
+    assert k["id"] == prepared
+    with c.ready_ws(k["id"]) as ws:
+        assert ws.execute("import os\nsorted(os.listdir('.'))").result_data()["text/plain"] == "[]"
+        ws.execute("open('taken.txt', 'w').write('mine')")
+    wait_until(lambda: os.path.exists(os.path.join(workspaces, prepared, "taken.txt")), timeout=10,
+               message="the file in the taken workspace")
+    wait_until(lambda: len(os.listdir(workspaces)) == 2, timeout=30, message="the next prepared one")
+    following = (set(os.listdir(workspaces)) - {prepared}).pop()
+    other = c.create_kernel(limits={"memory": "256M"})  # other limits: built for it, not taken
+    assert other["id"] != following
+    assert following in os.listdir(workspaces)
+    c.delete_kernel(other["id"])
+    c.delete_kernel(k["id"])
+    d.stop()
+    assert os.listdir(workspaces) == []
+    assert glob.glob(f"/sys/fs/cgroup/**/kernel-{following}", recursive=True) == []
