@@ -149,9 +149,9 @@ static void remember(kernel *k, const sandbox_resources *r)
 
 /* ---- the next sandbox's pieces, prepared while the daemon is idle ----
    A sandbox's workspace volume (an image copy, a loop device, an ext4 mount: ~6 ms) and its
-   cgroup are the daemon's part of every start. One set is made ahead of time for the default
-   limits, under the id the next kernel will take, so a create the warm pool does not serve
-   waits only for the kernel itself. */
+   cgroup are the daemon's part of every start. Without a warm pool, one set is made ahead of
+   time for the default limits, under the id the next kernel will take, so a create waits only
+   for the kernel itself. */
 
 #define PREPARE_DELAY_MS 50 /* after a start: the new kernel and its client go first */
 
@@ -188,9 +188,12 @@ static void prepare_next(void *arg)
     free(workspace);
 }
 
+/* Only without a warm pool: with one, the pool's refill already starts sandboxes in the
+   background, and a preparation (which blocks the loop for its mount) would land in the middle of
+   a handout's handshake and first cell instead of saving anyone a wait. */
 static void schedule_prepare(int64_t delay_ms)
 {
-    if (!prepared.ready && !prepared.timer)
+    if (options.pool_size == 0 && !prepared.ready && !prepared.timer)
         prepared.timer = loop_timer_add(delay_ms, prepare_next, NULL);
 }
 
