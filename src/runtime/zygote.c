@@ -422,24 +422,21 @@ static void serve(int control_fd)
         int got = receive_request(control_fd, buffer, &request);
         if (got == 0)
             break; /* the daemon is gone */
-        if (got < 0) {
-            explicit_bzero(buffer, request.length + 1);
-            arena_empty();
-            continue;
+        if (got > 0) {
+            build_spec(&request);
+            PyOS_BeforeFork();
+            /* Returns once pid 1 has exec'd cellbox-init (or failed): the kernel is forked then. */
+            pid_t pid = sandbox_clone_sharing_memory(request.spec.network, become_kernel, &request);
+            PyOS_AfterFork_Parent();
+            close_fds(request.fds, SPAWN_FDS);
+            if (pid < 0)
+                send_json(control_fd, json_pack("{s:s}", "error", strerror(errno)));
+            else
+                send_json(control_fd, json_pack("{s:i}", "pid", (int)pid));
+            json_decref(request.json);
         }
-        build_spec(&request);
-        PyOS_BeforeFork();
-        /* Returns once pid 1 has exec'd cellbox-init (or failed): the kernel is forked by then. */
-        pid_t pid = sandbox_clone_sharing_memory(request.spec.network, become_kernel, &request);
-        PyOS_AfterFork_Parent();
         /* Only what was received: each page written after a fork is a copy-on-write fault. */
         explicit_bzero(buffer, request.length + 1);
-        close_fds(request.fds, SPAWN_FDS);
-        if (pid < 0)
-            send_json(control_fd, json_pack("{s:s}", "error", strerror(errno)));
-        else
-            send_json(control_fd, json_pack("{s:i}", "pid", (int)pid));
-        json_decref(request.json);
         arena_empty();
     }
     free(buffer);

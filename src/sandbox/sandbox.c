@@ -259,15 +259,15 @@ static pid_t clone_with_pidfd(bool network, int *pidfd)
 pid_t sandbox_clone_sharing_memory(bool network, int (*child)(void *), void *argument)
 {
     static char *stack;
+    size_t guard = (size_t)sysconf(_SC_PAGESIZE);
     if (!stack) {
-        size_t guarded = SHARED_CLONE_STACK_SIZE + (size_t)sysconf(_SC_PAGESIZE);
-        char *mapping = mmap(NULL, guarded, PROT_READ | PROT_WRITE,
+        char *mapping = mmap(NULL, guard + SHARED_CLONE_STACK_SIZE, PROT_READ | PROT_WRITE,
                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
         if (mapping == MAP_FAILED)
             return -1;
         /* A guard page below, so an overflow faults instead of writing into a neighbour. */
-        if (mprotect(mapping, (size_t)sysconf(_SC_PAGESIZE), PROT_NONE) < 0) {
-            munmap(mapping, guarded);
+        if (mprotect(mapping, guard, PROT_NONE) < 0) {
+            munmap(mapping, guard + SHARED_CLONE_STACK_SIZE);
             return -1;
         }
         stack = mapping;
@@ -280,7 +280,7 @@ pid_t sandbox_clone_sharing_memory(bool network, int (*child)(void *), void *arg
     sigset_t all, previous;
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, &previous);
-    char *stack_top = stack + (size_t)sysconf(_SC_PAGESIZE) + SHARED_CLONE_STACK_SIZE;
+    char *stack_top = stack + guard + SHARED_CLONE_STACK_SIZE;
     pid_t pid = clone(child, stack_top, flags, argument);
     int saved_errno = errno;
     sigprocmask(SIG_SETMASK, &previous, NULL);

@@ -28,7 +28,6 @@ class Kernel:
         self._abort_window = 0              # leading entries of `pending` an error aborts
         self.request = None                 # the request being handled: parent of what we send
         self._held = None                   # encoded messages held back (hold()), else None
-        self._held_flushed = False          # stdio flushed since hold()
         self.exit_requested = False
         self.shell = None
         self.requests = None
@@ -64,11 +63,10 @@ class Kernel:
     def send(self, channel, msg_type, content, metadata=None, parent=_CURRENT_REQUEST):
         """One message to the daemon; its parent is the request being handled unless given."""
         parent = self.request if parent is _CURRENT_REQUEST else parent
-        # Output written before this message must reach the daemon first. Among held messages
-        # one flush is enough: nothing but our own code runs between them.
-        if self._held is None or not self._held_flushed:
+        # Output written before this message must reach the daemon first (held messages:
+        # hold() flushed, and nothing but our own code runs between them).
+        if self._held is None:
             stdio.flush()
-            self._held_flushed = self._held is not None
         message = self.session.message(channel, msg_type, content, parent, metadata)
         body = encode(message)
         if len(body) > MAX_FRAME:
@@ -84,8 +82,8 @@ class Kernel:
         """Messages sent from now on wait for release(), to leave in one write. Only around
         code that neither blocks nor runs user code: a held message is a late one."""
         if self._held is None:
+            stdio.flush()
             self._held = []
-            self._held_flushed = False
 
     def release(self):
         held, self._held = self._held, None
