@@ -61,6 +61,7 @@ struct kernel {
     json_t *current_request;    /* header of the request the kernel said it is busy with */
     json_int_t execution_count; /* last seen, for replies the daemon writes */
     char death_reason[192];
+    char setup_failure[128];    /* what the sandbox's setup said when it failed, if it did */
     bool shutdown_requested;    /* a client asked it to shut down: exit 0 is expected */
     kernel_sandbox sandbox;
     long long oom_kills_at_start;   /* cgroup counter when this process started */
@@ -396,6 +397,7 @@ static int spawn_process(kernel *k, char *why, size_t why_size)
     loop_watch_add(&k->pid_watch, k->pidfd, EPOLLIN, on_process_exit, k);
     k->state = KERNEL_STARTING;
     k->death_reason[0] = '\0';
+    k->setup_failure[0] = '\0';
     k->shutdown_requested = false;
     if (via_zygote)
         send_environment(k, k->env);
@@ -446,6 +448,18 @@ static void flush_output(output_pipe *p, int final)
     buffer text = {0};
     size_t kept = text_append_utf8(&text, (const unsigned char *)buffer_head(&p->pending),
                                    buffer_size(&p->pending), final);
+    if (buffer_size(&text) > 0 && p->owner->state == KERNEL_STARTING) {
+        /* Before it is ready a kernel has no client to read this (a warm-pool kernel never
+           had one): it is why the sandbox could not be set up, so it goes to the log. */
+        int length = (int)buffer_size(&text);
+        while (length > 0 && buffer_head(&text)[length - 1] == '\n')
+            length--;
+        log_warn("kernel %s: %s: %.*s", p->owner->id, p->name, length, buffer_head(&text));
+        static const char marker[] = "cellbox: sandbox setup failed: ";
+        if ((size_t)length > sizeof marker - 1 && memcmp(buffer_head(&text), marker, sizeof marker - 1) == 0)
+            snprintf(p->owner->setup_failure, sizeof p->owner->setup_failure, "%.*s",
+                     length - (int)(sizeof marker - 1), buffer_head(&text) + sizeof marker - 1);
+    }
     if (buffer_size(&text) > 0)
         publish_text(p->owner, p->name, buffer_head(&text), buffer_size(&text));
     buffer_consume(&p->pending, buffer_size(&p->pending) - kept);
@@ -852,6 +866,9 @@ static void describe_exit(kernel *k, const siginfo_t *info)
     if (signal_number == 0) {
         if (code == 0 && k->shutdown_requested)
             snprintf(k->death_reason, sizeof k->death_reason, "kernel shut down on request");
+        else if (code == SANDBOX_SETUP_FAILED && k->state == KERNEL_STARTING && k->setup_failure[0])
+            snprintf(k->death_reason, sizeof k->death_reason, "kernel died: its sandbox could not be set up: %s",
+                     k->setup_failure);
         else if (code == SANDBOX_SETUP_FAILED && k->state == KERNEL_STARTING)
             snprintf(k->death_reason, sizeof k->death_reason,
                      "kernel died: its sandbox could not be set up (see the daemon's log)");
@@ -913,6 +930,7 @@ static void on_process_exit(void *owner, uint32_t events)
         read_channel(k);
     drain_output(&k->out);
     drain_output(&k->err);
+    flush_outputs(k); /* and the setup's complaint, if any, is known to describe_exit */
     kill_process_group(k, SIGKILL); /* children it left behind */
     describe_exit(k, &info);
     log_info("kernel %s: %s", k->id, k->death_reason);

@@ -117,24 +117,24 @@ static long long read_number(const char *dir, const char *file)
     return read_file(dir, file, text, sizeof text) > 0 ? atoll(text) : 0;
 }
 
-/* The daemon's own cgroup path in a hierarchy, from /proc/self/cgroup. */
-static bool own_cgroup(const char *controller, char *out, size_t size)
+bool cgroup_parse_own_path(const char *proc_self_cgroup, const char *controller, char *out, size_t size)
 {
-    FILE *f = fopen("/proc/self/cgroup", "re");
-    if (!f)
-        return false;
-    char line[PATH_MAX + 128];
     bool found = false;
-    while (!found && fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
+    for (const char *cursor = proc_self_cgroup; !found && cursor && *cursor;) {
+        const char *end = strchr(cursor, '\n');
+        size_t length = end ? (size_t)(end - cursor) : strlen(cursor);
+        char line[PATH_MAX + 128];
+        snprintf(line, sizeof line, "%.*s", (int)(length < sizeof line ? length : sizeof line - 1), cursor);
+        cursor = end ? end + 1 : NULL;
+        /* "hierarchy-id:controller,list:/path"; v2's one line is "0::/path" */
         char *controllers = strchr(line, ':');
         char *path = controllers ? strchr(controllers + 1, ':') : NULL;
         if (!path)
             continue;
         *path++ = '\0';
-        controllers++;
+        *controllers++ = '\0'; /* `line` is now the hierarchy id alone */
         if (!controller) {
-            found = (strcmp(line, "0") == 0 && *controllers == '\0');
+            found = strcmp(line, "0") == 0 && *controllers == '\0';
         } else {
             for (char *save = NULL, *c = strtok_r(controllers, ",", &save); c && !found;
                  c = strtok_r(NULL, ",", &save))
@@ -143,8 +143,22 @@ static bool own_cgroup(const char *controller, char *out, size_t size)
         if (found)
             snprintf(out, size, "%s", strcmp(path, "/") == 0 ? "" : path);
     }
-    fclose(f);
     return found;
+}
+
+/* The daemon's own cgroup path in a hierarchy (NULL: v2's unified one). */
+static bool own_cgroup(const char *controller, char *out, size_t size)
+{
+    char text[8192];
+    int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    text[n] = '\0';
+    return cgroup_parse_own_path(text, controller, out, size);
 }
 
 static bool is_cgroup2(const char *path)
@@ -175,39 +189,94 @@ static int init_v1(char *why, size_t why_size)
     return 0;
 }
 
-/* On v2 the "no internal processes" rule: the daemon moves into cellbox/daemon so that
-   cellbox/ can enable controllers for the sandboxes beside it. */
+#define V2_CONTROLLERS "+memory +pids +cpu"
+#define V2_ROOT "/sys/fs/cgroup"
+
+/* Whether the children of `dir` get memory, pids and cpu (its cgroup.subtree_control). */
+static bool v2_children_have_controllers(const char *dir)
+{
+    char text[512], *save = NULL;
+    if (read_file(dir, "cgroup.subtree_control", text, sizeof text) < 0)
+        return false;
+    int found = 0;
+    for (char *word = strtok_r(text, " \n", &save); word; word = strtok_r(NULL, " \n", &save))
+        found += strcmp(word, "memory") == 0 || strcmp(word, "pids") == 0 || strcmp(word, "cpu") == 0;
+    return found == 3;
+}
+
+static int v2_enable_controllers(const char *dir)
+{
+    return v2_children_have_controllers(dir) ? 0 : write_file(dir, "cgroup.subtree_control", V2_CONTROLLERS);
+}
+
+/* Delegated, as under systemd with Delegate=yes: the sandboxes live in the daemon's own cgroup.
+   The "no internal processes" rule makes the daemon move into cellbox/daemon so that cellbox/
+   can enable the controllers for the sandboxes beside it. Undone on failure. */
+static int init_v2_delegated(const char *base, char *why, size_t why_size)
+{
+    char leaf[PATH_MAX + 64], pid[32];
+    snprintf(state.parent[0], PATH_MAX, "%.4000s/cellbox", base);
+    snprintf(leaf, sizeof leaf, "%.4000s/daemon", state.parent[0]);
+    snprintf(pid, sizeof pid, "%d", getpid());
+    if ((mkdir(state.parent[0], 0755) < 0 && errno != EEXIST) || (mkdir(leaf, 0755) < 0 && errno != EEXIST)) {
+        snprintf(why, why_size, "cannot create cgroup %.300s: %s", state.parent[0], strerror(errno));
+    } else if (write_file(leaf, "cgroup.procs", pid) < 0) {
+        snprintf(why, why_size, "cannot move the daemon into %.300s: %s", leaf, strerror(errno));
+    } else if (v2_enable_controllers(base) < 0 || v2_enable_controllers(state.parent[0]) < 0) {
+        snprintf(why, why_size, "cannot enable memory, pids and cpu for the sandboxes under %.300s: %s%s", base,
+                 strerror(errno), errno == EBUSY ? " (other processes share the daemon's cgroup)"
+                                  : errno == ENOENT ? " (the cgroup above it does not hand them down)" : "");
+        write_file(base, "cgroup.procs", pid); /* back where it was */
+    } else {
+        return 0;
+    }
+    rmdir(leaf);
+    rmdir(state.parent[0]); /* fails while another daemon's sandboxes use it: fine */
+    return -1;
+}
+
+/* Top level, for a daemon run by root whose own cgroup cannot be delegated: a login session's
+   scope shares it with the shell; a container or VM supervisor's may not hand the controllers
+   down. The sandboxes live in /sys/fs/cgroup/cellbox, with the controllers enabled from the
+   root (which the "no internal processes" rule does not bind); the daemon stays where it is. */
+static int init_v2_top_level(char *why, size_t why_size)
+{
+    snprintf(state.parent[0], PATH_MAX, "%s/cellbox", V2_ROOT);
+    if (v2_enable_controllers(V2_ROOT) < 0) {
+        snprintf(why, why_size, "cannot enable memory, pids and cpu in %s: %s", V2_ROOT, strerror(errno));
+        return -1;
+    }
+    if (mkdir(state.parent[0], 0755) < 0 && errno != EEXIST) {
+        snprintf(why, why_size, "cannot create cgroup %.300s: %s", state.parent[0], strerror(errno));
+        return -1;
+    }
+    if (v2_enable_controllers(state.parent[0]) < 0) {
+        snprintf(why, why_size, "cannot enable memory, pids and cpu under %.300s: %s", state.parent[0], strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 static int init_v2(char *why, size_t why_size)
 {
-    char self[PATH_MAX], base[PATH_MAX + 32], daemon_leaf[PATH_MAX + 64];
+    char self[PATH_MAX], base[PATH_MAX + 32], delegated_why[512];
     if (!own_cgroup(NULL, self, sizeof self)) {
         snprintf(why, why_size, "cannot find the daemon's cgroup in /proc/self/cgroup");
         return -1;
     }
-    snprintf(base, sizeof base, "/sys/fs/cgroup%.3000s", self);
-    snprintf(state.parent[0], PATH_MAX, "%.4000s/cellbox", base);
-    snprintf(daemon_leaf, sizeof daemon_leaf, "%.4000s/daemon", state.parent[0]);
-    if ((mkdir(state.parent[0], 0755) < 0 && errno != EEXIST) ||
-        (mkdir(daemon_leaf, 0755) < 0 && errno != EEXIST)) {
-        snprintf(why, why_size, "cannot create cgroup %s: %s (cellboxd needs a delegated cgroup, "
-                 "e.g. a systemd unit with Delegate=yes)", state.parent[0], strerror(errno));
-        return -1;
+    snprintf(base, sizeof base, "%s%.3000s", V2_ROOT, self);
+    if (init_v2_delegated(base, delegated_why, sizeof delegated_why) == 0) {
+        state.present[0] = true;
+        return 0;
     }
-    char pid[32];
-    snprintf(pid, sizeof pid, "%d", getpid());
-    if (write_file(daemon_leaf, "cgroup.procs", pid) < 0) {
-        snprintf(why, why_size, "cannot move the daemon into %s: %s", daemon_leaf, strerror(errno));
-        return -1;
+    if (self[0] && init_v2_top_level(why, why_size) == 0) {
+        log_info("sandboxes' cgroups: %.300s, not the daemon's own %.300s (%.300s)", state.parent[0], base, delegated_why);
+        state.present[0] = true;
+        return 0;
     }
-    if (write_file(base, "cgroup.subtree_control", "+memory +pids +cpu") < 0 ||
-        write_file(state.parent[0], "cgroup.subtree_control", "+memory +pids +cpu") < 0) {
-        snprintf(why, why_size, "cannot enable the memory, pids and cpu controllers under %s: %s "
-                 "(other processes in the daemon's cgroup? run cellboxd in a cgroup of its own)",
-                 base, strerror(errno));
-        return -1;
-    }
-    state.present[0] = true;
-    return 0;
+    snprintf(why, why_size, "%.300s (give cellboxd a delegated cgroup, e.g. a systemd unit with "
+             "Delegate=yes, or run it as root)", delegated_why);
+    return -1;
 }
 
 int cgroup_init(char *why, size_t why_size)
@@ -272,16 +341,25 @@ sandbox_cgroup *cgroup_create(const char *name, const cgroup_limits *limits, cha
     for (size_t i = 0; i < V1_COUNT; i++) {
         if (!state.present[i])
             continue;
-        /* Another daemon sharing our cgroup may have removed the parent when it stopped. */
-        if (mkdir(state.parent[i], 0755) < 0 && errno != EEXIST) {
-            snprintf(why, why_size, "cannot create cgroup %s: %s", state.parent[i], strerror(errno));
-            cgroup_destroy(group);
-            return NULL;
-        }
         snprintf(group->path[i], PATH_MAX, "%.3900s/%.64s", state.parent[i], name);
         snprintf(group->procs[i], sizeof group->procs[i], "%.4000s/cgroup.procs", group->path[i]);
-        if (mkdir(group->path[i], 0755) < 0 && errno != EEXIST) {
-            snprintf(why, why_size, "cannot create cgroup %s: %s", group->path[i], strerror(errno));
+        /* Another daemon sharing our parent may remove it when it stops (until our group is in
+           it), so it is made again if gone; made anew, a v2 parent hands no controllers down
+           until they are enabled again. */
+        bool made = false;
+        for (int attempt = 0; attempt < 3 && !made; attempt++) {
+            if ((mkdir(state.parent[i], 0755) < 0 && errno != EEXIST) ||
+                (state.v2 && v2_enable_controllers(state.parent[i]) < 0)) {
+                snprintf(why, why_size, "cannot create cgroup %s: %s", state.parent[i], strerror(errno));
+                break;
+            }
+            made = mkdir(group->path[i], 0755) == 0 || errno == EEXIST;
+            if (!made)
+                snprintf(why, why_size, "cannot create cgroup %s: %s", group->path[i], strerror(errno));
+            if (!made && errno != ENOENT)
+                break;
+        }
+        if (!made) {
             cgroup_destroy(group);
             return NULL;
         }

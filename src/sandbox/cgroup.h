@@ -43,4 +43,8 @@ void cgroup_kill_all(sandbox_cgroup *group);
 void cgroup_destroy(sandbox_cgroup *group);  /* kills what is left and removes the group */
 void cgroup_shutdown(void);                  /* removes the parents when empty */
 
+/* From the text of /proc/self/cgroup: the path of the hierarchy holding `controller` (v1), or of
+   the unified hierarchy when `controller` is NULL (v2's "0::" line); "" for a root. */
+bool cgroup_parse_own_path(const char *proc_self_cgroup, const char *controller, char *out, size_t size);
+
 #endif

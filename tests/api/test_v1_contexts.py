@@ -63,6 +63,23 @@ def test_cwd_and_bad_bodies(v1, ctx_box):
     assert_error(v1.get(f"v1/sandboxes/{uuid.uuid4()}/contexts"), 404)
 
 
+def test_a_context_whose_cwd_is_missing_dies_saying_why(v1, ctx_box):
+    """The sandbox's setup fails in the context's process: its state, and an execution in it,
+    name the reason, and the sandbox's other contexts carry on."""
+    sid = ctx_box["id"]
+    c = new_context(v1, sid, cwd="/no/such/dir")
+    why = "could not be set up: cannot change to the working directory: /no/such/dir"
+
+    def dead():
+        listed = expect(v1.get(f"v1/sandboxes/{sid}/contexts"), 200).json()
+        return next(x for x in listed if x["id"] == c["id"])["state"] == "dead" and listed
+    listed = wait_until(dead, timeout=30, message="the context to die")
+    assert why in next(x for x in listed if x["id"] == c["id"])["reason"]
+    r = expect(v1.post(f"v1/sandboxes/{sid}/execute", json={"code": "1", "context_id": c["id"]}), 200)
+    assert '"KernelDied"' in r.text and why in r.text, r.text
+    assert v1.value(sid, "6 * 7") == "42"
+
+
 def test_restart_context(v1, ctx_box):
     sid = ctx_box["id"]
     c = new_context(v1, sid)
