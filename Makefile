@@ -93,6 +93,11 @@ $(BUILD)/tests/%: tests/unit/%.c $(call OBJ,$(LIB_SRCS))
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DEP_LIBS)
 
+# The host's per-page costs, printed beside make bench's figures (bench/pagecost.c).
+$(BUILD)/bench/pagecost: bench/pagecost.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $<
+
 deps:
 	@scripts/install-deps.sh run
 
@@ -132,7 +137,7 @@ test: test-deps
 	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) CELLBOX_DAEMON=$(CURDIR)/build-asan/bin/cellboxd \
 		$(PYTHON) -m pytest -q -p no:cacheprovider tests/kernel tests/integration tests/api tests/cli tests/pyclient tests/examples tests/security tests/clients
 
-bench: deps build
+bench: deps build $(BUILD)/bench/pagecost
 	@$(PYTHON) bench/bench.py
 
 format:

@@ -84,7 +84,11 @@ def start_cellbox(data_dir, pool_size, extra=()):
             "--data-dir", data_dir, "--pool-size", str(pool_size), "--log-level", "warn",
             "--max-pids-limit", "100000", *extra]
     server = Server("cellbox", argv, port, token)
-    wait_ready(server, pool_size)
+    try:
+        wait_ready(server, pool_size)
+    except BaseException:
+        server.stop()  # and with it the sandboxes it made
+        raise
     return server
 
 
@@ -336,6 +340,17 @@ def idle_memory(server, count, is_cellbox):
     return per_kernel_uss / 2**20, per_kernel_rss / 2**20
 
 
+def host_page_costs():
+    """What this host charges per page for a new process's page-table work (bench/pagecost.c):
+    the start-up figures depend on it more than on anything of ours."""
+    program = os.path.join(REPO, "build", "bench", "pagecost")
+    try:
+        return json.loads(subprocess.run([program], capture_output=True, text=True, timeout=60,
+                                         check=True).stdout)
+    except (OSError, subprocess.SubprocessError, ValueError) as error:
+        return {"unavailable": str(error)}
+
+
 def pct(values, q):
     values = sorted(values)
     return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
@@ -349,6 +364,7 @@ def main():
     n = 10 if args.quick else 40
     tmp = tempfile.mkdtemp(prefix="cellbox-bench-")
     figures = {}
+    page_costs = host_page_costs()
     try:
         jupyter = start_jupyter(os.path.join(tmp, "jupyter"))
         try:
@@ -391,7 +407,7 @@ def main():
             burst_server.stop()
         figures = {
             "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
-                        "python": platform.python_version()},
+                        "python": platform.python_version(), "page_costs_us": page_costs},
             "create_to_first_result_warm_ms": {"cellbox_p50": pct(c_first, 50), "cellbox_p99": pct(c_first, 99),
                                                "jupyter_p50": pct(j_first, 50), "jupyter_p99": pct(j_first, 99),
                                                "ratio_p50": pct(j_first, 50) / pct(c_first, 50)},
