@@ -47,12 +47,13 @@ static void measure_in_child(volatile char *memory, size_t pages, double forked_
     for (size_t i = 0; i < PAGES_TOUCHED; i++)
         sum = (char)(sum + memory[(i * 3 + 1) % pages * PAGE]);
     double read = now_us();
-    int rc = madvise((char *)memory + (PAGES_TOUCHED * 3 + 8) * (size_t)PAGE, PAGES_TOUCHED * (size_t)PAGE,
-                     MADV_POPULATE_WRITE);
+    int rc = madvise((char *)memory + (PAGES_TOUCHED * 3 + 8) * (size_t)PAGE,
+                     PAGES_TOUCHED * (size_t)PAGE, MADV_POPULATE_WRITE);
     double populated = now_us();
     figures[COW_FAULT] = (written - start) / PAGES_TOUCHED;
     figures[FIRST_READ] = (read - written) / PAGES_TOUCHED;
-    figures[POPULATE] = rc == 0 ? (populated - read) / PAGES_TOUCHED : -1; /* -1: before Linux 5.14 */
+    figures[POPULATE] =
+        rc == 0 ? (populated - read) / PAGES_TOUCHED : -1; /* -1: before Linux 5.14 */
     ssize_t n = write(report, figures, sizeof figures);
     _exit(n == (ssize_t)sizeof figures && sum != 42 ? 0 : 1);
 }
@@ -75,7 +76,8 @@ int main(void)
         if (child == 0)
             measure_in_child(memory, pages, forked_at, report[1]);
         double figures[FIGURES];
-        if (child < 0 || waitpid(child, NULL, 0) < 0 || read(report[0], figures, sizeof figures) != sizeof figures) {
+        if (child < 0 || waitpid(child, NULL, 0) < 0 ||
+            read(report[0], figures, sizeof figures) != sizeof figures) {
             fprintf(stderr, "pagecost: a measuring child failed\n");
             return 1;
         }

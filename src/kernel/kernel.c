@@ -867,8 +867,8 @@ static void describe_exit(kernel *k, const siginfo_t *info)
         if (code == 0 && k->shutdown_requested)
             snprintf(k->death_reason, sizeof k->death_reason, "kernel shut down on request");
         else if (code == SANDBOX_SETUP_FAILED && k->state == KERNEL_STARTING && k->setup_failure[0])
-            snprintf(k->death_reason, sizeof k->death_reason, "kernel died: its sandbox could not be set up: %s",
-                     k->setup_failure);
+            snprintf(k->death_reason, sizeof k->death_reason,
+                     "kernel died: its sandbox could not be set up: %s", k->setup_failure);
         else if (code == SANDBOX_SETUP_FAILED && k->state == KERNEL_STARTING)
             snprintf(k->death_reason, sizeof k->death_reason,
                      "kernel died: its sandbox could not be set up (see the daemon's log)");

@@ -206,7 +206,8 @@ static bool v2_children_have_controllers(const char *dir)
 
 static int v2_enable_controllers(const char *dir)
 {
-    return v2_children_have_controllers(dir) ? 0 : write_file(dir, "cgroup.subtree_control", V2_CONTROLLERS);
+    return v2_children_have_controllers(dir) ? 0
+                                             : write_file(dir, "cgroup.subtree_control", V2_CONTROLLERS);
 }
 
 /* Delegated, as under systemd with Delegate=yes: the sandboxes live in the daemon's own cgroup.
@@ -223,9 +224,11 @@ static int init_v2_delegated(const char *base, char *why, size_t why_size)
     } else if (write_file(leaf, "cgroup.procs", pid) < 0) {
         snprintf(why, why_size, "cannot move the daemon into %.300s: %s", leaf, strerror(errno));
     } else if (v2_enable_controllers(base) < 0 || v2_enable_controllers(state.parent[0]) < 0) {
-        snprintf(why, why_size, "cannot enable memory, pids and cpu for the sandboxes under %.300s: %s%s", base,
-                 strerror(errno), errno == EBUSY ? " (other processes share the daemon's cgroup)"
-                                  : errno == ENOENT ? " (the cgroup above it does not hand them down)" : "");
+        snprintf(why, why_size, "cannot enable memory, pids and cpu for the sandboxes under %.300s: %s%s",
+                 base, strerror(errno),
+                 errno == EBUSY    ? " (other processes share the daemon's cgroup)"
+                 : errno == ENOENT ? " (the cgroup above it does not hand them down)"
+                                   : "");
         write_file(base, "cgroup.procs", pid); /* back where it was */
     } else {
         return 0;
@@ -251,7 +254,8 @@ static int init_v2_top_level(char *why, size_t why_size)
         return -1;
     }
     if (v2_enable_controllers(state.parent[0]) < 0) {
-        snprintf(why, why_size, "cannot enable memory, pids and cpu under %.300s: %s", state.parent[0], strerror(errno));
+        snprintf(why, why_size, "cannot enable memory, pids and cpu under %.300s: %s", state.parent[0],
+                 strerror(errno));
         return -1;
     }
     return 0;
@@ -269,13 +273,15 @@ static int init_v2(char *why, size_t why_size)
         state.present[0] = true;
         return 0;
     }
-    if (self[0] && init_v2_top_level(why, why_size) == 0) {
-        log_info("sandboxes' cgroups: %.300s, not the daemon's own %.300s (%.300s)", state.parent[0], base, delegated_why);
+    char top_level_why[512] = "";
+    if (self[0] && init_v2_top_level(top_level_why, sizeof top_level_why) == 0) {
+        log_info("sandboxes' cgroups: %.300s, not the daemon's own %.300s (%.300s)", state.parent[0],
+                 base, delegated_why);
         state.present[0] = true;
         return 0;
     }
-    snprintf(why, why_size, "%.300s (give cellboxd a delegated cgroup, e.g. a systemd unit with "
-             "Delegate=yes, or run it as root)", delegated_why);
+    snprintf(why, why_size, "%.300s%s%.300s (give cellboxd a delegated cgroup, e.g. a systemd unit "
+             "with Delegate=yes)", delegated_why, top_level_why[0] ? "; " : "", top_level_why);
     return -1;
 }
 
