@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -172,6 +173,25 @@ void sandbox_enter(const sandbox_spec *spec)
     become_sandbox_user(spec);
 }
 
+/* The root directory of the process behind `pidfd` (its pid read from our fdinfo), or -1. */
+static int open_root_of(int pidfd)
+{
+    char path[64], text[1024];
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    text[n > 0 ? n : 0] = '\0';
+    const char *field = strstr(text, "\nPid:");
+    int pid = field ? atoi(field + 5) : 0;
+    if (pid <= 0)
+        return -1;
+    snprintf(path, sizeof path, "/proc/%d/root", pid);
+    return open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
 /* Runs in a short-lived helper forked from the daemon: it joins the cgroup, then the namespaces
    (setns with a pidfd enters them all at once), and clones the program with CLONE_PARENT so the
    daemon, not the helper, is its parent. A new pid namespace applies to children only, hence the
@@ -183,8 +203,16 @@ static void join_and_clone(int supervisor_pidfd, const sandbox_spec *spec, int r
         setup_failed("cannot join the sandbox's cgroup", strerror(errno));
     int namespaces = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET |
                      CLONE_NEWCGROUP;
+    int root = open_root_of(supervisor_pidfd);
     if (setns(supervisor_pidfd, namespaces) < 0)
         setup_failed("cannot enter the sandbox's namespaces", strerror(errno));
+    /* setns leaves us at the root of the mount namespace, which is the sandbox's root only if
+       the daemon's was a mount namespace's root; a daemon under chroot(2) would land on the
+       host's. pid 1's root is the sandbox's either way. */
+    if (root >= 0 && (fchdir(root) < 0 || chroot(".") < 0))
+        setup_failed("cannot enter the sandbox's root", strerror(errno));
+    if (root >= 0)
+        close(root);
     pid_t program = (pid_t)syscall(SYS_clone, CLONE_PARENT | SIGCHLD, NULL, NULL, NULL, NULL);
     if (program == 0) {
         sigset_t none;
