@@ -455,7 +455,7 @@ static void flush_output(output_pipe *p, int final)
         while (length > 0 && buffer_head(&text)[length - 1] == '\n')
             length--;
         log_warn("kernel %s: %s: %.*s", p->owner->id, p->name, length, buffer_head(&text));
-        static const char marker[] = "cellbox: sandbox setup failed: ";
+        static const char marker[] = SANDBOX_SETUP_FAILED_PREFIX;
         if ((size_t)length > sizeof marker - 1 && memcmp(buffer_head(&text), marker, sizeof marker - 1) == 0)
             snprintf(p->owner->setup_failure, sizeof p->owner->setup_failure, "%.*s",
                      length - (int)(sizeof marker - 1), buffer_head(&text) + sizeof marker - 1);

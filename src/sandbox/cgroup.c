@@ -150,15 +150,8 @@ bool cgroup_parse_own_path(const char *proc_self_cgroup, const char *controller,
 static bool own_cgroup(const char *controller, char *out, size_t size)
 {
     char text[8192];
-    int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    text[n] = '\0';
-    return cgroup_parse_own_path(text, controller, out, size);
+    return read_file("/proc/self", "cgroup", text, sizeof text) > 0 &&
+           cgroup_parse_own_path(text, controller, out, size);
 }
 
 static bool is_cgroup2(const char *path)

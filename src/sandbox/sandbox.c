@@ -30,7 +30,7 @@
 static void setup_failed(const char *what, const char *detail)
 {
     char line[512];
-    int n = snprintf(line, sizeof line, "cellbox: sandbox setup failed: %s%s%s\n", what,
+    int n = snprintf(line, sizeof line, SANDBOX_SETUP_FAILED_PREFIX "%s%s%s\n", what,
                      detail ? ": " : "", detail ? detail : "");
     if (write(2, line, (size_t)n) < 0) {
         /* nothing more we can do */

@@ -62,5 +62,8 @@ void sandbox_decode_status(int supervisor_status, int *exit_code, int *signal_nu
 int sandbox_check_privileges(char *why, size_t why_size);
 
 #define SANDBOX_SETUP_FAILED 125
+/* How a failed setup begins the line it writes on the program's stderr (the daemon reads the
+   reason from there). */
+#define SANDBOX_SETUP_FAILED_PREFIX "cellbox: sandbox setup failed: "
 
 #endif
