@@ -166,11 +166,6 @@ int kernel_python_start(const char *python_dir)
     PyConfig_Clear(&config);
     if (PyStatus_Exception(status))
         return report_status(status, "cannot start Python");
-    /* Until the kernel loop installs its own handler, a SIGINT (a user pressing "interrupt"
-     * right after creating a kernel) would raise KeyboardInterrupt inside the imports and kill
-     * a kernel that never ran a cell. Ignore it until then, as ipykernel does; the loop's
-     * signal.signal() replaces this. */
-    signal(SIGINT, SIG_IGN);
     return prepend_sys_path(python_dir);
 }
 
@@ -200,6 +195,13 @@ int kernel_python_serve(int channel_fd)
 
 int main(int argc, char **argv)
 {
+    /* Until the kernel loop installs its own handler, a SIGINT (a user pressing "interrupt"
+     * right after creating a kernel) would kill a kernel that never ran a cell: by default
+     * before Python starts, as a KeyboardInterrupt inside the imports after. Ignored from the
+     * first instruction, Python finds it ignored and installs no handler of its own (as
+     * ipykernel ignores it); the loop's signal.signal() replaces this. A zygote's kernels
+     * inherit it. */
+    signal(SIGINT, SIG_IGN);
     if (argc > 1 && strcmp(argv[1], "--zygote") == 0)
         return zygote_main(argc - 1, argv + 1);
     struct kernel_options options;

@@ -575,3 +575,12 @@ def test_start_time_is_reported():
             k.close()
     print(f"cellbox-kernel start times (ms): {[round(t * 1000) for t in times]}")
     assert min(times) < 5.0
+
+
+def test_a_sigint_handler_changed_below_python_does_not_outlive_its_request(kernel):
+    """A library may set SIGINT's disposition in C, where Python's record of the handler does
+    not see it; the next request still gets ours, so an interrupt still stops it."""
+    code = "import ctypes, signal\nctypes.CDLL(None).signal(signal.SIGINT, ctypes.c_void_p(1))"
+    assert kernel.execute(code).reply["content"]["status"] == "ok"  # 1: SIG_IGN
+    exchange, seconds = _interrupt_running(kernel, "import time\ntime.sleep(100)")
+    assert exchange.reply["content"]["ename"] == "KeyboardInterrupt"

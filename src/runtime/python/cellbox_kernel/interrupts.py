@@ -20,9 +20,10 @@ class InterruptGate:
 
     def install(self):
         """(Re)install our handler; called before each request, as ipykernel resets its own,
-        so a handler user code installed does not outlive the request that installed it."""
-        if signal.getsignal(signal.SIGINT) != self._on_sigint:  # a system call saved per request
-            signal.signal(signal.SIGINT, self._on_sigint)
+        so a handler user code installed does not outlive the request that installed it.
+        Unconditionally: code that changed SIGINT in C (a library's sigaction) left Python's
+        record of the handler as it was, so comparing with that record would keep it."""
+        signal.signal(signal.SIGINT, self._on_sigint)
 
     def _on_sigint(self, signum, frame):
         if not self._armed:
