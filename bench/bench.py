@@ -174,13 +174,44 @@ def create_to_first_result(server, count, pause, pool_size=0):
     return times
 
 
-def round_trips(server, count):
+# A cell as agents write them: functions, a loop, a class, a result. Its own work is ~0.1 ms, so
+# its round trip shows what the kernel does around a cell of some length (parsing, naming).
+ANALYSIS_CELL = """import math
+
+def area(r):
+    \"\"\"Area of a circle.\"\"\"
+    return math.pi * r ** 2
+
+results = []
+for radius in range(1, 20):
+    value = area(radius)
+    if value > 100:
+        results.append((radius, round(value, 2)))
+total = sum(v for _, v in results)
+summary = f"{len(results)} circles, total area {total:.1f}"
+data = {"a": [1, 2, 3], "b": [4, 5, 6]}
+sums = {}
+for key, values in data.items():
+    sums[key] = (sum(values), max(values))
+
+class Point:
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def __repr__(self):
+        return f"Point({self.x}, {self.y})"
+
+points = [Point(i, i * i) for i in range(10)]
+len(points)"""
+
+
+def round_trips(server, count, code="1+1"):
     kernel = Kernel(server)
-    kernel.run("1+1")
+    kernel.run(code)
     times = []
     for _ in range(count):
         start = time.perf_counter()
-        kernel.run("1+1")
+        kernel.run(code)
         times.append((time.perf_counter() - start) * 1000)
     kernel.delete()
     return times
@@ -371,6 +402,7 @@ def main():
             j_first = create_to_first_result(jupyter, max(3, n // 4), 0.2)
             time.sleep(2)  # as for cellbox below: an idle server
             j_rtt = round_trips(jupyter, n * 5)
+            j_cell = round_trips(jupyter, n * 2, ANALYSIS_CELL)
             j_concurrent = concurrent_creates(jupyter, 10)
             j_sustained = sustained(jupyter, 10 if not args.quick else 5, 2)
             j_uss, j_rss = idle_memory(jupyter, 4, False)
@@ -383,7 +415,8 @@ def main():
             # sandboxes' volumes and cgroups are still being taken down.
             wait_pool(cellbox, 4)
             time.sleep(2)
-            c_rtt = round_trips(cellbox, n * 5)
+            c_rtt = round_trips(cellbox, n * 25)  # 1 ms each: more samples, a steadier p50
+            c_cell = round_trips(cellbox, n * 2, ANALYSIS_CELL)
             c_sustained = sustained(cellbox, 10 if not args.quick else 5, 2)
             c_runs, c_run_ms = stateless_runs(cellbox, 10 if not args.quick else 5, 2)
             c_exec_ms, c_pause_ms, c_resume_ms = native_api(cellbox, n)
@@ -415,6 +448,9 @@ def main():
                                                      "ratio_p50": pct(j_first, 50) / pct(c_cold, 50)},
             "round_trip_ms": {"cellbox_p50": pct(c_rtt, 50), "jupyter_p50": pct(j_rtt, 50),
                               "ratio_p50": pct(j_rtt, 50) / pct(c_rtt, 50)},
+            "analysis_cell_round_trip_ms": {"lines": ANALYSIS_CELL.count("\n") + 1,
+                                            "cellbox_p50": pct(c_cell, 50), "jupyter_p50": pct(j_cell, 50),
+                                            "ratio_p50": pct(j_cell, 50) / pct(c_cell, 50)},
             "concurrent_creates_ms": {"cellbox_100": c_concurrent, "jupyter_10": j_concurrent,
                                       "cellbox_100_pool_100_median": statistics.median(bursts),
                                       "cellbox_100_pool_100_runs": bursts},

@@ -153,6 +153,11 @@ int kernel_python_start(const char *python_dir)
     /* SIGINT -> KeyboardInterrupt is how a running cell is interrupted. */
     config.install_signal_handlers = 1;
 
+    if (kernel_native_register() != 0) {
+        PyConfig_Clear(&config);
+        fprintf(stderr, "cellbox-kernel: cannot register the _cellbox_native module\n");
+        return 1;
+    }
     PyStatus status = PyConfig_SetString(&config, &config.program_name, KERNEL_PYTHON_EXECUTABLE);
     if (!PyStatus_Exception(status))
         status = PyConfig_SetString(&config, &config.executable, KERNEL_PYTHON_EXECUTABLE);

@@ -19,40 +19,11 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell, InteractiveShellABC
 from IPython.core.usage import default_banner
 from pickleshare import PickleShareDB
-from traitlets import Any, CBool, Type, default
+from traitlets import Any, CBool, Instance, Type, default
 from traitlets.config import Config
 
 from .compiler import CellCompiler
-
-
-def _call_format_error_catcher_directly():
-    """IPython wraps each formatter's __call__ in catch_format_error through the `decorator`
-    package, whose wrapper binds the call's inspect.Signature on every call: ~12 binds for every
-    execute_result (one per formatter), a tenth of a trivial cell's time in the kernel. Call the
-    same catcher without the bind. Calls that pass the object by keyword keep the original
-    wrapper (the catcher reads the object from its positional arguments)."""
-    from IPython.core import formatters
-    catcher = getattr(formatters.catch_format_error, "__wrapped__", None)
-    if catcher is None:
-        return  # another IPython or decorator: leave its formatters as they are
-    for cls in vars(formatters).values():
-        wrapped = vars(cls).get("__call__") if isinstance(cls, type) else None
-        method = getattr(wrapped, "__wrapped__", None)
-        code = getattr(wrapped, "__code__", None)
-        if method is None or code is None or os.path.basename(code.co_filename) != "decorator.py":
-            continue
-
-        def call(self, *args, _method=method, _wrapped=wrapped, **kwargs):
-            if not args:
-                return _wrapped(self, *args, **kwargs)
-            return catcher(_method, self, *args, **kwargs)
-
-        call.__name__, call.__qualname__, call.__doc__ = "__call__", wrapped.__qualname__, wrapped.__doc__
-        call.__wrapped__ = method
-        cls.__call__ = call
-
-
-_call_format_error_catcher_directly()
+from .fast_paths import CellDisplayFormatter, CellTransformerManager, input_ends_with_semicolon
 
 
 class CellboxDisplayPublisher(DisplayPublisher):
@@ -85,6 +56,8 @@ class CellboxDisplayHook(DisplayHook):
         self.content["data"] = format_dict
         self.content["metadata"] = md_dict
 
+    quiet = input_ends_with_semicolon
+
     def finish_displayhook(self):
         content, self.content = self.content, None
         if content["data"]:
@@ -99,6 +72,7 @@ class ZMQInteractiveShell(InteractiveShell):
     displayhook_class = Type(CellboxDisplayHook)
     display_pub_class = Type(CellboxDisplayPublisher)
     kernel = Any()              # the Kernel whose iopub this shell publishes on
+    input_transformer_manager = Instance(CellTransformerManager, ())
     readline_use = CBool(False)
     autoindent = CBool(False)   # meaningless without a terminal
     exiter = Any()
@@ -112,6 +86,10 @@ class ZMQInteractiveShell(InteractiveShell):
         return default_banner
 
     keepkernel_on_exit = None
+
+    def init_display_formatter(self):
+        self.display_formatter = CellDisplayFormatter(parent=self)
+        self.configurables.append(self.display_formatter)
 
     def init_environment(self):
         # As ZMQInteractiveShell: children see no terminal, so colour hints on and no pagers.
