@@ -217,6 +217,38 @@ def round_trips(server, count, code="1+1"):
     return times
 
 
+def round_trips_while_creating(server, seconds):
+    """A neighbour's view: one kernel's trivial round trips while another client creates, uses
+    and deletes sandboxes without pause (everything the server does per create that holds up
+    other sessions shows in the tail). Returns the round trips in ms."""
+    kernel = Kernel(server)
+    for _ in range(20):
+        kernel.run("1+1")
+    stop = threading.Event()
+
+    def churn():
+        while not stop.is_set():
+            other = Kernel(server)
+            other.run("1+1", until="result")
+            other.delete()
+
+    thread = threading.Thread(target=churn)
+    thread.start()
+    time.sleep(0.5)
+    times = []
+    end = time.perf_counter() + seconds
+    try:
+        while time.perf_counter() < end:
+            start = time.perf_counter()
+            kernel.run("1+1")
+            times.append((time.perf_counter() - start) * 1000)
+    finally:
+        stop.set()
+        thread.join()
+        kernel.delete()
+    return times
+
+
 def concurrent_creates(server, count):
     start = time.perf_counter()
     kernels = []
@@ -404,6 +436,7 @@ def main():
             j_rtt = round_trips(jupyter, n * 5)
             j_cell = round_trips(jupyter, n * 2, ANALYSIS_CELL)
             j_concurrent = concurrent_creates(jupyter, 10)
+            j_busy_rtt = round_trips_while_creating(jupyter, 10 if not args.quick else 5)
             j_sustained = sustained(jupyter, 10 if not args.quick else 5, 2)
             j_uss, j_rss = idle_memory(jupyter, 4, False)
         finally:
@@ -417,6 +450,7 @@ def main():
             time.sleep(2)
             c_rtt = round_trips(cellbox, n * 25)  # 1 ms each: more samples, a steadier p50
             c_cell = round_trips(cellbox, n * 2, ANALYSIS_CELL)
+            c_busy_rtt = round_trips_while_creating(cellbox, 10 if not args.quick else 5)
             c_sustained = sustained(cellbox, 10 if not args.quick else 5, 2)
             c_runs, c_run_ms = stateless_runs(cellbox, 10 if not args.quick else 5, 2)
             c_exec_ms, c_pause_ms, c_resume_ms = native_api(cellbox, n)
@@ -448,6 +482,10 @@ def main():
                                                      "ratio_p50": pct(j_first, 50) / pct(c_cold, 50)},
             "round_trip_ms": {"cellbox_p50": pct(c_rtt, 50), "jupyter_p50": pct(j_rtt, 50),
                               "ratio_p50": pct(j_rtt, 50) / pct(c_rtt, 50)},
+            "round_trip_while_another_client_creates_ms": {
+                "cellbox_p50": pct(c_busy_rtt, 50), "cellbox_p99": pct(c_busy_rtt, 99),
+                "jupyter_p50": pct(j_busy_rtt, 50), "jupyter_p99": pct(j_busy_rtt, 99),
+                "ratio_p99": pct(j_busy_rtt, 99) / pct(c_busy_rtt, 99)},
             "analysis_cell_round_trip_ms": {"lines": ANALYSIS_CELL.count("\n") + 1,
                                             "cellbox_p50": pct(c_cell, 50), "jupyter_p50": pct(j_cell, 50),
                                             "ratio_p50": pct(j_cell, 50) / pct(c_cell, 50)},

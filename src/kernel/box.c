@@ -447,7 +447,7 @@ int box_open_root(box *b, char *why, size_t why_size)
     pid_t pid = kernel_pid(b->primary);
     /* Until the kernel reports in, its sandbox may not have pivoted into its own root yet:
        /proc/<pid>/root could still be the host's. */
-    if (kernel_get_state(b->primary) == KERNEL_STARTING && pidfd >= 0) {
+    if (kernel_get_state(b->primary) == KERNEL_STARTING) {
         snprintf(why, why_size, "sandbox %s is still starting; try again in a moment", box_id(b));
         return -1;
     }

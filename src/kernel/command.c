@@ -328,7 +328,10 @@ command *command_start(box *b, const command_request *request, const command_sin
     int pidfd_host = kernel_pidfd(k);
     if (pidfd_host < 0) {
         *status = 409;
-        snprintf(why, why_size, "sandbox %s is not running", box_id(b));
+        snprintf(why, why_size, kernel_get_state(k) == KERNEL_STARTING
+                                    ? "sandbox %s is still starting; try again in a moment"
+                                    : "sandbox %s is not running",
+                 box_id(b));
         return NULL;
     }
     int in[2], out[2], err[2];

@@ -49,9 +49,11 @@ struct kernel {
     json_t *env;                /* extra environment, kept for restarts */
     kernel_state state;
     int64_t last_activity_us;
-    pid_t pid;
+    pid_t pid;                  /* 0 while none, or while the zygote has not said it yet */
     int pidfd;
     loop_watch pid_watch;
+    zygote_spawn *spawn;        /* the zygote's clone of this kernel, until its pid is known */
+    int signal_on_spawn;        /* the strongest signal sent meanwhile, delivered with the pid */
     int channel_fd;
     loop_watch channel_watch;
     buffer channel_in, channel_out;
@@ -315,7 +317,12 @@ static long long current_oom_kills(const kernel *k)
     return counters.oom_kills;
 }
 
-static int spawn_process(kernel *k, char *why, size_t why_size)
+static void on_zygote_answer(void *arg, pid_t pid, const char *why);
+
+/* Starts the kernel's process: cloned by the zygote when `allow_zygote` and it is ready (the pid
+   comes later, on_zygote_answer), else by exec, or joined into its host's sandbox for another
+   context. */
+static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t why_size)
 {
     int channel[2], out[2], err[2];
     int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -330,7 +337,7 @@ static int spawn_process(kernel *k, char *why, size_t why_size)
        inherits: a zygote kernel gets them over its own channel once it runs. Another context
        of a running sandbox starts by exec inside its namespaces. */
     const kernel *host = k->sandbox.host;
-    bool via_zygote = !host && zygote_is_ready();
+    bool via_zygote = allow_zygote && !host && zygote_is_ready();
     environment env = {0};
     build_environment(&env, k, !via_zygote);
     const sandbox_limits *limits = &k->sandbox.limits;
@@ -356,10 +363,11 @@ static int spawn_process(kernel *k, char *why, size_t why_size)
     int pidfd = -1;
     pid_t pid = -1;
     if (via_zygote) {
-        /* The fast path: a clone of the preloaded interpreter, our child thanks to CLONE_PARENT. */
-        pid = zygote_spawn(&spec, k->id, why, why_size);
-        if (pid > 0) {
-            pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        /* The fast path: a clone of the preloaded interpreter. The zygote answers with the pid
+           in a few milliseconds (on_zygote_answer); the loop does not wait for it. */
+        k->spawn = zygote_spawn_start(&spec, k->id, on_zygote_answer, k, why, why_size);
+        if (k->spawn) {
+            pid = 0;
         } else {
             log_warn("kernel %s: %s; starting it by exec", k->id, why);
             environment_free(&env);
@@ -375,7 +383,7 @@ static int spawn_process(kernel *k, char *why, size_t why_size)
                      kernel_state_name(host->state));
         else
             pid = sandbox_join(host->pidfd, &spec, &pidfd, why, why_size);
-    } else if (pid <= 0) {
+    } else if (pid < 0) { /* 0: the zygote is cloning it */
         pid = sandbox_start(&spec, &pidfd, why, why_size);
     }
     environment_free(&env);
@@ -389,12 +397,14 @@ static int spawn_process(kernel *k, char *why, size_t why_size)
     }
     k->pid = pid;
     k->pidfd = pidfd;
+    k->signal_on_spawn = 0;
     k->channel_fd = channel[0];
     fcntl(k->channel_fd, F_SETFL, O_NONBLOCK);
     loop_watch_add(&k->channel_watch, k->channel_fd, EPOLLIN, on_channel_ready, k);
     watch_output(k, &k->out, out[0], "stdout");
     watch_output(k, &k->err, err[0], "stderr");
-    loop_watch_add(&k->pid_watch, k->pidfd, EPOLLIN, on_process_exit, k);
+    if (pid > 0)
+        loop_watch_add(&k->pid_watch, k->pidfd, EPOLLIN, on_process_exit, k);
     k->state = KERNEL_STARTING;
     k->death_reason[0] = '\0';
     k->setup_failure[0] = '\0';
@@ -402,6 +412,11 @@ static int spawn_process(kernel *k, char *why, size_t why_size)
     if (via_zygote)
         send_environment(k, k->env);
     return 0;
+}
+
+static int spawn_process(kernel *k, char *why, size_t why_size)
+{
+    return spawn_process_with(k, true, why, why_size);
 }
 
 /* ---- stdout/stderr → stream messages ---- */
@@ -541,10 +556,18 @@ static void on_output_ready(void *owner, uint32_t events)
 
 /* ---- messages from the kernel ---- */
 
+/* How much a signal does, to keep the strongest one sent before the pid is known. */
+static int signal_strength(int signal_number)
+{
+    return signal_number == SIGKILL ? 3 : signal_number == SIGTERM ? 2 : signal_number ? 1 : 0;
+}
+
 static void kill_process_group(kernel *k, int signal_number)
 {
     if (k->pid > 0)
         kill(-k->pid, signal_number);
+    else if (k->spawn && signal_strength(signal_number) > signal_strength(k->signal_on_spawn))
+        k->signal_on_spawn = signal_number;
 }
 
 static void reject_kernel(kernel *k, const char *why)
@@ -773,8 +796,14 @@ static void read_channel(kernel *k)
         if (n < 0 && errno == EAGAIN)
             break;
         /* End of file: the kernel is exiting (its pidfd will say how) or closed its channel
-           and lives on without one — then it is finished off after a grace period. */
+           and lives on without one — then it is finished off after a grace period. Before the
+           zygote's answer it means the zygote died holding the other end: the answer (a failure)
+           decides, and the requests waiting in channel_out go to the kernel started instead. */
         parse_frames(k);
+        if (k->spawn) {
+            loop_watch_modify(&k->channel_watch, 0);
+            return;
+        }
         close_channel(k);
         if (!k->hangup_timer)
             k->hangup_timer = loop_timer_add(HANGUP_GRACE_MS, on_hangup_grace_over, k);
@@ -826,7 +855,8 @@ int kernel_send(kernel *k, json_t *message)
     buffer_append_u32le(&k->channel_out, (unsigned)length);
     buffer_append(&k->channel_out, text, length);
     free(text);
-    flush_channel(k);
+    if (!k->spawn) /* else it waits for the zygote's answer (on_zygote_answer) */
+        flush_channel(k);
     return 0;
 }
 
@@ -942,11 +972,59 @@ static void on_process_exit(void *owner, uint32_t events)
     emit(k, "iopub", message_status(k->session, k->current_request, "dead"));
 }
 
+/* The zygote's answer for the kernel spawn_process asked it to clone. Requests sent meanwhile
+   waited in channel_out (kernel_send): they go now, to this process or, if the zygote failed,
+   to the one started by exec instead. */
+static void on_zygote_answer(void *arg, pid_t pid, const char *why)
+{
+    kernel *k = arg;
+    k->spawn = NULL;
+    int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+    if (pidfd >= 0) {
+        k->pid = pid;
+        k->pidfd = pidfd;
+        loop_watch_add(&k->pid_watch, k->pidfd, EPOLLIN, on_process_exit, k);
+        if (k->signal_on_spawn)
+            kill(-pid, k->signal_on_spawn);
+        k->signal_on_spawn = 0;
+        flush_channel(k);
+        return;
+    }
+    if (pid > 0) { /* no pidfd (out of descriptors): a process we cannot watch is no kernel */
+        kill(-pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    log_warn("kernel %s: %s; starting it by exec", k->id, pid > 0 ? "cannot watch its clone" : why);
+    int strongest = k->signal_on_spawn;
+    buffer waiting = k->channel_out; /* kept across the restart of the channel */
+    k->channel_out = (buffer){0};
+    release_process(k);
+    char reason[160];
+    if (spawn_process_with(k, false, reason, sizeof reason) < 0) {
+        buffer_free(&waiting);
+        k->state = KERNEL_DEAD;
+        snprintf(k->death_reason, sizeof k->death_reason, "kernel died: it could not be started: %.150s",
+                 reason);
+        log_warn("kernel %s: %s", k->id, k->death_reason);
+        emit(k, "iopub", message_status(k->session, NULL, "dead"));
+        return;
+    }
+    buffer_append(&k->channel_out, buffer_head(&waiting), buffer_size(&waiting));
+    buffer_free(&waiting);
+    flush_channel(k);
+    if (strongest)
+        kill_process_group(k, strongest);
+}
+
 /* Stops the process without reporting a death: used by restart and delete. */
 static void stop_process(kernel *k)
 {
     cancel_execution_timer(k);
     k->execution.active = false;
+    if (k->spawn) { /* the zygote kills what it cloned for us once it says what that was */
+        zygote_spawn_cancel(k->spawn);
+        k->spawn = NULL;
+    }
     if (k->pid > 0) {
         kill_process_group(k, SIGKILL);
         loop_watch_remove(&k->pid_watch);

@@ -64,8 +64,8 @@ void kernel_environment_free(char **entries);
 
 const char *kernel_id(const kernel *k);
 const kernel_sandbox *kernel_get_sandbox(const kernel *k);
-int kernel_pidfd(const kernel *k);               /* its first process (the supervisor); -1 if none */
-pid_t kernel_pid(const kernel *k);               /* the same, as a pid (host view); 0 if none */
+int kernel_pidfd(const kernel *k);               /* its first process (the supervisor); -1 if none yet */
+pid_t kernel_pid(const kernel *k);               /* the same, as a pid (host view); 0 until the zygote says it */
 long long kernel_last_dropped_bytes(const kernel *k); /* output dropped by the last execution */
 void *kernel_box(const kernel *k);               /* the native API's record of its sandbox */
 void kernel_set_box(kernel *k, void *box);

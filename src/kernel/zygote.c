@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,13 +16,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "kernel/kernel.h"
 #include "kernel/kernelspec.h"
 
 #define SPAWN_TIMEOUT_MS 10000
 #define RESTART_DELAY_MS 2000
+/* Requests sent and not yet answered: a few keep the zygote busy while it clones; the rest wait
+   here, so a burst of creates never fills the socket (a full one would block the daemon). */
+#define MAX_IN_FLIGHT 4
 
 static struct {
     char *preload, *cache_dir;
@@ -31,9 +37,28 @@ static struct {
     bool ready;
 } zygote = {.pidfd = -1, .control_fd = -1};
 
+/* One request: queued (text and descriptors kept until sent), then in flight (sent_at_ms set)
+   until the zygote's answer, which comes in the order the requests were sent. */
+struct zygote_spawn {
+    char *text;
+    int fds[4];
+    int64_t sent_at_ms;
+    bool cancelled;          /* nobody wants the sandbox any more: kill it once its pid comes */
+    zygote_spawned done;
+    void *arg;
+    zygote_spawn *next;
+};
+
+static struct {
+    zygote_spawn *head, *tail; /* the first `in_flight` are sent */
+    int in_flight;
+    loop_timer *timeout;       /* for the oldest request in flight */
+} spawns;
+
 bool zygote_is_ready(void) { return zygote.ready; }
 
 static void start_process(void *unused);
+static void fail_all_spawns(const char *why);
 
 static void release(void)
 {
@@ -58,22 +83,30 @@ static void on_zygote_exit(void *owner, uint32_t events)
     log_warn("zygote (pid %d) ended (%s %d); kernels start by exec until it is back",
              zygote.pid, info.si_code == CLD_EXITED ? "status" : "signal", info.si_status);
     release();
+    fail_all_spawns("the zygote ended before it answered");
     loop_timer_add(RESTART_DELAY_MS, start_process, NULL);
 }
 
+static void on_spawn_answer(const char *text);
+
 /* The first message is {"ready": bool, "failed": [...], "threads": n, "hot_pages": n,
-   "hot_pages_problem": why}; anything after that
-   arrives only as a reply to a spawn, read there. End of file means the zygote is gone. */
+   "hot_pages_problem": why}; after that, each message answers the oldest request in flight
+   (on_spawn_answer). End of file means the zygote is gone: its pidfd reports the exit. */
 static void on_control_ready(void *owner, uint32_t events)
 {
+    bool first = (intptr_t)owner == 0;
     char text[65536];
     ssize_t n = recv(zygote.control_fd, text, sizeof text - 1, MSG_DONTWAIT);
     if (n <= 0) {
         if (n == 0 || (errno != EAGAIN && errno != EINTR))
-            loop_watch_modify(&zygote.control_watch, 0); /* its pidfd reports the exit */
+            loop_watch_modify(&zygote.control_watch, 0);
         return;
     }
     text[n] = '\0';
+    if (!first) {
+        on_spawn_answer(text);
+        return;
+    }
     json_t *message = json_loads(text, 0, NULL);
     json_t *failed = json_object_get(message, "failed");
     for (size_t i = 0; i < json_array_size(failed); i++)
@@ -90,7 +123,11 @@ static void on_control_ready(void *owner, uint32_t events)
         log_warn("zygote is not usable (threads alive: %lld); kernels start by exec",
                  (long long)json_integer_value(json_object_get(message, "threads")));
     json_decref(message);
-    loop_watch_modify(&zygote.control_watch, 0); /* replies are read synchronously */
+    /* From now on every message is an answer, read as it comes: the loop never waits for a
+       clone (which takes the zygote milliseconds of sandbox setup and a fork). */
+    loop_watch_remove(&zygote.control_watch);
+    if (zygote.ready)
+        loop_watch_add(&zygote.control_watch, zygote.control_fd, EPOLLIN, on_control_ready, (void *)1);
 }
 
 static void exec_zygote(int control_fd)
@@ -166,6 +203,40 @@ static json_t *spawn_request_json(const sandbox_spec *spec, const char *kernel_i
                      (json_int_t)spec->file_size, "cgroup_procs", procs, "env", env);
 }
 
+/* ---- requests in flight ---- */
+
+static void free_spawn(zygote_spawn *spawn)
+{
+    for (int i = 0; i < 4; i++)
+        if (spawn->fds[i] >= 0)
+            close(spawn->fds[i]);
+    free(spawn->text);
+    free(spawn);
+}
+
+/* A sandbox nobody wants any more (its kernel was deleted while the zygote cloned it). */
+static void dispose_clone(pid_t pid)
+{
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    kill(-pid, SIGKILL);
+    if (pidfd >= 0)
+        kernel_reap_in_background(pidfd);
+}
+
+static void on_spawn_timeout(void *unused);
+
+static void arm_timeout(void)
+{
+    if (spawns.timeout) {
+        loop_timer_cancel(spawns.timeout);
+        spawns.timeout = NULL;
+    }
+    if (spawns.in_flight > 0) {
+        int64_t left = spawns.head->sent_at_ms + SPAWN_TIMEOUT_MS - clock_monotonic_ms();
+        spawns.timeout = loop_timer_add(left > 0 ? left : 0, on_spawn_timeout, NULL);
+    }
+}
+
 static int send_request(const char *text, const int fds[4])
 {
     char control[CMSG_SPACE(sizeof(int) * 4)];
@@ -178,45 +249,208 @@ static int send_request(const char *text, const int fds[4])
     cmsg->cmsg_type = SCM_RIGHTS;
     cmsg->cmsg_len = CMSG_LEN(sizeof(int) * 4);
     memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * 4);
-    return sendmsg(zygote.control_fd, &header, MSG_NOSIGNAL) < 0 ? -1 : 0;
+    return sendmsg(zygote.control_fd, &header, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 ? -1 : 0;
 }
 
-pid_t zygote_spawn(const sandbox_spec *spec, const char *kernel_id, char *why, size_t why_size)
+/* The zygote cannot take requests (a send failed, or it did not answer): it is killed, and
+   kernels start by exec until it is back. */
+static void give_up_on_zygote(const char *why)
+{
+    log_warn("zygote (pid %d): %s; killing it, kernels start by exec until it is back", zygote.pid, why);
+    zygote.ready = false;
+    if (zygote.pid > 0)
+        kill(zygote.pid, SIGKILL);
+}
+
+/* Sends queued requests while fewer than MAX_IN_FLIGHT are unanswered; -1, with `why`, if the
+   zygote cannot take them (the caller fails what is waiting). */
+static int send_queued(char *why, size_t why_size)
+{
+    zygote_spawn *next = spawns.head;
+    for (int i = 0; i < spawns.in_flight && next; i++)
+        next = next->next;
+    for (; next && spawns.in_flight < MAX_IN_FLIGHT; next = next->next) {
+        if (send_request(next->text, next->fds) < 0) {
+            snprintf(why, why_size, "cannot send the zygote a request: %s", strerror(errno));
+            give_up_on_zygote(why);
+            return -1;
+        }
+        for (int i = 0; i < 4; i++) { /* the zygote has its own copies now */
+            close(next->fds[i]);
+            next->fds[i] = -1;
+        }
+        free(next->text);
+        next->text = NULL;
+        next->sent_at_ms = clock_monotonic_ms();
+        if (spawns.in_flight++ == 0)
+            arm_timeout();
+    }
+    return 0;
+}
+
+/* Every request still waiting gets its answer now: `why`. The list is detached first, since a
+   requester falls back to exec from its callback. */
+static void fail_all_spawns(const char *why)
+{
+    zygote_spawn *spawn = spawns.head;
+    spawns.head = spawns.tail = NULL;
+    spawns.in_flight = 0;
+    arm_timeout();
+    while (spawn) {
+        zygote_spawn *next = spawn->next;
+        if (!spawn->cancelled)
+            spawn->done(spawn->arg, -1, why);
+        free_spawn(spawn);
+        spawn = next;
+    }
+}
+
+static void on_spawn_timeout(void *unused)
+{
+    spawns.timeout = NULL;
+    char why[96];
+    snprintf(why, sizeof why, "it did not answer a clone request in %d s", SPAWN_TIMEOUT_MS / 1000);
+    give_up_on_zygote(why);
+    fail_all_spawns("the zygote did not answer");
+}
+
+static void fail_all_spawns_later(void *unused)
+{
+    fail_all_spawns("the zygote could not take the request");
+}
+
+static void on_spawn_answer(const char *text)
+{
+    zygote_spawn *spawn = spawns.in_flight > 0 ? spawns.head : NULL;
+    if (!spawn) {
+        log_warn("zygote: an answer nobody asked for: %.200s", text);
+        return;
+    }
+    spawns.head = spawn->next;
+    if (!spawns.head)
+        spawns.tail = NULL;
+    spawns.in_flight--;
+    arm_timeout();
+    json_t *reply = json_loads(text, 0, NULL);
+    json_t *pid_value = json_object_get(reply, "pid");
+    pid_t pid = json_is_integer(pid_value) ? (pid_t)json_integer_value(pid_value) : -1;
+    char why[256] = "";
+    if (pid <= 0)
+        snprintf(why, sizeof why, "the zygote could not clone: %s",
+                 json_string_value(json_object_get(reply, "error")) ?: "no pid in its answer");
+    json_decref(reply);
+    if (spawn->cancelled) {
+        if (pid > 0)
+            dispose_clone(pid);
+    } else {
+        spawn->done(spawn->arg, pid, why);
+    }
+    free_spawn(spawn);
+    char why_not[160];
+    if (send_queued(why_not, sizeof why_not) < 0)
+        fail_all_spawns(why_not);
+}
+
+zygote_spawn *zygote_spawn_start(const sandbox_spec *spec, const char *kernel_id,
+                                 zygote_spawned done, void *arg, char *why, size_t why_size)
 {
     if (!zygote.ready) {
         snprintf(why, why_size, "the zygote is not ready");
-        return -1;
+        return NULL;
     }
     json_t *request = spawn_request_json(spec, kernel_id);
     char *text = json_dumps(request, JSON_COMPACT);
     json_decref(request);
-    int rc = text ? send_request(text, spec->fds) : -1;
-    free(text);
-    struct pollfd wait_for = {.fd = zygote.control_fd, .events = POLLIN};
-    char reply_text[4096];
-    ssize_t n = -1;
-    if (rc == 0 && poll(&wait_for, 1, SPAWN_TIMEOUT_MS) == 1)
-        n = recv(zygote.control_fd, reply_text, sizeof reply_text - 1, 0);
-    if (n <= 0) {
-        snprintf(why, why_size, "the zygote did not answer (%s)", n == 0 ? "it closed" : strerror(errno));
-        zygote.ready = false; /* it is broken: exec until it is restarted */
-        if (zygote.pid > 0)
-            kill(zygote.pid, SIGKILL);
-        return -1;
+    zygote_spawn *spawn = calloc(1, sizeof *spawn);
+    if (!text || !spawn)
+        die("out of memory");
+    spawn->text = text;
+    spawn->done = done;
+    spawn->arg = arg;
+    for (int i = 0; i < 4; i++) { /* the caller closes its own as soon as we return */
+        spawn->fds[i] = fcntl(spec->fds[i], F_DUPFD_CLOEXEC, 3);
+        if (spawn->fds[i] < 0) {
+            snprintf(why, why_size, "cannot keep the sandbox's descriptors: %s", strerror(errno));
+            free_spawn(spawn);
+            return NULL;
+        }
     }
-    reply_text[n] = '\0';
-    json_t *reply = json_loads(reply_text, 0, NULL);
-    json_t *pid = json_object_get(reply, "pid");
-    pid_t result = json_is_integer(pid) ? (pid_t)json_integer_value(pid) : -1;
-    if (result <= 0)
-        snprintf(why, why_size, "the zygote could not clone: %s",
-                 json_string_value(json_object_get(reply, "error")) ?: "no pid in its answer");
-    json_decref(reply);
-    return result;
+    if (spawns.tail)
+        spawns.tail->next = spawn;
+    else
+        spawns.head = spawn;
+    spawns.tail = spawn;
+    if (send_queued(why, why_size) < 0) {
+        /* This request was not sent: its caller starts the kernel by exec at once. Those sent or
+           queued before it get their answer from the loop, not from inside this call. */
+        zygote_spawn_cancel(spawn);
+        loop_defer(fail_all_spawns_later, NULL);
+        return NULL;
+    }
+    return spawn;
+}
+
+void zygote_spawn_cancel(zygote_spawn *spawn)
+{
+    if (spawn->sent_at_ms) { /* cloned or being cloned: disposed of when its pid comes */
+        spawn->cancelled = true;
+        return;
+    }
+    for (zygote_spawn **at = &spawns.head; *at; at = &(*at)->next) {
+        if (*at == spawn) {
+            *at = spawn->next;
+            if (spawns.tail == spawn) {
+                spawns.tail = NULL;
+                for (zygote_spawn *last = spawns.head; last; last = last->next)
+                    spawns.tail = last;
+            }
+            break;
+        }
+    }
+    free_spawn(spawn);
+}
+
+/* At exit, after the loop stopped: the answers still due are waited for (briefly), so a sandbox
+   cloned for a kernel that no longer exists is killed and reaped, not left behind. */
+static void dispose_answers_due(void)
+{
+    while (spawns.in_flight > 0 && zygote.control_fd >= 0) {
+        struct pollfd readable = {.fd = zygote.control_fd, .events = POLLIN};
+        char text[4096];
+        ssize_t n = -1;
+        if (poll(&readable, 1, 2000) == 1)
+            n = recv(zygote.control_fd, text, sizeof text - 1, 0);
+        if (n <= 0)
+            break;
+        text[n] = '\0';
+        json_t *reply = json_loads(text, 0, NULL);
+        json_t *pid_value = json_object_get(reply, "pid");
+        pid_t pid = json_is_integer(pid_value) ? (pid_t)json_integer_value(pid_value) : -1;
+        json_decref(reply);
+        if (pid > 0) {
+            kill(-pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+        }
+        zygote_spawn *spawn = spawns.head;
+        spawns.head = spawn->next;
+        spawns.in_flight--;
+        free_spawn(spawn);
+    }
+    for (zygote_spawn *spawn = spawns.head, *next; spawn; spawn = next) {
+        next = spawn->next;
+        free_spawn(spawn);
+    }
+    spawns.head = spawns.tail = NULL;
+    spawns.in_flight = 0;
 }
 
 void zygote_stop(void)
 {
+    if (spawns.timeout) {
+        loop_timer_cancel(spawns.timeout);
+        spawns.timeout = NULL;
+    }
+    dispose_answers_due();
     if (zygote.pid > 0 && zygote.pidfd >= 0) {
         kill(zygote.pid, SIGKILL);
         waitid(P_PIDFD, (id_t)zygote.pidfd, &(siginfo_t){0}, WEXITED);

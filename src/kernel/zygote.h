@@ -14,8 +14,19 @@
    (matplotlib's font list) live in `cache_dir`. */
 void zygote_start(const char *preload, const char *cache_dir);
 bool zygote_is_ready(void);
-/* Clones a new sandbox running the kernel; returns its pid (a child of the daemon's) or -1. */
-pid_t zygote_spawn(const sandbox_spec *spec, const char *kernel_id, char *why, size_t why_size);
+typedef struct zygote_spawn zygote_spawn;
+/* A clone request's answer: `pid` > 0 is the new sandbox's first process (a child of the
+   daemon's, thanks to CLONE_PARENT); -1 says `why` it failed (the zygote refused, ended, or did
+   not answer in time). Never called for a cancelled request. */
+typedef void (*zygote_spawned)(void *arg, pid_t pid, const char *why);
+/* Asks the zygote to clone a new sandbox running the kernel and returns at once: the loop goes
+   on while the zygote sets the sandbox up, and `done` gets the answer. spec->fds are duplicated
+   (the caller closes its own). NULL, with `why`, if the zygote is not ready. */
+zygote_spawn *zygote_spawn_start(const sandbox_spec *spec, const char *kernel_id,
+                                 zygote_spawned done, void *arg, char *why, size_t why_size);
+/* The requester is gone: no answer is delivered, and a sandbox cloned for it is killed and
+   reaped once its pid comes. */
+void zygote_spawn_cancel(zygote_spawn *spawn);
 void zygote_stop(void);
 
 #endif

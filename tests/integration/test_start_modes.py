@@ -129,3 +129,80 @@ def test_the_next_sandbox_is_prepared_ahead_and_removed_with_the_daemon(make_dae
     d.stop()
     assert os.listdir(workspaces) == []
     assert glob.glob(f"/sys/fs/cgroup/**/kernel-{following}", recursive=True) == []
+
+
+def _zygote_pid(d):
+    import re
+    wait_until(lambda: "zygote ready" in d.log_text(), timeout=90, message="the zygote")
+    return int(re.findall(r"zygote ready \(pid (\d+)", d.log_text())[-1])
+
+
+def test_a_burst_of_creates_is_cloned_while_the_daemon_goes_on(make_daemon):
+    """Clone requests go to the zygote without the daemon waiting for each answer (several in
+    flight, the rest queued): a burst of creates gives as many sandboxes, each with its own two
+    processes and its own pid, and the daemon answers other requests meanwhile."""
+    import concurrent.futures
+    d = make_daemon(args=["--pool-size", "0"])
+    _zygote_pid(d)
+    c = d.client()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=12) as pool:
+        kernels = list(pool.map(lambda _: d.client().create_kernel(), range(12)))
+    assert c.get("api").status_code == 200
+    seen = set()
+    for k in kernels:
+        with c.ready_ws(k["id"]) as ws:
+            assert ws.execute("import os\nos.getpid()").result_data()["text/plain"] == "2"
+        pids = _sandbox_pids(k["id"])
+        assert len(pids) == 2, pids  # cellbox-init and the kernel: cloned once, not also exec'd
+        assert not seen & set(pids)
+        seen |= set(pids)
+    for k in kernels:
+        c.delete_kernel(k["id"])
+    assert "starting it by exec" not in d.log_text()
+
+
+def test_a_kernel_deleted_before_the_zygote_answers_leaves_nothing(make_daemon):
+    """Deleted right after the create (its clone request still queued or in flight): the sandbox
+    the zygote clones for it is killed and reaped once its pid comes; no process or cgroup is
+    left, and later kernels are unaffected."""
+    import glob
+    d = make_daemon(args=["--pool-size", "0"])
+    _zygote_pid(d)
+    c = d.client()
+    ids = []
+    for _ in range(6):
+        k = c.create_kernel()
+        c.delete_kernel(k["id"])
+        ids.append(k["id"])
+    def all_gone():
+        return all(not glob.glob(f"/sys/fs/cgroup/**/kernel-{i}", recursive=True) for i in ids)
+    wait_until(all_gone, timeout=30, message="the deleted kernels' cgroups to be removed")
+    k = c.create_kernel()
+    with c.ready_ws(k["id"]) as ws:
+        assert ws.execute("6 * 7").result_data()["text/plain"] == "42"
+    assert len(_sandbox_pids(k["id"])) == 2
+    c.delete_kernel(k["id"])
+    assert d.alive()
+
+
+def test_kernels_start_by_exec_when_the_zygote_dies_with_requests_in_flight(make_daemon):
+    """The zygote killed while creates wait for its answers (or before a request could be sent):
+    each of those kernels is started by exec instead, and the zygote comes back."""
+    import concurrent.futures
+    import signal
+    d = make_daemon(args=["--pool-size", "0"])
+    zygote = _zygote_pid(d)
+    c = d.client()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
+        creates = [pool.submit(lambda: d.client().create_kernel()) for _ in range(6)]
+        os.kill(zygote, signal.SIGKILL)
+        kernels = [f.result() for f in creates]
+    for k in kernels:
+        with c.ready_ws(k["id"]) as ws:
+            assert ws.execute("6 * 7").result_data()["text/plain"] == "42"
+        assert len(_sandbox_pids(k["id"])) == 2
+    wait_until(lambda: d.log_text().count("zygote ready") >= 2, timeout=90,
+               message="the zygote to come back")
+    for k in kernels:
+        c.delete_kernel(k["id"])
+    assert d.alive()
