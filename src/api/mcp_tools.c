@@ -68,7 +68,7 @@ static const struct tool {
      "\"required\": [\"code\"]}",
      false, false},
     {"run_command", "Run a shell command",
-     "Runs a shell command (/bin/sh -c) inside a sandbox, in /workspace unless cwd is given, and "
+     "Runs a shell command (/bin/bash -c) inside a sandbox, in /workspace unless cwd is given, and "
      "returns its exit code, stdout and stderr.",
      "{\"type\": \"object\", \"properties\": {\"cmd\": {\"type\": \"string\"}, " SANDBOX_ID_PROPERTY
      ", \"cwd\": {\"type\": \"string\", \"description\": \"Absolute working directory.\"}, "

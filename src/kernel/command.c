@@ -340,7 +340,10 @@ command *command_start(box *b, const command_request *request, const command_sin
         snprintf(why, why_size, "cannot create pipes: %s", strerror(errno));
         return NULL;
     }
-    char *argv[] = {"/bin/sh", "-c", (char *)request->cmd, NULL};
+    /* bash, as E2B's commands use: agents write bash (`source`, `[[ ]]`, arrays), and a bash -c
+       does not catch SIGINT the way dash -c does (dash, interrupted before it has forked the
+       command, lets the command run to its end and only then dies). */
+    char *argv[] = {"/bin/bash", "-c", (char *)request->cmd, NULL};
     json_t *env = json_deep_copy(box_env(b));
     if (request->env)
         json_object_update(env, request->env);

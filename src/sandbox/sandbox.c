@@ -213,12 +213,23 @@ static void join_and_clone(int supervisor_pidfd, const sandbox_spec *spec, int r
         setup_failed("cannot enter the sandbox's root", strerror(errno));
     if (root >= 0)
         close(root);
+    /* The pid is reported only once the program leads its own process group: a signal the
+       daemon sends the moment it has the pid (an interrupt right after a command's start) then
+       reaches the whole group, not just a shell that would catch it and leave its child running. */
+    int group_made[2];
+    if (pipe2(group_made, O_CLOEXEC) < 0)
+        setup_failed("cannot create a pipe", strerror(errno));
     pid_t program = (pid_t)syscall(SYS_clone, CLONE_PARENT | SIGCHLD, NULL, NULL, NULL, NULL);
     if (program == 0) {
+        setsid();
+        close(group_made[0]);
+        close(group_made[1]);
+        /* The daemon ignores SIGPIPE (a client gone mid-write is an error, not a death); its
+           programs must not inherit that: `yes | head -1` would end in "Broken pipe" errors. */
+        signal(SIGPIPE, SIG_DFL);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        setsid();
         const char *cwd = spec->cwd ? spec->cwd : "/workspace";
         if (chdir(cwd) < 0)
             setup_failed("cannot change to the working directory", cwd);
@@ -226,6 +237,10 @@ static void join_and_clone(int supervisor_pidfd, const sandbox_spec *spec, int r
         execve(spec->argv[0], spec->argv, spec->envp);
         setup_failed("cannot execute", spec->argv[0]);
     }
+    close(group_made[1]);
+    char byte;
+    while (program > 0 && read(group_made[0], &byte, 1) < 0 && errno == EINTR) {
+    } /* end of file: the program has run setsid() and closed its copy */
     ssize_t written = write(report, &program, sizeof program);
     _exit(program > 0 && written == (ssize_t)sizeof program ? 0 : SANDBOX_SETUP_FAILED);
 }

@@ -50,6 +50,13 @@ def test_exit_codes(v1, box):
     assert v1.command(box["id"], "no-such-program-here")[-1]["exit_code"] == 127
 
 
+def test_commands_run_in_bash(v1, box):
+    """`/bin/bash -c`, as E2B's commands: what agents write (`source`, `[[ ]]`, arrays) works."""
+    ev = v1.command(box["id"], "echo 'x=41' > /tmp/vars.sh; source /tmp/vars.sh; a=(1 2); "
+                               "[[ $x == 41 ]] && echo \"bash ${#a[@]} $((x + 1))\"")
+    assert (ev.stdout, ev.stderr, ev[-1]["exit_code"]) == ("bash 2 42\n", "", 0)
+
+
 def test_stdin_cwd_env(v1, box):
     sid = box["id"]
     assert v1.command(sid, "cat", stdin="piped in\n").stdout == "piped in\n"
@@ -158,16 +165,29 @@ def test_signal(v1, box, sig, name):
     v1.delete(cmd_url(box, m["id"]))
 
 
-def test_signal_right_away(v1, box):
+@pytest.mark.parametrize("sig,name", [("KILL", "SIGKILL"), ("INT", "SIGINT")])
+def test_signal_right_away(v1, box, sig, name):
+    """A signal sent the moment the command exists reaches its whole process group: the shell
+    (which catches SIGINT while it waits for a child) and the program it runs alike."""
     lost = []
     for i in range(8):
         m = v1.background(box["id"], "sleep 100")
-        expect(v1.post(cmd_url(box, m["id"], "signal"), json={"signal": "KILL"}), 204)
+        expect(v1.post(cmd_url(box, m["id"], "signal"), json={"signal": sig}), 204)
         done = expect(v1.get(cmd_url(box, m["id"], "wait"), params={"timeout_s": 5}), 200).json()
-        if done["state"] != "exited":
-            lost.append(i)
+        if done["state"] != "exited" or done["signal"] != name:
+            lost.append((i, done["state"], done.get("signal")))
         v1.delete(cmd_url(box, m["id"]))
-    assert not lost, f"SIGKILL sent right after the start was lost in tries {lost} of 8"
+    assert not lost, f"{name} sent right after the start was lost: {lost} of 8 tries"
+    # and no `sleep 100` was left behind by a shell that died alone
+    assert v1.command(box["id"], "ps -eo args | grep -c '^sleep 100' || true").stdout.strip() == "0"
+
+
+def test_a_pipelines_writer_ends_quietly_when_its_reader_is_done(v1, box):
+    """Commands get SIGPIPE's default action, not the daemon's `ignore`: `yes` dies of it
+    silently instead of reporting a broken pipe."""
+    ev = v1.command(box["id"], "yes | head -n 1")
+    assert ev.stdout == "y\n" and ev.stderr == "", (ev.stdout, ev.stderr)
+    assert ev[-1]["exit_code"] == 0
 
 
 def test_signal_errors(v1, box):

@@ -1,4 +1,4 @@
-"""sandbox.commands: shell commands inside the sandbox (`/bin/sh -c cmd`, as the sandbox user,
+"""sandbox.commands: shell commands inside the sandbox (`/bin/bash -c cmd`, as the sandbox user,
 in its own session). In the foreground their output streams to callbacks and the call returns
 a CommandResult; in the background a CommandHandle controls them."""
 import time
@@ -22,7 +22,7 @@ class Commands:
 
     def run(self, cmd, cwd=None, env=None, timeout_s=None, stdin=None, background=False,
             on_stdout=None, on_stderr=None):
-        """Run `cmd` with /bin/sh. Foreground (the default): wait for it and return a
+        """Run `cmd` with /bin/bash. Foreground (the default): wait for it and return a
         CommandResult; on_stdout/on_stderr get each chunk as it is printed; timeout_s kills it
         (exit code 124, timed_out). background=True: return a CommandHandle at once (its
         output is kept by the daemon; send_stdin, signal, kill, wait). stdin: text fed to it.
