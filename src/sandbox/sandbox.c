@@ -224,9 +224,14 @@ static void join_and_clone(int supervisor_pidfd, const sandbox_spec *spec, int r
         setsid();
         close(group_made[0]);
         close(group_made[1]);
-        /* The daemon ignores SIGPIPE (a client gone mid-write is an error, not a death); its
-           programs must not inherit that: `yes | head -1` would end in "Broken pipe" errors. */
-        signal(SIGPIPE, SIG_DFL);
+        /* Every signal's default action, whatever the daemon has: it ignores SIGPIPE (a client
+           gone mid-write is an error, not a death), and a daemon started from a script with
+           `cellboxd &` or nohup ignores SIGINT or SIGHUP too. An ignored signal stays ignored
+           across exec: `yes | head -1` would end in "Broken pipe" errors and a command's
+           interrupt would do nothing. */
+        for (int signal_number = 1; signal_number < NSIG; signal_number++)
+            if (signal_number != SIGKILL && signal_number != SIGSTOP)
+                signal(signal_number, SIG_DFL); /* (the few reserved numbers just fail) */
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);

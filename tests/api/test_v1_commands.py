@@ -266,3 +266,34 @@ def test_disconnect_kills_foreground(v1, box):
 def test_many_lines_in_order(v1, box):
     ev = v1.command(box["id"], "i=0; while [ $i -lt 2000 ]; do echo line$i; i=$((i+1)); done")
     assert ev.stdout.splitlines() == [f"line{i}" for i in range(2000)]
+
+
+def _ignored_signals(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line for line in f if line.startswith("SigIgn:")).split()[1], 16)
+
+
+def test_commands_get_default_signal_actions_whatever_the_daemon_ignores(make_daemon):
+    """A daemon started as `cellboxd &` from a script, or under nohup, ignores SIGINT or SIGHUP,
+    and an ignored signal stays ignored across exec. Its commands must not inherit that: an
+    interrupt interrupts, SIGPIPE ends a pipeline's writer."""
+    import signal
+    from v1lib import V1
+    saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGHUP)}
+    try:
+        d = make_daemon()
+    finally:
+        for s, action in saved.items():
+            signal.signal(s, action)
+    assert _ignored_signals(d.pid) & (1 << (signal.SIGINT - 1))  # as it would be under `&`
+    v1 = V1(d)
+    try:
+        box = v1.create(timeout_s=0)
+        assert v1.command(box["id"], "grep SigIgn /proc/self/status").stdout.split() == \
+            ["SigIgn:", "0000000000000000"]
+        m = v1.background(box["id"], "sleep 100")
+        expect(v1.post(cmd_url(box, m["id"], "signal"), json={"signal": "INT"}), 204)
+        done = expect(v1.get(cmd_url(box, m["id"], "wait"), params={"timeout_s": 10}), 200).json()
+        assert done["state"] == "exited" and done["signal"] == "SIGINT", done
+    finally:
+        v1.cleanup()
