@@ -192,6 +192,22 @@ static int open_root_of(int pidfd)
     return open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
+/* Every signal to its default action, the two real-time signals glibc reserves for itself
+   included (its signal() refuses those, and a sanitizer runtime leaves one ignored): through
+   the system call. */
+static void reset_signal_actions(void)
+{
+    struct {
+        void (*handler)(int);
+        unsigned long flags;
+        void (*restorer)(void);
+        unsigned long mask;
+    } action = {.handler = SIG_DFL};
+    for (int signal_number = 1; signal_number < NSIG; signal_number++)
+        if (signal_number != SIGKILL && signal_number != SIGSTOP)
+            syscall(SYS_rt_sigaction, signal_number, &action, NULL, sizeof action.mask);
+}
+
 /* Runs in a short-lived helper forked from the daemon: it joins the cgroup, then the namespaces
    (setns with a pidfd enters them all at once), and clones the program with CLONE_PARENT so the
    daemon, not the helper, is its parent. A new pid namespace applies to children only, hence the
@@ -229,9 +245,7 @@ static void join_and_clone(int supervisor_pidfd, const sandbox_spec *spec, int r
            `cellboxd &` or nohup ignores SIGINT or SIGHUP too. An ignored signal stays ignored
            across exec: `yes | head -1` would end in "Broken pipe" errors and a command's
            interrupt would do nothing. */
-        for (int signal_number = 1; signal_number < NSIG; signal_number++)
-            if (signal_number != SIGKILL && signal_number != SIGSTOP)
-                signal(signal_number, SIG_DFL); /* (the few reserved numbers just fail) */
+        reset_signal_actions();
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
