@@ -1009,7 +1009,8 @@ static void on_zygote_answer(void *arg, pid_t pid, const char *why)
         emit(k, "iopub", message_status(k->session, NULL, "dead"));
         return;
     }
-    buffer_append(&k->channel_out, buffer_head(&waiting), buffer_size(&waiting));
+    if (buffer_size(&waiting))
+        buffer_append(&k->channel_out, buffer_head(&waiting), buffer_size(&waiting));
     buffer_free(&waiting);
     flush_channel(k);
     if (strongest)

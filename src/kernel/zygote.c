@@ -367,6 +367,8 @@ zygote_spawn *zygote_spawn_start(const sandbox_spec *spec, const char *kernel_id
     spawn->text = text;
     spawn->done = done;
     spawn->arg = arg;
+    for (int i = 0; i < 4; i++)
+        spawn->fds[i] = -1;
     for (int i = 0; i < 4; i++) { /* the caller closes its own as soon as we return */
         spawn->fds[i] = fcntl(spec->fds[i], F_DUPFD_CLOEXEC, 3);
         if (spawn->fds[i] < 0) {
