@@ -44,6 +44,9 @@ struct zygote_spawn {
     int fds[4];
     int64_t sent_at_ms;
     bool cancelled;          /* nobody wants the sandbox any more: kill it once its pid comes */
+    bool awaited;            /* zygote_spawn_finish() waits: the answer stays here, not to done */
+    bool answered;
+    pid_t answer_pid;
     zygote_spawned done;
     void *arg;
     zygote_spawn *next;
@@ -298,9 +301,14 @@ static void fail_all_spawns(const char *why)
     arm_timeout();
     while (spawn) {
         zygote_spawn *next = spawn->next;
-        if (!spawn->cancelled)
-            spawn->done(spawn->arg, -1, why);
-        free_spawn(spawn);
+        if (spawn->awaited) {
+            spawn->answered = true; /* freed by its waiter */
+            spawn->answer_pid = -1;
+        } else {
+            if (!spawn->cancelled)
+                spawn->done(spawn->arg, -1, why);
+            free_spawn(spawn);
+        }
         spawn = next;
     }
 }
@@ -339,13 +347,18 @@ static void on_spawn_answer(const char *text)
         snprintf(why, sizeof why, "the zygote could not clone: %s",
                  json_string_value(json_object_get(reply, "error")) ?: "no pid in its answer");
     json_decref(reply);
-    if (spawn->cancelled) {
-        if (pid > 0)
-            dispose_clone(pid);
+    if (spawn->awaited) {
+        spawn->answered = true; /* freed by its waiter */
+        spawn->answer_pid = pid;
     } else {
-        spawn->done(spawn->arg, pid, why);
+        if (spawn->cancelled) {
+            if (pid > 0)
+                dispose_clone(pid);
+        } else {
+            spawn->done(spawn->arg, pid, why);
+        }
+        free_spawn(spawn);
     }
-    free_spawn(spawn);
     char why_not[160];
     if (send_queued(why_not, sizeof why_not) < 0)
         fail_all_spawns(why_not);
@@ -410,6 +423,40 @@ void zygote_spawn_cancel(zygote_spawn *spawn)
         }
     }
     free_spawn(spawn);
+}
+
+pid_t zygote_spawn_finish(zygote_spawn *spawn)
+{
+    if (!spawn->sent_at_ms) { /* still queued: the zygote never sees it */
+        zygote_spawn_cancel(spawn);
+        return -1;
+    }
+    spawn->awaited = true;
+    while (!spawn->answered) {
+        int64_t left = spawns.head->sent_at_ms + SPAWN_TIMEOUT_MS - clock_monotonic_ms();
+        struct pollfd readable = {.fd = zygote.control_fd, .events = POLLIN};
+        int ready = left > 0 ? poll(&readable, 1, (int)left) : 0;
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (ready <= 0) {
+            on_spawn_timeout(NULL); /* every request waiting fails, this one too */
+            break;
+        }
+        char text[65536];
+        ssize_t n = recv(zygote.control_fd, text, sizeof text - 1, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            continue;
+        if (n <= 0) {
+            give_up_on_zygote("it closed its control socket");
+            fail_all_spawns("the zygote closed its control socket");
+            break;
+        }
+        text[n] = '\0';
+        on_spawn_answer(text); /* the answers before ours go where they belong */
+    }
+    pid_t pid = spawn->answer_pid;
+    free_spawn(spawn);
+    return pid;
 }
 
 /* At exit, after the loop stopped: the answers still due are waited for (briefly), so a sandbox

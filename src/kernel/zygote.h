@@ -27,6 +27,11 @@ zygote_spawn *zygote_spawn_start(const sandbox_spec *spec, const char *kernel_id
 /* The requester is gone: no answer is delivered, and a sandbox cloned for it is killed and
    reaped once its pid comes. */
 void zygote_spawn_cancel(zygote_spawn *spawn);
+/* Waits for the request's answer (the loop blocks, briefly) and returns the pid, or -1 (never
+   sent, refused, or no answer in time); `done` is not called. For a kernel deleted while the
+   zygote clones it: its volume and cgroup must not be taken away under a sandbox still being
+   set up, so the clone is finished, then killed, then those are released. */
+pid_t zygote_spawn_finish(zygote_spawn *spawn);
 void zygote_stop(void);
 
 #endif

@@ -60,6 +60,21 @@ def _sandbox_pids(kernel_id):
     return []
 
 
+def _describe(pids):
+    """pid: command line, parent, for an assertion's message."""
+    out = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = f.read().rsplit(")", 1)[1].split()[1]
+        except OSError:
+            cmdline, ppid = "(gone)", "?"
+        out.append(f"{pid} (parent {ppid}): {cmdline}")
+    return "; ".join(out)
+
+
 def _blocked_signals(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -162,9 +177,10 @@ def test_a_burst_of_creates_is_cloned_while_the_daemon_goes_on(make_daemon):
 
 
 def test_a_kernel_deleted_before_the_zygote_answers_leaves_nothing(make_daemon):
-    """Deleted right after the create (its clone request still queued or in flight): the sandbox
-    the zygote clones for it is killed and reaped once its pid comes; no process or cgroup is
-    left, and later kernels are unaffected."""
+    """Deleted right after the create (its clone request still queued or in flight): a queued
+    request is dropped, a sent one is finished and its clone killed before the volume and cgroup
+    go; no process or cgroup is left, the zygote keeps answering, and later kernels are
+    unaffected (each with its own two processes)."""
     import glob
     d = make_daemon(args=["--pool-size", "0"])
     _zygote_pid(d)
@@ -180,7 +196,9 @@ def test_a_kernel_deleted_before_the_zygote_answers_leaves_nothing(make_daemon):
     k = c.create_kernel()
     with c.ready_ws(k["id"]) as ws:
         assert ws.execute("6 * 7").result_data()["text/plain"] == "42"
-    assert len(_sandbox_pids(k["id"])) == 2
+    pids = _sandbox_pids(k["id"])
+    assert len(pids) == 2, _describe(pids) + "\n" + d.log_tail()
+    assert "did not answer" not in d.log_text(), d.log_tail()
     c.delete_kernel(k["id"])
     assert d.alive()
 
