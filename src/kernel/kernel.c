@@ -1026,15 +1026,8 @@ static void stop_process(kernel *k)
         /* Its sandbox is still being set up by the zygote's clone: finish it and kill it before
            the caller takes the volume and cgroup away (removed under a clone still setting up,
            they left it stuck, and the zygote waiting on it). */
-        pid_t pid = zygote_spawn_finish(k->spawn);
+        zygote_spawn_abandon(k->spawn);
         k->spawn = NULL;
-        int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
-        if (pid > 0)
-            kill(-pid, SIGKILL);
-        if (pidfd >= 0)
-            kernel_reap_in_background(pidfd);
-        else if (pid > 0)
-            waitpid(pid, NULL, 0);
     }
     if (k->pid > 0) {
         kill_process_group(k, SIGKILL);

@@ -43,8 +43,7 @@ struct zygote_spawn {
     char *text;
     int fds[4];
     int64_t sent_at_ms;
-    bool cancelled;          /* nobody wants the sandbox any more: kill it once its pid comes */
-    bool awaited;            /* zygote_spawn_finish() waits: the answer stays here, not to done */
+    bool awaited;            /* zygote_spawn_abandon() waits: the answer stays here, not to done */
     bool answered;
     pid_t answer_pid;
     zygote_spawned done;
@@ -217,13 +216,17 @@ static void free_spawn(zygote_spawn *spawn)
     free(spawn);
 }
 
-/* A sandbox nobody wants any more (its kernel was deleted while the zygote cloned it). */
-static void dispose_clone(pid_t pid)
+/* The pid in a clone request's answer, or -1 with `why`. */
+static pid_t parse_answer(const char *text, char *why, size_t why_size)
 {
-    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    kill(-pid, SIGKILL);
-    if (pidfd >= 0)
-        kernel_reap_in_background(pidfd);
+    json_t *reply = json_loads(text, 0, NULL);
+    json_t *pid_value = json_object_get(reply, "pid");
+    pid_t pid = json_is_integer(pid_value) ? (pid_t)json_integer_value(pid_value) : -1;
+    if (pid <= 0)
+        snprintf(why, why_size, "the zygote could not clone: %s",
+                 json_string_value(json_object_get(reply, "error")) ?: "no pid in its answer");
+    json_decref(reply);
+    return pid;
 }
 
 static void on_spawn_timeout(void *unused);
@@ -305,8 +308,7 @@ static void fail_all_spawns(const char *why)
             spawn->answered = true; /* freed by its waiter */
             spawn->answer_pid = -1;
         } else {
-            if (!spawn->cancelled)
-                spawn->done(spawn->arg, -1, why);
+            spawn->done(spawn->arg, -1, why);
             free_spawn(spawn);
         }
         spawn = next;
@@ -339,29 +341,35 @@ static void on_spawn_answer(const char *text)
         spawns.tail = NULL;
     spawns.in_flight--;
     arm_timeout();
-    json_t *reply = json_loads(text, 0, NULL);
-    json_t *pid_value = json_object_get(reply, "pid");
-    pid_t pid = json_is_integer(pid_value) ? (pid_t)json_integer_value(pid_value) : -1;
     char why[256] = "";
-    if (pid <= 0)
-        snprintf(why, sizeof why, "the zygote could not clone: %s",
-                 json_string_value(json_object_get(reply, "error")) ?: "no pid in its answer");
-    json_decref(reply);
+    pid_t pid = parse_answer(text, why, sizeof why);
     if (spawn->awaited) {
         spawn->answered = true; /* freed by its waiter */
         spawn->answer_pid = pid;
     } else {
-        if (spawn->cancelled) {
-            if (pid > 0)
-                dispose_clone(pid);
-        } else {
-            spawn->done(spawn->arg, pid, why);
-        }
+        spawn->done(spawn->arg, pid, why);
         free_spawn(spawn);
     }
     char why_not[160];
     if (send_queued(why_not, sizeof why_not) < 0)
         fail_all_spawns(why_not);
+}
+
+/* A request not sent yet leaves the queue: the zygote never sees it. */
+static void drop_queued(zygote_spawn *spawn)
+{
+    for (zygote_spawn **at = &spawns.head; *at; at = &(*at)->next) {
+        if (*at == spawn) {
+            *at = spawn->next;
+            if (spawns.tail == spawn) {
+                spawns.tail = NULL;
+                for (zygote_spawn *last = spawns.head; last; last = last->next)
+                    spawns.tail = last;
+            }
+            break;
+        }
+    }
+    free_spawn(spawn);
 }
 
 zygote_spawn *zygote_spawn_start(const sandbox_spec *spec, const char *kernel_id,
@@ -398,38 +406,18 @@ zygote_spawn *zygote_spawn_start(const sandbox_spec *spec, const char *kernel_id
     if (send_queued(why, why_size) < 0) {
         /* This request was not sent: its caller starts the kernel by exec at once. Those sent or
            queued before it get their answer from the loop, not from inside this call. */
-        zygote_spawn_cancel(spawn);
+        drop_queued(spawn);
         loop_defer(fail_all_spawns_later, NULL);
         return NULL;
     }
     return spawn;
 }
 
-void zygote_spawn_cancel(zygote_spawn *spawn)
+void zygote_spawn_abandon(zygote_spawn *spawn)
 {
-    if (spawn->sent_at_ms) { /* cloned or being cloned: disposed of when its pid comes */
-        spawn->cancelled = true;
+    if (!spawn->sent_at_ms) {
+        drop_queued(spawn);
         return;
-    }
-    for (zygote_spawn **at = &spawns.head; *at; at = &(*at)->next) {
-        if (*at == spawn) {
-            *at = spawn->next;
-            if (spawns.tail == spawn) {
-                spawns.tail = NULL;
-                for (zygote_spawn *last = spawns.head; last; last = last->next)
-                    spawns.tail = last;
-            }
-            break;
-        }
-    }
-    free_spawn(spawn);
-}
-
-pid_t zygote_spawn_finish(zygote_spawn *spawn)
-{
-    if (!spawn->sent_at_ms) { /* still queued: the zygote never sees it */
-        zygote_spawn_cancel(spawn);
-        return -1;
     }
     spawn->awaited = true;
     while (!spawn->answered) {
@@ -456,7 +444,14 @@ pid_t zygote_spawn_finish(zygote_spawn *spawn)
     }
     pid_t pid = spawn->answer_pid;
     free_spawn(spawn);
-    return pid;
+    if (pid <= 0)
+        return;
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    kill(-pid, SIGKILL);
+    if (pidfd >= 0)
+        kernel_reap_in_background(pidfd);
+    else
+        waitpid(pid, NULL, 0);
 }
 
 /* At exit, after the loop stopped: the answers still due are waited for (briefly), so a sandbox
@@ -472,10 +467,8 @@ static void dispose_answers_due(void)
         if (n <= 0)
             break;
         text[n] = '\0';
-        json_t *reply = json_loads(text, 0, NULL);
-        json_t *pid_value = json_object_get(reply, "pid");
-        pid_t pid = json_is_integer(pid_value) ? (pid_t)json_integer_value(pid_value) : -1;
-        json_decref(reply);
+        char why[256];
+        pid_t pid = parse_answer(text, why, sizeof why);
         if (pid > 0) {
             kill(-pid, SIGKILL);
             waitpid(pid, NULL, 0);

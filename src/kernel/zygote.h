@@ -17,21 +17,18 @@ bool zygote_is_ready(void);
 typedef struct zygote_spawn zygote_spawn;
 /* A clone request's answer: `pid` > 0 is the new sandbox's first process (a child of the
    daemon's, thanks to CLONE_PARENT); -1 says `why` it failed (the zygote refused, ended, or did
-   not answer in time). Never called for a cancelled request. */
+   not answer in time). Not called for an abandoned request. */
 typedef void (*zygote_spawned)(void *arg, pid_t pid, const char *why);
 /* Asks the zygote to clone a new sandbox running the kernel and returns at once: the loop goes
    on while the zygote sets the sandbox up, and `done` gets the answer. spec->fds are duplicated
    (the caller closes its own). NULL, with `why`, if the zygote is not ready. */
 zygote_spawn *zygote_spawn_start(const sandbox_spec *spec, const char *kernel_id,
                                  zygote_spawned done, void *arg, char *why, size_t why_size);
-/* The requester is gone: no answer is delivered, and a sandbox cloned for it is killed and
-   reaped once its pid comes. */
-void zygote_spawn_cancel(zygote_spawn *spawn);
-/* Waits for the request's answer (the loop blocks, briefly) and returns the pid, or -1 (never
-   sent, refused, or no answer in time); `done` is not called. For a kernel deleted while the
-   zygote clones it: its volume and cgroup must not be taken away under a sandbox still being
-   set up, so the clone is finished, then killed, then those are released. */
-pid_t zygote_spawn_finish(zygote_spawn *spawn);
+/* The requester is gone (its kernel deleted while the zygote clones it): a request still queued
+   is dropped; one sent is waited for (the loop blocks, briefly) and its clone killed and reaped,
+   so that the caller releases the volume and cgroup only once no sandbox is being set up on
+   them. `done` is not called. */
+void zygote_spawn_abandon(zygote_spawn *spawn);
 void zygote_stop(void);
 
 #endif

@@ -45,6 +45,16 @@ def execute_content(code, **overrides):
     return content
 
 
+def started_kernel():
+    """A kernel that has said `starting`, closed after use: `yield from` it in a fixture."""
+    k = KernelProcess()
+    try:
+        k.wait_starting()
+        yield k
+    finally:
+        k.close()
+
+
 class KernelProcess:
     def __init__(self, args=None, env=None):
         ours, theirs = socket.socketpair()

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from kernel_process import KernelProcess, ensure_built
+from kernel_process import ensure_built, started_kernel
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -21,12 +21,7 @@ def built():
 
 @pytest.fixture(scope="module")
 def kernel():
-    k = KernelProcess()
-    try:
-        k.wait_starting()
-        yield k
-    finally:
-        k.close()
+    yield from started_kernel()
 
 
 def evaluate(kernel, code):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from kernel_process import PYTHON_DIR, KernelProcess, ensure_built, summary
+from kernel_process import PYTHON_DIR, KernelProcess, ensure_built, started_kernel, summary
 
 UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 DATE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
@@ -22,12 +22,7 @@ def built():
 
 @pytest.fixture
 def kernel():
-    k = KernelProcess()
-    try:
-        k.wait_starting()
-        yield k
-    finally:
-        k.close()
+    yield from started_kernel()
 
 
 def statuses(exchange):
