@@ -371,6 +371,16 @@ sandbox_cgroup *cgroup_create(const char *name, const cgroup_limits *limits, cha
     return group;
 }
 
+void cgroup_boost_cpu(sandbox_cgroup *group, bool boosted)
+{
+    /* 100 times the default weight (v1 cpu.shares 1024, at most 262144; v2 cpu.weight 100, at
+       most 10000). Failing is harmless: the group only competes as an ordinary one. */
+    if (state.v2)
+        write_file(group->path[0], "cpu.weight", boosted ? "10000" : "100");
+    else if (dir_for(group, "cpu"))
+        write_file(dir_for(group, "cpu"), "cpu.shares", boosted ? "102400" : "1024");
+}
+
 void cgroup_procs_files(sandbox_cgroup *group, const char **out, size_t max)
 {
     size_t n = 0;

@@ -224,3 +224,35 @@ def test_kernels_start_by_exec_when_the_zygote_dies_with_requests_in_flight(make
     for k in kernels:
         c.delete_kernel(k["id"])
     assert d.alive()
+
+
+def _cpu_weight(kernel_id):
+    """The sandbox group's CPU weight relative to the default: cpu.shares / 1024 (v1) or
+    cpu.weight / 100 (v2)."""
+    import glob
+    for path in glob.glob(f"/sys/fs/cgroup/**/kernel-{kernel_id}/cpu.shares", recursive=True):
+        return int(open(path).read()) / 1024
+    for path in glob.glob(f"/sys/fs/cgroup/**/kernel-{kernel_id}/cpu.weight", recursive=True):
+        return int(open(path).read()) / 100
+    pytest.skip("no cpu controller for the sandbox groups on this host")
+
+
+def test_a_new_sandbox_outweighs_its_neighbours_only_while_the_zygote_waits_on_it(make_daemon):
+    """While the zygote waits for a new sandbox's pid 1 to set up (every other create waits
+    too), the sandbox's group has 100 times the default CPU weight; once the zygote has answered,
+    and before the user's first cell runs, it is an ordinary group again."""
+    import signal
+    d = make_daemon(args=["--pool-size", "0"])
+    zygote = _zygote_pid(d)
+    c = d.client()
+    os.kill(zygote, signal.SIGSTOP)  # the request stays in flight: the window, held open
+    try:
+        k = c.create_kernel()
+        assert _cpu_weight(k["id"]) == 100
+    finally:
+        os.kill(zygote, signal.SIGCONT)
+    with c.ready_ws(k["id"]) as ws:
+        assert ws.execute("6 * 7").result_data()["text/plain"] == "42"
+    assert _cpu_weight(k["id"]) == 1
+    c.delete_kernel(k["id"])
+    assert d.alive()
