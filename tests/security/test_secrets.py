@@ -292,11 +292,11 @@ def test_random_streams_differ_between_kernels(box, fresh):
     code = """
 import random, uuid, tempfile
 import numpy as np
-_result = [random.random(), float(np.random.random()), str(uuid.uuid4()),
-           next(tempfile._get_candidate_names())]
+_result = [random.random(), float(np.random.random()), float(np.random.normal()),
+           str(uuid.uuid4()), next(tempfile._get_candidate_names())]
 """
     a, b = fresh(), fresh()
     ra, rb = a.json(code), b.json(code)
-    for name, x, y in zip(("random", "numpy", "uuid4", "tempfile"), ra, rb):
+    for name, x, y in zip(("random", "numpy", "numpy normal", "uuid4", "tempfile"), ra, rb):
         assert x != y, f"two kernels drew the same {name} value: {x!r}"
     box.assert_contained()
