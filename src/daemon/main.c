@@ -22,6 +22,7 @@
 #include "kernel/manager.h"
 #include "kernel/zygote.h"
 #include "sandbox/volume.h"
+#include "sandbox/volume_worker.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/seccomp_filter.h"
@@ -194,6 +195,7 @@ int main(int argc, char **argv)
 
     manager_shutdown_all();
     kernel_reap_all();
+    volume_worker_stop(); /* after the last removal was sent: it finishes them first */
     zygote_stop();
     cgroup_shutdown();
     volume_shutdown();

@@ -12,6 +12,7 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/volume.h"
+#include "sandbox/volume_worker.h"
 
 /* Each live sandbox runs as its own uid (and gid) so none can signal or read another's files. */
 #define SANDBOX_UID_BASE 200000
@@ -56,6 +57,9 @@ void manager_init(const manager_options *opts)
         *strrchr(runtime_dir, '/') = '\0';
     if (fs_mkdir_p(root_mount_point, 0700) < 0)
         die("cannot create %s: %s", root_mount_point, strerror(errno));
+    if (options.workspace_kind == VOLUME_EXT4 && volume_worker_start() < 0)
+        log_warn("cannot start the volume helper (%s): workspace volumes are made in the daemon",
+                 strerror(errno));
     if (options.cull_idle_timeout > 0)
         schedule_cull();
     schedule_refill(0);
@@ -98,8 +102,12 @@ static void release_resources(sandbox_resources *r, const char *workspace, bool 
 {
     if (r->cgroup)
         cgroup_destroy(r->cgroup);
-    if (workspace && r->image)
+    /* A kept volume must hold every finished write once the delete is answered: synced and
+       detached here. Any other is removed by the volume helper, off the loop. */
+    if (workspace && r->image && keep_workspace)
         volume_destroy(r->image, workspace, keep_workspace);
+    else if (workspace && r->image)
+        volume_worker_destroy(r->image, workspace, false);
     if (r->uid_slot >= 0)
         uid_in_use[r->uid_slot] = 0;
     free(r->image);
@@ -107,29 +115,44 @@ static void release_resources(sandbox_resources *r, const char *workspace, bool 
     r->uid_slot = -1;
 }
 
-/* The sandbox's pieces in the order they are needed: identity, disk, cgroup. */
-static int prepare_sandbox(const char *id, const sandbox_limits *limits, sandbox_resources *r,
-                           const char *workspace, char *why, size_t why_size)
+/* A sandbox's identity: its uid and the path of its volume's image. */
+static int claim_identity(const char *id, sandbox_resources *r, char *why, size_t why_size)
 {
     r->uid_slot = allocate_uid_slot();
     if (r->uid_slot < 0) {
         snprintf(why, why_size, "no free sandbox uid (%d sandboxes exist)", SANDBOX_UID_SLOTS);
         return -1;
     }
-    uid_t uid = SANDBOX_UID_BASE + (uid_t)r->uid_slot;
     r->image = data_path("volumes", id, ".img");
-    if (volume_create(options.workspace_kind, r->image, workspace, limits->disk_bytes, uid, uid,
-                      why, why_size) < 0) {
-        free(r->image);
-        r->image = NULL;
-        return -1;
-    }
+    return 0;
+}
+
+static uid_t sandbox_uid(const sandbox_resources *r) { return SANDBOX_UID_BASE + (uid_t)r->uid_slot; }
+
+static int create_cgroup(const char *id, const sandbox_limits *limits, sandbox_resources *r,
+                         char *why, size_t why_size)
+{
     char name[64];
     snprintf(name, sizeof name, "kernel-%s", id);
     cgroup_limits group_limits = {.memory_bytes = limits->memory_bytes, .pids = limits->pids,
                                   .cpus = limits->cpus};
     r->cgroup = cgroup_create(name, &group_limits, why, why_size);
     return r->cgroup ? 0 : -1;
+}
+
+/* The sandbox's pieces in the order they are needed: identity, disk, cgroup. */
+static int prepare_sandbox(const char *id, const sandbox_limits *limits, sandbox_resources *r,
+                           const char *workspace, char *why, size_t why_size)
+{
+    if (claim_identity(id, r, why, why_size) < 0)
+        return -1;
+    if (volume_create(options.workspace_kind, r->image, workspace, limits->disk_bytes,
+                      sandbox_uid(r), sandbox_uid(r), why, why_size) < 0) {
+        free(r->image);
+        r->image = NULL;
+        return -1;
+    }
+    return create_cgroup(id, limits, r, why, why_size);
 }
 
 static void remember(kernel *k, const sandbox_resources *r)
@@ -147,20 +170,34 @@ static void remember(kernel *k, const sandbox_resources *r)
     kernel_count++;
 }
 
-/* ---- the next sandbox's pieces, prepared while the daemon is idle ----
+/* ---- the next sandboxes' pieces, prepared ahead ----
    A sandbox's workspace volume (an image copy, a loop device, an ext4 mount: ~6 ms) and its
-   cgroup are the daemon's part of every start. Without a warm pool, one set is made ahead of
-   time for the default limits, under the id the next kernel will take, so a create waits only
-   for the kernel itself. */
+   cgroup are the daemon's part of every start. A few sets are made ahead of time for the
+   default limits, each under the id the kernel that takes it will have, so a create waits only
+   for the kernel itself. The volume helper makes them off the loop (volume_worker.h); without
+   it one set is made at a time, in the loop, and only without a warm pool (there a preparation
+   would land in the middle of a handout's handshake and first cell instead of saving anyone a
+   wait). */
 
-#define PREPARE_DELAY_MS 50 /* after a start: the new kernel and its client go first */
+#define PREPARED_AHEAD 2
+#define PREPARE_DELAY_MS 50    /* after a start: the new kernel and its client go first */
+#define PREPARE_RETRY_MS 1000  /* after a failure: a create will say why */
 
-static struct {
-    bool ready;
+typedef enum set_state { SET_EMPTY, SET_MAKING, SET_READY } set_state;
+
+typedef struct prepared_set {
+    set_state state;
     char id[UUID_STRING_LENGTH + 1];
     sandbox_resources resources;
-    loop_timer *timer;
-} prepared;
+} prepared_set;
+
+static prepared_set prepared[PREPARED_AHEAD];
+static loop_timer *prepare_timer;
+
+static bool preparing_off_loop(void)
+{
+    return options.workspace_kind == VOLUME_EXT4 && volume_worker_running();
+}
 
 /* What prepare_sandbox() builds from the limits. */
 static bool same_sandbox_pieces(const sandbox_limits *a, const sandbox_limits *b)
@@ -169,56 +206,110 @@ static bool same_sandbox_pieces(const sandbox_limits *a, const sandbox_limits *b
            a->disk_bytes == b->disk_bytes;
 }
 
+static void forget_set(prepared_set *set)
+{
+    char *workspace = data_path("workspaces", set->id, "");
+    release_resources(&set->resources, workspace, false); /* never used: nothing to keep */
+    free(workspace);
+    set->state = SET_EMPTY;
+}
+
+static void on_prepared_volume(void *arg, bool ok, const char *why)
+{
+    prepared_set *set = arg;
+    if (set->state != SET_MAKING)
+        return; /* discarded meanwhile: its removal was sent after its creation */
+    char reason[512];
+    if (ok && create_cgroup(set->id, &options.default_limits, &set->resources, reason,
+                            sizeof reason) == 0) {
+        set->state = SET_READY;
+        return;
+    }
+    log_debug("cannot prepare a sandbox ahead: %s", ok ? reason : why);
+    forget_set(set);
+    schedule_prepare(PREPARE_RETRY_MS);
+}
+
 static void prepare_next(void *arg)
 {
-    prepared.timer = NULL;
-    if (prepared.ready)
+    (void)arg;
+    prepare_timer = NULL;
+    for (size_t i = 0; i < PREPARED_AHEAD; i++) {
+        prepared_set *set = &prepared[i];
+        if (set->state != SET_EMPTY)
+            continue;
+        char why[512];
+        id_uuid4(set->id);
+        set->resources = (sandbox_resources){.uid_slot = -1};
+        char *workspace = data_path("workspaces", set->id, "");
+        bool sent = false;
+        if (claim_identity(set->id, &set->resources, why, sizeof why) == 0 && preparing_off_loop())
+            sent = volume_worker_create(options.workspace_kind, set->resources.image, workspace,
+                                        options.default_limits.disk_bytes, sandbox_uid(&set->resources),
+                                        sandbox_uid(&set->resources), on_prepared_volume, set);
+        free(workspace);
+        if (sent) {
+            set->state = SET_MAKING;
+            continue;
+        }
+        release_resources(&set->resources, NULL, false);
+        /* In the loop: one set, and only one in all (the loop is blocked while it is made). */
+        workspace = data_path("workspaces", set->id, "");
+        set->resources = (sandbox_resources){.uid_slot = -1};
+        if (prepare_sandbox(set->id, &options.default_limits, &set->resources, workspace, why,
+                            sizeof why) == 0) {
+            set->state = SET_READY;
+        } else {
+            log_debug("cannot prepare the next sandbox ahead: %s", why); /* a create will say why */
+            release_resources(&set->resources, workspace, false);
+        }
+        free(workspace);
         return;
-    char why[512];
-    id_uuid4(prepared.id);
-    char *workspace = data_path("workspaces", prepared.id, "");
-    prepared.resources = (sandbox_resources){.uid_slot = -1};
-    if (prepare_sandbox(prepared.id, &options.default_limits, &prepared.resources, workspace, why,
-                        sizeof why) == 0) {
-        prepared.ready = true;
-    } else {
-        log_debug("cannot prepare the next sandbox ahead: %s", why); /* a create will say why */
-        release_resources(&prepared.resources, workspace, false);
     }
-    free(workspace);
 }
 
-/* Only without a warm pool: with one, the pool's refill already starts sandboxes in the
-   background, and a preparation (which blocks the loop for its mount) would land in the middle of
-   a handout's handshake and first cell instead of saving anyone a wait. */
+static size_t sets_in(set_state state)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < PREPARED_AHEAD; i++)
+        count += prepared[i].state == state;
+    return count;
+}
+
 static void schedule_prepare(int64_t delay_ms)
 {
-    if (options.pool_size == 0 && !prepared.ready && !prepared.timer)
-        prepared.timer = loop_timer_add(delay_ms, prepare_next, NULL);
+    if (prepare_timer)
+        return;
+    if (preparing_off_loop() ? sets_in(SET_EMPTY) > 0
+                             : options.pool_size == 0 && sets_in(SET_READY) == 0)
+        prepare_timer = loop_timer_add(delay_ms, prepare_next, NULL);
 }
 
-/* The prepared pieces if they fit these limits (their id into `id`); false otherwise. */
+/* Prepared pieces if they fit these limits (their id into `id`); false otherwise. */
 static bool take_prepared(const sandbox_limits *limits, char *id, sandbox_resources *r)
 {
-    if (!prepared.ready || !same_sandbox_pieces(limits, &options.default_limits))
+    if (!same_sandbox_pieces(limits, &options.default_limits))
         return false;
-    prepared.ready = false;
-    memcpy(id, prepared.id, sizeof prepared.id);
-    *r = prepared.resources;
-    return true;
+    for (size_t i = 0; i < PREPARED_AHEAD; i++) {
+        if (prepared[i].state != SET_READY)
+            continue;
+        prepared[i].state = SET_EMPTY;
+        memcpy(id, prepared[i].id, sizeof prepared[i].id);
+        *r = prepared[i].resources;
+        prepared[i].resources = (sandbox_resources){.uid_slot = -1};
+        return true;
+    }
+    return false;
 }
 
 static void discard_prepared(void)
 {
-    if (prepared.timer)
-        loop_timer_cancel(prepared.timer);
-    prepared.timer = NULL;
-    if (!prepared.ready)
-        return;
-    prepared.ready = false;
-    char *workspace = data_path("workspaces", prepared.id, "");
-    release_resources(&prepared.resources, workspace, false); /* never used: nothing to keep */
-    free(workspace);
+    if (prepare_timer)
+        loop_timer_cancel(prepare_timer);
+    prepare_timer = NULL;
+    for (size_t i = 0; i < PREPARED_AHEAD; i++)
+        if (prepared[i].state != SET_EMPTY)
+            forget_set(&prepared[i]); /* one still being made: its removal follows its creation */
 }
 
 /* Builds a sandbox and starts a kernel in it; NULL with `why` (nothing left behind). */

@@ -109,7 +109,8 @@ static const char *template_for(const char *image, long long bytes, char *why, s
     const char *slash = strrchr(image, '/');
     int dir_length = slash ? (int)(slash - image) : 1;
     snprintf(path, sizeof path, "%.*s/template-%lld.img", dir_length, slash ? image : ".", bytes);
-    snprintf(partial, sizeof partial, "%s.partial", path);
+    /* The daemon and its volume helper may both make one: each in its own partial file. */
+    snprintf(partial, sizeof partial, "%s.%d.partial", path, (int)getpid());
     int fd = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0 || ftruncate(fd, bytes) < 0) {
         snprintf(why, why_size, "cannot create the template image %s: %s", partial, strerror(errno));

@@ -116,34 +116,86 @@ def test_zygote_copies_a_kernels_hot_pages_ahead_and_leaves_nothing_behind(make_
     c.delete_kernel(k2["id"])
 
 
-def test_the_next_sandbox_is_prepared_ahead_and_removed_with_the_daemon(make_daemon):
+def test_the_next_sandboxes_are_prepared_ahead_and_removed_with_the_daemon(make_daemon):
     """The daemon's part of a start (workspace volume, cgroup) is made ahead for the default
-    limits, under the id the next kernel takes; other limits get their own; nothing of a
-    prepared sandbox outlives the daemon."""
+    limits, two sets, each under the id the kernel that takes it gets; other limits get their
+    own; nothing of a prepared sandbox outlives the daemon."""
     import glob
     d = make_daemon(args=["--pool-size", "0"])
     c = d.client()
     workspaces = os.path.join(d.data_dir, "workspaces")
-    wait_until(lambda: len(os.listdir(workspaces)) == 1, timeout=30, message="a prepared workspace")
-    prepared = os.listdir(workspaces)[0]
-    assert c.get("api/kernels").json() == []  # prepared, not a kernel
+    wait_until(lambda: len(os.listdir(workspaces)) == 2, timeout=30, message="two prepared workspaces")
+    prepared = set(os.listdir(workspaces))
+    assert c.get("api/kernels").json() == []  # prepared, not kernels
     k = c.create_kernel()
-    assert k["id"] == prepared
+    assert k["id"] in prepared
     with c.ready_ws(k["id"]) as ws:
         assert ws.execute("import os\nsorted(os.listdir('.'))").result_data()["text/plain"] == "[]"
         ws.execute("open('taken.txt', 'w').write('mine')")
-    wait_until(lambda: os.path.exists(os.path.join(workspaces, prepared, "taken.txt")), timeout=10,
+    wait_until(lambda: os.path.exists(os.path.join(workspaces, k["id"], "taken.txt")), timeout=10,
                message="the file in the taken workspace")
-    wait_until(lambda: len(os.listdir(workspaces)) == 2, timeout=30, message="the next prepared one")
-    following = (set(os.listdir(workspaces)) - {prepared}).pop()
+    wait_until(lambda: len(os.listdir(workspaces)) == 3, timeout=30, message="another prepared one")
+    following = set(os.listdir(workspaces)) - {k["id"]}
     other = c.create_kernel(limits={"memory": "256M"})  # other limits: built for it, not taken
-    assert other["id"] != following
-    assert following in os.listdir(workspaces)
+    assert other["id"] not in following
+    assert following <= set(os.listdir(workspaces))
     c.delete_kernel(other["id"])
     c.delete_kernel(k["id"])
     d.stop()
     assert os.listdir(workspaces) == []
-    assert glob.glob(f"/sys/fs/cgroup/**/kernel-{following}", recursive=True) == []
+    assert os.listdir(os.path.join(d.data_dir, "volumes")) == []
+    for prepared_id in following:
+        assert glob.glob(f"/sys/fs/cgroup/**/kernel-{prepared_id}", recursive=True) == []
+
+
+def _volume_helper(d):
+    """The pid of the daemon's volume helper (a child named cellbox-volumes), or None."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/comm") as f:
+                name = f.read().strip()
+        except OSError:
+            continue
+        if int(fields[1]) == d.pid and name == "cellbox-volumes":
+            return int(entry)
+    return None
+
+
+def test_workspace_volumes_are_made_and_removed_by_a_helper_and_without_it(make_daemon):
+    """ext4 workspace volumes are made and removed by the daemon's volume helper process, off
+    its loop; a deleted kernel's volume goes all the same. With the helper killed the daemon
+    says so, makes and removes volumes itself, and nothing is left behind."""
+    import signal
+    d = make_daemon(args=["--pool-size", "0"])
+    c = d.client()
+    helper = _volume_helper(d)
+    assert helper is not None
+    volumes = os.path.join(d.data_dir, "volumes")
+    k = c.create_kernel()
+    with c.ready_ws(k["id"]) as ws:
+        assert ws.execute("open('/workspace/a', 'w').write('x')").result_data()["text/plain"] == "1"
+    c.delete_kernel(k["id"])
+    wait_until(lambda: not os.path.exists(os.path.join(volumes, k["id"] + ".img")), timeout=30,
+               message="the deleted kernel's image removed by the helper")
+    assert not os.path.exists(d.workspace(k["id"]))
+    os.kill(helper, signal.SIGKILL)
+    wait_until(lambda: "volume helper" in d.log_text() and _volume_helper(d) is None, timeout=30,
+               message="the daemon to notice its volume helper is gone")
+    kernels = [c.create_kernel() for _ in range(3)]  # beyond what was prepared before the kill
+    for each in kernels:
+        with c.ready_ws(each["id"]) as ws:
+            assert ws.execute("import os\nos.path.ismount('/workspace')").result_data()["text/plain"] == "True"
+    for each in kernels:
+        c.delete_kernel(each["id"])
+        assert not os.path.exists(os.path.join(volumes, each["id"] + ".img"))
+    assert d.alive()
+    d.stop()
+    assert os.listdir(volumes) == []
+    assert os.listdir(os.path.join(d.data_dir, "workspaces")) == []
 
 
 def _zygote_pid(d):
