@@ -89,7 +89,8 @@ fail:
 /* The first ext4 volume of each size is made by mkfs.ext4 into a template image beside the
    volumes; every later one copies the template's data blocks into a new sparse file (about
    600 KiB of metadata for 1 GiB: well under a millisecond, against an exec of mkfs.ext4 that
-   holds the daemon's loop for tens of milliseconds). The templates go at shutdown. */
+   holds the daemon's loop for tens of milliseconds). The templates go at shutdown, those the
+   volume helper made too (volume_note_template). */
 #define MAX_TEMPLATES 16
 
 static struct {
@@ -98,18 +99,37 @@ static struct {
 } templates[MAX_TEMPLATES];
 static int template_count;
 
-static const char *template_for(const char *image, long long bytes, char *why, size_t why_size)
+/* The template of this size (made here or by the volume helper), or a new entry for it. */
+static int template_entry(const char *image, long long bytes)
 {
     for (int i = 0; i < template_count; i++)
-        if (templates[i].bytes == bytes && access(templates[i].path, R_OK) == 0)
-            return templates[i].path;
+        if (templates[i].bytes == bytes)
+            return i;
     if (template_count == MAX_TEMPLATES)
-        return NULL; /* unusual sizes: mkfs each time */
-    char path[4200], partial[4300];
+        return -1; /* unusual sizes: mkfs each time */
     const char *slash = strrchr(image, '/');
     int dir_length = slash ? (int)(slash - image) : 1;
-    snprintf(path, sizeof path, "%.*s/template-%lld.img", dir_length, slash ? image : ".", bytes);
+    templates[template_count].bytes = bytes;
+    snprintf(templates[template_count].path, sizeof templates[template_count].path,
+             "%.*s/template-%lld.img", dir_length, slash ? image : ".", bytes);
+    return template_count++;
+}
+
+void volume_note_template(const char *image, long long bytes)
+{
+    (void)template_entry(image, bytes);
+}
+
+static const char *template_for(const char *image, long long bytes, char *why, size_t why_size)
+{
+    int entry = template_entry(image, bytes);
+    if (entry < 0)
+        return NULL;
+    const char *path = templates[entry].path;
+    if (access(path, R_OK) == 0)
+        return path;
     /* The daemon and its volume helper may both make one: each in its own partial file. */
+    char partial[4300];
     snprintf(partial, sizeof partial, "%s.%d.partial", path, (int)getpid());
     int fd = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0 || ftruncate(fd, bytes) < 0) {
@@ -123,9 +143,7 @@ static const char *template_for(const char *image, long long bytes, char *why, s
         unlink(partial);
         return NULL;
     }
-    templates[template_count].bytes = bytes;
-    snprintf(templates[template_count].path, sizeof templates[template_count].path, "%s", path);
-    return templates[template_count++].path;
+    return path;
 }
 
 /* Copies the data extents of `from` into the (sparse, same-sized) file `to`. */

@@ -28,5 +28,8 @@ typedef struct volume_usage {
 
 int volume_read_usage(const char *mount_point, volume_usage *out); /* 0, or -1 */
 void volume_shutdown(void); /* removes the ext4 templates (see volume.c) */
+/* Another process (the volume helper) makes ext4 volumes of `bytes` beside `image`: their
+   template is one volume_shutdown() removes too, and one this process may use. */
+void volume_note_template(const char *image, long long bytes);
 
 #endif

@@ -147,8 +147,12 @@ static void on_answers(void *owner, uint32_t events)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
+        if (n <= 0) {
+            lose_worker(n == 0 || errno == ECONNRESET ? "exited" : "cannot be read from");
+            return;
+        }
         if (n != (ssize_t)sizeof answer) {
-            lose_worker(n == 0 ? "exited" : "sent a broken answer");
+            lose_worker("sent a broken answer");
             return;
         }
         pending_creation *p = worker.pending;
@@ -219,6 +223,8 @@ bool volume_worker_create(volume_kind kind, const char *image, const char *mount
                          .bytes = bytes, .tag = worker.last_tag + 1};
     if (!send_job(&header, image, mount_point))
         return false;
+    if (kind == VOLUME_EXT4)
+        volume_note_template(image, bytes); /* removed at shutdown even if the helper dies */
     worker.last_tag = header.tag;
     pending_creation *p = calloc(1, sizeof *p);
     if (!p)

@@ -167,9 +167,11 @@ def _volume_helper(d):
 
 def test_workspace_volumes_are_made_and_removed_by_a_helper_and_without_it(make_daemon):
     """ext4 workspace volumes are made and removed by the daemon's volume helper process, off
-    its loop; a deleted kernel's volume goes all the same. With the helper killed the daemon
-    says so, makes and removes volumes itself, and nothing is left behind."""
+    its loop; a deleted kernel's volume goes all the same. With the helper killed (with jobs
+    unanswered) the daemon says so, makes and removes volumes itself, and nothing is left
+    behind."""
     import signal
+    import time
     d = make_daemon(args=["--pool-size", "0"])
     c = d.client()
     helper = _volume_helper(d)
@@ -182,10 +184,17 @@ def test_workspace_volumes_are_made_and_removed_by_a_helper_and_without_it(make_
     wait_until(lambda: not os.path.exists(os.path.join(volumes, k["id"] + ".img")), timeout=30,
                message="the deleted kernel's image removed by the helper")
     assert not os.path.exists(d.workspace(k["id"]))
+    # Held still, the helper gets the next preparations (the two prepared sets are taken) and
+    # dies with them unanswered: those sets are given up and whatever they left is removed.
+    os.kill(helper, signal.SIGSTOP)
+    kernels = [c.create_kernel() for _ in range(2)]
+    time.sleep(0.5)  # the next preparations are sent 50 ms after a take
     os.kill(helper, signal.SIGKILL)
     wait_until(lambda: "volume helper" in d.log_text() and _volume_helper(d) is None, timeout=30,
                message="the daemon to notice its volume helper is gone")
-    kernels = [c.create_kernel() for _ in range(3)]  # beyond what was prepared before the kill
+    # Made in the daemon now; another size, so the default size's template (the helper's, which
+    # died with it) is removed at the stop only because the daemon noted it.
+    kernels += [c.create_kernel(limits={"disk": "512M"}) for _ in range(3)]
     for each in kernels:
         with c.ready_ws(each["id"]) as ws:
             assert ws.execute("import os\nos.path.ismount('/workspace')").result_data()["text/plain"] == "True"
@@ -308,3 +317,20 @@ def test_a_new_sandbox_outweighs_its_neighbours_only_while_the_zygote_waits_on_i
     assert _cpu_weight(k["id"]) == 1
     c.delete_kernel(k["id"])
     assert d.alive()
+
+
+def test_a_volume_helper_that_dies_leaves_no_template_behind(make_daemon):
+    """The helper makes the template image that volumes are copied from; killed, it cannot
+    remove it at the stop, and the daemon, which never made a volume itself, still does."""
+    import signal
+    d = make_daemon(args=["--pool-size", "0"])
+    workspaces = os.path.join(d.data_dir, "workspaces")
+    wait_until(lambda: len(os.listdir(workspaces)) == 2, timeout=30, message="two prepared workspaces")
+    volumes = os.path.join(d.data_dir, "volumes")
+    assert any(name.startswith("template-") for name in os.listdir(volumes))
+    os.kill(_volume_helper(d), signal.SIGKILL)
+    wait_until(lambda: "volume helper" in d.log_text(), timeout=30,
+               message="the daemon to notice its volume helper is gone")
+    d.stop()
+    assert os.listdir(volumes) == []
+    assert os.listdir(workspaces) == []
