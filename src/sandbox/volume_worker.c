@@ -12,12 +12,15 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
 #include "common/loop.h"
 
 enum { JOB_CREATE = 1, JOB_DESTROY = 2 };
+
+#define STOP_TIMEOUT_MS 30000
 
 /* A job on the wire: this header, then the image path and the mount point, each ending in NUL
    (one datagram of a SOCK_SEQPACKET pair: never split, never merged). */
@@ -82,7 +85,9 @@ static void __attribute__((noreturn)) serve_jobs(int fd, pid_t daemon)
         _exit(1);
     for (;;) {
         ssize_t n = recv(fd, message, MAX_JOB, 0);
-        if (n < 0 && errno == EINTR)
+        /* ECONNRESET: the daemon closed its end with answers of ours unread. Said once, before
+           the jobs still queued, which are read next. */
+        if (n < 0 && (errno == EINTR || errno == ECONNRESET))
             continue;
         if (n <= 0)
             break; /* the daemon is done with us */
@@ -102,8 +107,9 @@ static void __attribute__((noreturn)) serve_jobs(int fd, pid_t daemon)
         job_answer answer = {.tag = header.tag};
         answer.ok = volume_create((volume_kind)header.kind, image, mount_point, header.bytes,
                                   header.uid, header.gid, answer.why, sizeof answer.why) == 0;
-        if (send(fd, &answer, sizeof answer, MSG_NOSIGNAL) < 0)
-            break;
+        /* Unread once the daemon stops (it closed its end): the jobs still queued are done all
+           the same, the removals among them most of all. */
+        (void)send(fd, &answer, sizeof answer, MSG_NOSIGNAL);
     }
     volume_shutdown(); /* the templates this helper made */
     _exit(0);
@@ -249,11 +255,22 @@ void volume_worker_stop(void)
     if (worker.fd < 0)
         return;
     loop_watch_remove(&worker.watch);
-    shutdown(worker.fd, SHUT_WR); /* the end of its jobs: it finishes them, then exits */
-    while (waitpid(worker.pid, NULL, 0) < 0 && errno == EINTR)
-        ;
+    /* The end of its jobs: it reads those still queued, does them, then exits. Closed, not
+       shut down for writing: an answer it could not send then never blocks it. */
     close(worker.fd);
     worker.fd = -1;
+    /* Bounded: a helper stuck on a hung disk must not keep the daemon from stopping. */
+    for (int waited_ms = 0; waitpid(worker.pid, NULL, WNOHANG) == 0; waited_ms += 10) {
+        if (waited_ms >= STOP_TIMEOUT_MS) {
+            log_warn("the volume helper (pid %d) did not finish its removals in %d s; killing it "
+                     "(workspace mounts may be left under the data directory)",
+                     (int)worker.pid, STOP_TIMEOUT_MS / 1000);
+            kill(worker.pid, SIGKILL);
+            waitpid(worker.pid, NULL, 0);
+            break;
+        }
+        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+    }
     while (worker.pending) { /* answered after the loop stopped: nobody is waiting any more */
         pending_creation *p = worker.pending;
         worker.pending = p->next;

@@ -32,8 +32,8 @@ bool volume_worker_create(volume_kind kind, const char *image, const char *mount
                           long long bytes, uid_t uid, gid_t gid, volume_made done, void *arg);
 /* As volume_destroy, by the helper if it runs (not waited for), else here and now. */
 void volume_worker_destroy(const char *image, const char *mount_point, int keep);
-/* At shutdown: lets the helper finish every job sent, then waits for it to exit. Answers not
-   read by then are dropped. */
+/* At shutdown: lets the helper finish every job sent and waits for it to exit (at most 30 s,
+   then kills it). Answers not read by then are dropped. */
 void volume_worker_stop(void);
 
 #endif
