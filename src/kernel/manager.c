@@ -140,12 +140,10 @@ static int create_cgroup(const char *id, const sandbox_limits *limits, sandbox_r
     return r->cgroup ? 0 : -1;
 }
 
-/* The sandbox's pieces in the order they are needed: identity, disk, cgroup. */
-static int prepare_sandbox(const char *id, const sandbox_limits *limits, sandbox_resources *r,
-                           const char *workspace, char *why, size_t why_size)
+/* Disk, then cgroup, for an identity already claimed. */
+static int build_pieces(const char *id, const sandbox_limits *limits, sandbox_resources *r,
+                        const char *workspace, char *why, size_t why_size)
 {
-    if (claim_identity(id, r, why, why_size) < 0)
-        return -1;
     if (volume_create(options.workspace_kind, r->image, workspace, limits->disk_bytes,
                       sandbox_uid(r), sandbox_uid(r), why, why_size) < 0) {
         free(r->image);
@@ -153,6 +151,15 @@ static int prepare_sandbox(const char *id, const sandbox_limits *limits, sandbox
         return -1;
     }
     return create_cgroup(id, limits, r, why, why_size);
+}
+
+/* The sandbox's pieces in the order they are needed: identity, disk, cgroup. */
+static int prepare_sandbox(const char *id, const sandbox_limits *limits, sandbox_resources *r,
+                           const char *workspace, char *why, size_t why_size)
+{
+    if (claim_identity(id, r, why, why_size) < 0)
+        return -1;
+    return build_pieces(id, limits, r, workspace, why, why_size);
 }
 
 static void remember(kernel *k, const sandbox_resources *r)
@@ -194,10 +201,7 @@ typedef struct prepared_set {
 static prepared_set prepared[PREPARED_AHEAD];
 static loop_timer *prepare_timer;
 
-static bool preparing_off_loop(void)
-{
-    return options.workspace_kind == VOLUME_EXT4 && volume_worker_running();
-}
+static bool preparing_off_loop(void) { return volume_worker_running(); } /* ext4 only */
 
 /* What prepare_sandbox() builds from the limits. */
 static bool same_sandbox_pieces(const sandbox_limits *a, const sandbox_limits *b)
@@ -242,26 +246,23 @@ static void prepare_next(void *arg)
         id_uuid4(set->id);
         set->resources = (sandbox_resources){.uid_slot = -1};
         char *workspace = data_path("workspaces", set->id, "");
-        bool sent = false;
-        if (claim_identity(set->id, &set->resources, why, sizeof why) == 0 && preparing_off_loop())
-            sent = volume_worker_create(options.workspace_kind, set->resources.image, workspace,
-                                        options.default_limits.disk_bytes, sandbox_uid(&set->resources),
-                                        sandbox_uid(&set->resources), on_prepared_volume, set);
-        free(workspace);
-        if (sent) {
+        sandbox_resources *r = &set->resources;
+        bool claimed = claim_identity(set->id, r, why, sizeof why) == 0;
+        if (claimed && preparing_off_loop() &&
+            volume_worker_create(options.workspace_kind, r->image, workspace,
+                                 options.default_limits.disk_bytes, sandbox_uid(r), sandbox_uid(r),
+                                 on_prepared_volume, set)) {
             set->state = SET_MAKING;
+            free(workspace);
             continue;
         }
-        release_resources(&set->resources, NULL, false);
         /* In the loop: one set, and only one in all (the loop is blocked while it is made). */
-        workspace = data_path("workspaces", set->id, "");
-        set->resources = (sandbox_resources){.uid_slot = -1};
-        if (prepare_sandbox(set->id, &options.default_limits, &set->resources, workspace, why,
-                            sizeof why) == 0) {
+        if (claimed && build_pieces(set->id, &options.default_limits, r, workspace, why,
+                                    sizeof why) == 0) {
             set->state = SET_READY;
         } else {
             log_debug("cannot prepare the next sandbox ahead: %s", why); /* a create will say why */
-            release_resources(&set->resources, workspace, false);
+            release_resources(r, workspace, false);
         }
         free(workspace);
         return;

@@ -358,14 +358,12 @@ static void on_spawn_answer(const char *text)
 /* A request not sent yet leaves the queue: the zygote never sees it. */
 static void drop_queued(zygote_spawn *spawn)
 {
-    for (zygote_spawn **at = &spawns.head; *at; at = &(*at)->next) {
+    zygote_spawn *before = NULL;
+    for (zygote_spawn **at = &spawns.head; *at; before = *at, at = &(*at)->next) {
         if (*at == spawn) {
             *at = spawn->next;
-            if (spawns.tail == spawn) {
-                spawns.tail = NULL;
-                for (zygote_spawn *last = spawns.head; last; last = last->next)
-                    spawns.tail = last;
-            }
+            if (spawns.tail == spawn)
+                spawns.tail = before;
             break;
         }
     }

@@ -23,26 +23,24 @@ enum { JOB_CREATE = 1, JOB_DESTROY = 2 };
 #define STOP_TIMEOUT_MS 30000
 
 /* A job on the wire: this header, then the image path and the mount point, each ending in NUL
-   (one datagram of a SOCK_SEQPACKET pair: never split, never merged). */
+   (one datagram of a SOCK_SEQPACKET pair: never split, never merged). Answers, one per
+   creation, come back in the order the creations were sent. */
 typedef struct job_header {
     uint32_t op;
     uint32_t kind;
     int32_t keep;
     uint32_t uid, gid;
     long long bytes;
-    uint64_t tag; /* a creation's, echoed in its answer */
 } job_header;
 
 #define MAX_JOB (sizeof(job_header) + 2 * PATH_MAX)
 
 typedef struct job_answer {
-    uint64_t tag;
     int32_t ok;
     char why[512];
 } job_answer;
 
 typedef struct pending_creation {
-    uint64_t tag;
     volume_made done;
     void *arg;
     struct pending_creation *next;
@@ -52,7 +50,6 @@ static struct {
     int fd; /* the daemon's end; -1 while no helper runs */
     pid_t pid;
     loop_watch watch;
-    uint64_t last_tag;
     pending_creation *pending; /* oldest first: answers come in the order sent */
 } worker = {.fd = -1, .watch = {.fd = -1}};
 
@@ -104,7 +101,7 @@ static void __attribute__((noreturn)) serve_jobs(int fd, pid_t daemon)
             volume_destroy(image, mount_point, header.keep);
             continue;
         }
-        job_answer answer = {.tag = header.tag};
+        job_answer answer = {0};
         answer.ok = volume_create((volume_kind)header.kind, image, mount_point, header.bytes,
                                   header.uid, header.gid, answer.why, sizeof answer.why) == 0;
         /* Unread once the daemon stops (it closed its end): the jobs still queued are done all
@@ -117,12 +114,14 @@ static void __attribute__((noreturn)) serve_jobs(int fd, pid_t daemon)
 
 /* ---- the daemon's side ---- */
 
-static void fail_pending(const char *why)
+/* Every creation still unanswered: told `why` it failed, or (NULL) just forgotten. */
+static void end_pending(const char *why)
 {
     while (worker.pending) {
         pending_creation *p = worker.pending;
         worker.pending = p->next;
-        p->done(p->arg, false, why);
+        if (why)
+            p->done(p->arg, false, why);
         free(p);
     }
 }
@@ -139,7 +138,7 @@ static void lose_worker(const char *why)
     worker.fd = -1;
     kill(worker.pid, SIGKILL);
     waitpid(worker.pid, NULL, 0);
-    fail_pending("the volume helper is gone");
+    end_pending("the volume helper is gone");
 }
 
 static void on_answers(void *owner, uint32_t events)
@@ -162,8 +161,8 @@ static void on_answers(void *owner, uint32_t events)
             return;
         }
         pending_creation *p = worker.pending;
-        if (!p || p->tag != answer.tag) {
-            lose_worker("answered out of order");
+        if (!p) {
+            lose_worker("answered a creation never sent");
             return;
         }
         worker.pending = p->next;
@@ -226,16 +225,15 @@ bool volume_worker_create(volume_kind kind, const char *image, const char *mount
                           long long bytes, uid_t uid, gid_t gid, volume_made done, void *arg)
 {
     job_header header = {.op = JOB_CREATE, .kind = (uint32_t)kind, .uid = uid, .gid = gid,
-                         .bytes = bytes, .tag = worker.last_tag + 1};
+                         .bytes = bytes};
     if (!send_job(&header, image, mount_point))
         return false;
     if (kind == VOLUME_EXT4)
         volume_note_template(image, bytes); /* removed at shutdown even if the helper dies */
-    worker.last_tag = header.tag;
     pending_creation *p = calloc(1, sizeof *p);
     if (!p)
         die("out of memory");
-    *p = (pending_creation){.tag = header.tag, .done = done, .arg = arg};
+    *p = (pending_creation){.done = done, .arg = arg};
     pending_creation **tail = &worker.pending;
     while (*tail)
         tail = &(*tail)->next;
@@ -271,9 +269,5 @@ void volume_worker_stop(void)
         }
         nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
     }
-    while (worker.pending) { /* answered after the loop stopped: nobody is waiting any more */
-        pending_creation *p = worker.pending;
-        worker.pending = p->next;
-        free(p);
-    }
+    end_pending(NULL); /* answered after the loop stopped: nobody is waiting any more */
 }
