@@ -20,6 +20,7 @@
 #include "http/server.h"
 #include "kernel/kernelspec.h"
 #include "kernel/manager.h"
+#include "sandbox/limits.h"
 #include "kernel/zygote.h"
 #include "sandbox/volume.h"
 #include "sandbox/volume_worker.h"
@@ -114,6 +115,9 @@ int main(int argc, char **argv)
     if (log_parse_level(cfg.log_level, &level) < 0)
         die("--log-level takes debug, info, warn or error, not '%s'", cfg.log_level);
     log_set_level(level);
+    if (cfg.memory_limit < LIMITS_MIN_MEMORY_BYTES || cfg.max_memory_limit < LIMITS_MIN_MEMORY_BYTES)
+        die("--memory-limit and --max-memory-limit must be at least %lld MiB (what a kernel needs "
+            "to start)", LIMITS_MIN_MEMORY_BYTES >> 20);
     bool generated_token;
     settle_token(&cfg, &generated_token);
     raise_fd_limit();

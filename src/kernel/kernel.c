@@ -364,6 +364,7 @@ static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t wh
         .cwd = k->sandbox.cwd,
     };
     cgroup_procs_files(k->sandbox.cgroup, spec.cgroup_procs, SANDBOX_MAX_CGROUP_FILES);
+    spec.memory_cgroup_procs = cgroup_memory_procs_file(k->sandbox.cgroup);
     k->oom_kills_at_start = current_oom_kills(k);
     k->spawned_at_ms = clock_monotonic_ms();
     int pidfd = -1;

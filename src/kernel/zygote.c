@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
@@ -22,6 +23,7 @@
 #include "common/loop.h"
 #include "kernel/kernel.h"
 #include "kernel/kernelspec.h"
+#include "sandbox/cgroup.h"
 
 #define SPAWN_TIMEOUT_MS 10000
 #define RESTART_DELAY_MS 2000
@@ -117,10 +119,14 @@ static void on_control_ready(void *owner, uint32_t events)
     const char *hot_pages_problem = json_string_value(json_object_get(message, "hot_pages_problem"));
     if (hot_pages_problem) /* kernels start all the same, only with more page faults */
         log_warn("zygote: no pages to copy ahead into new kernels: %s", hot_pages_problem);
+    const char *not_pinned = json_string_value(json_object_get(message, "hot_pages_not_pinned"));
+    if (not_pinned)
+        log_warn("zygote: new kernels copy their hot pages themselves (not pinned: %s)", not_pinned);
     if (zygote.ready)
-        log_info("zygote ready (pid %d, preloaded %s; a new kernel copies %lld pages ahead)",
+        log_info("zygote ready (pid %d, preloaded %s; a new kernel gets %lld pages copied %s)",
                  zygote.pid, zygote.preload,
-                 (long long)json_integer_value(json_object_get(message, "hot_pages")));
+                 (long long)json_integer_value(json_object_get(message, "hot_pages")),
+                 not_pinned ? "by itself" : "at its fork");
     else
         log_warn("zygote is not usable (threads alive: %lld); kernels start by exec",
                  (long long)json_integer_value(json_object_get(message, "threads")));
@@ -132,7 +138,7 @@ static void on_control_ready(void *owner, uint32_t events)
         loop_watch_add(&zygote.control_watch, zygote.control_fd, EPOLLIN, on_control_ready, (void *)1);
 }
 
-static void exec_zygote(int control_fd)
+static void exec_zygote(int control_fd, const char *home_cgroup)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     int devnull = open("/dev/null", O_RDONLY);
@@ -142,14 +148,16 @@ static void exec_zygote(int control_fd)
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    char python_arg[4200], preload_arg[1024], home[4200], mpl[4200], ipython[4200];
+    char python_arg[4200], preload_arg[1024], home[4200], mpl[4200], ipython[4200], cgroup_arg[4200];
     snprintf(python_arg, sizeof python_arg, "--python-dir=%.4000s", kernelspec_python_dir());
     snprintf(preload_arg, sizeof preload_arg, "--preload=%.1000s", zygote.preload);
+    snprintf(cgroup_arg, sizeof cgroup_arg, "--home-cgroup=%.4000s", home_cgroup);
     snprintf(home, sizeof home, "HOME=%.4000s", zygote.cache_dir);
     snprintf(mpl, sizeof mpl, "MPLCONFIGDIR=%.4000s/matplotlib", zygote.cache_dir);
     snprintf(ipython, sizeof ipython, "IPYTHONDIR=%.4000s/ipython", zygote.cache_dir);
     char *argv[] = {(char *)kernelspec_kernel_binary(), "--zygote", "--control-fd=3", python_arg,
-                    "--inside-python-dir=/opt/cellbox/share/cellbox/python", preload_arg, NULL};
+                    "--inside-python-dir=/opt/cellbox/share/cellbox/python", preload_arg,
+                    home_cgroup[0] ? cgroup_arg : NULL, NULL};
     /* One BLAS/OpenMP thread: the zygote must have no thread but its own when it forks. */
     char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", home, mpl, ipython,
                     "MPLBACKEND=module://matplotlib_inline.backend_inline", "OPENBLAS_NUM_THREADS=1",
@@ -165,9 +173,14 @@ static void start_process(void *unused)
         log_warn("zygote: cannot create its control socket: %s", strerror(errno));
         return;
     }
+    /* Where the zygote returns after standing in a new sandbox's memory cgroup (zygote.c in
+       runtime/): its own, which is ours. */
+    char home_cgroup[PATH_MAX + 64] = "";
+    if (!cgroup_own_memory_procs_file(home_cgroup, sizeof home_cgroup))
+        home_cgroup[0] = '\0';
     pid_t pid = fork();
     if (pid == 0)
-        exec_zygote(pair[1]);
+        exec_zygote(pair[1], home_cgroup);
     close(pair[1]);
     if (pid < 0) {
         log_warn("zygote: cannot fork: %s", strerror(errno));
@@ -197,12 +210,13 @@ static json_t *spawn_request_json(const sandbox_spec *spec, const char *kernel_i
         json_array_append_new(procs, json_string(spec->cgroup_procs[i]));
     for (char *const *entry = spec->envp; entry && *entry; entry++)
         json_array_append_new(env, json_string(*entry));
-    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:b, s:i, s:I, s:o, s:o}", "kernel_id",
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:b, s:i, s:I, s:o, s:s*, s:o}", "kernel_id",
                      kernel_id, "root_mount_point", spec->root.mount_point, "workspace",
                      spec->root.workspace, "runtime_dir", spec->root.runtime_dir, "uid",
                      (int)spec->root.uid, "tmp_bytes", (json_int_t)spec->root.tmp_bytes,
                      "network", spec->network, "open_files", spec->open_files, "file_size",
-                     (json_int_t)spec->file_size, "cgroup_procs", procs, "env", env);
+                     (json_int_t)spec->file_size, "cgroup_procs", procs, "memory_cgroup_procs",
+                     spec->memory_cgroup_procs, "env", env);
 }
 
 /* ---- requests in flight ---- */

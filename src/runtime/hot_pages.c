@@ -2,10 +2,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/io_uring.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #ifndef MADV_POPULATE_WRITE
@@ -20,19 +24,19 @@
    reserved heap), not what an interpreter's start writes to. */
 #define SPARSE_MAPPING (1ul << 30)
 
-static int add_page(hot_pages *out, size_t *capacity, uintptr_t address, size_t page_size)
+static int add_page(hot_pages *out, uintptr_t address, size_t page_size)
 {
     hot_range *last = out->count ? &out->ranges[out->count - 1] : NULL;
     if (last && last->start + last->length == address) {
         last->length += page_size;
     } else {
-        if (out->count == *capacity) {
-            size_t grown = *capacity ? *capacity * 2 : 256;
+        if (out->count == out->capacity) {
+            size_t grown = out->capacity ? out->capacity * 2 : 256;
             hot_range *ranges = realloc(out->ranges, grown * sizeof *ranges);
             if (!ranges)
                 return -1;
             out->ranges = ranges;
-            *capacity = grown;
+            out->capacity = grown;
         }
         out->ranges[out->count++] = (hot_range){.start = address, .length = page_size};
     }
@@ -42,7 +46,7 @@ static int add_page(hot_pages *out, size_t *capacity, uintptr_t address, size_t 
 
 /* The probe's copies within one of the zygote's mappings [start, end). */
 static int learn_mapping(int pagemap, uintptr_t start, uintptr_t end, size_t page_size,
-                         hot_pages *out, size_t *capacity)
+                         hot_pages *out)
 {
     uint64_t entries[PAGEMAP_CHUNK];
     for (uintptr_t address = start; address < end && out->pages < HOT_PAGES_MAX;) {
@@ -57,7 +61,7 @@ static int learn_mapping(int pagemap, uintptr_t start, uintptr_t end, size_t pag
         for (size_t i = 0; i < count && out->pages < HOT_PAGES_MAX; i++) {
             uint64_t bits = PAGEMAP_PRESENT | PAGEMAP_EXCLUSIVE;
             if ((entries[i] & bits) == bits &&
-                add_page(out, capacity, address + i * page_size, page_size) < 0)
+                add_page(out, address + i * page_size, page_size) < 0)
                 return -1;
         }
         address += count * page_size;
@@ -82,7 +86,6 @@ int hot_pages_learn(pid_t probe, hot_pages *out)
         errno = saved;
         return -1;
     }
-    size_t capacity = 0;
     int rc = 0;
     char line[4096];
     while (rc == 0 && fgets(line, sizeof line, maps)) {
@@ -97,7 +100,7 @@ int hot_pages_learn(pid_t probe, hot_pages *out)
             continue;
         if (end - start > SPARSE_MAPPING) /* reserved, not used: its pagemap is too long to read */
             continue;
-        rc = learn_mapping(pagemap, start, end, page_size, out, &capacity);
+        rc = learn_mapping(pagemap, start, end, page_size, out);
     }
     int saved = errno;
     fclose(maps);
@@ -116,6 +119,32 @@ int hot_pages_learn(pid_t probe, hot_pages *out)
     return rc;
 }
 
+int hot_pages_add_stack_top(hot_pages *set, uintptr_t address, size_t below)
+{
+    size_t page_size = (size_t)sysconf(_SC_PAGESIZE);
+    FILE *maps = fopen("/proc/self/maps", "re");
+    if (!maps)
+        return -1;
+    unsigned long start = 0, end = 0;
+    char line[4096];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, maps))
+        found = sscanf(line, "%lx-%lx", &start, &end) == 2 && start <= address && address < end;
+    fclose(maps);
+    if (!found) {
+        errno = ENOENT;
+        return -1;
+    }
+    /* Not below the mapping's start: a stack that has not grown there yet would have to grow
+       for the pin, and pinning does not grow stacks. */
+    uintptr_t from = (address & ~(uintptr_t)(page_size - 1));
+    from = from - start > below ? from - below : start;
+    for (uintptr_t page = from; page < end; page += page_size)
+        if (add_page(set, page, page_size) < 0)
+            return -1;
+    return 0;
+}
+
 size_t hot_pages_copy(const hot_pages *pages)
 {
     size_t copied = 0;
@@ -132,4 +161,36 @@ void hot_pages_free(hot_pages *pages)
 {
     free(pages->ranges);
     memset(pages, 0, sizeof *pages);
+}
+
+int hot_pages_pin(const hot_pages *pages)
+{
+    if (pages->count == 0 || pages->count > IORING_MAX_PINNED_RANGES) {
+        errno = E2BIG;
+        return -1;
+    }
+    struct io_uring_params params;
+    memset(&params, 0, sizeof params);
+    int ring = (int)syscall(SYS_io_uring_setup, 1, &params); /* close-on-exec from the start */
+    if (ring < 0)
+        return -1;
+    struct iovec *buffers = calloc(pages->count, sizeof *buffers);
+    if (!buffers) {
+        close(ring);
+        errno = ENOMEM;
+        return -1;
+    }
+    for (size_t i = 0; i < pages->count; i++)
+        buffers[i] = (struct iovec){.iov_base = (void *)pages->ranges[i].start,
+                                    .iov_len = pages->ranges[i].length};
+    long rc = syscall(SYS_io_uring_register, ring, IORING_REGISTER_BUFFERS, buffers,
+                      (unsigned)pages->count);
+    int saved = errno;
+    free(buffers);
+    if (rc < 0) {
+        close(ring);
+        errno = saved;
+        return -1;
+    }
+    return ring;
 }

@@ -390,6 +390,21 @@ void cgroup_procs_files(sandbox_cgroup *group, const char **out, size_t max)
     out[n] = NULL;
 }
 
+const char *cgroup_memory_procs_file(sandbox_cgroup *group)
+{
+    int i = state.v2 ? 0 : index_of("memory");
+    return (i >= 0 && state.present[i]) ? group->procs[i] : NULL;
+}
+
+bool cgroup_own_memory_procs_file(char *out, size_t size)
+{
+    char self[PATH_MAX];
+    if (!own_cgroup(state.v2 ? NULL : "memory", self, sizeof self))
+        return false;
+    int n = snprintf(out, size, "%s%s%s/cgroup.procs", V2_ROOT, state.v2 ? "" : "/memory", self);
+    return n > 0 && (size_t)n < size;
+}
+
 void cgroup_read_limit_events(sandbox_cgroup *group, cgroup_counters *out)
 {
     memset(out, 0, sizeof *out);

@@ -39,6 +39,12 @@ sandbox_cgroup *cgroup_create(const char *name, const cgroup_limits *limits, cha
    window; it is set back before any request reaches the kernel. */
 void cgroup_boost_cpu(sandbox_cgroup *group, bool boosted);
 void cgroup_procs_files(sandbox_cgroup *group, const char **out, size_t max);
+/* The cgroup.procs file of the group's memory controller (v2: the group's one), and that of the
+   daemon's own memory cgroup (false if it cannot be found). Linux charges the pages a fork
+   copies to the memory cgroup of the process that owns the memory being forked: the zygote
+   stands in a new sandbox's group while it clones it (runtime/zygote.c), then goes home. */
+const char *cgroup_memory_procs_file(sandbox_cgroup *group);
+bool cgroup_own_memory_procs_file(char *out, size_t size);
 void cgroup_read_counters(sandbox_cgroup *group, cgroup_counters *out);
 /* Only oom_kills and pids_limit_hits (the rest zero): two reads where every cell needs them. */
 void cgroup_read_limit_events(sandbox_cgroup *group, cgroup_counters *out);

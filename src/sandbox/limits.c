@@ -55,16 +55,17 @@ typedef struct field {
     const char *name;     /* JSON key; env KERNEL_CELLBOX_<NAME> */
     field_kind kind;
     size_t offset;
+    double minimum;       /* 0: any positive value */
 } field;
 
 static const field fields[] = {
-    {"memory", FIELD_SIZE, offsetof(sandbox_limits, memory_bytes)},
-    {"pids", FIELD_INT, offsetof(sandbox_limits, pids)},
-    {"cpus", FIELD_CPUS, offsetof(sandbox_limits, cpus)},
-    {"disk", FIELD_SIZE, offsetof(sandbox_limits, disk_bytes)},
-    {"open_files", FIELD_INT, offsetof(sandbox_limits, open_files)},
-    {"timeout", FIELD_INT, offsetof(sandbox_limits, timeout_seconds)},
-    {"output", FIELD_SIZE, offsetof(sandbox_limits, output_bytes)},
+    {"memory", FIELD_SIZE, offsetof(sandbox_limits, memory_bytes), (double)LIMITS_MIN_MEMORY_BYTES},
+    {"pids", FIELD_INT, offsetof(sandbox_limits, pids), 0},
+    {"cpus", FIELD_CPUS, offsetof(sandbox_limits, cpus), 0},
+    {"disk", FIELD_SIZE, offsetof(sandbox_limits, disk_bytes), 0},
+    {"open_files", FIELD_INT, offsetof(sandbox_limits, open_files), 0},
+    {"timeout", FIELD_INT, offsetof(sandbox_limits, timeout_seconds), 0},
+    {"output", FIELD_SIZE, offsetof(sandbox_limits, output_bytes), 0},
 };
 
 static double value_of(const sandbox_limits *limits, const field *f)
@@ -111,6 +112,12 @@ static int apply_field(const field *f, json_t *value, const char *source, const 
     if (number < 0 || (positive_needed && number <= 0) || number > 1e15) {
         snprintf(why, why_size, "%s must be a positive %s", source,
                  f->kind == FIELD_SIZE ? "size like \"512M\" or a number of bytes" : "number");
+        return -1;
+    }
+    if (number < f->minimum) {
+        char text[64];
+        limits_format_size((long long)f->minimum, text, sizeof text);
+        snprintf(why, why_size, "%s must be at least %s (what a kernel needs to start)", source, text);
         return -1;
     }
     double maximum = value_of(maxima, f);

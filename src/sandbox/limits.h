@@ -22,13 +22,20 @@ typedef struct sandbox_limits {
     bool network;            /* reach outside (only if the daemon allows it) */
 } sandbox_limits;
 
+/* The least memory a sandbox may have. A kernel's start alone charges ~10 MiB to it, and the
+   zygote's clone of it charges the kernel's hot pages (runtime/hot_pages.h: up to 32 MiB) and
+   page tables while pid 1 still shares the zygote's memory: an out-of-memory kill in that window
+   would take the zygote with it. */
+#define LIMITS_MIN_MEMORY_BYTES (64LL << 20)
+
 /* "1G", "512M", "64k", "1048576" → bytes; -1 if malformed. */
 long long limits_parse_size(const char *text);
 /* "1 GiB", "512 MiB", "300 KiB", "17 bytes" */
 void limits_format_size(long long bytes, char *out, size_t size);
 
 /* Reads the request's limits and env over `defaults`, refusing values past `maxima` (a max of 0
-   means unbounded) and network when `network_allowed` is false. 0, or -1 with `why` naming the
+   means unbounded), memory below LIMITS_MIN_MEMORY_BYTES, and network when `network_allowed` is
+   false. 0, or -1 with `why` naming the
    field, the value and the maximum. */
 int limits_from_request(json_t *limits, json_t *network, json_t *env,
                         const sandbox_limits *defaults, const sandbox_limits *maxima,

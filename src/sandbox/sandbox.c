@@ -318,7 +318,7 @@ static pid_t clone_with_pidfd(bool network, int *pidfd)
    (a copy): as large as a main thread's usually is. Mapped once, populated only where touched. */
 #define SHARED_CLONE_STACK_SIZE (8u << 20)
 
-pid_t sandbox_clone_sharing_memory(bool network, int (*child)(void *), void *argument)
+void *sandbox_clone_stack_top(void)
 {
     static char *stack;
     size_t guard = (size_t)sysconf(_SC_PAGESIZE);
@@ -326,14 +326,22 @@ pid_t sandbox_clone_sharing_memory(bool network, int (*child)(void *), void *arg
         char *mapping = mmap(NULL, guard + SHARED_CLONE_STACK_SIZE, PROT_READ | PROT_WRITE,
                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
         if (mapping == MAP_FAILED)
-            return -1;
+            return NULL;
         /* A guard page below, so an overflow faults instead of writing into a neighbour. */
         if (mprotect(mapping, guard, PROT_NONE) < 0) {
             munmap(mapping, guard + SHARED_CLONE_STACK_SIZE);
-            return -1;
+            return NULL;
         }
         stack = mapping;
     }
+    return stack + guard + SHARED_CLONE_STACK_SIZE;
+}
+
+pid_t sandbox_clone_sharing_memory(bool network, int (*child)(void *), void *argument)
+{
+    char *stack_top = sandbox_clone_stack_top();
+    if (!stack_top)
+        return -1;
     int flags = NAMESPACES | (network ? 0 : CLONE_NEWNET) | CLONE_PARENT | CLONE_VM | CLONE_VFORK |
                 SIGCHLD;
     /* Until it execs, a handler running in the child would write the caller's memory: signals
@@ -342,7 +350,6 @@ pid_t sandbox_clone_sharing_memory(bool network, int (*child)(void *), void *arg
     sigset_t all, previous;
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, &previous);
-    char *stack_top = stack + guard + SHARED_CLONE_STACK_SIZE;
     pid_t pid = clone(child, stack_top, flags, argument);
     int saved_errno = errno;
     sigprocmask(SIG_SETMASK, &previous, NULL);

@@ -30,6 +30,9 @@ typedef struct sandbox_spec {
     const char *cwd;         /* for sandbox_join: the working directory inside (NULL: /workspace) */
     /* cgroup.procs files the sandbox joins before running anything (NULL-terminated) */
     const char *cgroup_procs[SANDBOX_MAX_CGROUP_FILES + 1];
+    /* the memory controller's among them: a zygote stands in it while it clones the sandbox
+       (see cgroup_memory_procs_file); NULL: none */
+    const char *memory_cgroup_procs;
 } sandbox_spec;
 
 /* Starts the sandbox; returns the supervisor's pid (as the host sees it) and a pidfd for it, or
@@ -53,6 +56,9 @@ pid_t sandbox_join(int supervisor_pidfd, const sandbox_spec *spec, int *pidfd, c
    way that the caller relies on. The child becomes the caller's parent's child, with every
    signal blocked. Returns its pid, or -1 with errno. */
 pid_t sandbox_clone_sharing_memory(bool network, int (*child)(void *), void *argument);
+/* The top of the stack that child runs on, and then the program it forks (one mapping, made on
+   first use; NULL if it cannot be). */
+void *sandbox_clone_stack_top(void);
 void sandbox_enter(const sandbox_spec *spec);
 pid_t sandbox_supervise(void);
 /* Decodes the supervisor's exit status: sets *signal_number (0 if it exited) and the code. */

@@ -25,6 +25,7 @@ BAD_CREATES = [
     ('{"metadata": "k=v"}', 400, ("metadata",)),
     ('{"limits": {"memory": "lots"}}', 400, ("memory",)),
     ('{"limits": {"memory": "999T"}}', 400, ("memory",)),
+    ('{"limits": {"memory": "16M"}}', 400, ("memory", "at least 64 MiB")),
     ('{"limits": {"volume": 11}}', 400, ("volume",)),
     ('{"network": "no"}', 400, ("network",)),
     ('{"foo": 1}', 400, ("unknown field 'foo'",)),

@@ -430,6 +430,10 @@ class Sandboxes:
                 r = self.client.get("api", timeout=30)
                 if r.status_code != 200 or "version" not in r.json():
                     problems.append(f"GET /api -> {r.status_code} {r.text[:200]}")
+                # The zygote is the daemon's too: no sandbox may take it down.
+                ended = re.search(r"zygote \(pid \d+\) ended \([^)]*\)", self.daemon.log_text())
+                if ended:
+                    problems.append(f"the zygote died: {ended.group(0)}")
         if host:
             problems += self.host.problems()
         if neighbour and self.neighbour is not None and not problems:

@@ -162,6 +162,29 @@ print('allocated', len(chunks), 'MiB')
     box.assert_contained()
 
 
+def test_the_least_memory_limit_starts_and_its_oom_spares_the_zygote(box, fresh):
+    """The least memory a sandbox may ask for (64 MiB) is enough to start a kernel, and running
+    out of it kills only that kernel. Less is refused: while a sandbox's pid 1 still shares the
+    zygote's memory it forks the kernel, charging the kernel's copied pages to the sandbox, and an
+    out-of-memory kill in that window would take the zygote with it (assert_contained checks
+    the zygote is still the one the daemon started)."""
+    for body in ({"limits": {"memory": "16M"}}, {"env": {"KERNEL_CELLBOX_MEMORY": "4M"}}):
+        r = box.client.post("api/kernels", json=body)
+        assert r.status_code == 400, (body, r.status_code, r.text)
+        assert "at least 64 MiB" in r.json()["message"], r.text
+    k = fresh(limits={"memory": "64M"})
+    assert_usable(k)
+    cell = k.run("""
+chunks = []
+for i in range(4096):  # at most 4 GiB
+    chunks.append(b'\\x01' * (1 << 20))
+print('allocated', len(chunks), 'MiB')
+""", timeout=120)
+    assert "allocated" not in cell.stdout, cell.describe()
+    assert_died_and_restarts(k, cell, "kernel died: out of memory (limit 64 MiB)")
+    box.assert_contained()
+
+
 def test_memory_bomb_in_child_process_is_reported(box, fresh):
     """A child process that blows the memory limit is killed by the OOM killer; the kernel
     survives and the cell's output says which limit was hit."""

@@ -37,10 +37,9 @@ class Kernel:
         self.shell = create_shell(self)
         add_working_directory_to_path()
         self.requests = Requests(self)
-        from .zygote import enable_inline_figures, release_cpu
+        from .zygote import enable_inline_figures
         enable_inline_figures(self.shell)
         self._warm_up()
-        release_cpu()
         self.send("iopub", "status", {"execution_state": "starting"}, parent=None)
 
     def _warm_up(self):

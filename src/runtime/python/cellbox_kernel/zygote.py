@@ -109,30 +109,14 @@ def threads_alive():
         return 1
 
 
-_allowed_cpus = None  # set in a new kernel: the CPUs it gets back once ready
-
-
-def after_fork(environment, kernel_id, allowed_cpus=None):
-    """In a new kernel process: its own environment and fresh randomness. The zygote pinned the
-    process to one CPU for its start (zygote.c); `allowed_cpus` is what release_cpu() restores."""
-    global _allowed_cpus
-    _allowed_cpus = allowed_cpus or None
+def after_fork(environment, kernel_id):
+    """In a new kernel process: its own environment and fresh randomness."""
     os.environ.clear()          # also unsetenv()s, so child processes see the same
     for entry in environment:
         name, _, value = entry.partition("=")
         os.environ[name] = value
     _reseed()
     _clear_inherited_caches()
-
-
-def release_cpu():
-    """The kernel is ready: back to every CPU the zygote could use, before any user code runs
-    (user code sees the affinity the daemon was started with)."""
-    if _allowed_cpus:
-        try:
-            os.sched_setaffinity(0, _allowed_cpus)
-        except OSError:
-            pass
 
 
 def _reseed():
@@ -161,9 +145,14 @@ def _clear_inherited_caches():
         # matplotlib cached the zygote's directories (host paths) for good; inside the sandbox
         # they are MPLCONFIGDIR's.
         directory = os.environ.get("MPLCONFIGDIR", "/tmp/.config/matplotlib")
-        os.makedirs(directory, exist_ok=True)
-        matplotlib.get_configdir = lambda: directory
-        matplotlib.get_cachedir = lambda: directory
+
+        def made_on_first_use():
+            # As matplotlib's own: made when asked for. Most kernels never ask (its fonts and
+            # rc file were read in the zygote), and making it costs a new kernel ~0.8 ms here.
+            os.makedirs(directory, exist_ok=True)
+            return directory
+
+        matplotlib.get_configdir = matplotlib.get_cachedir = made_on_first_use
 
 
 def enable_inline_figures(shell):
