@@ -93,6 +93,12 @@ $(BUILD)/tests/%: tests/unit/%.c $(call OBJ,$(LIB_SRCS))
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DEP_LIBS)
 
+# A command runner that refuses io_uring, for the tests of the zygote's way without it.
+TEST_TOOLS := $(BUILD)/tests/without-io-uring
+$(BUILD)/tests/without-io-uring: tests/tools/without_io_uring.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -lseccomp
+
 # The host's per-page costs, printed beside make bench's figures (bench/pagecost.c).
 $(BUILD)/bench/pagecost: bench/pagecost.c
 	@mkdir -p $(dir $@)
@@ -113,7 +119,7 @@ unit: $(UNIT_BINS)
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan SANITIZE=1 build unit
 
-integration: build
+integration: build $(TEST_TOOLS)
 	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
 clients: test-deps build
@@ -132,7 +138,7 @@ security: build
 	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q -p no:cacheprovider tests/security
 
 test: test-deps
-	@$(MAKE) --no-print-directory build unit
+	@$(MAKE) --no-print-directory build unit $(TEST_TOOLS)
 	@$(MAKE) --no-print-directory asan
 	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) CELLBOX_DAEMON=$(CURDIR)/build-asan/bin/cellboxd \
 		$(PYTHON) -m pytest -q -p no:cacheprovider tests/kernel tests/integration tests/api tests/cli tests/pyclient tests/examples tests/security tests/clients

@@ -155,6 +155,46 @@ def test_zygote_copies_a_kernels_hot_pages_ahead_and_leaves_nothing_behind(make_
     c.delete_kernel(k2["id"])
 
 
+def test_where_io_uring_is_refused_kernels_copy_their_hot_pages_themselves():
+    """Hosts may turn io_uring off (sysctl kernel.io_uring_disabled, a container's seccomp
+    profile): then nothing is pinned, the zygote never stands in a sandbox's memory cgroup, and
+    each new kernel copies the learned pages itself, charged to its own sandbox, as before the
+    pinning. The daemon says so in its log."""
+    import glob
+    import re
+    from helpers.daemon import Daemon, REPO
+    tool = os.path.join(os.environ.get("CELLBOX_BUILD") or os.path.join(REPO, "build"),
+                        "tests", "without-io-uring")
+    assert os.access(tool, os.X_OK), f"{tool} is missing: make builds it for the tests"
+
+    class DaemonWithoutIoUring(Daemon):
+        def argv(self):
+            return [tool] + super().argv()
+
+    d = DaemonWithoutIoUring(args=["--pool-size", "0"]).start()
+    try:
+        wait_until(lambda: "zygote ready" in d.log_text(), timeout=90, message="the zygote")
+        match = re.search(r"zygote ready \(pid (\d+), .* a new kernel gets (\d+) pages copied by itself\)",
+                          d.log_text())
+        assert match, d.log_tail()
+        assert "not pinned: io_uring cannot pin them: Function not implemented" in d.log_text()
+        zygote_pid, pages = int(match.group(1)), int(match.group(2))
+        with open(f"/proc/{zygote_pid}/status") as f:
+            assert next(line for line in f if line.startswith("VmPin:")).split()[1] == "0"
+        c = d.client()
+        k = c.create_kernel()
+        with c.ready_ws(k["id"]) as ws:
+            assert ws.execute("21 * 2").result_data()["text/plain"] == "42"
+            usage = glob.glob(f"/sys/fs/cgroup/**/kernel-{k['id']}/memory.usage_in_bytes", recursive=True) + \
+                glob.glob(f"/sys/fs/cgroup/**/kernel-{k['id']}/memory.current", recursive=True)
+            with open(usage[0]) as f:
+                assert int(f.read()) >= pages * 4096  # the kernel's own copies
+        c.delete_kernel(k["id"])
+    finally:
+        problem = d.finish()
+    assert not problem, problem
+
+
 def _pages_charged_to(pid, cgroup_inodes):
     """How many of process `pid`'s present pages are charged to one of the memory cgroups whose
     directories have these inode numbers (/proc/PID/pagemap gives each page's frame, and
