@@ -241,7 +241,8 @@ static bool hot_pages_pinned;
    being forked. pid 1 forks the kernel from the zygote's memory, so the pinned pages, copied at
    that fork, would count for the zygote's group (the daemon's), not against the sandbox's memory
    limit. So the zygote stands in the sandbox's memory group while it clones it (it is blocked
-   meanwhile, allocating nothing), then goes back to `home_cgroup` (its cgroup.procs file). */
+   meanwhile, and what it and pid 1 write on the way is pinned: see add_stack_tops), then goes
+   back to `home_cgroup` (its cgroup.procs file). */
 static int home_cgroup = -1;
 
 static bool enter_memory_cgroup(const char *procs_file)
