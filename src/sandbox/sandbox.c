@@ -321,20 +321,25 @@ static pid_t clone_with_pidfd(bool network, int *pidfd)
 void *sandbox_clone_stack_top(void)
 {
     static char *stack;
-    size_t guard = (size_t)sysconf(_SC_PAGESIZE);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    /* A guard page below, so an overflow faults instead of writing into a neighbour; and one
+       page of ours above the top. The first clone of a zygote had a system call read the page
+       just above the stack's top (not traced further: a `_copy_from_user` of an untouched
+       page); when that page was some other mapping's, the page it then got was charged to the
+       sandbox being cloned (see runtime/zygote.c, add_stack_tops). */
+    size_t length = page + SHARED_CLONE_STACK_SIZE + page;
     if (!stack) {
-        char *mapping = mmap(NULL, guard + SHARED_CLONE_STACK_SIZE, PROT_READ | PROT_WRITE,
+        char *mapping = mmap(NULL, length, PROT_READ | PROT_WRITE,
                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
         if (mapping == MAP_FAILED)
             return NULL;
-        /* A guard page below, so an overflow faults instead of writing into a neighbour. */
-        if (mprotect(mapping, guard, PROT_NONE) < 0) {
-            munmap(mapping, guard + SHARED_CLONE_STACK_SIZE);
+        if (mprotect(mapping, page, PROT_NONE) < 0) {
+            munmap(mapping, length);
             return NULL;
         }
         stack = mapping;
     }
-    return stack + guard + SHARED_CLONE_STACK_SIZE;
+    return stack + page + SHARED_CLONE_STACK_SIZE;
 }
 
 pid_t sandbox_clone_sharing_memory(bool network, int (*child)(void *), void *argument)
