@@ -319,10 +319,10 @@ static long long current_oom_kills(const kernel *k)
 
 static void on_zygote_answer(void *arg, pid_t pid, const char *why);
 
-static void set_setup_boost(kernel *k, bool boosted)
+static void set_setup_window(kernel *k, bool open)
 {
     if (k->sandbox.cgroup)
-        cgroup_boost_cpu(k->sandbox.cgroup, boosted);
+        cgroup_setup_window(k->sandbox.cgroup, open);
 }
 
 /* Starts the kernel's process: cloned by the zygote when `allow_zygote` and it is ready (the pid
@@ -372,13 +372,13 @@ static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t wh
     if (via_zygote) {
         /* The fast path: a clone of the preloaded interpreter. The zygote answers with the pid
            in a few milliseconds (on_zygote_answer); the loop does not wait for it. Until then
-           its pid 1 is setting up with the zygote waiting on it: see cgroup_boost_cpu. */
-        set_setup_boost(k, true);
+           its pid 1 is setting up with the zygote waiting on it: see cgroup_setup_window. */
+        set_setup_window(k, true);
         k->spawn = zygote_spawn_start(&spec, k->id, on_zygote_answer, k, why, why_size);
         if (k->spawn) {
             pid = 0;
         } else {
-            set_setup_boost(k, false);
+            set_setup_window(k, false);
             log_warn("kernel %s: %s; starting it by exec", k->id, why);
             environment_free(&env);
             env = (environment){0};
@@ -989,7 +989,7 @@ static void on_zygote_answer(void *arg, pid_t pid, const char *why)
 {
     kernel *k = arg;
     k->spawn = NULL;
-    set_setup_boost(k, false); /* before any request of the user's is flushed to it */
+    set_setup_window(k, false); /* before any request of the user's is flushed to it */
     int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
     if (pidfd >= 0) {
         k->pid = pid;
@@ -1039,7 +1039,7 @@ static void stop_process(kernel *k)
            they left it stuck, and the zygote waiting on it). */
         zygote_spawn_abandon(k->spawn);
         k->spawn = NULL;
-        set_setup_boost(k, false);
+        set_setup_window(k, false);
     }
     if (k->pid > 0) {
         kill_process_group(k, SIGKILL);

@@ -32,6 +32,7 @@ struct sandbox_cgroup {
        first read (cgroup_read_limit_events) */
     int limit_event_fds[2];
     int removal_attempts;
+    int pids_limit;                  /* pids.max as the limits have it */
     loop_timer *removal_timer;
     sandbox_cgroup *next_pending;    /* in the list of groups waiting to be removed */
 };
@@ -302,6 +303,7 @@ static const char *dir_for(sandbox_cgroup *group, const char *controller)
 static int apply_limits(sandbox_cgroup *group, const cgroup_limits *limits)
 {
     char value[64];
+    group->pids_limit = limits->pids;
     long long quota = (long long)(limits->cpus * 100000);
     if (state.v2) {
         const char *dir = group->path[0];
@@ -371,14 +373,18 @@ sandbox_cgroup *cgroup_create(const char *name, const cgroup_limits *limits, cha
     return group;
 }
 
-void cgroup_boost_cpu(sandbox_cgroup *group, bool boosted)
+void cgroup_setup_window(sandbox_cgroup *group, bool open)
 {
     /* 100 times the default weight (v1 cpu.shares 1024, at most 262144; v2 cpu.weight 100, at
        most 10000). Failing is harmless: the group only competes as an ordinary one. */
-    if (state.v2)
-        write_file(group->path[0], "cpu.weight", boosted ? "10000" : "100");
-    else if (dir_for(group, "cpu"))
-        write_file(dir_for(group, "cpu"), "cpu.shares", boosted ? "102400" : "1024");
+    if (state.v2) {
+        write_file(group->path[0], "cpu.weight", open ? "10000" : "100");
+        char pids[32];
+        snprintf(pids, sizeof pids, "%d", group->pids_limit + (open ? 1 : 0));
+        write_file(group->path[0], "pids.max", pids);
+    } else if (dir_for(group, "cpu")) {
+        write_file(dir_for(group, "cpu"), "cpu.shares", open ? "102400" : "1024");
+    }
 }
 
 void cgroup_procs_files(sandbox_cgroup *group, const char **out, size_t max)

@@ -30,14 +30,17 @@ typedef struct sandbox_cgroup sandbox_cgroup;
 int cgroup_init(char *why, size_t why_size);
 const char *cgroup_version_name(void);      /* "v1" or "v2" */
 sandbox_cgroup *cgroup_create(const char *name, const cgroup_limits *limits, char *why, size_t why_size);
-/* The cgroup.procs files a process writes "0" to in order to join (NULL-terminated; `out` holds
-   max + 1); the strings live as long as the group. */
 /* While the zygote waits for a new sandbox's pid 1 (cgroup join, mounts, the fork of the
    kernel: our own code only), that pid 1 holds up every other create. As an ordinary group it
    gets a 1/N share of the CPU that N starting neighbours compete for, and under load its ~9 ms
-   stretched to ~45 ms. `boosted` gives the group 100 times the default CPU weight for that
-   window; it is set back before any request reaches the kernel. */
-void cgroup_boost_cpu(sandbox_cgroup *group, bool boosted);
+   stretched to ~45 ms. An `open` window gives the group 100 times the default CPU weight.
+   On v2 it also lets the group hold one process more than its pids limit: there the zygote
+   stands in the whole group during the clone (runtime/zygote.c; on v1 only in its memory
+   hierarchy), and would otherwise take the place the kernel needs. Closed again before any
+   request reaches the kernel. */
+void cgroup_setup_window(sandbox_cgroup *group, bool open);
+/* The cgroup.procs files a process writes "0" to in order to join (NULL-terminated; `out` holds
+   max + 1); the strings live as long as the group. */
 void cgroup_procs_files(sandbox_cgroup *group, const char **out, size_t max);
 /* The cgroup.procs file of the group's memory controller (v2: the group's one), and that of the
    daemon's own memory cgroup (false if it cannot be found). Linux charges the pages a fork

@@ -432,23 +432,36 @@ def _cpu_weight(kernel_id):
     pytest.skip("no cpu controller for the sandbox groups on this host")
 
 
+def _v2_pids_max(kernel_id):
+    """The sandbox group's pids.max on cgroup v2 (None on v1, where the zygote does not stand in
+    the group's pids hierarchy)."""
+    import glob
+    for path in glob.glob(f"/sys/fs/cgroup/**/kernel-{kernel_id}/memory.max", recursive=True):
+        with open(os.path.join(os.path.dirname(path), "pids.max")) as f:
+            return f.read().strip()
+    return None
+
+
 def test_a_new_sandbox_outweighs_its_neighbours_only_while_the_zygote_waits_on_it(make_daemon):
     """While the zygote waits for a new sandbox's pid 1 to set up (every other create waits
-    too), the sandbox's group has 100 times the default CPU weight; once the zygote has answered,
-    and before the user's first cell runs, it is an ordinary group again."""
+    too), the sandbox's group has 100 times the default CPU weight, and on cgroup v2 room for
+    one more process (the zygote stands in the group then); once the zygote has answered, and
+    before the user's first cell runs, it is an ordinary group again."""
     import signal
-    d = make_daemon(args=["--pool-size", "0"])
+    d = make_daemon(args=["--pool-size", "0", "--pids-limit", "64"])
     zygote = _zygote_pid(d)
     c = d.client()
     os.kill(zygote, signal.SIGSTOP)  # the request stays in flight: the window, held open
     try:
         k = c.create_kernel()
         assert _cpu_weight(k["id"]) == 100
+        assert _v2_pids_max(k["id"]) in (None, "65")
     finally:
         os.kill(zygote, signal.SIGCONT)
     with c.ready_ws(k["id"]) as ws:
         assert ws.execute("6 * 7").result_data()["text/plain"] == "42"
     assert _cpu_weight(k["id"]) == 1
+    assert _v2_pids_max(k["id"]) in (None, "64")
     c.delete_kernel(k["id"])
     assert d.alive()
 
