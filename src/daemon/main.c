@@ -20,11 +20,11 @@
 #include "http/server.h"
 #include "kernel/kernelspec.h"
 #include "kernel/manager.h"
-#include "sandbox/limits.h"
 #include "kernel/zygote.h"
 #include "sandbox/volume.h"
 #include "sandbox/volume_worker.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/limits.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/seccomp_filter.h"
 

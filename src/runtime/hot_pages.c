@@ -2,11 +2,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/io_uring.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/io_uring.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>

@@ -3,7 +3,6 @@ must all give the same kernel: state, rich output, host-visible workspace, inter
 death reporting."""
 import ast
 import os
-import time
 
 import pytest
 
@@ -81,6 +80,24 @@ def _sandbox_pids(kernel_id):
     return []
 
 
+def _memory_cgroup(kernel_id):
+    """The directory of a sandbox's memory cgroup (v1: in the memory hierarchy; v2: its group)."""
+    import glob
+    for name in ("memory.usage_in_bytes", "memory.current"):
+        for path in glob.glob(f"/sys/fs/cgroup/**/kernel-{kernel_id}/{name}", recursive=True):
+            return os.path.dirname(path)
+    raise AssertionError(f"no memory cgroup for kernel {kernel_id}")
+
+
+def _memory_charged(kernel_id):
+    """Bytes charged to a sandbox's memory cgroup now."""
+    group = _memory_cgroup(kernel_id)
+    name = "memory.usage_in_bytes" if os.path.exists(os.path.join(group, "memory.usage_in_bytes")) \
+        else "memory.current"
+    with open(os.path.join(group, name)) as f:
+        return int(f.read())
+
+
 def _describe(pids):
     """pid: command line, parent, for an assertion's message."""
     out = []
@@ -110,7 +127,6 @@ def test_zygote_copies_a_kernels_hot_pages_ahead_and_leaves_nothing_behind(make_
     sandbox's memory cgroup, not the zygote's, and the io_uring that pins them never reaches a
     sandbox. Its scratch directory is gone once the zygote is ready, and a zygote kernel's pid 1
     (cloned sharing the zygote's memory, with every signal blocked) ends up with none blocked."""
-    import glob
     import re
     d = make_daemon(args=["--pool-size", "0"])
     wait_until(lambda: "zygote ready" in d.log_text(), timeout=90, message="the zygote")
@@ -132,10 +148,7 @@ def test_zygote_copies_a_kernels_hot_pages_ahead_and_leaves_nothing_behind(make_
             assert pinned_kib >= pages * 4, (pinned_kib, pages)
             with open(f"/proc/{zygote_pid}/cgroup") as f1, open(f"/proc/{d.pid}/cgroup") as f2:
                 assert f1.read() == f2.read()  # back home after the clone
-            usage = glob.glob(f"/sys/fs/cgroup/**/kernel-{k['id']}/memory.usage_in_bytes", recursive=True) + \
-                glob.glob(f"/sys/fs/cgroup/**/kernel-{k['id']}/memory.current", recursive=True)
-            with open(usage[0]) as f:
-                assert int(f.read()) >= pages * 4096  # the copies are the sandbox's
+            assert _memory_charged(k["id"]) >= pages * 4096  # the copies are the sandbox's
         for pid in _sandbox_pids(k["id"]):
             descriptors = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
             assert not [target for target in descriptors if "io_uring" in target], descriptors
@@ -160,7 +173,6 @@ def test_where_io_uring_is_refused_kernels_copy_their_hot_pages_themselves():
     profile): then nothing is pinned, the zygote never stands in a sandbox's memory cgroup, and
     each new kernel copies the learned pages itself, charged to its own sandbox, as before the
     pinning. The daemon says so in its log."""
-    import glob
     import re
     from helpers.daemon import Daemon, REPO
     tool = os.path.join(os.environ.get("CELLBOX_BUILD") or os.path.join(REPO, "build"),
@@ -185,10 +197,7 @@ def test_where_io_uring_is_refused_kernels_copy_their_hot_pages_themselves():
         k = c.create_kernel()
         with c.ready_ws(k["id"]) as ws:
             assert ws.execute("21 * 2").result_data()["text/plain"] == "42"
-            usage = glob.glob(f"/sys/fs/cgroup/**/kernel-{k['id']}/memory.usage_in_bytes", recursive=True) + \
-                glob.glob(f"/sys/fs/cgroup/**/kernel-{k['id']}/memory.current", recursive=True)
-            with open(usage[0]) as f:
-                assert int(f.read()) >= pages * 4096  # the kernel's own copies
+            assert _memory_charged(k["id"]) >= pages * 4096  # the kernel's own copies
         c.delete_kernel(k["id"])
     finally:
         problem = d.finish()
@@ -223,13 +232,10 @@ def test_no_page_of_the_zygote_is_charged_to_a_sandbox(make_daemon):
     later kernel held it: the sandbox's group could not be freed once it was deleted. The stacks
     both run on are pinned for that reason, and the page above the clone's stack is its own
     (zygote.c, sandbox.c)."""
-    import glob
-    import re
     d = make_daemon(args=["--pool-size", "0"])
-    wait_until(lambda: "zygote ready" in d.log_text(), timeout=90, message="the zygote")
+    zygote_pid = _zygote_pid(d)
     if "at its fork" not in d.log_text():
         pytest.skip("this host cannot pin pages (no io_uring): the zygote never enters a sandbox's group")
-    zygote_pid = int(re.search(r"zygote ready \(pid (\d+)", d.log_text()).group(1))
     c = d.client()
     kernels = []
     for _ in range(3):
@@ -237,11 +243,8 @@ def test_no_page_of_the_zygote_is_charged_to_a_sandbox(make_daemon):
         with c.ready_ws(k["id"]) as ws:
             assert ws.execute("1 + 1").result_data()["text/plain"] == "2"
         kernels.append(k["id"])
-    groups = [path for kid in kernels for path in
-              glob.glob(f"/sys/fs/cgroup/memory/**/kernel-{kid}", recursive=True) or
-              glob.glob(f"/sys/fs/cgroup/**/kernel-{kid}", recursive=True)]
-    assert len(groups) == 3, groups
-    inodes = {os.stat(path).st_ino for path in groups}
+    inodes = {os.stat(_memory_cgroup(kid)).st_ino for kid in kernels}
+    assert len(inodes) == 3, inodes
     assert _pages_charged_to(zygote_pid, inodes) == 0
     # ...while each kernel's own copies are its sandbox's (the check itself sees charges).
     kernel_pid = _sandbox_pids(kernels[-1])[-1]
