@@ -23,7 +23,8 @@ endif
 DAEMON_SRCS := $(wildcard src/common/*.c src/http/*.c src/api/*.c src/kernel/*.c src/sandbox/*.c src/daemon/*.c)
 DAEMON_MAIN := src/daemon/main.c
 LIB_SRCS    := $(filter-out $(DAEMON_MAIN),$(DAEMON_SRCS))
-KERNEL_SRCS := src/runtime/kernel_main.c src/runtime/kernel_native.c src/runtime/zygote.c src/runtime/hot_pages.c
+KERNEL_SRCS := src/runtime/kernel_main.c src/runtime/kernel_native.c src/runtime/zygote.c src/runtime/hot_pages.c \
+               src/runtime/huge_code.c
 # The zygote enters sandboxes itself: it shares the daemon's sandbox code, built without sanitizers.
 KERNEL_SHARED := src/sandbox/sandbox.c src/sandbox/rootfs.c src/sandbox/landlock.c src/sandbox/seccomp_filter.c \
                  src/sandbox/supervisor.c
@@ -84,8 +85,13 @@ $(SHARE)/kernelspecs/%: src/runtime/kernelspecs/%
 	@mkdir -p $(dir $@)
 	cp $< $@
 
-# hot_pages belongs to the kernel binary; its test builds it in, with the sanitizers.
+# hot_pages and huge_code belong to the kernel binary; their tests build them in, with the
+# sanitizers.
 $(BUILD)/tests/test_hot_pages: tests/unit/test_hot_pages.c src/runtime/hot_pages.c src/runtime/hot_pages.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c,$^)
+
+$(BUILD)/tests/test_huge_code: tests/unit/test_huge_code.c src/runtime/huge_code.c src/runtime/huge_code.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c,$^)
 

@@ -170,7 +170,7 @@ int main(int argc, char **argv)
     if (cfg.zygote) {
         char cache[4200];
         snprintf(cache, sizeof cache, "%.4000s/zygote", cfg.data_dir);
-        zygote_start(cfg.preload, cache);
+        zygote_start(cfg.preload, cache, cfg.huge_code_pages);
     }
     channels_init((size_t)cfg.max_message_size);
     jupyter_init(&(jupyter_options){.list_kernels = cfg.list_kernels});

@@ -33,6 +33,7 @@
 
 static struct {
     char *preload, *cache_dir;
+    bool huge_code_pages;
     pid_t pid;
     int pidfd, control_fd;
     loop_watch pid_watch, control_watch;
@@ -122,11 +123,16 @@ static void on_control_ready(void *owner, uint32_t events)
     const char *not_pinned = json_string_value(json_object_get(message, "hot_pages_not_pinned"));
     if (not_pinned)
         log_warn("zygote: new kernels copy their hot pages themselves (not pinned: %s)", not_pinned);
+    const char *code_problem = json_string_value(json_object_get(message, "huge_code_problem"));
+    if (code_problem) /* that code stays on the file's 4 KiB pages: slower starts, as correct */
+        log_warn("zygote: library code not moved onto huge pages: %s", code_problem);
     if (zygote.ready)
-        log_info("zygote ready (pid %d, preloaded %s; a new kernel gets %lld pages copied %s)",
+        log_info("zygote ready (pid %d, preloaded %s; a new kernel gets %lld pages copied %s, "
+                 "and shares %lld MiB of code on 2 MiB pages)",
                  zygote.pid, zygote.preload,
                  (long long)json_integer_value(json_object_get(message, "hot_pages")),
-                 not_pinned ? "by itself" : "at its fork");
+                 not_pinned ? "by itself" : "at its fork",
+                 2 * (long long)json_integer_value(json_object_get(message, "huge_code_windows")));
     else
         log_warn("zygote is not usable (threads alive: %lld); kernels start by exec",
                  (long long)json_integer_value(json_object_get(message, "threads")));
@@ -157,6 +163,7 @@ static void exec_zygote(int control_fd, const char *home_cgroup)
     snprintf(ipython, sizeof ipython, "IPYTHONDIR=%.4000s/ipython", zygote.cache_dir);
     char *argv[] = {(char *)kernelspec_kernel_binary(), "--zygote", "--control-fd=3", python_arg,
                     "--inside-python-dir=/opt/cellbox/share/cellbox/python", preload_arg,
+                    zygote.huge_code_pages ? "--huge-code" : "--no-huge-code",
                     home_cgroup[0] ? cgroup_arg : NULL, NULL};
     /* One BLAS/OpenMP thread: the zygote must have no thread but its own when it forks. */
     char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", home, mpl, ipython,
@@ -194,8 +201,9 @@ static void start_process(void *unused)
     loop_watch_add(&zygote.pid_watch, zygote.pidfd, EPOLLIN, on_zygote_exit, NULL);
 }
 
-void zygote_start(const char *preload, const char *cache_dir)
+void zygote_start(const char *preload, const char *cache_dir, bool huge_code_pages)
 {
+    zygote.huge_code_pages = huge_code_pages;
     zygote.preload = strdup(preload);
     zygote.cache_dir = strdup(cache_dir);
     if (fs_mkdir_p(cache_dir, 0700) < 0)

@@ -12,7 +12,7 @@
 
 /* Starts the zygote process importing `preload` (comma-separated module names); its caches
    (matplotlib's font list) live in `cache_dir`. */
-void zygote_start(const char *preload, const char *cache_dir);
+void zygote_start(const char *preload, const char *cache_dir, bool huge_code_pages);
 bool zygote_is_ready(void);
 typedef struct zygote_spawn zygote_spawn;
 /* A clone request's answer: `pid` > 0 is the new sandbox's first process (a child of the

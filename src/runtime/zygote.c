@@ -2,6 +2,7 @@
  *
  *   cellbox-kernel --zygote --control-fd=N --python-dir=HOST_DIR --inside-python-dir=DIR
  *                  [--preload=numpy,pandas,matplotlib,IPython] [--home-cgroup=CGROUP_PROCS]
+ *                  [--huge-code | --no-huge-code]
  *
  * Runs as root outside any sandbox and never runs user code. It starts Python, imports the
  * preload list, says {"ready": true} on the control socket (SOCK_SEQPACKET), then serves spawn
@@ -13,7 +14,8 @@
  * the kernel and becomes the supervisor; the kernel reseeds its random generators and serves: no
  * interpreter start and no imports per sandbox, the preloaded pages shared copy-on-write, but for
  * the few thousand every kernel writes at once: those are pinned (hot_pages.h), so the kernel's
- * fork copies them. */
+ * fork copies them. The libraries' code a kernel runs is moved onto 2 MiB pages (huge_code.h)
+ * unless --no-huge-code. */
 #include <Python.h>
 
 #include <errno.h>
@@ -31,6 +33,7 @@
 #include <unistd.h>
 
 #include "runtime/hot_pages.h"
+#include "runtime/huge_code.h"
 #include "runtime/kernel_runtime.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/seccomp_filter.h"
@@ -90,6 +93,14 @@ static const char *option(int argc, char **argv, const char *name)
         if (strncmp(argv[i], name, length) == 0 && argv[i][length] == '=')
             return argv[i] + length + 1;
     return NULL;
+}
+
+static bool has_flag(int argc, char **argv, const char *name)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], name) == 0)
+            return true;
+    return false;
 }
 
 static void send_json(int control_fd, json_t *message)
@@ -232,10 +243,12 @@ static void build_spec(spawn_request *request)
     memcpy(spec->fds, request->fds, sizeof spec->fds);
 }
 
-/* The pages a kernel's start writes, learned from the probe (learn_hot_pages): pinned, so that
+/* The pages a kernel's start writes, learned from the probe (learn_from_probe): pinned, so that
    the fork of each new kernel copies them, or else copied in bulk by the kernel itself. */
 static hot_pages kernel_hot_pages;
 static bool hot_pages_pinned;
+/* The windows of code the probe ran (huge_code.h), moved onto huge pages once it is gone. */
+static huge_code kernel_code;
 
 /* Linux charges the pages a fork copies to the memory cgroup of the process that owns the memory
    being forked. pid 1 forks the kernel from the zygote's memory, so the pinned pages, copied at
@@ -361,10 +374,11 @@ static bool probe_run_first_cell(int fd)
            write(fd, PROBE_CELL, size) == (ssize_t)size && probe_says(fd, "\"idle\"");
 }
 
-/* Starts the probe and, once it is ready and has run a first cell, learns which pages it copied.
-   Every kernel then copies those in bulk. Without the set kernels work as well, only slower:
-   failures are reported in the ready message, not fatal. */
-static json_t *learn_hot_pages(void)
+/* Starts the probe and, once it is ready and has run a first cell, learns which pages it copied
+   and, if `code_wanted`, which windows of code it ran (kernel_code). Every kernel then copies
+   those pages in bulk. Without the set kernels work as well, only slower: failures are
+   reported in the ready message, not fatal. */
+static json_t *learn_from_probe(bool code_wanted)
 {
     PyObject *made = call_zygote_module("make_scratch", "(s)", "probe");
     const char *made_path = made ? PyUnicode_AsUTF8(made) : NULL;
@@ -396,6 +410,8 @@ static json_t *learn_hot_pages(void)
         problem = errno == EOPNOTSUPP
                       ? json_string("this Linux cannot copy pages ahead (MADV_POPULATE_WRITE needs 5.14)")
                       : json_sprintf("cannot read the probe's pages: %s", strerror(errno));
+    if (!problem && code_wanted)
+        huge_code_learn(probe, HUGE_CODE_MIN_PAGES, &kernel_code); /* none: the file's pages */
     if (probe > 0) {
         kill(probe, SIGKILL);
         while (waitpid(probe, NULL, 0) < 0 && errno == EINTR) {
@@ -407,6 +423,16 @@ static json_t *learn_hot_pages(void)
         PyErr_Clear();
     Py_XDECREF(removed);
     return problem;
+}
+
+/* Moves the learned windows of code onto huge pages and says so in `ready`. */
+static void move_code(json_t *ready)
+{
+    char why[256];
+    size_t moved = huge_code_move(&kernel_code, why, sizeof why);
+    json_object_set_new(ready, "huge_code_windows", json_integer((json_int_t)moved));
+    if (why[0])
+        json_object_set_new(ready, "huge_code_problem", json_string(why));
 }
 
 /* Besides the learned set, every clone writes the top of two stacks the probe did not run on:
@@ -512,9 +538,12 @@ int zygote_main(int argc, char **argv)
         return 1;
     json_t *ready = preload(option(argc, argv, "--preload"), inside_dir);
     if (json_is_true(json_object_get(ready, "ready"))) {
-        json_t *problem = learn_hot_pages();
+        bool code_wanted = !has_flag(argc, argv, "--no-huge-code");
+        json_t *problem = learn_from_probe(code_wanted);
         if (problem)
             json_object_set_new(ready, "hot_pages_problem", problem);
+        if (code_wanted)
+            move_code(ready);
         json_object_set_new(ready, "hot_pages", json_integer((json_int_t)kernel_hot_pages.pages));
         json_t *not_pinned = pin_hot_pages(option(argc, argv, "--home-cgroup"));
         if (not_pinned) /* kernels copy the pages themselves: slower, as correct */

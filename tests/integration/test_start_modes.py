@@ -135,7 +135,7 @@ def test_zygote_copies_a_kernels_hot_pages_ahead_and_leaves_nothing_behind(make_
     with c.ready_ws(k["id"]) as ws:
         assert ws.execute("21 * 2").result_data()["text/plain"] == "42"
         match = re.search(r"zygote ready \(pid (\d+), .* a new kernel gets (\d+) pages copied "
-                          r"(at its fork|by itself)\)", d.log_text())
+                          r"(at its fork|by itself), ", d.log_text())
         assert match, d.log_tail()
         zygote_pid, pages, pinned = int(match.group(1)), int(match.group(2)), match.group(3) == "at its fork"
         assert 0 < pages <= 8192  # HOT_PAGES_MAX
@@ -186,7 +186,7 @@ def test_where_io_uring_is_refused_kernels_copy_their_hot_pages_themselves():
     d = DaemonWithoutIoUring(args=["--pool-size", "0"]).start()
     try:
         wait_until(lambda: "zygote ready" in d.log_text(), timeout=90, message="the zygote")
-        match = re.search(r"zygote ready \(pid (\d+), .* a new kernel gets (\d+) pages copied by itself\)",
+        match = re.search(r"zygote ready \(pid (\d+), .* a new kernel gets (\d+) pages copied by itself, ",
                           d.log_text())
         assert match, d.log_tail()
         assert "not pinned: io_uring cannot pin them: Function not implemented" in d.log_text()
@@ -202,6 +202,73 @@ def test_where_io_uring_is_refused_kernels_copy_their_hot_pages_themselves():
     finally:
         problem = d.finish()
     assert not problem, problem
+
+
+# The address of one of libpython's functions, in the kernel's memory.
+LIBPYTHON_FUNCTION = "import ctypes\nctypes.cast(ctypes.pythonapi.Py_GetVersion, ctypes.c_void_p).value"
+
+
+def _mapping_of(pid, address):
+    """The /proc/PID/smaps entry holding `address`: its range, permissions, name and fields."""
+    with open(f"/proc/{pid}/smaps") as f:
+        entry = None
+        for line in f:
+            head = line.split()
+            if "-" in head[0] and not head[0].endswith(":"):
+                if entry is not None:
+                    break
+                start, end = (int(x, 16) for x in head[0].split("-"))
+                if start <= address < end:
+                    entry = {"range": (start, end), "permissions": head[1],
+                             "name": head[5] if len(head) > 5 else ""}
+            elif entry is not None and head[-1] == "kB":
+                entry[head[0].rstrip(":")] = int(head[1])
+    assert entry, f"no mapping of pid {pid} holds {address:#x}"
+    return entry
+
+
+def _comm(pid):
+    with open(f"/proc/{pid}/comm") as f:
+        return f.read().strip()
+
+
+def _page_frame(pid, address):
+    """The physical page behind `address` in pid's memory (root reads frame numbers)."""
+    import struct
+    with open(f"/proc/{pid}/pagemap", "rb") as f:
+        f.seek(address // 4096 * 8)
+        entry = struct.unpack("Q", f.read(8))[0]
+    assert entry >> 63, f"{address:#x} is not mapped in pid {pid}"
+    return entry & ((1 << 55) - 1)
+
+
+@pytest.mark.parametrize("huge", [True, False])
+def test_the_code_kernels_run_is_on_huge_pages_the_zygote_shares(make_daemon, huge):
+    """The zygote moves the windows of library code its probe ran onto 2 MiB pages
+    (huge_code.h): a kernel runs libpython's functions from the very huge page the zygote
+    holds, not a copy, and not the file's 4 KiB pages. --huge-code-pages=false keeps those."""
+    import re
+    d = make_daemon(args=["--pool-size", "0", f"--huge-code-pages={str(huge).lower()}"])
+    zygote = _zygote_pid(d)
+    shared = int(re.search(r"shares (\d+) MiB of code on 2 MiB pages", d.log_text()).group(1))
+    c = d.client()
+    k = c.create_kernel()
+    with c.ready_ws(k["id"]) as ws:
+        address = int(ws.execute(LIBPYTHON_FUNCTION).result_data()["text/plain"])
+        kernel = next(pid for pid in _sandbox_pids(k["id"]) if _comm(pid) == "cellbox-kernel")
+        in_kernel, in_zygote = _mapping_of(kernel, address), _mapping_of(zygote, address)
+        if huge:
+            assert shared >= 2 and "library code not moved" not in d.log_text(), d.log_tail()
+            for mapping in (in_kernel, in_zygote):
+                assert mapping["name"] == "" and mapping["permissions"] == "r-xp", mapping
+                assert mapping["AnonHugePages"] >= 2048, mapping
+            assert _page_frame(kernel, address) == _page_frame(zygote, address)
+        else:
+            assert shared == 0
+            assert in_kernel["name"].endswith("/libpython3.11.so.1.0"), in_kernel
+            assert in_kernel["AnonHugePages"] == 0
+        assert ws.execute("21 * 2").result_data()["text/plain"] == "42"
+    c.delete_kernel(k["id"])
 
 
 def _pages_charged_to(pid, cgroup_inodes):
