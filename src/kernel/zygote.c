@@ -161,10 +161,14 @@ static void exec_zygote(int control_fd, const char *home_cgroup)
     snprintf(home, sizeof home, "HOME=%.4000s", zygote.cache_dir);
     snprintf(mpl, sizeof mpl, "MPLCONFIGDIR=%.4000s/matplotlib", zygote.cache_dir);
     snprintf(ipython, sizeof ipython, "IPYTHONDIR=%.4000s/ipython", zygote.cache_dir);
-    char *argv[] = {(char *)kernelspec_kernel_binary(), "--zygote", "--control-fd=3", python_arg,
-                    "--inside-python-dir=/opt/cellbox/share/cellbox/python", preload_arg,
-                    zygote.huge_code_pages ? "--huge-code" : "--no-huge-code",
-                    home_cgroup[0] ? cgroup_arg : NULL, NULL};
+    char *argv[10] = {(char *)kernelspec_kernel_binary(), "--zygote", "--control-fd=3", python_arg,
+                      "--inside-python-dir=/opt/cellbox/share/cellbox/python", preload_arg};
+    int argc = 6;
+    if (home_cgroup[0])
+        argv[argc++] = cgroup_arg;
+    if (zygote.huge_code_pages)
+        argv[argc++] = "--huge-code";
+    argv[argc] = NULL;
     /* One BLAS/OpenMP thread: the zygote must have no thread but its own when it forks. */
     char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", home, mpl, ipython,
                     "MPLBACKEND=module://matplotlib_inline.backend_inline", "OPENBLAS_NUM_THREADS=1",

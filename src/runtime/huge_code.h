@@ -3,13 +3,17 @@
  *
  * Why: where the host traps on the first touch of each page by a new process (a VM whose
  * hypervisor keeps page tables of its own: ~4.5 µs a page on the dev VM), a kernel's start pays
- * for every 4 KiB page of code it runs, ~1100 of them in libpython and numpy's core module alone:
- * ~5 ms. A page mapped by one 2 MiB entry costs that once (measured there: ~0.03 µs per 4 KiB
- * read). Linux maps a library's file with 4 KiB pages (file-backed huge text needs
- * CONFIG_READ_ONLY_THP_FOR_FS, which most distribution kernels lack), so the zygote makes the
- * huge pages itself: it copies each 2 MiB-aligned window of a library's read-only segments into
- * an anonymous huge page and moves the copy over the file's pages with mremap. The addresses do
- * not change, so nothing that points into the code notices; a fork shares the huge page.
+ * for every 4 KiB page of code it runs, ~1200 of them in libpython and numpy's core module alone.
+ * A page mapped by one 2 MiB entry costs that once (measured there: ~0.03 µs per 4 KiB read).
+ * Linux maps a library's file with 4 KiB pages (file-backed huge text needs
+ * CONFIG_READ_ONLY_THP_FOR_FS, which the dev VM's kernel lacks), so the zygote makes the huge
+ * pages itself: it copies each 2 MiB-aligned window of a library's read-only segments into an
+ * anonymous huge page and moves the copy over the file's pages with mremap. The addresses do not
+ * change, so nothing that points into the code notices; a fork shares the huge page.
+ *
+ * Off by default (the daemon's --huge-code-pages): on the dev VM it made pool-empty starts ~3 ms
+ * faster but every cell after a second of idle ~3 ms slower, since that kernel samples accesses
+ * (DAMON clears accessed bits every 0.5 s) and a huge mapping costs more to get back there.
  *
  * Which windows: those whose pages the probe (the kernel the zygote starts to learn its hot
  * pages, see hot_pages.h) mapped itself. Only our own code ran in the probe, so no user shapes
@@ -21,7 +25,7 @@
  * is the kernel's namespaces, seccomp and Landlock, not the process's page protections. The copy
  * is private: a kernel that makes it writable and writes gets its own 4 KiB copy (the huge page
  * is split for it), as with the file's pages. Tools that name code by its file (perf, gdb) see
- * anonymous memory there: the daemon's --huge-code-pages=false keeps the file's pages. */
+ * anonymous memory there. */
 #ifndef CELLBOX_RUNTIME_HUGE_CODE_H
 #define CELLBOX_RUNTIME_HUGE_CODE_H
 

@@ -2,7 +2,7 @@
  *
  *   cellbox-kernel --zygote --control-fd=N --python-dir=HOST_DIR --inside-python-dir=DIR
  *                  [--preload=numpy,pandas,matplotlib,IPython] [--home-cgroup=CGROUP_PROCS]
- *                  [--huge-code | --no-huge-code]
+ *                  [--huge-code]
  *
  * Runs as root outside any sandbox and never runs user code. It starts Python, imports the
  * preload list, says {"ready": true} on the control socket (SOCK_SEQPACKET), then serves spawn
@@ -14,8 +14,8 @@
  * the kernel and becomes the supervisor; the kernel reseeds its random generators and serves: no
  * interpreter start and no imports per sandbox, the preloaded pages shared copy-on-write, but for
  * the few thousand every kernel writes at once: those are pinned (hot_pages.h), so the kernel's
- * fork copies them. The libraries' code a kernel runs is moved onto 2 MiB pages (huge_code.h)
- * unless --no-huge-code. */
+ * fork copies them. With --huge-code, the libraries' code a kernel runs is moved onto 2 MiB pages
+ * (huge_code.h). */
 #include <Python.h>
 
 #include <errno.h>
@@ -538,7 +538,7 @@ int zygote_main(int argc, char **argv)
         return 1;
     json_t *ready = preload(option(argc, argv, "--preload"), inside_dir);
     if (json_is_true(json_object_get(ready, "ready"))) {
-        bool code_wanted = !has_flag(argc, argv, "--no-huge-code");
+        bool code_wanted = has_flag(argc, argv, "--huge-code");
         json_t *problem = learn_from_probe(code_wanted);
         if (problem)
             json_object_set_new(ready, "hot_pages_problem", problem);

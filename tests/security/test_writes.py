@@ -109,52 +109,6 @@ except OSError as e:
     box.assert_contained()
 
 
-# Where libpython's ELF header is in this kernel's memory: the first page of the library, on the
-# huge page the zygote shares with every kernel (huge_code.h) when the kernel is a zygote clone.
-LIBPYTHON_HEADER = """
-import ctypes
-class _DlInfo(ctypes.Structure):
-    _fields_ = [('fname', ctypes.c_char_p), ('fbase', ctypes.c_void_p),
-                ('sname', ctypes.c_char_p), ('saddr', ctypes.c_void_p)]
-_info = _DlInfo()
-assert ctypes.CDLL(None).dladdr(ctypes.cast(ctypes.pythonapi.Py_GetVersion, ctypes.c_void_p),
-                                ctypes.byref(_info))
-_base = _info.fbase
-"""
-
-
-def test_rewriting_the_shared_library_code_changes_only_this_kernel(box, fresh):
-    """A kernel that makes the code it shares with the zygote and its neighbours writable
-    (mprotect) and writes into it changes its own copy only: the zygote's page, a neighbour's
-    and the next kernel's still hold libpython's ELF header."""
-    k = fresh()
-    got = k.json(LIBPYTHON_HEADER + """
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-_result = {'base': _base, 'before': ctypes.string_at(_base, 4).hex(),
-           'mprotect': _libc.mprotect(_base, 4096, 3) or ctypes.get_errno()}
-if _result['mprotect'] == 0:
-    ctypes.memmove(_base + 1, b'PWN', 3)
-_result['after'] = ctypes.string_at(_base, 4).hex()
-""")
-    header = b"\x7fELF".hex()
-    assert got["before"] == header and got["mprotect"] == 0, got
-    assert got["after"] == b"\x7fPWN".hex(), got  # the write itself took, in this kernel
-    k.ok("print(sum(range(10)))")  # and the kernel runs on
-    if box.mode == "zygote":
-        import re
-        zygote = int(re.findall(r"zygote ready \(pid (\d+)", box.daemon.log_text())[-1])
-        with open(f"/proc/{zygote}/mem", "rb") as mem:
-            mem.seek(got["base"])
-            assert mem.read(4) == b"\x7fELF"
-    for other in (box.neighbour, fresh()):
-        seen = other.json(LIBPYTHON_HEADER + "_result = [_base, ctypes.string_at(_base, 4).hex()]")
-        assert seen[1] == header, seen
-        if box.mode == "zygote":
-            assert seen[0] == got["base"]  # the same address: the same shared page
-    box.assert_contained()
-
-
 def test_write_proc_sys(box, hostile):
     got = attempt_writes(hostile, ["/proc/sys/kernel/hostname", "/proc/sys/kernel/core_pattern",
                                    "/proc/sys/kernel/modprobe", "/proc/sys/vm/drop_caches",
