@@ -12,8 +12,8 @@
  * change, so nothing that points into the code notices; a fork shares the huge page.
  *
  * Off by default (the daemon's --huge-code-pages): on the dev VM it made pool-empty starts ~3 ms
- * faster but every cell after a second of idle ~3 ms slower, since that kernel samples accesses
- * (DAMON clears accessed bits every 0.5 s) and a huge mapping costs more to get back there.
+ * faster but every cell after a second of idle ~3 ms slower (no more page faults: the
+ * hypervisor's mappings of huge pages cost more to get back there after a pause).
  *
  * Which windows: those whose pages the probe (the kernel the zygote starts to learn its hot
  * pages, see hot_pages.h) mapped itself. Only our own code ran in the probe, so no user shapes
