@@ -51,6 +51,20 @@ def test_kernel_behaves_the_same(make_daemon, mode):
             # directly by a zygote kernel (shell.py): the same tree, modes and traits.
             tree = ws.execute(PROFILE_TREE).result_data()["text/plain"]
             assert ast.literal_eval(tree) == EXPECTED_PROFILE_TREE
+            # IPython's pickleshare database (%store, %bookmark), which a zygote kernel opens on
+            # first use: there, in the profile's db directory, and it keeps what it is given.
+            db = ws.execute("import os\ndb = get_ipython().db\ndb['mode'] = 42\n"
+                            "(type(db).__name__, db['mode'], sorted(os.listdir(db.root)),"
+                            " str(db.root) == os.path.join(get_ipython().profile_dir.location, 'db'))")
+            assert ast.literal_eval(db.result_data()["text/plain"]) == ("PickleShareDB", 42, ["mode"], True)
+            # %logstart: the shell's logger (the zygote's, adopted) starts inactive and logs
+            # into the working directory.
+            assert ws.execute("get_ipython().logger.log_active").result_data()["text/plain"] == "False"
+            ws.execute("%logstart -q mode_log.py")
+            ws.execute("mode_logged = 7")
+            ws.execute("%logstop")
+            logged = ws.execute("'mode_logged = 7' in open('mode_log.py').read()")
+            assert logged.result_data()["text/plain"] == "True"
             r = ws.execute("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()", timeout=90)
             assert [sorted(m["content"]["data"]) for m in r.of_type("display_data")] == [["image/png", "text/plain"]]
             ws.execute("open('mode.txt', 'w').write('here')")

@@ -87,6 +87,8 @@ class ZMQInteractiveShell(InteractiveShell):
         return default_banner
 
     keepkernel_on_exit = None
+    _db = None       # see db below
+    _db_path = None
 
     def init_display_formatter(self):
         self.display_formatter = CellDisplayFormatter(parent=self)
@@ -135,6 +137,19 @@ class ZMQInteractiveShell(InteractiveShell):
 
     system = InteractiveShell.system_raw
 
+    @property
+    def db(self):
+        """IPython's PickleShareDB (%store, %bookmark), opened on first use: its code (and
+        pathlib's) would otherwise run for the first time in every new kernel, whose pages are
+        each a trap at that moment on the dev VM, for a database most kernels never open."""
+        if self._db is None and self._db_path is not None:
+            self._db = PickleShareDB(self._db_path)
+        return self._db
+
+    @db.setter
+    def db(self, value):  # InteractiveShell.init_db's
+        self._db = value
+
     def adopt(self, kernel):
         """In a kernel forked from the zygote, take over the shell the zygote built: redo what
         belongs to this process (its kernel, environment, home and profile directories, the
@@ -142,17 +157,22 @@ class ZMQInteractiveShell(InteractiveShell):
         caches) as the zygote left it, shared copy-on-write."""
         self.kernel = kernel
         self.init_environment()
-        if not self._make_profile_directories():
+        if self._make_profile_directories():
+            # The database's directory is made with the others; the database opens when used.
+            self._db, self._db_path = None, os.path.join(self.profile_dir.location, "db")
+        else:
             self.init_ipython_dir(None)
             self.init_profile_dir(None)
-        self.db = PickleShareDB(os.path.join(self.profile_dir.location, "db"))
+            self.db = PickleShareDB(os.path.join(self.profile_dir.location, "db"))
         self.starting_dir = os.getcwd()
         self.tempfiles = []
         self.tempdirs = []
         self.init_encoding()
         self.save_sys_module_state()
         self.init_pushd_popd_magic()
-        self.init_logger()
+        # init_logger() would make the same idle Logger the zygote's shell holds (no log was
+        # started there), but for the home directory: ~0.5 ms of first-run code per kernel.
+        self.logger.home_dir = self.home_dir
 
     def _make_profile_directories(self):
         """What init_ipython_dir() and init_profile_dir() make for a kernel whose IPYTHONDIR
@@ -170,7 +190,6 @@ class ZMQInteractiveShell(InteractiveShell):
         location = os.path.join(ipython_dir, "profile_default")
         paths = {name: os.path.join(location, getattr(profile, name + "_name"))
                  for name in ("security_dir", "log_dir", "startup_dir", "pid_dir", "static_dir")}
-        readme = os.path.join(get_ipython_package_dir(), "core", "profile", "README_STARTUP")
         try:
             os.mkdir(ipython_dir)                     # paths.get_ipython_dir (its parent exists)
             os.mkdir(location, 0o755)                 # utils.path.ensure_dir_exists
@@ -178,7 +197,8 @@ class ZMQInteractiveShell(InteractiveShell):
             os.mkdir(paths["log_dir"])
             os.mkdir(paths["pid_dir"], 0o700)
             os.mkdir(paths["startup_dir"])
-            _copy_small_file(readme, os.path.join(paths["startup_dir"], "README"))
+            _copy_small_file(_README_STARTUP, os.path.join(paths["startup_dir"], "README"))
+            os.mkdir(os.path.join(location, "db"))    # InteractiveShell.init_db (PickleShareDB)
         except OSError:
             return False  # IPython's way takes it from there (it makes only what is missing)
         # Set without the observers: they would make and check the same directories again.
@@ -188,6 +208,10 @@ class ZMQInteractiveShell(InteractiveShell):
 
 
 InteractiveShellABC.register(ZMQInteractiveShell)
+
+
+# The README IPython copies into a new profile's startup directory; found once, in the zygote.
+_README_STARTUP = os.path.join(get_ipython_package_dir(), "core", "profile", "README_STARTUP")
 
 
 def _copy_small_file(source, target):
