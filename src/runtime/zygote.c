@@ -375,9 +375,9 @@ static bool probe_run_first_cell(int fd)
 }
 
 /* Starts the probe and, once it is ready and has run a first cell, learns which pages it copied
-   and, if `code_wanted`, which windows of code it ran (kernel_code). Every kernel then copies
-   those pages in bulk. Without the set kernels work as well, only slower: failures are
-   reported in the ready message, not fatal. */
+   and, if `code_wanted`, which windows of code it ran (kernel_code). Every kernel then gets
+   those pages copied (pin_hot_pages). Without the set kernels work as well, only slower:
+   failures are reported in the ready message, not fatal. */
 static json_t *learn_from_probe(bool code_wanted)
 {
     PyObject *made = call_zygote_module("make_scratch", "(s)", "probe");

@@ -246,14 +246,18 @@ def _comm(pid):
         return f.read().strip()
 
 
+# /proc/PID/pagemap: one 64-bit entry per page; root reads the frame numbers.
+PAGEMAP_PRESENT, PAGEMAP_FRAME = 1 << 63, (1 << 55) - 1
+
+
 def _page_frame(pid, address):
-    """The physical page behind `address` in pid's memory (root reads frame numbers)."""
+    """The physical page behind `address` in pid's memory."""
     import struct
     with open(f"/proc/{pid}/pagemap", "rb") as f:
         f.seek(address // 4096 * 8)
-        entry = struct.unpack("Q", f.read(8))[0]
-    assert entry >> 63, f"{address:#x} is not mapped in pid {pid}"
-    return entry & ((1 << 55) - 1)
+        entry = struct.unpack("<Q", f.read(8))[0]
+    assert entry & PAGEMAP_PRESENT, f"{address:#x} is not mapped in pid {pid}"
+    return entry & PAGEMAP_FRAME
 
 
 @pytest.mark.parametrize("huge", [True, False])
@@ -291,7 +295,7 @@ def _pages_charged_to(pid, cgroup_inodes):
     directories have these inode numbers (/proc/PID/pagemap gives each page's frame, and
     /proc/kpagecgroup each frame's memory cgroup)."""
     import struct
-    present, frame_mask, found = 1 << 63, (1 << 55) - 1, 0
+    found = 0
     with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/pagemap", "rb") as pagemap, \
             open("/proc/kpagecgroup", "rb") as kpagecgroup:
         for line in maps:
@@ -301,8 +305,8 @@ def _pages_charged_to(pid, cgroup_inodes):
             pagemap.seek(start // 4096 * 8)
             entries = pagemap.read((end - start) // 4096 * 8)
             for (entry,) in struct.iter_unpack("<Q", entries):
-                if entry & present and entry & frame_mask:
-                    kpagecgroup.seek((entry & frame_mask) * 8)
+                if entry & PAGEMAP_PRESENT and entry & PAGEMAP_FRAME:
+                    kpagecgroup.seek((entry & PAGEMAP_FRAME) * 8)
                     found += struct.unpack("<Q", kpagecgroup.read(8))[0] in cgroup_inodes
     return found
 
