@@ -64,7 +64,7 @@ static const option_spec options[] = {
     {"max-output-limit", OPT_SIZE, FIELD(max_output_limit), "256M", "most output a sandbox may ask for"},
     {"zygote", OPT_BOOL, FIELD(zygote), "true", "start Python kernels by cloning a preloaded interpreter (false = exec each one)"},
     {"preload", OPT_STRING, FIELD(preload), "numpy,pandas,matplotlib,IPython", "modules the zygote imports once for every kernel"},
-    {"huge-code-pages", OPT_BOOL, FIELD(huge_code_pages), "false", "map the library code every kernel runs with 2 MiB pages shared by all kernels (faster starts where a page's first touch traps; see docs/performance.md for when it costs more)"},
+    {"huge-code-pages", OPT_BOOL, FIELD(huge_code_pages), "false", "map the library code every kernel runs with 2 MiB pages shared by all kernels, from the hugetlb pool where it has pages free, else transparent ones (faster starts where a page's first touch traps; see docs/performance.md for when it costs more)"},
     {"pool-size", OPT_INT, FIELD(pool_size), "2", "kernels kept started ahead of time, handed out by POST /api/kernels (default spec and limits)"},
     {"workspace-fs", OPT_STRING, FIELD(workspace_fs), "ext4", "what /workspace is: ext4 (an image on disk, kept with --keep-workspaces) or tmpfs (memory, counted against the sandbox's memory limit; fastest)"},
     {"allow-network", OPT_BOOL, FIELD(allow_network), "false", "let a sandbox ask for network access (\"network\": true); off = no sandbox ever has it"},

@@ -126,10 +126,12 @@ static void on_control_ready(void *owner, uint32_t events)
     const char *code_problem = json_string_value(json_object_get(message, "huge_code_problem"));
     if (code_problem) /* that code stays on the file's 4 KiB pages: slower starts, as correct */
         log_warn("zygote: library code not moved onto huge pages: %s", code_problem);
-    char huge_code[96] = ""; /* only with --huge-code-pages */
+    char huge_code[128] = ""; /* only with --huge-code-pages */
     if (json_object_get(message, "huge_code_windows"))
-        snprintf(huge_code, sizeof huge_code, ", and shares %lld MiB of code on 2 MiB pages",
-                 2 * (long long)json_integer_value(json_object_get(message, "huge_code_windows")));
+        snprintf(huge_code, sizeof huge_code,
+                 ", and shares %lld MiB of code on 2 MiB pages (%lld MiB from the hugetlb pool)",
+                 2 * (long long)json_integer_value(json_object_get(message, "huge_code_windows")),
+                 2 * (long long)json_integer_value(json_object_get(message, "huge_code_from_pool")));
     if (zygote.ready)
         log_info("zygote ready (pid %d, preloaded %s; a new kernel gets %lld pages copied %s%s)",
                  zygote.pid, zygote.preload,

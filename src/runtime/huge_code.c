@@ -197,26 +197,93 @@ static void *huge_region(char *why, size_t why_size)
     return aligned;
 }
 
-size_t huge_code_move(const huge_code *code, char *why, size_t why_size)
+/* A copy of `window` on a page of the host's hugetlb pool, in a memfd sealed against writes
+   and mapped shared with the window's protection (not yet at its address); NULL, with `why`,
+   when the pool has no page free (or this Linux cannot). */
+static void *pool_copy(const huge_window *window, char *why, size_t why_size)
+{
+    size_t size = HUGE_CODE_PAGE_SIZE;
+    int fd = memfd_create("cellbox-huge-code", MFD_CLOEXEC | MFD_HUGETLB | MFD_ALLOW_SEALING);
+    if (fd < 0) {
+        snprintf(why, why_size, "no hugetlb memfd: %s", strerror(errno));
+        return NULL;
+    }
+    void *copy = NULL;
+    void *filling = MAP_FAILED;
+    if (ftruncate(fd, (off_t)size) < 0) {
+        snprintf(why, why_size, "no hugetlb page: %s", strerror(errno));
+    } else if ((filling = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd,
+                               0)) == MAP_FAILED) {
+        snprintf(why, why_size, "no hugetlb page: %s", strerror(errno));
+    } else {
+        memcpy(filling, (const void *)window->start, size);
+        munmap(filling, size);
+        /* Sealed once filled: no process can map the page writable again, so a kernel's
+           mprotect(PROT_WRITE) of its code fails (EACCES) where it would write every kernel's. */
+        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+            snprintf(why, why_size, "cannot seal the hugetlb copy: %s", strerror(errno));
+        } else {
+            copy = mmap(NULL, size, window->protection, MAP_SHARED, fd, 0);
+            if (copy == MAP_FAILED) {
+                snprintf(why, why_size, "cannot map the hugetlb copy: %s", strerror(errno));
+                copy = NULL;
+            }
+        }
+    }
+    close(fd); /* the mapping keeps the page */
+    return copy;
+}
+
+/* A private copy of `window` on a transparent huge page, protected as the window (not yet at its
+   address); NULL, with `why`. */
+static void *transparent_copy(const huge_window *window, char *why, size_t why_size)
+{
+    void *copy = huge_region(why, why_size);
+    if (!copy)
+        return NULL;
+    memcpy(copy, (const void *)window->start, HUGE_CODE_PAGE_SIZE);
+    /* Protected before the move: the window is never writable at its own address. */
+    if (mprotect(copy, HUGE_CODE_PAGE_SIZE, window->protection) < 0) {
+        snprintf(why, why_size, "mprotect: %s", strerror(errno));
+        munmap(copy, HUGE_CODE_PAGE_SIZE);
+        return NULL;
+    }
+    return copy;
+}
+
+/* Moves `copy` over the window: the file's pages are replaced in one step (no moment without
+   code there). */
+static bool move_over(void *copy, const huge_window *window, char *why, size_t why_size)
+{
+    if (mremap(copy, HUGE_CODE_PAGE_SIZE, HUGE_CODE_PAGE_SIZE, MREMAP_MAYMOVE | MREMAP_FIXED,
+               (void *)window->start) != MAP_FAILED)
+        return true;
+    snprintf(why, why_size, "cannot move it: %s", strerror(errno));
+    munmap(copy, HUGE_CODE_PAGE_SIZE);
+    return false;
+}
+
+size_t huge_code_move(const huge_code *code, bool pool_first, size_t *from_pool, char *why,
+                      size_t why_size)
 {
     size_t moved = 0;
+    *from_pool = 0;
     why[0] = '\0';
     for (size_t i = 0; i < code->count; i++) {
         const huge_window *window = &code->windows[i];
-        char failure[160];
-        void *copy = huge_region(failure, sizeof failure);
-        if (copy) {
-            memcpy(copy, (const void *)window->start, HUGE_CODE_PAGE_SIZE);
-            /* Protected before the move: the window is never writable at its own address, and
-               the move replaces the file's pages in one step (no moment without code there). */
-            if (mprotect(copy, HUGE_CODE_PAGE_SIZE, window->protection) == 0 &&
-                mremap(copy, HUGE_CODE_PAGE_SIZE, HUGE_CODE_PAGE_SIZE,
-                       MREMAP_MAYMOVE | MREMAP_FIXED, (void *)window->start) != MAP_FAILED) {
+        char failure[160] = "";
+        if (pool_first) {
+            void *copy = pool_copy(window, failure, sizeof failure);
+            if (copy && move_over(copy, window, failure, sizeof failure)) {
                 moved++;
+                (*from_pool)++;
                 continue;
             }
-            snprintf(failure, sizeof failure, "cannot move it: %s", strerror(errno));
-            munmap(copy, HUGE_CODE_PAGE_SIZE);
+        }
+        void *copy = transparent_copy(window, failure, sizeof failure);
+        if (copy && move_over(copy, window, failure, sizeof failure)) {
+            moved++;
+            continue;
         }
         if (!why[0])
             snprintf(why, why_size, "window at %#lx: %s", (unsigned long)window->start, failure);

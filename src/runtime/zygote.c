@@ -429,8 +429,10 @@ static json_t *learn_from_probe(bool code_wanted)
 static void move_code(json_t *ready)
 {
     char why[256];
-    size_t moved = huge_code_move(&kernel_code, why, sizeof why);
+    size_t from_pool = 0;
+    size_t moved = huge_code_move(&kernel_code, true, &from_pool, why, sizeof why);
     json_object_set_new(ready, "huge_code_windows", json_integer((json_int_t)moved));
+    json_object_set_new(ready, "huge_code_from_pool", json_integer((json_int_t)from_pool));
     if (why[0])
         json_object_set_new(ready, "huge_code_problem", json_string(why));
 }

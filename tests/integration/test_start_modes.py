@@ -260,12 +260,20 @@ def _page_frame(pid, address):
     return entry & PAGEMAP_FRAME
 
 
+def _hugetlb_pages_free():
+    with open("/proc/meminfo") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("HugePages_Free:"))
+
+
 @pytest.mark.parametrize("huge", [True, False])
 def test_the_code_kernels_run_is_on_huge_pages_the_zygote_shares(make_daemon, huge):
     """The zygote moves the windows of library code its probe ran onto 2 MiB pages
     (huge_code.h): a kernel runs libpython's functions from the very huge page the zygote
-    holds, not a copy, and not the file's 4 KiB pages. --huge-code-pages=false keeps those."""
+    holds, not a copy, and not the file's 4 KiB pages. --huge-code-pages=false keeps those.
+    Here on transparent huge pages: the host's hugetlb pool is empty (the next test fills it)."""
     import re
+    if huge and _hugetlb_pages_free():
+        pytest.skip("this host's hugetlb pool has pages free: the zygote takes those (next test)")
     d = make_daemon(args=["--pool-size", "0", f"--huge-code-pages={str(huge).lower()}"])
     zygote = _zygote_pid(d)
     shared = re.search(r"shares (\d+) MiB of code on 2 MiB pages", d.log_text())
@@ -288,6 +296,65 @@ def test_the_code_kernels_run_is_on_huge_pages_the_zygote_shares(make_daemon, hu
             assert in_kernel["AnonHugePages"] == 0
         assert ws.execute("21 * 2").result_data()["text/plain"] == "42"
     c.delete_kernel(k["id"])
+
+
+@pytest.fixture
+def hugetlb_pool():
+    """Pages reserved in the host's hugetlb pool for one test, given back after it (requested
+    before make_daemon, so after the daemon is gone)."""
+    path = "/proc/sys/vm/nr_hugepages"
+    with open(path) as f:
+        before = int(f.read())
+    try:
+        with open(path, "w") as f:
+            f.write(str(before + 8))
+    except OSError as error:
+        pytest.skip(f"cannot reserve hugetlb pages: {error}")
+    yield
+    with open(path, "w") as f:
+        f.write(str(before))
+
+
+def test_with_a_hugetlb_pool_the_code_is_on_its_pages_sealed(hugetlb_pool, make_daemon):
+    """Where the host has hugetlb pages free, the zygote copies the code onto those, in a memfd
+    sealed against writes and mapped shared (huge_code.h): the kernel runs libpython from the
+    zygote's very page, and cannot make it writable (EACCES) — it could otherwise write what
+    every kernel runs. It runs on, and so does the next kernel."""
+    import re
+    d = make_daemon(args=["--pool-size", "0", "--huge-code-pages=true"])
+    zygote = _zygote_pid(d)
+    shared = re.search(r"shares (\d+) MiB of code on 2 MiB pages \((\d+) MiB from the hugetlb pool\)",
+                       d.log_text())
+    assert shared and int(shared.group(1)) >= 2 and shared.group(1) == shared.group(2), d.log_tail()
+    c = d.client()
+    k = c.create_kernel()
+    with c.ready_ws(k["id"]) as ws:
+        address = int(ws.execute(LIBPYTHON_FUNCTION).result_data()["text/plain"])
+        kernel = next(pid for pid in _sandbox_pids(k["id"]) if _comm(pid) == "cellbox-kernel")
+        for pid in (kernel, zygote):
+            mapping = _mapping_of(pid, address)
+            assert mapping["name"] == "/memfd:cellbox-huge-code", mapping
+            assert mapping["permissions"] == "r-xs" and mapping["Shared_Hugetlb"] >= 2048, mapping
+        assert _page_frame(kernel, address) == _page_frame(zygote, address)
+        with open(f"/proc/{zygote}/mem", "rb") as mem:
+            mem.seek(address & ~4095)
+            code_before = mem.read(4096)
+        refused = ws.execute(
+            "import ctypes\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]\n"
+            f"page = {address} & ~4095\n"
+            "(libc.mprotect(page, 4096, 3), ctypes.get_errno())").result_data()["text/plain"]
+        assert refused == "(-1, 13)"  # EACCES
+        assert ws.execute("21 * 2").result_data()["text/plain"] == "42"
+    c.delete_kernel(k["id"])
+    with open(f"/proc/{zygote}/mem", "rb") as mem:  # the zygote's code is as it was
+        mem.seek(address & ~4095)
+        assert mem.read(4096) == code_before
+    k2 = c.create_kernel()
+    with c.ready_ws(k2["id"]) as ws:
+        assert ws.execute("21 * 2").result_data()["text/plain"] == "42"
+    c.delete_kernel(k2["id"])
 
 
 def _pages_charged_to(pid, cgroup_inodes):

@@ -463,3 +463,18 @@ def wait_closed(conn, timeout=20):
 __all__ = ["Cell", "HostState", "PWN", "SandboxKernel", "Sandboxes", "all_gone",
            "host_namespaces", "pids_in_pid_namespace", "processes_of", "proof_problems", "sha256",
            "start_time", "wait_closed", "wait_until"]
+
+
+# Where libpython's ELF header is in this kernel's memory: the first page of the library, on the
+# huge page the zygote shares with every kernel (huge_code.h) when the kernel is a zygote clone
+# (test_shared_code.py, test_shared_code_pool.py).
+LIBPYTHON_HEADER = """
+import ctypes
+class _DlInfo(ctypes.Structure):
+    _fields_ = [('fname', ctypes.c_char_p), ('fbase', ctypes.c_void_p),
+                ('sname', ctypes.c_char_p), ('saddr', ctypes.c_void_p)]
+_info = _DlInfo()
+assert ctypes.CDLL(None).dladdr(ctypes.cast(ctypes.pythonapi.Py_GetVersion, ctypes.c_void_p),
+                                ctypes.byref(_info))
+_base = _info.fbase
+"""

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from seclib import all_gone, pids_in_pid_namespace, processes_of, wait_until
+from seclib import all_gone, processes_of, wait_until
 
 pytestmark = pytest.mark.cellbox_only
 

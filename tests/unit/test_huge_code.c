@@ -1,7 +1,10 @@
 /* huge_code: the windows of a library's read-only segments a forked child ran are found (and no
-   others), and moving them onto huge pages keeps every byte, keeps the code callable, shares
-   the huge page with a later fork, and leaves the page private to a child that writes it.
-   The library is Debian's libpython (what the zygote moves), loaded here without starting it. */
+   others), and moving them onto huge pages keeps every byte, keeps the code callable and shares
+   the huge page with a later fork. On transparent huge pages a child that writes the code gets
+   a private copy; on pages of the hugetlb pool (reserved here for the test, then given back) it
+   cannot make the code writable at all. Each kind is tried in a child process of its own (a
+   library moves once). The library is Debian's libpython (what the zygote moves), loaded here
+   without starting it. */
 #include "runtime/huge_code.h"
 
 #include <dlfcn.h>
@@ -76,12 +79,20 @@ static void end_child(pid_t child)
     waitpid(child, NULL, 0);
 }
 
-/* The smaps fields of the mapping holding `address`: its permissions and its AnonHugePages. */
-static bool mapping_of(uintptr_t address, char permissions[8], long *huge_kib, bool *named)
+/* What smaps says of the mapping holding `address`. */
+typedef struct mapping {
+    char permissions[8];
+    char name[64];      /* empty for anonymous memory */
+    long anon_huge_kib; /* transparent huge pages */
+    long hugetlb_kib;   /* pages of the hugetlb pool, shared or private */
+} mapping;
+
+static bool mapping_of(uintptr_t address, mapping *out)
 {
     FILE *smaps = fopen("/proc/self/smaps", "re");
     if (!smaps)
         return false;
+    memset(out, 0, sizeof *out);
     char line[4096];
     bool inside = false, found = false;
     while (fgets(line, sizeof line, smaps)) {
@@ -93,16 +104,26 @@ static bool mapping_of(uintptr_t address, char permissions[8], long *huge_kib, b
                 break;
             inside = start <= address && address < end;
             if (inside) {
-                memcpy(permissions, these, sizeof these);
-                *named = name_at > 0 && line[name_at] == '/';
+                memcpy(out->permissions, these, sizeof these);
+                if (name_at > 0)
+                    sscanf(line + name_at, "%63s", out->name);
             }
             continue;
         }
-        if (inside && sscanf(line, "AnonHugePages: %ld kB", huge_kib) == 1)
-            found = true;
+        long kib;
+        if (inside && sscanf(line, "AnonHugePages: %ld kB", &kib) == 1)
+            out->anon_huge_kib = kib, found = true;
+        if (inside && (sscanf(line, "Shared_Hugetlb: %ld kB", &kib) == 1 ||
+                       sscanf(line, "Private_Hugetlb: %ld kB", &kib) == 1))
+            out->hugetlb_kib += kib;
     }
     fclose(smaps);
     return found;
+}
+
+static bool on_pool_page(const mapping *m)
+{
+    return strncmp(m->name, "/memfd:cellbox-huge-code", 24) == 0 && m->permissions[3] == 's';
 }
 
 static void test_learns_only_the_windows_the_child_ran(void)
@@ -135,6 +156,8 @@ static void test_learns_only_the_windows_the_child_ran(void)
     CHECK(one.count == 1 && one.windows[0].start == chosen);
 }
 
+static bool use_pool; /* which kind of huge page this process moves the code onto */
+
 static void test_moved_windows_keep_their_bytes_and_run(void)
 {
     huge_code code;
@@ -148,56 +171,123 @@ static void test_moved_windows_keep_their_bytes_and_run(void)
         memcpy(before + i * HUGE_CODE_PAGE_SIZE, (const void *)code.windows[i].start,
                HUGE_CODE_PAGE_SIZE);
     char why[256];
-    size_t moved = huge_code_move(&code, why, sizeof why);
+    size_t from_pool = 0;
+    size_t moved = huge_code_move(&code, use_pool, &from_pool, why, sizeof why);
     if (moved == 0 && strstr(why, "MADV_COLLAPSE")) {
         printf("# skipped: this host gives no huge pages (%s)\n", why);
         free(before);
         return;
     }
     CHECK(moved == code.count);
+    CHECK(from_pool == (use_pool ? code.count : 0));
     CHECK(why[0] == '\0');
     for (size_t i = 0; i < code.count; i++) {
         const huge_window *window = &code.windows[i];
         CHECK(memcmp(before + i * HUGE_CODE_PAGE_SIZE, (const void *)window->start,
                      HUGE_CODE_PAGE_SIZE) == 0);
-        char permissions[8] = "";
-        long huge_kib = -1;
-        bool named = true;
-        CHECK(mapping_of(window->start, permissions, &huge_kib, &named));
-        CHECK(huge_kib >= 2048);
-        CHECK(!named); /* anonymous now */
-        CHECK(permissions[0] == 'r' && permissions[1] == '-');
-        CHECK((permissions[2] == 'x') == ((window->protection & PROT_EXEC) != 0));
+        mapping m;
+        CHECK(mapping_of(window->start, &m));
+        if (use_pool) {
+            CHECK(on_pool_page(&m)); /* the sealed memfd, shared */
+            CHECK(m.hugetlb_kib >= 2048);
+        } else {
+            CHECK(m.name[0] == '\0'); /* anonymous now */
+            CHECK(m.anon_huge_kib >= 2048);
+        }
+        CHECK(m.permissions[0] == 'r' && m.permissions[1] == '-');
+        CHECK((m.permissions[2] == 'x') == ((window->protection & PROT_EXEC) != 0));
     }
     free(before);
     /* The code still runs, wherever in the library it is. */
     CHECK(strncmp(py_get_version(), "3.11", 4) == 0);
 }
 
-/* After the move: a fork shares the huge page; a child that writes it gets its own copy. */
+/* After the move: a fork shares the huge page. A child that tries to write it gets its own copy
+   of a transparent page, and cannot make a pool page writable at all. */
 static void test_a_child_shares_the_huge_page_and_writes_only_its_own(void)
 {
-    char permissions[8] = "";
-    long huge_kib = 0;
-    bool named = true;
-    if (!mapping_of(library_start, permissions, &huge_kib, &named) || huge_kib < 2048)
+    mapping m;
+    if (!mapping_of(library_start, &m) || (m.anon_huge_kib < 2048 && m.hugetlb_kib < 2048))
         return; /* the library's first window was not moved (skipped above, or not aligned) */
     unsigned char *header = (unsigned char *)library_start;
     CHECK(memcmp(header, "\177ELF", 4) == 0);
     pid_t child = fork();
     if (child == 0) {
-        bool shared = mapping_of(library_start, permissions, &huge_kib, &named) &&
-                      huge_kib >= 2048 && memcmp(header, "\177ELF", 4) == 0;
-        bool written = mprotect(header, 4096, PROT_READ | PROT_WRITE) == 0;
-        if (written)
+        mapping seen;
+        bool shared = mapping_of(library_start, &seen) && memcmp(header, "\177ELF", 4) == 0 &&
+                      (use_pool ? on_pool_page(&seen) : seen.anon_huge_kib >= 2048);
+        bool writable = mprotect(header, 4096, PROT_READ | PROT_WRITE) == 0;
+        if (writable)
             header[1] = 'X';
-        _exit(shared && written && header[1] == 'X' ? 0 : 1);
+        bool as_expected = use_pool ? !writable && errno == EACCES : writable && header[1] == 'X';
+        _exit(shared && as_expected ? 0 : 1);
     }
     int status = -1;
     waitpid(child, &status, 0);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     CHECK(memcmp(header, "\177ELF", 4) == 0); /* the parent's page never changed */
-    CHECK(mapping_of(library_start, permissions, &huge_kib, &named) && huge_kib >= 2048);
+    CHECK(mapping_of(library_start, &m) && (use_pool ? on_pool_page(&m) : m.anon_huge_kib >= 2048));
+}
+
+/* Runs the moving tests in a child process that moves the code onto `pool` pages or transparent
+   ones; true if they passed. */
+static bool moving_tests_pass(bool pool)
+{
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        use_pool = pool;
+        printf("# moving onto %s huge pages\n", pool ? "hugetlb pool" : "transparent");
+        RUN(test_moved_windows_keep_their_bytes_and_run);
+        RUN(test_a_child_shares_the_huge_page_and_writes_only_its_own);
+        fflush(stdout);
+        _exit(check_failed ? 1 : 0);
+    }
+    int status = -1;
+    waitpid(child, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+#define NR_HUGEPAGES "/proc/sys/vm/nr_hugepages"
+
+static long read_number(const char *path)
+{
+    FILE *file = fopen(path, "re");
+    long value = -1;
+    if (file && fscanf(file, "%ld", &value) != 1)
+        value = -1;
+    if (file)
+        fclose(file);
+    return value;
+}
+
+static bool write_number(const char *path, long value)
+{
+    FILE *file = fopen(path, "we");
+    if (!file)
+        return false;
+    bool written = fprintf(file, "%ld\n", value) > 0;
+    return fclose(file) == 0 && written;
+}
+
+/* Pool pages for every window libpython could have (it spans ~6 MiB of read-only segments), on
+   top of what the host has reserved; given back after. */
+#define POOL_PAGES_FOR_TEST 8
+
+static void test_both_kinds_of_huge_page(void)
+{
+    CHECK(moving_tests_pass(false));
+    long reserved = read_number(NR_HUGEPAGES);
+    if (reserved < 0 || !write_number(NR_HUGEPAGES, reserved + POOL_PAGES_FOR_TEST) ||
+        read_number(NR_HUGEPAGES) < reserved + POOL_PAGES_FOR_TEST) {
+        printf("# skipped the hugetlb pool: cannot reserve %d pages in %s\n", POOL_PAGES_FOR_TEST,
+               NR_HUGEPAGES);
+        if (reserved >= 0)
+            write_number(NR_HUGEPAGES, reserved);
+        return;
+    }
+    CHECK(moving_tests_pass(true));
+    CHECK(write_number(NR_HUGEPAGES, reserved));
 }
 
 int main(void)
@@ -211,7 +301,6 @@ int main(void)
     dl_iterate_phdr(find_library, NULL);
     CHECK(py_get_version != NULL && library_end > library_start);
     RUN(test_learns_only_the_windows_the_child_ran);
-    RUN(test_moved_windows_keep_their_bytes_and_run);
-    RUN(test_a_child_shares_the_huge_page_and_writes_only_its_own);
+    RUN(test_both_kinds_of_huge_page);
     return check_summary("huge_code");
 }
