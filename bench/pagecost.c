@@ -38,6 +38,16 @@ static int by_value(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Reads one byte of each of PAGES_TOUCHED pages (every third, from the second): the first-read
+   pattern, the same in every measurement. Returns their sum, so the reads are not dropped. */
+static char read_pages(volatile char *memory, size_t pages)
+{
+    char sum = 0;
+    for (size_t i = 0; i < PAGES_TOUCHED; i++)
+        sum = (char)(sum + memory[(i * 3 + 1) % pages * PAGE]);
+    return sum;
+}
+
 /* The child's measurements, written to `report`. Pages are spread (every third) so that no
    two measurements touch the same page and readahead-like batching cannot help. */
 static void measure_in_child(volatile char *memory, size_t pages, int snapshot, double forked_at,
@@ -48,9 +58,7 @@ static void measure_in_child(volatile char *memory, size_t pages, int snapshot, 
     for (size_t i = 0; i < PAGES_TOUCHED; i++)
         memory[(i * 3) % pages * PAGE] = 2;
     double written = now_us();
-    char sum = 0;
-    for (size_t i = 0; i < PAGES_TOUCHED; i++)
-        sum = (char)(sum + memory[(i * 3 + 1) % pages * PAGE]);
+    char sum = read_pages(memory, pages);
     double read = now_us();
     int rc = madvise((char *)memory + (PAGES_TOUCHED * 3 + 8) * (size_t)PAGE,
                      PAGES_TOUCHED * (size_t)PAGE, MADV_POPULATE_WRITE);
@@ -87,9 +95,7 @@ static int first_read_two_at_once(volatile char *memory, size_t pages, const int
             if (read(gate[0], &go, 1) != 1)
                 _exit(1);
             double start = now_us();
-            char sum = 0;
-            for (size_t i = 0; i < PAGES_TOUCHED; i++)
-                sum = (char)(sum + memory[(i * 3 + 1) % pages * PAGE]);
+            char sum = read_pages(memory, pages);
             double per_page = (now_us() - start) / PAGES_TOUCHED;
             ssize_t n = write(report[1], &per_page, sizeof per_page);
             _exit(n == (ssize_t)sizeof per_page && sum != 42 ? 0 : 1);

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from helpers import hugetlb
 from helpers.wait import wait_until
 
 pytestmark = pytest.mark.cellbox_only
@@ -260,11 +261,6 @@ def _page_frame(pid, address):
     return entry & PAGEMAP_FRAME
 
 
-def _hugetlb_pages_free():
-    with open("/proc/meminfo") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("HugePages_Free:"))
-
-
 @pytest.mark.parametrize("huge", [True, False])
 def test_the_code_kernels_run_is_on_huge_pages_the_zygote_shares(make_daemon, huge):
     """The zygote moves the windows of library code its probe ran onto 2 MiB pages
@@ -272,7 +268,7 @@ def test_the_code_kernels_run_is_on_huge_pages_the_zygote_shares(make_daemon, hu
     holds, not a copy, and not the file's 4 KiB pages. --huge-code-pages=false keeps those.
     Here on transparent huge pages: the host's hugetlb pool is empty (the next test fills it)."""
     import re
-    if huge and _hugetlb_pages_free():
+    if huge and hugetlb.pages_free():
         pytest.skip("this host's hugetlb pool has pages free: the zygote takes those (next test)")
     d = make_daemon(args=["--pool-size", "0", f"--huge-code-pages={str(huge).lower()}"])
     zygote = _zygote_pid(d)
@@ -300,19 +296,10 @@ def test_the_code_kernels_run_is_on_huge_pages_the_zygote_shares(make_daemon, hu
 
 @pytest.fixture
 def hugetlb_pool():
-    """Pages reserved in the host's hugetlb pool for one test, given back after it (requested
-    before make_daemon, so after the daemon is gone)."""
-    path = "/proc/sys/vm/nr_hugepages"
-    with open(path) as f:
-        before = int(f.read())
-    try:
-        with open(path, "w") as f:
-            f.write(str(before + 8))
-    except OSError as error:
-        pytest.skip(f"cannot reserve hugetlb pages: {error}")
-    yield
-    with open(path, "w") as f:
-        f.write(str(before))
+    """Pages reserved in the host's hugetlb pool for one test (requested before make_daemon, so
+    given back after the daemon is gone)."""
+    with hugetlb.reserved_pages():
+        yield
 
 
 def test_with_a_hugetlb_pool_the_code_is_on_its_pages_sealed(hugetlb_pool, make_daemon):

@@ -460,7 +460,8 @@ def wait_closed(conn, timeout=20):
         return e.code
 
 
-__all__ = ["Cell", "HostState", "PWN", "SandboxKernel", "Sandboxes", "all_gone",
+__all__ = ["Cell", "ELF_HEADER", "HostState", "PWN", "REWRITE_LIBPYTHON_HEADER", "SandboxKernel",
+           "Sandboxes", "all_gone", "assert_libpython_header_intact", "zygote_bytes",
            "host_namespaces", "pids_in_pid_namespace", "processes_of", "proof_problems", "sha256",
            "start_time", "wait_closed", "wait_until"]
 
@@ -478,3 +479,39 @@ assert ctypes.CDLL(None).dladdr(ctypes.cast(ctypes.pythonapi.Py_GetVersion, ctyp
                                 ctypes.byref(_info))
 _base = _info.fbase
 """
+
+# The attack of test_shared_code*.py: make the first page of libpython writable and write into its
+# header. _result: the header's address, its first bytes before and after, what mprotect returned
+# (and errno), and the file the page is mapped from (none for anonymous memory).
+REWRITE_LIBPYTHON_HEADER = LIBPYTHON_HEADER + """
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_result = {'base': _base, 'before': ctypes.string_at(_base, 4).hex(),
+           'mprotect': _libc.mprotect(_base, 4096, 3)}
+_result['errno'] = ctypes.get_errno()
+if _result['mprotect'] == 0:
+    ctypes.memmove(_base + 1, b'PWN', 3)
+_result['after'] = ctypes.string_at(_base, 4).hex()
+_result['mapped_from'] = [line.split()[5:] for line in open('/proc/self/maps')
+                          if int(line.split('-')[0], 16) <= _base < int(line.split()[0].split('-')[1], 16)]
+"""
+ELF_HEADER = b"\x7fELF"
+
+
+def zygote_bytes(box, address, count):
+    """`count` bytes of the zygote's memory at `address` (its pid from the daemon's log)."""
+    import re
+    zygote = int(re.findall(r"zygote ready \(pid (\d+)", box.daemon.log_text())[-1])
+    with open(f"/proc/{zygote}/mem", "rb") as mem:
+        mem.seek(address)
+        return mem.read(count)
+
+
+def assert_libpython_header_intact(box, kernels, base):
+    """Each of `kernels` still reads libpython's ELF header; zygote clones at `base`, the
+    address of the page they all share."""
+    for kernel in kernels:
+        seen = kernel.json(LIBPYTHON_HEADER + "_result = [_base, ctypes.string_at(_base, 4).hex()]")
+        assert seen[1] == ELF_HEADER.hex(), seen
+        if box.mode == "zygote":
+            assert seen[0] == base  # the same address: the same shared page

@@ -8,27 +8,19 @@ import re
 
 import pytest
 
-from seclib import LIBPYTHON_HEADER
+from helpers import hugetlb
+from seclib import ELF_HEADER, REWRITE_LIBPYTHON_HEADER, assert_libpython_header_intact, zygote_bytes
 
 pytestmark = pytest.mark.cellbox_only
 
 DAEMON_ARGS = ["--huge-code-pages=true"]
-NR_HUGEPAGES = "/proc/sys/vm/nr_hugepages"
 
 
 @pytest.fixture(scope="module", autouse=True)
 def hugetlb_pool():
     """Before the module's daemons (autouse: set up ahead of `box`), given back after them."""
-    with open(NR_HUGEPAGES) as f:
-        before = int(f.read())
-    try:
-        with open(NR_HUGEPAGES, "w") as f:
-            f.write(str(before + 8))
-    except OSError as error:
-        pytest.skip(f"cannot reserve hugetlb pages: {error}")
-    yield
-    with open(NR_HUGEPAGES, "w") as f:
-        f.write(str(before))
+    with hugetlb.reserved_pages():
+        yield
 
 
 def test_the_shared_library_code_cannot_be_made_writable(box, fresh):
@@ -37,19 +29,8 @@ def test_the_shared_library_code_cannot_be_made_writable(box, fresh):
     zygote's page, a neighbour's and the next kernel's still hold libpython's ELF header, and
     the kernel runs on."""
     k = fresh()
-    got = k.json(LIBPYTHON_HEADER + """
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-_result = {'base': _base, 'before': ctypes.string_at(_base, 4).hex(),
-           'mprotect': _libc.mprotect(_base, 4096, 3)}
-_result['errno'] = ctypes.get_errno()
-if _result['mprotect'] == 0:
-    ctypes.memmove(_base + 1, b'PWN', 3)
-_result['after'] = ctypes.string_at(_base, 4).hex()
-_result['mapped_from'] = [line.split()[5:] for line in open('/proc/self/maps')
-                          if int(line.split('-')[0], 16) <= _base < int(line.split()[0].split('-')[1], 16)]
-""")
-    header = b"\x7fELF".hex()
+    got = k.json(REWRITE_LIBPYTHON_HEADER)
+    header = ELF_HEADER.hex()
     assert got["before"] == header, got
     k.ok("print(sum(range(10)))")  # the kernel runs on
     if box.mode == "zygote":
@@ -59,15 +40,8 @@ _result['mapped_from'] = [line.split()[5:] for line in open('/proc/self/maps')
         assert got["mapped_from"] == [["/memfd:cellbox-huge-code", "(deleted)"]], got["mapped_from"]
         assert got["mprotect"] == -1 and got["errno"] == 13, got  # EACCES
         assert got["after"] == header, got  # nothing written
-        zygote = int(re.findall(r"zygote ready \(pid (\d+)", box.daemon.log_text())[-1])
-        with open(f"/proc/{zygote}/mem", "rb") as mem:
-            mem.seek(got["base"])
-            assert mem.read(4) == b"\x7fELF"
+        assert zygote_bytes(box, got["base"], 4) == ELF_HEADER
     else:  # the file's own pages: a private copy, as in test_shared_code
         assert got["mprotect"] == 0 and got["after"] == b"\x7fPWN".hex(), got
-    for other in (box.neighbour, fresh()):
-        seen = other.json(LIBPYTHON_HEADER + "_result = [_base, ctypes.string_at(_base, 4).hex()]")
-        assert seen[1] == header, seen
-        if box.mode == "zygote":
-            assert seen[0] == got["base"]  # the same address: the same shared page
+    assert_libpython_header_intact(box, (box.neighbour, fresh()), got["base"])
     box.assert_contained()
