@@ -346,6 +346,53 @@ def native_api(server, count):
     return executes, pauses, resumes
 
 
+def busy_cpu_ms():
+    """CPU time the whole host has been busy since boot (user, nice, system, interrupts)."""
+    with open("/proc/stat") as f:
+        user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in f.readline().split()[1:8])
+    return (user + nice + system + irq + softirq) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def sandbox_cpu_ms(kernel_id):
+    """CPU charged so far to a cellbox sandbox's cgroup (pid 1 and the kernel), v1 or v2."""
+    for path in glob.glob(f"/sys/fs/cgroup/**/kernel-{kernel_id}/cpuacct.usage", recursive=True):
+        with open(path) as f:
+            return int(f.read()) / 1e6
+    for path in glob.glob(f"/sys/fs/cgroup/**/kernel-{kernel_id}/cpu.stat", recursive=True):
+        with open(path) as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("usage_usec")) / 1e3
+    return float("nan")
+
+
+def cpu_per_kernel(server, count, is_cellbox):
+    """The host's CPU (every process and the kernel threads working for them, /proc/stat) that one
+    fresh kernel costs: created, run to its first result and deleted, one at a time on an
+    otherwise idle server, less what the idle machine spends over the same time. Also, for
+    cellbox, the part charged to the sandbox's own cgroup up to the first result. What the
+    sustained rate and a burst of creates are bound by where the CPU is the limit (ms each)."""
+    started, busy_at_start = time.perf_counter(), busy_cpu_ms()
+    time.sleep(2)
+    idle_rate = (busy_cpu_ms() - busy_at_start) / (time.perf_counter() - started)
+    create = delete = inside = 0.0
+    for _ in range(count):
+        t0, b0 = time.perf_counter(), busy_cpu_ms()
+        kernel = Kernel(server)
+        kernel.run("1+1", until="result")
+        t1, b1 = time.perf_counter(), busy_cpu_ms()
+        if is_cellbox:
+            inside += sandbox_cpu_ms(kernel.id)
+        kernel.delete()
+        time.sleep(0.5)  # the teardown: processes, namespaces, volume and cgroup
+        t2, b2 = time.perf_counter(), busy_cpu_ms()
+        create += (b1 - b0) - idle_rate * (t1 - t0)
+        delete += (b2 - b1) - idle_rate * (t2 - t1)
+    figures = {"create_to_first_result": create / count, "delete": delete / count,
+               "ceiling_per_second": os.cpu_count() * 1000 / ((create + delete) / count)}
+    if is_cellbox:
+        figures["in_sandbox_to_first_result"] = inside / count
+    return figures
+
+
 def uss_of(pid):
     """Unique set size: private pages of the process (smaps_rollup)."""
     total = 0
@@ -443,6 +490,7 @@ def main():
             j_concurrent = concurrent_creates(jupyter, 10)
             j_busy_rtt = round_trips_while_creating(jupyter, 10 if not args.quick else 5)
             j_sustained = sustained(jupyter, 10 if not args.quick else 5, 2)
+            j_cpu = cpu_per_kernel(jupyter, 3 if args.quick else 8, False)
             j_uss, j_rss = idle_memory(jupyter, 4, False)
         finally:
             jupyter.stop()
@@ -466,6 +514,7 @@ def main():
         cold = start_cellbox(os.path.join(tmp, "cb-cold"), pool_size=0)
         try:
             c_cold = create_to_first_result(cold, n // 2, 0.2)
+            c_cpu = cpu_per_kernel(cold, n // 2, True)
         finally:
             cold.stop()
         # A burst the pool is sized for: 100 concurrent creates against --pool-size 100.
@@ -499,6 +548,9 @@ def main():
                                       "cellbox_100_pool_100_runs": bursts},
             "sustained_per_second": {"cellbox": c_sustained, "jupyter": j_sustained,
                                      "ratio": c_sustained / max(j_sustained, 1e-9)},
+            "cpu_per_fresh_kernel_ms": {"cellbox": c_cpu, "jupyter": j_cpu,
+                                        "ratio": sum(j_cpu[k] for k in ("create_to_first_result", "delete"))
+                                        / sum(c_cpu[k] for k in ("create_to_first_result", "delete"))},
             "stateless_run": {"cellbox_per_second": c_runs, "cellbox_p50_ms": pct(c_run_ms, 50),
                               "cellbox_p99_ms": pct(c_run_ms, 99), "jupyter_per_second": j_sustained,
                               "ratio": c_runs / max(j_sustained, 1e-9)},
