@@ -115,15 +115,27 @@ static void on_kernel_deleted(kernel *k)
 /* ---- /api and kernelspecs ---- */
 
 /* Kernel Gateway's {"version"}, plus what an operator (or a benchmark) wants to know: whether
-   new kernels are cloned from the zygote yet and how many wait in the warm pool. */
+   new kernels are cloned from the zygote yet and how many wait in the warm pool, for the default
+   template at the top level, and for each template under "templates". */
 static void get_api(http_request *request)
 {
+    json_t *templates = json_object();
+    for (size_t i = 0; i < kernelspec_count(); i++) {
+        const kernelspec *spec = kernelspec_at(i);
+        json_object_set_new(templates, spec->name,
+                            json_pack("{s:b, s:I, s:I}", "zygote_ready",
+                                      zygote_is_ready(spec->zygote), "warm_pool",
+                                      (json_int_t)manager_pool_count(spec), "warm_pool_ready",
+                                      (json_int_t)manager_pool_ready_count(spec)));
+    }
+    const kernelspec *default_spec = kernelspec_find(manager_default_kernel());
     http_respond_json(request, 200,
-                      json_pack("{s:s, s:s, s:b, s:I, s:I, s:I}", "version", JUPYTER_API_VERSION,
-                                "cellbox", CELLBOX_VERSION, "zygote_ready", zygote_is_ready(),
-                                "warm_pool", (json_int_t)manager_pool_count(), "warm_pool_ready",
-                                (json_int_t)manager_pool_ready_count(), "kernels",
-                                (json_int_t)manager_count()));
+                      json_pack("{s:s, s:s, s:b, s:I, s:I, s:I, s:o}", "version",
+                                JUPYTER_API_VERSION, "cellbox", CELLBOX_VERSION, "zygote_ready",
+                                zygote_is_ready(default_spec->zygote), "warm_pool",
+                                (json_int_t)manager_pool_count(default_spec), "warm_pool_ready",
+                                (json_int_t)manager_pool_ready_count(default_spec), "kernels",
+                                (json_int_t)manager_count(), "templates", templates));
 }
 
 static void get_kernelspecs(http_request *request)

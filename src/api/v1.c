@@ -250,11 +250,14 @@ static void list_templates(http_request *request)
     json_object_foreach(specs, name, model)
     {
         json_t *spec = json_object_get(model, "spec");
-        json_array_append_new(
-            list, json_pack("{s:s, s:O, s:O, s:b}", "name", name, "display_name",
-                            json_object_get(spec, "display_name"), "language",
-                            json_object_get(spec, "language"), "default",
-                            strcmp(name, manager_default_kernel()) == 0));
+        json_t *metadata = json_object_get(spec, "metadata");
+        json_array_append_new(list,
+                              json_pack("{s:s, s:O, s:O, s:b, s:O, s:O}", "name", name,
+                                        "display_name", json_object_get(spec, "display_name"),
+                                        "language", json_object_get(spec, "language"), "default",
+                                        strcmp(name, manager_default_kernel()) == 0, "preload",
+                                        json_object_get(metadata, "cellbox_preload"), "pool_size",
+                                        json_object_get(metadata, "cellbox_pool_size")));
     }
     json_decref(specs);
     http_respond_json(request, 200, list);

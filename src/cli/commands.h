@@ -1,7 +1,7 @@
 /* commands — one function per `cellbox` subcommand. Each takes the words from the command's
  * name on (argv[0] is "create", "exec", ...), answers --help itself, and returns the exit status.
  *
- *   sandboxes.c  create, ls, info, rm, pause, resume, timeout
+ *   sandboxes.c  templates, create, ls, info, rm, pause, resume, timeout
  *   logs.c       logs
  *   execute.c    exec (code in a sandbox's Python kernel), sh (a shell command in a sandbox)
  *   run.c        run (a stateless script in a throwaway sandbox)
@@ -11,6 +11,7 @@
 #ifndef CELLBOX_CLI_COMMANDS_H
 #define CELLBOX_CLI_COMMANDS_H
 
+int command_templates(int argc, char **argv);
 int command_create(int argc, char **argv);
 int command_ls(int argc, char **argv);
 int command_info(int argc, char **argv);

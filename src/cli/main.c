@@ -18,6 +18,7 @@ static const struct command {
     int (*run)(int argc, char **argv);
     const char *summary;
 } commands[] = {
+    {"templates", command_templates, "list the templates sandboxes are made from"},
     {"create", command_create, "start a sandbox and print its id"},
     {"ls", command_ls, "list sandboxes"},
     {"info", command_info, "show a sandbox: state, limits, usage, contexts"},
@@ -43,7 +44,7 @@ static void print_help(void)
            "\n"
            "commands:\n");
     for (size_t i = 0; i < COMMAND_COUNT; i++)
-        printf("  %-9s%s\n", commands[i].name, commands[i].summary);
+        printf("  %-11s%s\n", commands[i].name, commands[i].summary);
     printf("\n"
            "global options (anywhere on the line):\n"
            "  --url URL      the daemon (default $CELLBOX_URL, else " DEFAULT_URL ")\n"

@@ -63,9 +63,10 @@ static const option_spec options[] = {
     {"output-limit", OPT_SIZE, FIELD(output_limit), "1M", "stdout+stderr bytes per execution before the rest is dropped"},
     {"max-output-limit", OPT_SIZE, FIELD(max_output_limit), "256M", "most output a sandbox may ask for"},
     {"zygote", OPT_BOOL, FIELD(zygote), "true", "start Python kernels by cloning a preloaded interpreter (false = exec each one)"},
-    {"preload", OPT_STRING, FIELD(preload), "numpy,pandas,matplotlib,IPython", "modules the zygote imports once for every kernel"},
+    {"preload", OPT_STRING, FIELD(preload), "numpy,pandas,matplotlib,IPython", "modules the python3 template's zygote imports once for every kernel"},
+    {"templates", OPT_STRING, FIELD(templates), "", "more templates beside python3, each a kernelspec with its own zygote and warm pool: NAME:MODULES[:POOL] separated by ';', e.g. 'light::1;data:numpy,pandas:0' (every zygote has IPython)"},
     {"huge-code-pages", OPT_BOOL, FIELD(huge_code_pages), "false", "map the library code every kernel runs with 2 MiB pages shared by all kernels, from the hugetlb pool where it has pages free, else transparent ones (faster starts where a page's first touch traps; see docs/performance.md for when it costs more)"},
-    {"pool-size", OPT_INT, FIELD(pool_size), "2", "kernels kept started ahead of time, handed out by POST /api/kernels (default spec and limits)"},
+    {"pool-size", OPT_INT, FIELD(pool_size), "2", "python3 kernels kept started ahead of time, handed out by POST /api/kernels (default limits)"},
     {"workspace-fs", OPT_STRING, FIELD(workspace_fs), "ext4", "what /workspace is: ext4 (an image on disk, kept with --keep-workspaces) or tmpfs (memory, counted against the sandbox's memory limit; fastest)"},
     {"allow-network", OPT_BOOL, FIELD(allow_network), "false", "let a sandbox ask for network access (\"network\": true); off = no sandbox ever has it"},
 };

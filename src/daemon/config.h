@@ -35,6 +35,7 @@ typedef struct config {
     bool allow_network;
     bool zygote;
     char *preload;
+    char *templates;
     bool huge_code_pages;
     int pool_size;
     char *workspace_fs;

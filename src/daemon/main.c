@@ -136,7 +136,9 @@ int main(int argc, char **argv)
         die("--workspace-fs takes ext4 or tmpfs, not '%s'", cfg.workspace_fs);
     loop_init();
     watch_signals();
-    kernelspec_init();
+    kernelspec_init(cfg.preload, cfg.pool_size);
+    if (kernelspec_add_templates(cfg.templates, why, sizeof why) < 0)
+        die("--templates: %s", why);
     manager_init(&(manager_options){
         .data_dir = cfg.data_dir,
         .default_kernel = cfg.default_kernel,
@@ -161,16 +163,20 @@ int main(int argc, char **argv)
                        .timeout_seconds = cfg.max_execution_timeout,
                        .output_bytes = cfg.max_output_limit},
         .allow_network = cfg.allow_network,
-        .pool_size = cfg.pool_size,
         .workspace_kind = workspace_kind,
-        .wait_for_zygote = cfg.zygote ? zygote_is_ready : NULL,
     });
     if (!kernelspec_find(cfg.default_kernel))
-        die("--default-kernel %s is not a known kernelspec (python3 is)", cfg.default_kernel);
-    if (cfg.zygote) {
+        die("--default-kernel %s is not a known kernelspec (python3 is, and the names of "
+            "--templates)",
+            cfg.default_kernel);
+    for (size_t i = 0; cfg.zygote && i < kernelspec_count(); i++) {
+        kernelspec *spec = kernelspec_at(i);
         char cache[4200];
-        snprintf(cache, sizeof cache, "%.4000s/zygote", cfg.data_dir);
-        zygote_start(cfg.preload, cache, cfg.huge_code_pages);
+        if (strcmp(spec->name, KERNELSPEC_BUILT_IN) == 0)
+            snprintf(cache, sizeof cache, "%.4000s/zygote", cfg.data_dir);
+        else
+            snprintf(cache, sizeof cache, "%.4000s/zygote-%s", cfg.data_dir, spec->name);
+        spec->zygote = zygote_start(spec->name, spec->preload, cache, cfg.huge_code_pages);
     }
     channels_init((size_t)cfg.max_message_size);
     jupyter_init(&(jupyter_options){.list_kernels = cfg.list_kernels});
@@ -194,13 +200,17 @@ int main(int argc, char **argv)
     print_banner(&cfg, port, generated_token);
     log_info("sandboxes: cgroup %s, workspaces on %s, zygote %s, warm pool of %d", cgroup_version_name(),
              cfg.workspace_fs, cfg.zygote ? "on" : "off", cfg.pool_size);
+    for (size_t i = 1; i < kernelspec_count(); i++)
+        log_info("template %s: preloads '%s', warm pool of %d", kernelspec_at(i)->name,
+                 kernelspec_at(i)->preload, kernelspec_at(i)->pool_size);
 
     loop_run();
 
     manager_shutdown_all();
     kernel_reap_all();
     volume_worker_stop(); /* after the last removal was sent: it finishes them first */
-    zygote_stop();
+    for (size_t i = 0; i < kernelspec_count(); i++)
+        zygote_stop(kernelspec_at(i)->zygote);
     cgroup_shutdown();
     volume_shutdown();
     http_server_stop();

@@ -343,7 +343,7 @@ static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t wh
        inherits: a zygote kernel gets them over its own channel once it runs. Another context
        of a running sandbox starts by exec inside its namespaces. */
     const kernel *host = k->sandbox.host;
-    bool via_zygote = allow_zygote && !host && zygote_is_ready();
+    bool via_zygote = allow_zygote && !host && zygote_is_ready(k->spec->zygote);
     environment env = {0};
     build_environment(&env, k, !via_zygote);
     const sandbox_limits *limits = &k->sandbox.limits;
@@ -374,7 +374,8 @@ static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t wh
            in a few milliseconds (on_zygote_answer); the loop does not wait for it. Until then
            its pid 1 is setting up with the zygote waiting on it: see cgroup_setup_window. */
         set_setup_window(k, true);
-        k->spawn = zygote_spawn_start(&spec, k->id, on_zygote_answer, k, why, why_size);
+        k->spawn =
+            zygote_spawn_start(k->spec->zygote, &spec, k->id, on_zygote_answer, k, why, why_size);
         if (k->spawn) {
             pid = 0;
         } else {

@@ -1,5 +1,6 @@
 #include "kernel/kernelspec.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
@@ -12,15 +13,14 @@
 #include "common/log.h"
 #include "http/server.h"
 
-static const kernelspec specs[] = {
-    {.name = "python3", .display_name = "Python 3 (cellbox)", .language = "python"},
-};
+static kernelspec specs[KERNELSPEC_MAX];
+static size_t spec_count;
 
 static char kernel_binary[PATH_MAX];
 static char python_dir[PATH_MAX];
 static char specs_dir[PATH_MAX];
 
-void kernelspec_init(void)
+void kernelspec_init(const char *preload, int pool_size)
 {
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -37,14 +37,144 @@ void kernelspec_init(void)
     snprintf(module, sizeof module, "%s/cellbox_kernel/__init__.py", python_dir);
     if (access(module, R_OK) != 0)
         die("the kernel's Python package %s is missing (run 'make build')", module);
+    specs[0] = (kernelspec){.name = KERNELSPEC_BUILT_IN,
+                            .display_name = "Python 3 (cellbox)",
+                            .language = "python",
+                            .preload = strdup(preload),
+                            .pool_size = pool_size};
+    spec_count = 1;
 }
 
 const kernelspec *kernelspec_find(const char *name)
 {
-    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+    for (size_t i = 0; i < spec_count; i++)
         if (strcmp(specs[i].name, name) == 0)
             return &specs[i];
     return NULL;
+}
+
+size_t kernelspec_count(void) { return spec_count; }
+kernelspec *kernelspec_at(size_t index) { return index < spec_count ? &specs[index] : NULL; }
+
+/* ---- templates from --templates ---- */
+
+#define TEMPLATE_NAME_MAX 64
+#define TEMPLATE_PRELOAD_MAX 1000 /* what the zygote's --preload argument holds */
+#define TEMPLATE_POOL_MAX 1000
+
+static bool is_template_name(const char *name)
+{
+    size_t length = strlen(name);
+    if (length == 0 || length > TEMPLATE_NAME_MAX || !isalnum((unsigned char)name[0]))
+        return false;
+    for (const char *c = name; *c; c++)
+        if (!isalnum((unsigned char)*c) && !strchr("._-", *c))
+            return false;
+    return true;
+}
+
+static bool is_module_name(const char *name, size_t length)
+{
+    if (length == 0 || !(isalpha((unsigned char)name[0]) || name[0] == '_') ||
+        name[length - 1] == '.')
+        return false;
+    for (size_t i = 1; i < length; i++)
+        if (!(isalnum((unsigned char)name[i]) || name[i] == '_' || name[i] == '.'))
+            return false;
+    return true;
+}
+
+/* Module names separated by commas ("" is none: the zygote still has IPython and the kernel). */
+static bool is_module_list(const char *modules)
+{
+    if (strlen(modules) > TEMPLATE_PRELOAD_MAX)
+        return false;
+    if (!*modules)
+        return true;
+    for (const char *name = modules;;) {
+        size_t length = strcspn(name, ",");
+        if (!is_module_name(name, length))
+            return false;
+        if (!name[length])
+            return true;
+        name += length + 1;
+    }
+}
+
+/* One entry, "NAME:MODULES[:POOL]", into `spec`; -1 with `why`. */
+static int parse_template(char *entry, kernelspec *spec, char *why, size_t why_size)
+{
+    char *name = entry, *modules = strchr(entry, ':'), *pool = NULL;
+    if (!modules) {
+        snprintf(why, why_size, "'%.100s' has no ':' (NAME:MODULES[:POOL])", entry);
+        return -1;
+    }
+    *modules++ = '\0';
+    if ((pool = strchr(modules, ':')) != NULL)
+        *pool++ = '\0';
+    if (!is_template_name(name)) {
+        snprintf(why, why_size,
+                 "'%.100s' is not a template name (up to %d letters, digits, '.', "
+                 "'_' or '-', starting with a letter or digit)",
+                 name, TEMPLATE_NAME_MAX);
+        return -1;
+    }
+    if (kernelspec_find(name)) {
+        snprintf(why, why_size, "template '%s' is defined twice (python3 is built in)", name);
+        return -1;
+    }
+    if (!is_module_list(modules)) {
+        snprintf(why, why_size,
+                 "template '%s': '%.100s' is not a list of module names separated by "
+                 "commas (at most %d characters)",
+                 name, modules, TEMPLATE_PRELOAD_MAX);
+        return -1;
+    }
+    long pool_size = 0;
+    if (pool) {
+        char *end;
+        errno = 0;
+        pool_size = strtol(pool, &end, 10);
+        if (!*pool || *end || errno || pool_size < 0 || pool_size > TEMPLATE_POOL_MAX) {
+            snprintf(why, why_size,
+                     "template '%s': the pool size '%.32s' is not a number from 0 to %d", name,
+                     pool, TEMPLATE_POOL_MAX);
+            return -1;
+        }
+    }
+    char *display_name;
+    if (asprintf(&display_name, "Python 3 (cellbox, %s)", name) < 0)
+        die("out of memory");
+    *spec = (kernelspec){.name = strdup(name),
+                         .display_name = display_name,
+                         .language = "python",
+                         .preload = strdup(modules),
+                         .pool_size = (int)pool_size};
+    return 0;
+}
+
+int kernelspec_add_templates(const char *text, char *why, size_t why_size)
+{
+    char *copy = strdup(text ? text : ""), *save = NULL;
+    size_t before = spec_count;
+    int rc = 0;
+    for (char *entry = strtok_r(copy, ";", &save); entry && rc == 0;
+         entry = strtok_r(NULL, ";", &save)) {
+        if (spec_count == KERNELSPEC_MAX) {
+            snprintf(why, why_size, "at most %d templates, python3 included", KERNELSPEC_MAX);
+            rc = -1;
+        } else if ((rc = parse_template(entry, &specs[spec_count], why, why_size)) == 0) {
+            spec_count++;
+        }
+    }
+    free(copy);
+    while (rc < 0 && spec_count > before) { /* all or nothing */
+        kernelspec *spec = &specs[--spec_count];
+        free((char *)spec->name);
+        free((char *)spec->display_name);
+        free((char *)spec->preload);
+    }
+    return rc;
 }
 
 const char *kernelspec_kernel_binary(void) { return kernel_binary; }
@@ -55,12 +185,13 @@ static bool is_plain_file_name(const char *file)
     return *file && file[0] != '.' && !strchr(file, '/') && strlen(file) < 128;
 }
 
+/* Every template is Python: they all show the built-in one's files (its logos). */
 char *kernelspec_resource_path(const char *name, const char *file)
 {
     if (!kernelspec_find(name) || !is_plain_file_name(file))
         return NULL;
     char *path;
-    if (asprintf(&path, "%s/%s/%s", specs_dir, name, file) < 0)
+    if (asprintf(&path, "%s/%s/%s", specs_dir, KERNELSPEC_BUILT_IN, file) < 0)
         die("out of memory");
     if (access(path, R_OK) != 0) {
         free(path);
@@ -74,7 +205,7 @@ static json_t *resources_model(const kernelspec *spec)
 {
     json_t *resources = json_object();
     char dir_path[PATH_MAX + 64];
-    snprintf(dir_path, sizeof dir_path, "%s/%s", specs_dir, spec->name);
+    snprintf(dir_path, sizeof dir_path, "%s/%s", specs_dir, KERNELSPEC_BUILT_IN);
     DIR *dir = opendir(dir_path);
     if (!dir)
         return resources;
@@ -100,9 +231,10 @@ json_t *kernelspec_model(const kernelspec *spec)
     char python_arg[PATH_MAX + 16];
     snprintf(python_arg, sizeof python_arg, "--python-dir=%s", python_dir);
     json_t *inner = json_pack(
-        "{s:[s,s,s], s:{}, s:s, s:s, s:s, s:{s:s}}", "argv", kernel_binary, channel_arg, python_arg,
-        "env", "display_name", spec->display_name, "language", spec->language, "interrupt_mode",
-        "signal", "metadata", "cellbox_runtime", "python-embedded");
+        "{s:[s,s,s], s:{}, s:s, s:s, s:s, s:{s:s, s:s, s:i}}", "argv", kernel_binary, channel_arg,
+        python_arg, "env", "display_name", spec->display_name, "language", spec->language,
+        "interrupt_mode", "signal", "metadata", "cellbox_runtime", "python-embedded",
+        "cellbox_preload", spec->preload, "cellbox_pool_size", spec->pool_size);
     return json_pack("{s:s, s:o, s:o}", "name", spec->name, "spec", inner, "resources",
                      resources_model(spec));
 }
@@ -110,7 +242,7 @@ json_t *kernelspec_model(const kernelspec *spec)
 json_t *kernelspec_all_models(void)
 {
     json_t *all = json_object();
-    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+    for (size_t i = 0; i < spec_count; i++)
         json_object_set_new(all, specs[i].name, kernelspec_model(&specs[i]));
     return all;
 }

@@ -1,18 +1,34 @@
-/* kernelspec — the kernels cellbox can start, and where their files live. */
+/* kernelspec — the kernels cellbox can start (its templates), and where their files live. */
 #ifndef CELLBOX_KERNEL_KERNELSPEC_H
 #define CELLBOX_KERNEL_KERNELSPEC_H
 
 #include <jansson.h>
 
+typedef struct zygote zygote;
+
+/* The template every daemon has; --templates adds more, all of them Python with the same
+   packages, each with its own preload list and warm pool. */
+#define KERNELSPEC_BUILT_IN "python3"
+#define KERNELSPEC_MAX 16
+
 typedef struct kernelspec {
     const char *name;         /* "python3" */
     const char *display_name;
     const char *language;
+    const char *preload; /* modules its zygote imports once for every kernel */
+    int pool_size;       /* its kernels kept started ahead of time */
+    zygote *zygote;      /* NULL: its kernels start by exec (--zygote=false) */
 } kernelspec;
 
 /* Finds the kernel runtime next to the daemon binary: BIN/cellbox-kernel and
-   BIN/../share/cellbox/{python,kernelspecs}. Exits with a clear message if they are missing. */
-void kernelspec_init(void);
+   BIN/../share/cellbox/{python,kernelspecs}, and makes the built-in template with these
+   settings. Exits with a clear message if the runtime is missing. */
+void kernelspec_init(const char *preload, int pool_size);
+/* Adds the templates of --templates, "NAME:MODULES[:POOL]" separated by ';'. 0, or -1 with
+   `why` naming the entry at fault (nothing is added then). */
+int kernelspec_add_templates(const char *text, char *why, size_t why_size);
+size_t kernelspec_count(void);
+kernelspec *kernelspec_at(size_t index); /* in the order they were made: the built-in first */
 const kernelspec *kernelspec_find(const char *name);
 const char *kernelspec_kernel_binary(void);
 const char *kernelspec_python_dir(void);

@@ -9,6 +9,8 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "kernel/kernelspec.h"
+#include "kernel/zygote.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/volume.h"
@@ -277,12 +279,21 @@ static size_t sets_in(set_state state)
     return count;
 }
 
+/* Kernels all the warm pools (below) hold when full. */
+static size_t pool_wanted(void)
+{
+    size_t wanted = 0;
+    for (size_t i = 0; i < kernelspec_count(); i++)
+        wanted += (size_t)kernelspec_at(i)->pool_size;
+    return wanted;
+}
+
 static void schedule_prepare(int64_t delay_ms)
 {
     if (prepare_timer)
         return;
     if (preparing_off_loop() ? sets_in(SET_EMPTY) > 0
-                             : options.pool_size == 0 && sets_in(SET_READY) == 0)
+                             : pool_wanted() == 0 && sets_in(SET_READY) == 0)
         prepare_timer = loop_timer_add(delay_ms, prepare_next, NULL);
 }
 
@@ -339,7 +350,7 @@ static kernel *start_sandboxed(const kernelspec *spec, json_t *env, const sandbo
     return k;
 }
 
-/* ---- the warm pool: kernels started ahead of time with the default spec and limits ---- */
+/* ---- the warm pools: kernels started ahead of time, each template's own, default limits ---- */
 
 typedef struct pooled_kernel {
     kernel *kernel;
@@ -348,7 +359,7 @@ typedef struct pooled_kernel {
 
 #define REFILL_DELAY_AFTER_HANDOUT_MS 250
 
-static pooled_kernel *pool;
+static pooled_kernel *pool; /* every template's, oldest first */
 static size_t pool_count;
 static loop_timer *refill_timer;
 
@@ -375,22 +386,43 @@ static bool room_for_another(void)
     return options.max_kernels <= 0 || kernel_count + pool_count < (size_t)options.max_kernels;
 }
 
-/* One kernel at a time, through the loop, so requests are served between two starts. */
+static size_t pooled_of(const kernelspec *spec)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < pool_count; i++)
+        count += kernel_spec(pool[i].kernel) == spec;
+    return count;
+}
+
+/* One kernel at a time, through the loop, so requests are served between two starts; the
+   templates take turns in their order, each until its pool is full. */
 static void refill_one(void *arg)
 {
     refill_timer = NULL;
-    if (pool_count >= (size_t)options.pool_size || !room_for_another())
+    if (!room_for_another())
         return;
-    if (options.wait_for_zygote && !options.wait_for_zygote()) {
-        schedule_refill(100); /* kernels cloned from the zygote share its pages: worth waiting */
+    const kernelspec *spec = NULL;
+    bool waiting = false;
+    for (size_t i = 0; i < kernelspec_count() && !spec; i++) {
+        const kernelspec *candidate = kernelspec_at(i);
+        if (pooled_of(candidate) >= (size_t)candidate->pool_size)
+            continue;
+        /* Kernels cloned from the zygote share its pages: worth waiting for it. */
+        if (candidate->zygote && !zygote_is_ready(candidate->zygote))
+            waiting = true;
+        else
+            spec = candidate;
+    }
+    if (!spec) {
+        if (waiting)
+            schedule_refill(100);
         return;
     }
     char why[512];
     sandbox_resources r;
-    kernel *k = start_sandboxed(kernelspec_find(options.default_kernel), NULL,
-                                &options.default_limits, &r, why, sizeof why);
+    kernel *k = start_sandboxed(spec, NULL, &options.default_limits, &r, why, sizeof why);
     if (!k) {
-        log_warn("warm pool: cannot start a kernel: %s", why);
+        log_warn("warm pool of %s: cannot start a kernel: %s", spec->name, why);
         schedule_refill(1000);
         return;
     }
@@ -403,19 +435,25 @@ static void refill_one(void *arg)
 
 static void schedule_refill(int64_t delay_ms)
 {
-    if (!refill_timer && options.pool_size > 0)
+    if (!refill_timer && pool_wanted() > 0)
         refill_timer = loop_timer_add(delay_ms, refill_one, NULL);
 }
 
-/* A ready kernel from the pool (live, oldest first), or NULL. */
-static pooled_kernel take_pooled(void)
+/* A ready kernel of `spec` from its pool (live, oldest first), or none; dead ones met on the
+   way are discarded. */
+static pooled_kernel take_pooled(const kernelspec *spec)
 {
     pooled_kernel taken = {0};
-    while (pool_count > 0 && !taken.kernel) {
-        pooled_kernel candidate = pool[0];
-        memmove(&pool[0], &pool[1], (pool_count - 1) * sizeof *pool);
+    for (size_t i = 0; i < pool_count && !taken.kernel;) {
+        pooled_kernel candidate = pool[i];
+        bool dead = kernel_get_state(candidate.kernel) == KERNEL_DEAD;
+        if (!dead && kernel_spec(candidate.kernel) != spec) {
+            i++;
+            continue;
+        }
+        memmove(&pool[i], &pool[i + 1], (pool_count - i - 1) * sizeof *pool);
         pool_count--;
-        if (kernel_get_state(candidate.kernel) == KERNEL_DEAD)
+        if (dead)
             discard_pooled(&candidate);
         else
             taken = candidate;
@@ -432,13 +470,17 @@ static pooled_kernel take_pooled(void)
     return taken;
 }
 
-size_t manager_pool_count(void) { return pool_count; }
+size_t manager_pool_count(const kernelspec *spec)
+{
+    return spec ? pooled_of(spec) : pool_count;
+}
 
-size_t manager_pool_ready_count(void)
+size_t manager_pool_ready_count(const kernelspec *spec)
 {
     size_t ready = 0;
     for (size_t i = 0; i < pool_count; i++)
-        ready += kernel_get_state(pool[i].kernel) == KERNEL_IDLE;
+        ready += kernel_get_state(pool[i].kernel) == KERNEL_IDLE &&
+                 (!spec || kernel_spec(pool[i].kernel) == spec);
     return ready;
 }
 
@@ -465,9 +507,8 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *limits_json, 
         *status = strstr(why, "network access is disabled") ? 403 : 400;
         return NULL;
     }
-    bool poolable = strcmp(spec->name, options.default_kernel) == 0 &&
-                    same_limits(&limits, &options.default_limits);
-    pooled_kernel pooled = poolable ? take_pooled() : (pooled_kernel){0};
+    bool poolable = spec->pool_size > 0 && same_limits(&limits, &options.default_limits);
+    pooled_kernel pooled = poolable ? take_pooled(spec) : (pooled_kernel){0};
     sandbox_resources r;
     kernel *k = pooled.kernel;
     if (k) {

@@ -22,9 +22,7 @@ typedef struct manager_options {
     sandbox_limits default_limits;
     sandbox_limits max_limits;  /* 0 fields = unbounded */
     bool allow_network;         /* may a sandbox ask for network access at all */
-    int pool_size;              /* kernels kept started ahead of time (default spec and limits) */
     volume_kind workspace_kind; /* what /workspace is made of */
-    bool (*wait_for_zygote)(void); /* when set, the pool fills only once this says ready */
 } manager_options;
 
 void manager_init(const manager_options *options);
@@ -37,8 +35,11 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *limits, json_
 kernel *manager_find(const char *id);
 void manager_delete(kernel *k);
 size_t manager_count(void);
-size_t manager_pool_count(void);
-size_t manager_pool_ready_count(void); /* pooled kernels that finished starting */
+/* Kernels in a template's warm pool (each template's kernelspec->pool_size, with the default
+   limits; a pool whose template has a zygote fills once it is ready): all of them, or those that
+   finished starting. NULL: every template's. */
+size_t manager_pool_count(const kernelspec *spec);
+size_t manager_pool_ready_count(const kernelspec *spec);
 kernel *manager_at(size_t index);
 json_t *manager_kernel_model(const kernel *k);
 const char *manager_default_kernel(void);

@@ -31,18 +31,26 @@
    here, so a burst of creates never fills the socket (a full one would block the daemon). */
 #define MAX_IN_FLIGHT 4
 
-static struct {
+struct zygote {
+    char *name; /* the template's */
     char *preload, *cache_dir;
     bool huge_code_pages;
     pid_t pid;
     int pidfd, control_fd;
     loop_watch pid_watch, control_watch;
+    loop_timer *restart; /* after it ended */
     bool ready;
-} zygote = {.pidfd = -1, .control_fd = -1};
+    struct {
+        zygote_spawn *head, *tail; /* the first `in_flight` are sent */
+        int in_flight;
+        loop_timer *timeout; /* for the oldest request in flight */
+    } spawns;
+};
 
 /* One request: queued (text and descriptors kept until sent), then in flight (sent_at_ms set)
    until the zygote's answer, which comes in the order the requests were sent. */
 struct zygote_spawn {
+    zygote *owner;
     char *text;
     int fds[4];
     int64_t sent_at_ms;
@@ -54,101 +62,115 @@ struct zygote_spawn {
     zygote_spawn *next;
 };
 
-static struct {
-    zygote_spawn *head, *tail; /* the first `in_flight` are sent */
-    int in_flight;
-    loop_timer *timeout;       /* for the oldest request in flight */
-} spawns;
-
-bool zygote_is_ready(void) { return zygote.ready; }
-
-static void start_process(void *unused);
-static void fail_all_spawns(const char *why);
-
-static void release(void)
+bool zygote_is_ready(const zygote *z)
 {
-    if (zygote.control_fd >= 0) {
-        loop_watch_remove(&zygote.control_watch);
-        close(zygote.control_fd);
-        zygote.control_fd = -1;
+    return z && z->ready;
+}
+
+static void start_process(void *arg);
+static void fail_all_spawns(zygote *z, const char *why);
+
+static void release(zygote *z)
+{
+    if (z->control_fd >= 0) {
+        loop_watch_remove(&z->control_watch);
+        close(z->control_fd);
+        z->control_fd = -1;
     }
-    if (zygote.pidfd >= 0) {
-        loop_watch_remove(&zygote.pid_watch);
-        close(zygote.pidfd);
-        zygote.pidfd = -1;
+    if (z->pidfd >= 0) {
+        loop_watch_remove(&z->pid_watch);
+        close(z->pidfd);
+        z->pidfd = -1;
     }
-    zygote.ready = false;
+    z->ready = false;
 }
 
 static void on_zygote_exit(void *owner, uint32_t events)
 {
+    zygote *z = owner;
     siginfo_t info = {0};
-    if (waitid(P_PIDFD, (id_t)zygote.pidfd, &info, WEXITED | WNOHANG) < 0 || info.si_pid == 0)
+    if (waitid(P_PIDFD, (id_t)z->pidfd, &info, WEXITED | WNOHANG) < 0 || info.si_pid == 0)
         return;
-    log_warn("zygote (pid %d) ended (%s %d); kernels start by exec until it is back",
-             zygote.pid, info.si_code == CLD_EXITED ? "status" : "signal", info.si_status);
-    release();
-    fail_all_spawns("the zygote ended before it answered");
-    loop_timer_add(RESTART_DELAY_MS, start_process, NULL);
+    log_warn("zygote%s (pid %d) ended (%s %d); kernels start by exec until it is back", z->name,
+             z->pid, info.si_code == CLD_EXITED ? "status" : "signal", info.si_status);
+    release(z);
+    fail_all_spawns(z, "the zygote ended before it answered");
+    z->restart = loop_timer_add(RESTART_DELAY_MS, start_process, z);
 }
 
-static void on_spawn_answer(const char *text);
+static void on_spawn_answer(zygote *z, const char *text);
 
-/* The first message is {"ready": bool, "failed": [...], "threads": n, "hot_pages": n,
-   "hot_pages_problem": why}; after that, each message answers the oldest request in flight
-   (on_spawn_answer). End of file means the zygote is gone: its pidfd reports the exit. */
-static void on_control_ready(void *owner, uint32_t events)
+/* One message from the zygote into `text`; false if there is none (yet, or any more: end of
+   file means the zygote is gone, and its pidfd reports the exit). */
+static bool receive_message(zygote *z, char *text, size_t size)
 {
-    bool first = (intptr_t)owner == 0;
-    char text[65536];
-    ssize_t n = recv(zygote.control_fd, text, sizeof text - 1, MSG_DONTWAIT);
+    ssize_t n = recv(z->control_fd, text, size - 1, MSG_DONTWAIT);
     if (n <= 0) {
         if (n == 0 || (errno != EAGAIN && errno != EINTR))
-            loop_watch_modify(&zygote.control_watch, 0);
-        return;
+            loop_watch_modify(&z->control_watch, 0);
+        return false;
     }
     text[n] = '\0';
-    if (!first) {
-        on_spawn_answer(text);
+    return true;
+}
+
+/* After the first message, each answers the oldest request in flight, read as it comes: the
+   loop never waits for a clone (which takes the zygote milliseconds of sandbox setup and a
+   fork). */
+static void on_answer_ready(void *owner, uint32_t events)
+{
+    zygote *z = owner;
+    char text[65536];
+    if (receive_message(z, text, sizeof text))
+        on_spawn_answer(z, text);
+}
+
+/* The first message is {"ready": bool, "failed": [...], "threads": n, "hot_pages": n,
+   "hot_pages_problem": why, ...}. */
+static void on_first_message(void *owner, uint32_t events)
+{
+    zygote *z = owner;
+    char text[65536];
+    if (!receive_message(z, text, sizeof text))
         return;
-    }
     json_t *message = json_loads(text, 0, NULL);
     json_t *failed = json_object_get(message, "failed");
     for (size_t i = 0; i < json_array_size(failed); i++)
-        log_warn("zygote: could not preload %s", json_string_value(json_array_get(failed, i)));
-    zygote.ready = json_is_true(json_object_get(message, "ready"));
+        log_warn("zygote%s: could not preload %s", z->name,
+                 json_string_value(json_array_get(failed, i)));
+    z->ready = json_is_true(json_object_get(message, "ready"));
     const char *hot_pages_problem = json_string_value(json_object_get(message, "hot_pages_problem"));
     if (hot_pages_problem) /* kernels start all the same, only with more page faults */
-        log_warn("zygote: no pages to copy ahead into new kernels: %s", hot_pages_problem);
+        log_warn("zygote%s: no pages to copy ahead into new kernels: %s", z->name,
+                 hot_pages_problem);
     const char *not_pinned = json_string_value(json_object_get(message, "hot_pages_not_pinned"));
     if (not_pinned)
-        log_warn("zygote: new kernels copy their hot pages themselves (not pinned: %s)", not_pinned);
+        log_warn("zygote%s: new kernels copy their hot pages themselves (not pinned: %s)", z->name,
+                 not_pinned);
     const char *code_problem = json_string_value(json_object_get(message, "huge_code_problem"));
     if (code_problem) /* that code stays on the file's 4 KiB pages: slower starts, as correct */
-        log_warn("zygote: library code not moved onto huge pages: %s", code_problem);
+        log_warn("zygote%s: library code not moved onto huge pages: %s", z->name, code_problem);
     char huge_code[128] = ""; /* only with --huge-code-pages */
     if (json_object_get(message, "huge_code_windows"))
         snprintf(huge_code, sizeof huge_code,
                  ", and shares %lld MiB of code on 2 MiB pages (%lld MiB from the hugetlb pool)",
                  2 * (long long)json_integer_value(json_object_get(message, "huge_code_windows")),
                  2 * (long long)json_integer_value(json_object_get(message, "huge_code_from_pool")));
-    if (zygote.ready)
-        log_info("zygote ready (pid %d, preloaded %s; a new kernel gets %lld pages copied %s%s)",
-                 zygote.pid, zygote.preload,
+    if (z->ready)
+        log_info("zygote%s ready (pid %d, preloaded %s; a new kernel gets %lld pages copied %s%s)",
+                 z->name, z->pid, *z->preload ? z->preload : "no modules of its own",
                  (long long)json_integer_value(json_object_get(message, "hot_pages")),
                  not_pinned ? "by itself" : "at its fork", huge_code);
     else
-        log_warn("zygote is not usable (threads alive: %lld); kernels start by exec",
+        log_warn("zygote%s is not usable (threads alive: %lld); kernels start by exec", z->name,
                  (long long)json_integer_value(json_object_get(message, "threads")));
     json_decref(message);
-    /* From now on every message is an answer, read as it comes: the loop never waits for a
-       clone (which takes the zygote milliseconds of sandbox setup and a fork). */
-    loop_watch_remove(&zygote.control_watch);
-    if (zygote.ready)
-        loop_watch_add(&zygote.control_watch, zygote.control_fd, EPOLLIN, on_control_ready, (void *)1);
+    loop_watch_remove(&z->control_watch);
+    if (z->ready)
+        loop_watch_add(&z->control_watch, z->control_fd, EPOLLIN, on_answer_ready, z);
 }
 
-static void exec_zygote(int control_fd, const char *home_cgroup)
+static void exec_zygote(const zygote *z, int control_fd, const char *home_cgroup)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     int devnull = open("/dev/null", O_RDONLY);
@@ -160,17 +182,17 @@ static void exec_zygote(int control_fd, const char *home_cgroup)
     sigprocmask(SIG_SETMASK, &none, NULL);
     char python_arg[4200], preload_arg[1024], home[4200], mpl[4200], ipython[4200], cgroup_arg[4200];
     snprintf(python_arg, sizeof python_arg, "--python-dir=%.4000s", kernelspec_python_dir());
-    snprintf(preload_arg, sizeof preload_arg, "--preload=%.1000s", zygote.preload);
+    snprintf(preload_arg, sizeof preload_arg, "--preload=%.1000s", z->preload);
     snprintf(cgroup_arg, sizeof cgroup_arg, "--home-cgroup=%.4000s", home_cgroup);
-    snprintf(home, sizeof home, "HOME=%.4000s", zygote.cache_dir);
-    snprintf(mpl, sizeof mpl, "MPLCONFIGDIR=%.4000s/matplotlib", zygote.cache_dir);
-    snprintf(ipython, sizeof ipython, "IPYTHONDIR=%.4000s/ipython", zygote.cache_dir);
+    snprintf(home, sizeof home, "HOME=%.4000s", z->cache_dir);
+    snprintf(mpl, sizeof mpl, "MPLCONFIGDIR=%.4000s/matplotlib", z->cache_dir);
+    snprintf(ipython, sizeof ipython, "IPYTHONDIR=%.4000s/ipython", z->cache_dir);
     char *argv[10] = {(char *)kernelspec_kernel_binary(), "--zygote", "--control-fd=3", python_arg,
                       "--inside-python-dir=/opt/cellbox/share/cellbox/python", preload_arg};
     int argc = 6;
     if (home_cgroup[0])
         argv[argc++] = cgroup_arg;
-    if (zygote.huge_code_pages)
+    if (z->huge_code_pages)
         argv[argc++] = "--huge-code";
     argv[argc] = NULL;
     /* One BLAS/OpenMP thread: the zygote must have no thread but its own when it forks. */
@@ -181,11 +203,13 @@ static void exec_zygote(int control_fd, const char *home_cgroup)
     _exit(127);
 }
 
-static void start_process(void *unused)
+static void start_process(void *arg)
 {
+    zygote *z = arg;
+    z->restart = NULL;
     int pair[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
-        log_warn("zygote: cannot create its control socket: %s", strerror(errno));
+        log_warn("zygote%s: cannot create its control socket: %s", z->name, strerror(errno));
         return;
     }
     /* Where the zygote returns after standing in a new sandbox's memory cgroup (zygote.c in
@@ -195,28 +219,38 @@ static void start_process(void *unused)
         home_cgroup[0] = '\0';
     pid_t pid = fork();
     if (pid == 0)
-        exec_zygote(pair[1], home_cgroup);
+        exec_zygote(z, pair[1], home_cgroup);
     close(pair[1]);
     if (pid < 0) {
-        log_warn("zygote: cannot fork: %s", strerror(errno));
+        log_warn("zygote%s: cannot fork: %s", z->name, strerror(errno));
         close(pair[0]);
         return;
     }
-    zygote.pid = pid;
-    zygote.control_fd = pair[0];
-    zygote.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    loop_watch_add(&zygote.control_watch, zygote.control_fd, EPOLLIN, on_control_ready, NULL);
-    loop_watch_add(&zygote.pid_watch, zygote.pidfd, EPOLLIN, on_zygote_exit, NULL);
+    z->pid = pid;
+    z->control_fd = pair[0];
+    z->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    loop_watch_add(&z->control_watch, z->control_fd, EPOLLIN, on_first_message, z);
+    loop_watch_add(&z->pid_watch, z->pidfd, EPOLLIN, on_zygote_exit, z);
 }
 
-void zygote_start(const char *preload, const char *cache_dir, bool huge_code_pages)
+zygote *zygote_start(const char *name, const char *preload, const char *cache_dir,
+                     bool huge_code_pages)
 {
-    zygote.huge_code_pages = huge_code_pages;
-    zygote.preload = strdup(preload);
-    zygote.cache_dir = strdup(cache_dir);
+    zygote *z = calloc(1, sizeof *z);
+    /* The built-in template's is "the zygote" in the log, as when it was the only one. */
+    bool built_in = strcmp(name, KERNELSPEC_BUILT_IN) == 0;
+    if (!z || asprintf(&z->name, "%s%s", built_in ? "" : " of ", built_in ? "" : name) < 0)
+        die("out of memory");
+    z->pidfd = z->control_fd = -1;
+    z->huge_code_pages = huge_code_pages;
+    z->preload = strdup(preload);
+    z->cache_dir = strdup(cache_dir);
+    if (!z->preload || !z->cache_dir)
+        die("out of memory");
     if (fs_mkdir_p(cache_dir, 0700) < 0)
-        log_warn("zygote: cannot create %s: %s", cache_dir, strerror(errno));
-    start_process(NULL);
+        log_warn("zygote%s: cannot create %s: %s", z->name, cache_dir, strerror(errno));
+    start_process(z);
+    return z;
 }
 
 static json_t *spawn_request_json(const sandbox_spec *spec, const char *kernel_id)
@@ -259,21 +293,21 @@ static pid_t parse_answer(const char *text, char *why, size_t why_size)
     return pid;
 }
 
-static void on_spawn_timeout(void *unused);
+static void on_spawn_timeout(void *arg);
 
-static void arm_timeout(void)
+static void arm_timeout(zygote *z)
 {
-    if (spawns.timeout) {
-        loop_timer_cancel(spawns.timeout);
-        spawns.timeout = NULL;
+    if (z->spawns.timeout) {
+        loop_timer_cancel(z->spawns.timeout);
+        z->spawns.timeout = NULL;
     }
-    if (spawns.in_flight > 0) {
-        int64_t left = spawns.head->sent_at_ms + SPAWN_TIMEOUT_MS - clock_monotonic_ms();
-        spawns.timeout = loop_timer_add(left > 0 ? left : 0, on_spawn_timeout, NULL);
+    if (z->spawns.in_flight > 0) {
+        int64_t left = z->spawns.head->sent_at_ms + SPAWN_TIMEOUT_MS - clock_monotonic_ms();
+        z->spawns.timeout = loop_timer_add(left > 0 ? left : 0, on_spawn_timeout, z);
     }
 }
 
-static int send_request(const char *text, const int fds[4])
+static int send_request(zygote *z, const char *text, const int fds[4])
 {
     char control[CMSG_SPACE(sizeof(int) * 4)];
     memset(control, 0, sizeof control);
@@ -285,30 +319,31 @@ static int send_request(const char *text, const int fds[4])
     cmsg->cmsg_type = SCM_RIGHTS;
     cmsg->cmsg_len = CMSG_LEN(sizeof(int) * 4);
     memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * 4);
-    return sendmsg(zygote.control_fd, &header, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 ? -1 : 0;
+    return sendmsg(z->control_fd, &header, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 ? -1 : 0;
 }
 
 /* The zygote cannot take requests (a send failed, or it did not answer): it is killed, and
    kernels start by exec until it is back. */
-static void give_up_on_zygote(const char *why)
+static void give_up_on_zygote(zygote *z, const char *why)
 {
-    log_warn("zygote (pid %d): %s; killing it, kernels start by exec until it is back", zygote.pid, why);
-    zygote.ready = false;
-    if (zygote.pid > 0)
-        kill(zygote.pid, SIGKILL);
+    log_warn("zygote%s (pid %d): %s; killing it, kernels start by exec until it is back", z->name,
+             z->pid, why);
+    z->ready = false;
+    if (z->pid > 0)
+        kill(z->pid, SIGKILL);
 }
 
 /* Sends queued requests while fewer than MAX_IN_FLIGHT are unanswered; -1, with `why`, if the
    zygote cannot take them (the caller fails what is waiting). */
-static int send_queued(char *why, size_t why_size)
+static int send_queued(zygote *z, char *why, size_t why_size)
 {
-    zygote_spawn *next = spawns.head;
-    for (int i = 0; i < spawns.in_flight && next; i++)
+    zygote_spawn *next = z->spawns.head;
+    for (int i = 0; i < z->spawns.in_flight && next; i++)
         next = next->next;
-    for (; next && spawns.in_flight < MAX_IN_FLIGHT; next = next->next) {
-        if (send_request(next->text, next->fds) < 0) {
+    for (; next && z->spawns.in_flight < MAX_IN_FLIGHT; next = next->next) {
+        if (send_request(z, next->text, next->fds) < 0) {
             snprintf(why, why_size, "cannot send the zygote a request: %s", strerror(errno));
-            give_up_on_zygote(why);
+            give_up_on_zygote(z, why);
             return -1;
         }
         for (int i = 0; i < 4; i++) { /* the zygote has its own copies now */
@@ -318,20 +353,20 @@ static int send_queued(char *why, size_t why_size)
         free(next->text);
         next->text = NULL;
         next->sent_at_ms = clock_monotonic_ms();
-        if (spawns.in_flight++ == 0)
-            arm_timeout();
+        if (z->spawns.in_flight++ == 0)
+            arm_timeout(z);
     }
     return 0;
 }
 
 /* Every request still waiting gets its answer now: `why`. The list is detached first, since a
    requester falls back to exec from its callback. */
-static void fail_all_spawns(const char *why)
+static void fail_all_spawns(zygote *z, const char *why)
 {
-    zygote_spawn *spawn = spawns.head;
-    spawns.head = spawns.tail = NULL;
-    spawns.in_flight = 0;
-    arm_timeout();
+    zygote_spawn *spawn = z->spawns.head;
+    z->spawns.head = z->spawns.tail = NULL;
+    z->spawns.in_flight = 0;
+    arm_timeout(z);
     while (spawn) {
         zygote_spawn *next = spawn->next;
         if (spawn->awaited) {
@@ -345,32 +380,33 @@ static void fail_all_spawns(const char *why)
     }
 }
 
-static void on_spawn_timeout(void *unused)
+static void on_spawn_timeout(void *arg)
 {
-    spawns.timeout = NULL;
+    zygote *z = arg;
+    z->spawns.timeout = NULL;
     char why[96];
     snprintf(why, sizeof why, "it did not answer a clone request in %d s", SPAWN_TIMEOUT_MS / 1000);
-    give_up_on_zygote(why);
-    fail_all_spawns("the zygote did not answer");
+    give_up_on_zygote(z, why);
+    fail_all_spawns(z, "the zygote did not answer");
 }
 
-static void fail_all_spawns_later(void *unused)
+static void fail_all_spawns_later(void *arg)
 {
-    fail_all_spawns("the zygote could not take the request");
+    fail_all_spawns(arg, "the zygote could not take the request");
 }
 
-static void on_spawn_answer(const char *text)
+static void on_spawn_answer(zygote *z, const char *text)
 {
-    zygote_spawn *spawn = spawns.in_flight > 0 ? spawns.head : NULL;
+    zygote_spawn *spawn = z->spawns.in_flight > 0 ? z->spawns.head : NULL;
     if (!spawn) {
-        log_warn("zygote: an answer nobody asked for: %.200s", text);
+        log_warn("zygote%s: an answer nobody asked for: %.200s", z->name, text);
         return;
     }
-    spawns.head = spawn->next;
-    if (!spawns.head)
-        spawns.tail = NULL;
-    spawns.in_flight--;
-    arm_timeout();
+    z->spawns.head = spawn->next;
+    if (!z->spawns.head)
+        z->spawns.tail = NULL;
+    z->spawns.in_flight--;
+    arm_timeout(z);
     char why[256] = "";
     pid_t pid = parse_answer(text, why, sizeof why);
     if (spawn->awaited) {
@@ -381,29 +417,30 @@ static void on_spawn_answer(const char *text)
         free_spawn(spawn);
     }
     char why_not[160];
-    if (send_queued(why_not, sizeof why_not) < 0)
-        fail_all_spawns(why_not);
+    if (send_queued(z, why_not, sizeof why_not) < 0)
+        fail_all_spawns(z, why_not);
 }
 
 /* A request not sent yet leaves the queue: the zygote never sees it. */
 static void drop_queued(zygote_spawn *spawn)
 {
+    zygote *z = spawn->owner;
     zygote_spawn *before = NULL;
-    for (zygote_spawn **at = &spawns.head; *at; before = *at, at = &(*at)->next) {
+    for (zygote_spawn **at = &z->spawns.head; *at; before = *at, at = &(*at)->next) {
         if (*at == spawn) {
             *at = spawn->next;
-            if (spawns.tail == spawn)
-                spawns.tail = before;
+            if (z->spawns.tail == spawn)
+                z->spawns.tail = before;
             break;
         }
     }
     free_spawn(spawn);
 }
 
-zygote_spawn *zygote_spawn_start(const sandbox_spec *spec, const char *kernel_id,
+zygote_spawn *zygote_spawn_start(zygote *z, const sandbox_spec *spec, const char *kernel_id,
                                  zygote_spawned done, void *arg, char *why, size_t why_size)
 {
-    if (!zygote.ready) {
+    if (!zygote_is_ready(z)) {
         snprintf(why, why_size, "the zygote is not ready");
         return NULL;
     }
@@ -413,6 +450,7 @@ zygote_spawn *zygote_spawn_start(const sandbox_spec *spec, const char *kernel_id
     zygote_spawn *spawn = calloc(1, sizeof *spawn);
     if (!text || !spawn)
         die("out of memory");
+    spawn->owner = z;
     spawn->text = text;
     spawn->done = done;
     spawn->arg = arg;
@@ -426,16 +464,16 @@ zygote_spawn *zygote_spawn_start(const sandbox_spec *spec, const char *kernel_id
             return NULL;
         }
     }
-    if (spawns.tail)
-        spawns.tail->next = spawn;
+    if (z->spawns.tail)
+        z->spawns.tail->next = spawn;
     else
-        spawns.head = spawn;
-    spawns.tail = spawn;
-    if (send_queued(why, why_size) < 0) {
+        z->spawns.head = spawn;
+    z->spawns.tail = spawn;
+    if (send_queued(z, why, why_size) < 0) {
         /* This request was not sent: its caller starts the kernel by exec at once. Those sent or
            queued before it get their answer from the loop, not from inside this call. */
         drop_queued(spawn);
-        loop_defer(fail_all_spawns_later, NULL);
+        loop_defer(fail_all_spawns_later, z);
         return NULL;
     }
     return spawn;
@@ -443,32 +481,33 @@ zygote_spawn *zygote_spawn_start(const sandbox_spec *spec, const char *kernel_id
 
 void zygote_spawn_abandon(zygote_spawn *spawn)
 {
+    zygote *z = spawn->owner;
     if (!spawn->sent_at_ms) {
         drop_queued(spawn);
         return;
     }
     spawn->awaited = true;
     while (!spawn->answered) {
-        int64_t left = spawns.head->sent_at_ms + SPAWN_TIMEOUT_MS - clock_monotonic_ms();
-        struct pollfd readable = {.fd = zygote.control_fd, .events = POLLIN};
+        int64_t left = z->spawns.head->sent_at_ms + SPAWN_TIMEOUT_MS - clock_monotonic_ms();
+        struct pollfd readable = {.fd = z->control_fd, .events = POLLIN};
         int ready = left > 0 ? poll(&readable, 1, (int)left) : 0;
         if (ready < 0 && errno == EINTR)
             continue;
         if (ready <= 0) {
-            on_spawn_timeout(NULL); /* every request waiting fails, this one too */
+            on_spawn_timeout(z); /* every request waiting fails, this one too */
             break;
         }
         char text[65536];
-        ssize_t n = recv(zygote.control_fd, text, sizeof text - 1, MSG_DONTWAIT);
+        ssize_t n = recv(z->control_fd, text, sizeof text - 1, MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             continue;
         if (n <= 0) {
-            give_up_on_zygote("it closed its control socket");
-            fail_all_spawns("the zygote closed its control socket");
+            give_up_on_zygote(z, "it closed its control socket");
+            fail_all_spawns(z, "the zygote closed its control socket");
             break;
         }
         text[n] = '\0';
-        on_spawn_answer(text); /* the answers before ours go where they belong */
+        on_spawn_answer(z, text); /* the answers before ours go where they belong */
     }
     pid_t pid = spawn->answer_pid;
     free_spawn(spawn);
@@ -484,14 +523,14 @@ void zygote_spawn_abandon(zygote_spawn *spawn)
 
 /* At exit, after the loop stopped: the answers still due are waited for (briefly), so a sandbox
    cloned for a kernel that no longer exists is killed and reaped, not left behind. */
-static void dispose_answers_due(void)
+static void dispose_answers_due(zygote *z)
 {
-    while (spawns.in_flight > 0 && zygote.control_fd >= 0) {
-        struct pollfd readable = {.fd = zygote.control_fd, .events = POLLIN};
+    while (z->spawns.in_flight > 0 && z->control_fd >= 0) {
+        struct pollfd readable = {.fd = z->control_fd, .events = POLLIN};
         char text[4096];
         ssize_t n = -1;
         if (poll(&readable, 1, 2000) == 1)
-            n = recv(zygote.control_fd, text, sizeof text - 1, 0);
+            n = recv(z->control_fd, text, sizeof text - 1, 0);
         if (n <= 0)
             break;
         text[n] = '\0';
@@ -501,29 +540,37 @@ static void dispose_answers_due(void)
             kill(-pid, SIGKILL);
             waitpid(pid, NULL, 0);
         }
-        zygote_spawn *spawn = spawns.head;
-        spawns.head = spawn->next;
-        spawns.in_flight--;
+        zygote_spawn *spawn = z->spawns.head;
+        z->spawns.head = spawn->next;
+        z->spawns.in_flight--;
         free_spawn(spawn);
     }
-    for (zygote_spawn *spawn = spawns.head, *next; spawn; spawn = next) {
+    for (zygote_spawn *spawn = z->spawns.head, *next; spawn; spawn = next) {
         next = spawn->next;
         free_spawn(spawn);
     }
-    spawns.head = spawns.tail = NULL;
-    spawns.in_flight = 0;
+    z->spawns.head = z->spawns.tail = NULL;
+    z->spawns.in_flight = 0;
 }
 
-void zygote_stop(void)
+void zygote_stop(zygote *z)
 {
-    if (spawns.timeout) {
-        loop_timer_cancel(spawns.timeout);
-        spawns.timeout = NULL;
+    if (!z)
+        return;
+    if (z->restart)
+        loop_timer_cancel(z->restart);
+    if (z->spawns.timeout) {
+        loop_timer_cancel(z->spawns.timeout);
+        z->spawns.timeout = NULL;
     }
-    dispose_answers_due();
-    if (zygote.pid > 0 && zygote.pidfd >= 0) {
-        kill(zygote.pid, SIGKILL);
-        waitid(P_PIDFD, (id_t)zygote.pidfd, &(siginfo_t){0}, WEXITED);
+    dispose_answers_due(z);
+    if (z->pid > 0 && z->pidfd >= 0) {
+        kill(z->pid, SIGKILL);
+        waitid(P_PIDFD, (id_t)z->pidfd, &(siginfo_t){0}, WEXITED);
     }
-    release();
+    release(z);
+    free(z->name);
+    free(z->preload);
+    free(z->cache_dir);
+    free(z);
 }

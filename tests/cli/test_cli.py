@@ -105,8 +105,8 @@ def test_version_and_help():
     assert r.returncode == 0 and r.stdout.startswith("cellbox "), explain(r)
     r = run("help")
     assert r.returncode == 0, explain(r)
-    for command in ("create", "ls", "info", "exec", "sh", "run", "cp", "logs", "pause", "resume",
-                    "timeout", "rm"):
+    for command in ("templates", "create", "ls", "info", "exec", "sh", "run", "cp", "logs", "pause",
+                    "resume", "timeout", "rm"):
         assert f"  {command} " in r.stdout, f"`cellbox help` does not list {command}"
         r2 = run(command, "--help")
         assert r2.returncode == 0 and r2.stdout.startswith(f"usage: cellbox {command}"), explain(r2)
@@ -119,6 +119,7 @@ def test_version_and_help():
     (["create", "--bogus"], ["--bogus", "cellbox create --help"]),
     (["create", "--timeout", "soon"], ["--timeout", "soon"]),
     (["create", "--env", "NOEQUALS"], ["NAME=VALUE"]),
+    (["templates", "extra"], ["unexpected", "extra"]),
     (["info"], ["missing"]),
     (["info", "a", "b"], ["unexpected"]),
     (["timeout", "some-id", "ten"], ["SECONDS"]),
@@ -193,6 +194,17 @@ def test_refusal_in_json_mode_prints_the_error_body(cli):
 
 
 # ------------------------------------------------------------------ lifecycle
+
+def test_templates_lists_what_sandboxes_are_made_from(cli):
+    table = cli.ok("templates").stdout.splitlines()
+    assert table[0].split() == ["NAME", "DEFAULT", "PRELOADED", "POOL"]
+    row = next(line for line in table if line.startswith("python3"))
+    assert row.split()[1:3] == ["yes", "numpy,pandas,matplotlib,IPython"], row
+    [model] = json.loads(cli.ok("--json", "templates").stdout)
+    assert model["name"] == "python3" and model["default"] is True
+    assert model["preload"] == "numpy,pandas,matplotlib,IPython"
+    assert str(model["pool_size"]) == row.split()[3]
+
 
 def ls_json(cli, *args):
     return {m["id"]: m for m in json.loads(cli.ok("--json", "ls", *args).stdout)}
