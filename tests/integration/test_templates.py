@@ -2,6 +2,8 @@
 list) and its own warm pool; kernels of every template are sandboxed alike (docs/api.md)."""
 import ast
 import os
+import re
+import signal
 import subprocess
 import tempfile
 
@@ -81,6 +83,27 @@ def test_each_template_is_a_kernelspec_with_its_own_zygote_and_pool(make_daemon)
     box = c.post("v1/sandboxes", json={"template": "light"})
     assert box.status_code == 201 and box.json()["template"] == "light", box.text
     assert c.delete(f"v1/sandboxes/{box.json()['id']}").status_code == 204
+
+
+def test_a_templates_zygote_that_dies_comes_back_alone(make_daemon):
+    """Each template's zygote is on its own: killed, its kernels start by exec meanwhile, it
+    comes back, and the other templates' zygotes go on untouched."""
+    d = make_daemon(args=["--pool-size", "0", "--templates", "light::0"])
+    c = d.client()
+    wait_until(lambda: all(template_state(c, name)["zygote_ready"] for name in ("python3", "light")),
+               timeout=90, message="both zygotes")
+    light_zygote = int(re.search(r"zygote of light ready \(pid (\d+)", d.log_text()).group(1))
+    default_zygote = int(re.search(r"zygote ready \(pid (\d+)", d.log_text()).group(1))
+    os.kill(light_zygote, signal.SIGKILL)
+    wait_until(lambda: not template_state(c, "light")["zygote_ready"], timeout=30, message="light's zygote gone")
+    assert template_state(c, "python3")["zygote_ready"]
+    k = c.create_kernel(name="light")  # by exec, or by the zygote if it is back already
+    assert run(c, k["id"], "6 * 7") == 42
+    wait_until(lambda: d.log_text().count("zygote of light ready") == 2, timeout=90,
+               message="light's zygote to come back")
+    assert d.log_text().count("zygote ready") == 1 and os.path.exists(f"/proc/{default_zygote}")
+    assert run(c, c.create_kernel(name="light")["id"], PRELOADED) == ["IPython"]
+    assert run(c, c.create_kernel()["id"], PRELOADED) == ["IPython", "matplotlib", "numpy", "pandas"]
 
 
 def test_a_template_can_be_the_default_kernel(make_daemon):
