@@ -16,6 +16,7 @@
 #include "kernel/box.h"
 #include "kernel/command.h"
 #include "kernel/execution.h"
+#include "kernel/kernelspec.h"
 #include "kernel/manager.h"
 #include "kernel/stateless_run.h"
 #include "sandbox/confined.h"
@@ -51,7 +52,10 @@ static const struct tool {
      "other tools use this session's own sandbox.",
      "{\"type\": \"object\", \"properties\": {\"timeout_s\": {\"type\": \"integer\", \"minimum\": 0, "
      "\"description\": \"Seconds until it is deleted (default 3600, 0 = never).\"}, \"metadata\": "
-     "{\"type\": \"object\", \"additionalProperties\": {\"type\": \"string\"}}}}",
+     "{\"type\": \"object\", \"additionalProperties\": {\"type\": \"string\"}}, \"template\": "
+     "{\"type\": \"string\", \"description\": \"The template to make it from: which modules its Python "
+     "has imported before it starts (the daemon's /v1/templates; default: its default one, python3 "
+     "unless configured, with numpy, pandas, matplotlib and IPython).\"}}}",
      false, false},
     {"list_sandboxes", "List sandboxes",
      "Lists the sandboxes that exist: id, state (running, paused, dead), when they expire and "
@@ -673,9 +677,24 @@ static void create_sandbox(mcp_call *call, json_t *args)
         finish_text(call, true, "metadata must be an object of strings");
         return;
     }
+    const char *template_name = manager_default_kernel();
+    if (json_object_get(args, "template") &&
+        !(template_name = string_arg(call, args, "template", false)))
+        return;
+    if (!kernelspec_find(template_name)) {
+        buffer names = {0};
+        for (size_t i = 0; i < kernelspec_count(); i++) {
+            append_text(&names, i ? ", " : "");
+            append_text(&names, kernelspec_at(i)->name);
+        }
+        finish_text(call, true, "there is no template '%s' (there are: %.*s)", template_name,
+                    (int)buffer_size(&names), buffer_head(&names));
+        buffer_free(&names);
+        return;
+    }
     int status;
     char why[512];
-    kernel *k = manager_create(manager_default_kernel(), NULL, NULL, NULL, &status, why, sizeof why);
+    kernel *k = manager_create(template_name, NULL, NULL, NULL, &status, why, sizeof why);
     if (!k) {
         finish_text(call, true, "cannot create a sandbox: %s", why);
         return;

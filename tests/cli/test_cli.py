@@ -9,7 +9,6 @@ the user sees: stdout, stderr and the exit status (0 ok, 1 failed, 2 usage, 3 un
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import threading
 

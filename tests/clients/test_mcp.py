@@ -306,6 +306,18 @@ def test_delete_keeps_sandboxes_made_with_create_sandbox(daemon, mcp):
     assert daemon.client().delete(f"v1/sandboxes/{sandbox_id}").status_code in (200, 204)
 
 
+def test_create_sandbox_takes_a_template(daemon, mcp):
+    created = mcp.tool("create_sandbox", {"template": "python3", "timeout_s": 60})
+    assert not created["isError"], created
+    sandbox_id = next(i for i in sandbox_ids(daemon) if i in created["text"])
+    assert daemon.client().get(f"v1/sandboxes/{sandbox_id}").json()["template"] == "python3"
+    assert daemon.client().delete(f"v1/sandboxes/{sandbox_id}").status_code in (200, 204)
+    unknown = mcp.tool("create_sandbox", {"template": "heavy"})
+    assert unknown["isError"] and "'heavy'" in unknown["text"] and "python3" in unknown["text"], unknown
+    wrong = mcp.tool("create_sandbox", {"template": 3})
+    assert wrong["isError"] and "template" in wrong["text"], wrong
+
+
 def test_invalid_json_is_a_parse_error(mcp):
     r = mcp.post(b'{"jsonrpc": "2.0", "id": 1, "method": ')
     assert r.status_code == 400, r.text
