@@ -13,6 +13,7 @@
 #include "api/mcp.h"
 #include "common/buffer.h"
 #include "common/log.h"
+#include "common/loop.h"
 #include "kernel/box.h"
 #include "kernel/command.h"
 #include "kernel/execution.h"
@@ -242,6 +243,113 @@ static box *sandbox_for(mcp_call *call, json_t *args, char default_sandbox[64], 
     return b;
 }
 
+/* ---- calls that wait for their sandbox to start ---- */
+
+/* Commands and files need a sandbox whose kernel has reported in (its pid known, its root
+   pivoted); the session's own sandbox, made by the call itself when no pooled one was ready, or
+   any fresh one, is still starting for some milliseconds (a second, started by exec). Such a
+   call waits here and runs again, whole, once the kernel leaves "starting" or is gone (it then
+   says so). */
+typedef struct parked_call {
+    mcp_call *call;
+    char tool[32];
+    json_t *args;   /* the call's, naming the sandbox (sandbox_id) */
+    kernel *kernel; /* only compared: the call runs again by the sandbox's id */
+    bool resuming;  /* taken off the list, to run again from the loop */
+    bool abandoned; /* the client went away meanwhile */
+    struct parked_call *next;
+} parked_call;
+
+static parked_call *parked;
+
+static void free_parked(parked_call *p)
+{
+    json_decref(p->args);
+    free(p);
+}
+
+static void resume_parked(void *arg)
+{
+    parked_call *p = arg;
+    if (!p->abandoned) {
+        mcp_call_on_abandon(p->call, NULL, NULL);
+        char no_default[64] = ""; /* sandbox_id names it */
+        mcp_tools_call(p->call, p->tool, p->args, no_default);
+    }
+    free_parked(p);
+}
+
+static void on_parked_abandon(void *arg)
+{
+    parked_call *p = arg;
+    if (p->resuming) {
+        p->abandoned = true; /* freed by resume_parked */
+        return;
+    }
+    for (parked_call **at = &parked; *at; at = &(*at)->next) {
+        if (*at == p) {
+            *at = p->next;
+            break;
+        }
+    }
+    free_parked(p);
+}
+
+/* From the loop, not from inside the kernel's own message or teardown. */
+static void resume_calls_of(kernel *k)
+{
+    for (parked_call **at = &parked; *at;) {
+        parked_call *p = *at;
+        if (p->kernel != k) {
+            at = &p->next;
+            continue;
+        }
+        *at = p->next;
+        p->resuming = true;
+        loop_defer(resume_parked, p);
+    }
+}
+
+static void on_kernel_message_for_parked(kernel *k, const char *channel, json_t *message)
+{
+    if (kernel_get_state(k) != KERNEL_STARTING)
+        resume_calls_of(k);
+}
+
+/* True when `b` is still starting: the call is parked, to run again with `args` once it is not. */
+static bool park_until_started(mcp_call *call, const char *tool, json_t *args, box *b)
+{
+    kernel *k = box_default_kernel(b);
+    if (kernel_get_state(k) != KERNEL_STARTING)
+        return false;
+    static bool hooked;
+    if (!hooked) {
+        kernel_add_message_handler(on_kernel_message_for_parked);
+        box_add_kernel_gone_hook(resume_calls_of);
+        hooked = true;
+    }
+    parked_call *p = calloc(1, sizeof *p);
+    if (!p)
+        die("out of memory");
+    p->call = call;
+    snprintf(p->tool, sizeof p->tool, "%s", tool);
+    p->args = json_copy(args);
+    json_object_set_new(p->args, "sandbox_id", json_string(box_id(b)));
+    p->kernel = k;
+    p->next = parked;
+    parked = p;
+    mcp_call_on_abandon(call, on_parked_abandon, p);
+    return true;
+}
+
+/* sandbox_for, for a tool that needs the sandbox started: NULL also when the call waits for it. */
+static box *started_sandbox_for(mcp_call *call, const char *tool, json_t *args,
+                                char default_sandbox[64], bool create)
+{
+    box *b = sandbox_for(call, args, default_sandbox, create);
+    return b && park_until_started(call, tool, args, b) ? NULL : b;
+}
+
 static const char *string_arg(mcp_call *call, json_t *args, const char *name, bool required)
 {
     json_t *value = json_object_get(args, name);
@@ -461,7 +569,7 @@ static void run_command(mcp_call *call, json_t *args, char default_sandbox[64])
         finish_text(call, true, "cwd must be an absolute path without '..'");
         return;
     }
-    box *b = sandbox_for(call, args, default_sandbox, true);
+    box *b = started_sandbox_for(call, "run_command", args, default_sandbox, true);
     if (!b)
         return;
     command_run *run = calloc(1, sizeof *run);
@@ -517,7 +625,7 @@ static bool is_utf8_text(const unsigned char *data, size_t n)
 static void read_file(mcp_call *call, json_t *args, char default_sandbox[64])
 {
     const char *path = string_arg(call, args, "path", true);
-    box *b = path ? sandbox_for(call, args, default_sandbox, false) : NULL;
+    box *b = path ? started_sandbox_for(call, "read_file", args, default_sandbox, false) : NULL;
     confined c;
     if (!b || !open_files(call, b, &c))
         return;
@@ -598,7 +706,7 @@ static void write_file(mcp_call *call, json_t *args, char default_sandbox[64])
         EVP_ENCODE_CTX_free(ctx);
         length = (size_t)(n + tail);
     }
-    box *b = sandbox_for(call, args, default_sandbox, true);
+    box *b = started_sandbox_for(call, "write_file", args, default_sandbox, true);
     confined c;
     if (!b || !open_files(call, b, &c)) {
         free(bytes);
@@ -634,7 +742,7 @@ static void list_files(mcp_call *call, json_t *args, char default_sandbox[64])
     int depth = int_arg(call, args, "depth", 1, CONFINED_MAX_DEPTH, 1);
     if (depth < 0)
         return;
-    box *b = sandbox_for(call, args, default_sandbox, false);
+    box *b = started_sandbox_for(call, "list_files", args, default_sandbox, false);
     confined c;
     if (!b || !open_files(call, b, &c))
         return;

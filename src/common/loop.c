@@ -170,6 +170,10 @@ void loop_run(void)
                 watch->handler(watch->owner, events[i].events);
         }
         run_due_timers();
+        /* Deferred work first, then the poll hook (libmicrohttpd): a response a deferred call
+           finishes or resumes goes out in this turn, not when some later event wakes the loop;
+           then what the hook deferred. */
+        loop_run_deferred();
         if (poll_hook)
             poll_hook(poll_hook_arg);
         loop_run_deferred();

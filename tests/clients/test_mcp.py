@@ -318,6 +318,39 @@ def test_create_sandbox_takes_a_template(daemon, mcp):
     assert wrong["isError"] and "template" in wrong["text"], wrong
 
 
+@pytest.mark.parametrize("start", ["exec", "zygote"])
+def test_a_sessions_first_call_waits_for_its_new_sandbox(make_daemon, start):
+    """No warm pool: the session's sandbox is made by its first call and is still starting when
+    a command or a file operation needs it. The call waits for it, it is not refused (by exec
+    the start takes a second; from the zygote some milliseconds)."""
+    d = make_daemon(args=["--pool-size", "0"] + (["--zygote=false"] if start == "exec" else []))
+    if start == "zygote":
+        wait_until(lambda: d.client().get("api").json()["zygote_ready"], timeout=90, message="the zygote")
+    for first in ("run_command", "write_file"):
+        session = Mcp(d)
+        session.initialize()
+        if first == "run_command":
+            result = session.tool("run_command", {"cmd": "echo first && pwd"})
+            assert not result["isError"] and "first" in result["text"] and "/workspace" in result["text"], result
+        else:
+            result = session.tool("write_file", {"path": "first.txt", "content": "made first"})
+            assert not result["isError"], result
+            assert session.tool("read_file", {"path": "first.txt"})["text"] == "made first"
+        assert len(sandbox_ids(d)) == 1
+        assert session.delete().status_code in (200, 204)
+        wait_until(lambda: not sandbox_ids(d), timeout=30, message="the session's sandbox to go")
+    # A client that goes away while its call waits leaves nothing behind.
+    session = Mcp(d)
+    session.initialize()
+    sock = raw_post(d, session, tool_call("run_command", {"cmd": "echo gone"}))
+    wait_until(lambda: len(sandbox_ids(d)) == 1, timeout=30, message="the session's sandbox")
+    sock.close()
+    time.sleep(0.5)
+    assert d.alive(), d.log_tail()
+    assert session.tool("run_command", {"cmd": "echo still here"})["text"].strip().endswith("still here")
+    assert session.delete().status_code in (200, 204)
+
+
 def test_invalid_json_is_a_parse_error(mcp):
     r = mcp.post(b'{"jsonrpc": "2.0", "id": 1, "method": ')
     assert r.status_code == 400, r.text
