@@ -253,20 +253,10 @@ static box *sandbox_for(mcp_call *call, json_t *args, char default_sandbox[64], 
 typedef struct parked_call {
     mcp_call *call;
     char tool[32];
-    json_t *args;   /* the call's, naming the sandbox (sandbox_id) */
-    kernel *kernel; /* only compared: the call runs again by the sandbox's id */
-    bool resuming;  /* taken off the list, to run again from the loop */
-    bool abandoned; /* the client went away meanwhile */
-    struct parked_call *next;
+    json_t *args;         /* the call's, naming the sandbox (sandbox_id) */
+    box_start_wait *wait; /* until the kernel leaves "starting"; then NULL */
+    bool abandoned;       /* the client went away after that, before the call ran again */
 } parked_call;
-
-static parked_call *parked;
-
-static void free_parked(parked_call *p)
-{
-    json_decref(p->args);
-    free(p);
-}
 
 static void resume_parked(void *arg)
 {
@@ -276,44 +266,28 @@ static void resume_parked(void *arg)
         char no_default[64] = ""; /* sandbox_id names it */
         mcp_tools_call(p->call, p->tool, p->args, no_default);
     }
-    free_parked(p);
+    json_decref(p->args);
+    free(p);
+}
+
+/* Not from inside the kernel's own message or teardown: from the loop. */
+static void on_parked_started(void *arg)
+{
+    parked_call *p = arg;
+    p->wait = NULL;
+    loop_defer(resume_parked, p);
 }
 
 static void on_parked_abandon(void *arg)
 {
     parked_call *p = arg;
-    if (p->resuming) {
+    if (!p->wait) {
         p->abandoned = true; /* freed by resume_parked */
         return;
     }
-    for (parked_call **at = &parked; *at; at = &(*at)->next) {
-        if (*at == p) {
-            *at = p->next;
-            break;
-        }
-    }
-    free_parked(p);
-}
-
-/* From the loop, not from inside the kernel's own message or teardown. */
-static void resume_calls_of(kernel *k)
-{
-    for (parked_call **at = &parked; *at;) {
-        parked_call *p = *at;
-        if (p->kernel != k) {
-            at = &p->next;
-            continue;
-        }
-        *at = p->next;
-        p->resuming = true;
-        loop_defer(resume_parked, p);
-    }
-}
-
-static void on_kernel_message_for_parked(kernel *k, const char *channel, json_t *message)
-{
-    if (kernel_get_state(k) != KERNEL_STARTING)
-        resume_calls_of(k);
+    box_start_wait_cancel(p->wait);
+    json_decref(p->args);
+    free(p);
 }
 
 /* True when `b` is still starting: the call is parked, to run again with `args` once it is not. */
@@ -322,22 +296,14 @@ static bool park_until_started(mcp_call *call, const char *tool, json_t *args, b
     kernel *k = box_default_kernel(b);
     if (kernel_get_state(k) != KERNEL_STARTING)
         return false;
-    static bool hooked;
-    if (!hooked) {
-        kernel_add_message_handler(on_kernel_message_for_parked);
-        box_add_kernel_gone_hook(resume_calls_of);
-        hooked = true;
-    }
     parked_call *p = calloc(1, sizeof *p);
     if (!p)
         die("out of memory");
+    p->wait = box_when_started(k, on_parked_started, p);
     p->call = call;
     snprintf(p->tool, sizeof p->tool, "%s", tool);
     p->args = json_copy(args);
     json_object_set_new(p->args, "sandbox_id", json_string(box_id(b)));
-    p->kernel = k;
-    p->next = parked;
-    parked = p;
     mcp_call_on_abandon(call, on_parked_abandon, p);
     return true;
 }

@@ -13,16 +13,11 @@
 
 #define MAX_SEGMENTS 8
 
-static void on_kernel_message(kernel *k, const char *channel, json_t *message);
-static void on_kernel_gone(kernel *k);
-
 void v1_init(void)
 {
     box_init();
     execution_init();
     command_init();
-    kernel_add_message_handler(on_kernel_message);
-    box_add_kernel_gone_hook(on_kernel_gone);
 }
 
 bool v1_owns(const char *path)
@@ -181,46 +176,25 @@ typedef struct pending_create {
     kernel *k;
     json_t *answer; /* NULL: the sandbox's model */
     http_stream *stream;
-    struct pending_create *next;
+    box_start_wait *wait; /* until the kernel leaves "starting" (or goes away) */
 } pending_create;
 
-static pending_create *pending_creates;
-
-static void answer_create(pending_create *p)
+/* The kernel left "starting" (idle, or dead) or is going away: the creation is answered. */
+static void answer_create(void *arg)
 {
+    pending_create *p = arg;
+    p->wait = NULL;
     http_stream_finish_json(p->stream, p->answer ? p->answer : box_model(box_of(p->k)));
     p->answer = NULL;
-    p->k = NULL;
 }
 
 static void on_create_closed(void *arg, bool completed)
 {
     pending_create *p = arg;
-    for (pending_create **at = &pending_creates; *at; at = &(*at)->next) {
-        if (*at == p) {
-            *at = p->next;
-            break;
-        }
-    }
+    if (p->wait)
+        box_start_wait_cancel(p->wait);
     json_decref(p->answer);
     free(p);
-}
-
-/* A kernel that left "starting" (idle, or dead) answers its creation. */
-static void on_kernel_message(kernel *k, const char *channel, json_t *message)
-{
-    if (kernel_get_state(k) == KERNEL_STARTING)
-        return;
-    for (pending_create *p = pending_creates; p; p = p->next)
-        if (p->k == k)
-            answer_create(p);
-}
-
-static void on_kernel_gone(kernel *k)
-{
-    for (pending_create *p = pending_creates; p; p = p->next)
-        if (p->k == k)
-            answer_create(p);
 }
 
 void v1_respond_when_ready(http_request *request, kernel *k, json_t *answer)
@@ -234,32 +208,23 @@ void v1_respond_when_ready(http_request *request, kernel *k, json_t *answer)
         die("out of memory");
     p->k = k;
     p->answer = answer;
-    p->next = pending_creates;
-    pending_creates = p;
     p->stream = http_respond_stream(request, 201, "application/json", on_create_closed, p);
+    p->wait = box_when_started(k, answer_create, p);
 }
 
 /* ---- templates and sandboxes ---- */
 
 static void list_templates(http_request *request)
 {
-    json_t *specs = kernelspec_all_models();
     json_t *list = json_array();
-    const char *name;
-    json_t *model;
-    json_object_foreach(specs, name, model)
-    {
-        json_t *spec = json_object_get(model, "spec");
-        json_t *metadata = json_object_get(spec, "metadata");
-        json_array_append_new(list,
-                              json_pack("{s:s, s:O, s:O, s:b, s:O, s:O}", "name", name,
-                                        "display_name", json_object_get(spec, "display_name"),
-                                        "language", json_object_get(spec, "language"), "default",
-                                        strcmp(name, manager_default_kernel()) == 0, "preload",
-                                        json_object_get(metadata, "cellbox_preload"), "pool_size",
-                                        json_object_get(metadata, "cellbox_pool_size")));
+    for (size_t i = 0; i < kernelspec_count(); i++) {
+        const kernelspec *spec = kernelspec_at(i);
+        json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:b, s:s, s:i}", "name", spec->name,
+                                              "display_name", spec->display_name, "language",
+                                              spec->language, "default",
+                                              strcmp(spec->name, manager_default_kernel()) == 0,
+                                              "preload", spec->preload, "pool_size", spec->pool_size));
     }
-    json_decref(specs);
     http_respond_json(request, 200, list);
 }
 

@@ -70,8 +70,59 @@ static void add_hook(void **hooks, void *hook)
 void box_add_kernel_gone_hook(void (*hook)(kernel *k)) { add_hook((void **)kernel_gone_hooks, (void *)hook); }
 void box_add_box_gone_hook(void (*hook)(box *b)) { add_hook((void **)box_gone_hooks, (void *)hook); }
 
+/* ---- waiting for a kernel to start ---- */
+
+struct box_start_wait {
+    kernel *k;
+    void (*started)(void *arg);
+    void *arg;
+    box_start_wait *next;
+};
+
+static box_start_wait *start_waits;
+
+box_start_wait *box_when_started(kernel *k, void (*started)(void *arg), void *arg)
+{
+    if (kernel_get_state(k) != KERNEL_STARTING)
+        return NULL;
+    box_start_wait *wait = calloc(1, sizeof *wait);
+    if (!wait)
+        die("out of memory");
+    *wait = (box_start_wait){.k = k, .started = started, .arg = arg, .next = start_waits};
+    start_waits = wait;
+    return wait;
+}
+
+void box_start_wait_cancel(box_start_wait *wait)
+{
+    for (box_start_wait **at = &start_waits; *at; at = &(*at)->next) {
+        if (*at == wait) {
+            *at = wait->next;
+            free(wait);
+            return;
+        }
+    }
+}
+
+/* Each wait for k is taken off the list before its call, so a call may start or cancel others. */
+static void end_start_waits(kernel *k)
+{
+    for (box_start_wait **at = &start_waits; *at;) {
+        box_start_wait *wait = *at;
+        if (wait->k != k) {
+            at = &wait->next;
+            continue;
+        }
+        *at = wait->next;
+        wait->started(wait->arg);
+        free(wait);
+        at = &start_waits; /* the list may have changed under the call */
+    }
+}
+
 static void kernel_gone(kernel *k)
 {
+    end_start_waits(k);
     for (int i = 0; i < MAX_GONE_HOOKS && kernel_gone_hooks[i]; i++)
         kernel_gone_hooks[i](k);
 }
@@ -147,6 +198,8 @@ json_t *box_log_model(const box *b, size_t limit)
 /* Everything a context prints, whoever asked for it (a WebSocket client or /v1), and its death. */
 static void on_kernel_message(kernel *k, const char *channel, json_t *message)
 {
+    if (kernel_get_state(k) != KERNEL_STARTING)
+        end_start_waits(k);
     box *b = box_of_context(k);
     if (!b || strcmp(channel, "iopub") != 0)
         return;

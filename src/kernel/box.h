@@ -63,6 +63,14 @@ json_t *box_log_model(const box *b, size_t limit);
    so that the modules holding on to them let go. */
 void box_add_kernel_gone_hook(void (*hook)(kernel *k));
 void box_add_box_gone_hook(void (*hook)(box *b));
+/* Waiting for a kernel to start: `started(arg)` is called once kernel k has left "starting"
+   (it reported in, or died), or is going away, from inside that message's handling or that
+   removal (a caller that does more than answer should defer). NULL, and no call, when k is not
+   starting. Until it is called a wait can be cancelled; once called it is gone. */
+typedef struct box_start_wait box_start_wait;
+box_start_wait *box_when_started(kernel *k, void (*started)(void *arg), void *arg);
+void box_start_wait_cancel(box_start_wait *wait);
+
 /* The manager is deleting kernel k (the default context of its box, if it has one). */
 void box_kernel_deleted(kernel *k);
 
