@@ -105,7 +105,7 @@ def test_version_and_help():
     r = run("help")
     assert r.returncode == 0, explain(r)
     for command in ("templates", "create", "ls", "info", "exec", "sh", "run", "cp", "logs", "pause",
-                    "resume", "timeout", "rm"):
+                    "resume", "timeout", "restart", "rm"):
         assert f"  {command} " in r.stdout, f"`cellbox help` does not list {command}"
         r2 = run(command, "--help")
         assert r2.returncode == 0 and r2.stdout.startswith(f"usage: cellbox {command}"), explain(r2)
@@ -132,6 +132,10 @@ def test_version_and_help():
     (["cp", "x:a", "y:b"], ["both"]),
     (["logs", "id", "--limit", "many"], ["--limit"]),
     (["--url"], ["--url"]),
+    (["restart"], ["missing", "ID"]),
+    (["restart", "a", "b"], ["unexpected", "'b'"]),
+    (["restart", "--bogus", "a"], ["--bogus", "cellbox restart --help"]),
+    (["restart", "a", "--context"], ["--context"]),
 ])
 def test_usage_errors_exit_2(args, words):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CELLBOX_")}
@@ -177,7 +181,7 @@ def test_token_file_of_make_run_is_read(cli, workdir):
 @pytest.mark.parametrize("args", [["info", "no-such-sandbox"], ["rm", "no-such-sandbox"],
                                   ["pause", "no-such-sandbox"], ["exec", "no-such-sandbox", "1"],
                                   ["sh", "no-such-sandbox", "true"], ["logs", "no-such-sandbox"],
-                                  ["timeout", "no-such-sandbox", "5"],
+                                  ["timeout", "no-such-sandbox", "5"], ["restart", "no-such-sandbox"],
                                   ["cp", "no-such-sandbox:/workspace/x", "x"]])
 def test_unknown_sandbox_exits_4_with_hint(cli, args):
     r = cli(*args)
@@ -264,6 +268,39 @@ def test_create_json_prints_the_model(cli):
     model = json.loads(r.stdout)
     cli.created.append(model["id"])
     assert model["state"] == "running" and model["timeout_s"] == 0
+
+
+def test_restart_clears_python_state_and_keeps_files(cli):
+    sid = cli.create("--timeout", "0")
+    cli.ok("exec", sid, "kept_in_memory = 1\nopen('/workspace/kept.txt', 'w').write('on disk')")
+    r = cli.ok("restart", sid)
+    assert r.stdout == f"restarted {sid}\n", explain(r)
+    r = cli("exec", sid, "kept_in_memory")
+    assert r.returncode == 1 and "NameError" in r.stderr, explain(r)
+    assert cli.ok("exec", sid, "print(open('/workspace/kept.txt').read())").stdout == "on disk\n"
+    model = json.loads(cli.ok("--json", "restart", sid).stdout)
+    assert model["id"] == sid and model["default"] is True, model
+
+
+def test_restart_one_context_leaves_the_default_alone(cli, daemon):
+    sid = cli.create("--timeout", "0")
+    cli.ok("exec", sid, "in_default = 'still here'")
+    r = daemon.client().post(f"v1/sandboxes/{sid}/contexts", json={})
+    assert r.status_code == 201, r.text
+    context_id = r.json()["id"]
+    cli.ok("exec", sid, "--context", context_id, "in_context = 1")
+    r = cli.ok("restart", sid, "--context", context_id)
+    assert r.stdout == f"restarted context {context_id} of {sid}\n", explain(r)
+    r = cli("exec", sid, "--context", context_id, "in_context")
+    assert r.returncode == 1 and "NameError" in r.stderr, explain(r)
+    assert cli.ok("exec", sid, "print(in_default)").stdout == "still here\n"
+
+
+def test_restart_of_an_unknown_context_exits_4_and_says_where_to_look(cli):
+    sid = cli.create("--timeout", "0")
+    r = cli("restart", sid, "--context", "no-such-context")
+    assert r.returncode == 4, explain(r)
+    assert "no-such-context" in r.stderr and f"cellbox info" in r.stderr, explain(r)
 
 
 # ------------------------------------------------------------------ exec
