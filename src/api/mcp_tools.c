@@ -14,6 +14,7 @@
 #include "common/buffer.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "common/text.h"
 #include "kernel/box.h"
 #include "kernel/command.h"
 #include "kernel/execution.h"
@@ -149,22 +150,6 @@ static void finish_text(mcp_call *call, bool is_error, const char *fmt, ...)
     va_end(ap);
     mcp_call_finish(call, json_pack("{s:[o], s:b}", "content", text_block(text), "isError", is_error));
     free(text);
-}
-
-/* IPython's tracebacks are colored for terminals; a model reads them better plain. */
-static void append_without_ansi(buffer *out, const char *text)
-{
-    for (const char *p = text; *p; p++) {
-        if (*p == '\033' && p[1] == '[') {
-            p += 2;
-            while (*p && !(*p >= '@' && *p <= '~'))
-                p++;
-            if (!*p)
-                break;
-            continue;
-        }
-        buffer_append(out, p, 1);
-    }
 }
 
 static void append_capped(buffer *out, const char *text, size_t length, bool *truncated)
@@ -402,13 +387,13 @@ static void code_on_end(void *arg)
     if (run->error) {
         const char *traceback = json_string_value(json_object_get(run->error, "traceback"));
         append_text(&text, "error: ");
-        append_without_ansi(&text, json_string_value(json_object_get(run->error, "name")));
+        text_append_without_ansi(&text, json_string_value(json_object_get(run->error, "name")));
         append_text(&text, ": ");
-        append_without_ansi(&text, json_string_value(json_object_get(run->error, "value")));
+        text_append_without_ansi(&text, json_string_value(json_object_get(run->error, "value")));
         append_text(&text, "\n");
         const char *value = json_string_value(json_object_get(run->error, "value"));
         if (traceback && (!value || strcmp(traceback, value) != 0)) {
-            append_without_ansi(&text, traceback);
+            append_text(&text, traceback); /* without colours: execution.c took them out */
             append_text(&text, "\n");
         }
     }

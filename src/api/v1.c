@@ -426,7 +426,7 @@ static void route_sandbox(http_request *request, box *b, char **s, int n)
         if (!http_method_is(request, "POST"))
             http_respond_method_not_allowed(request);
         else if (v1_require_running(request, b))
-            v1_execute(request, b);
+            v1_execute(request, b, false);
     } else if (strcmp(what, "contexts") == 0 && n == 4) {
         if (http_method_is(request, "GET"))
             http_respond_json(request, 200, box_contexts_model(b));

@@ -8,7 +8,9 @@ the user sees: stdout, stderr and the exit status (0 ok, 1 failed, 2 usage, 3 un
 """
 import json
 import os
+import pty
 import secrets
+import select
 import subprocess
 import threading
 
@@ -321,6 +323,51 @@ def test_exec_error_exits_1_with_traceback(cli, sid):
     assert r.returncode == 1, explain(r)
     assert "ZeroDivisionError" in r.stderr and "division by zero" in r.stderr, explain(r)
     assert cli.ok("exec", sid, "'still alive'").stdout == "'still alive'\n"
+
+
+def stderr_on_a_terminal(cli, *args, env=None):
+    """Runs cellbox ARGS with its stderr on a pseudo-terminal (stdout a pipe): what it wrote there."""
+    controller, terminal = pty.openpty()
+    try:
+        proc = subprocess.Popen([cli_binary(), *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=terminal, env={**cli.environ(), **(env or {})}, cwd=cli.cwd)
+        os.close(terminal)
+        terminal = None
+        written = b""
+        for _ in range(1000):  # until the child closes its end (EIO), at most ~100 s of reads
+            if not select.select([controller], [], [], 0.1)[0]:
+                if proc.poll() is not None and not select.select([controller], [], [], 0.5)[0]:
+                    break
+                continue
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            written += chunk
+        proc.communicate(timeout=TIMEOUT)
+        return proc.returncode, written.decode()
+    finally:
+        os.close(controller)
+        if terminal is not None:
+            os.close(terminal)
+
+
+def test_traceback_colours_only_on_a_terminal_without_no_color(cli, sid):
+    code = "def f():\n    return 1 / 0\nf()"
+    r = cli("exec", sid, code)  # stderr is a pipe
+    assert r.returncode == 1 and "ZeroDivisionError" in r.stderr and "\x1b" not in r.stderr, explain(r)
+    status, written = stderr_on_a_terminal(cli, "exec", sid, code)
+    assert status == 1 and "ZeroDivisionError" in written and "\x1b[" in written, written
+    for no_color in ("1", "yes"):
+        status, written = stderr_on_a_terminal(cli, "exec", sid, code, env={"NO_COLOR": no_color})
+        assert status == 1 and "ZeroDivisionError" in written and "\x1b" not in written, written
+    status, written = stderr_on_a_terminal(cli, "exec", sid, code, env={"NO_COLOR": ""})  # empty: unset
+    assert "\x1b[" in written, written
+    r = cli("--json", "exec", sid, code)
+    error = next(e for e in map(json.loads, r.stdout.splitlines()) if e["type"] == "error")
+    assert "\x1b" not in error["traceback"], error
 
 
 def test_exec_from_file_and_stdin(cli, sid, workdir):
