@@ -221,8 +221,8 @@ static box *sandbox_for(mcp_call *call, json_t *args, char default_sandbox[64], 
         return NULL;
     }
     if (box_get_state(b) == BOX_DEAD) {
-        finish_text(call, true, "sandbox %s is dead (%s): delete it and create another",
-                    box_id(b), kernel_death_reason(box_default_kernel(b)));
+        box_describe_death(b, why, sizeof why);
+        finish_text(call, true, "%s; delete it (delete_sandbox) and create another", why);
         return NULL;
     }
     return b;
@@ -543,19 +543,17 @@ static void run_command(mcp_call *call, json_t *args, char default_sandbox[64])
 
 /* ---- files ---- */
 
+/* Through box_open_files, as /v1 and E2B's files: the same checks and the same refusals. */
 static bool open_files(mcp_call *call, box *b, confined *c)
 {
     char why[512];
-    int root = box_open_root(b, why, sizeof why);
-    if (root < 0) {
-        finish_text(call, true, "%s", why);
-        return false;
-    }
-    confined_init(c, root, box_uid(b), box_uid(b));
-    return true;
+    if (box_open_files(b, c, why, sizeof why))
+        return true;
+    finish_text(call, true, "%s", why);
+    return false;
 }
 
-static void close_files(confined *c) { close(c->root_fd); }
+static void close_files(confined *c) { box_close_files(c); }
 
 static bool is_utf8_text(const unsigned char *data, size_t n)
 {

@@ -160,8 +160,9 @@ bool v1_require_running(http_request *request, box *b)
                            "/v1/sandboxes/%s/resume, or pass ?auto_resume=true", box_id(b), box_id(b));
         return false;
     case BOX_DEAD:
-        http_respond_error(request, 409, "sandbox %s is dead: %s; restart its default context or "
-                           "delete it", box_id(b), kernel_death_reason(box_default_kernel(b)));
+        box_describe_death(b, why, sizeof why);
+        http_respond_error(request, 409, "%s; restart its default context (POST /v1/sandboxes/%s/"
+                           "contexts/%s/restart) or delete it", why, box_id(b), box_id(b));
         return false;
     }
     return false;
