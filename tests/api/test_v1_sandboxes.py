@@ -162,6 +162,24 @@ def test_kernel_is_a_sandbox(v1):
     assert kid not in {k["id"] for k in v1.client.get("api/kernels").json()}
 
 
+def test_kernel_started_at_is_when_it_was_made(v1):
+    """started_at of a kernel made through /api/kernels (or a Jupyter session) is when it was
+    made, not when /v1 first looked at it."""
+    for path, body in (("api/kernels", {"name": "python3"}),
+                       ("api/sessions", {"path": "started.ipynb", "type": "notebook", "name": "",
+                                         "kernel": {"name": "python3"}})):
+        before = now()
+        r = v1.client.post(path, json=body)
+        after = now()
+        assert r.status_code == 201, r.text
+        kid = r.json()["id"] if path == "api/kernels" else r.json()["kernel"]["id"]
+        v1.created.append(kid)
+        assert v1.value(kid, "'ran a cell first'") == "'ran a cell first'"
+        started = ts(v1.model(kid)["started_at"])
+        assert before <= started <= after, (path, before, started, after)
+        assert v1.remove(kid).status_code == 204
+
+
 def test_sandbox_is_a_kernel(v1):
     m = v1.create(timeout_s=0)
     sid = m["id"]
