@@ -482,12 +482,17 @@ static void command_on_exit(void *arg, command *c)
     json_t *model = command_model(c, false);
     int exit_code = (int)json_integer_value(json_object_get(model, "exit_code"));
     bool timed_out = json_is_true(json_object_get(model, "timed_out"));
-    json_decref(model);
+    const char *reason = json_string_value(json_object_get(model, "reason"));
     buffer text = {0};
     char line[160];
     snprintf(line, sizeof line, "exit code: %d%s\n", exit_code,
              timed_out ? " (timed out: the command was killed)" : "");
     append_text(&text, line);
+    if (reason) { /* its sandbox ended it */
+        append_text(&text, reason);
+        append_text(&text, "\n");
+    }
+    json_decref(model);
     append_section(&text, "stdout", &run->out);
     append_section(&text, "stderr", &run->err);
     if (run->truncated)

@@ -115,6 +115,8 @@ static void command_on_exit(void *arg, command *c)
                               json_object_get(model, "signal"), "timed_out",
                               json_object_get(model, "timed_out"), "wall_ms",
                               json_object_get(model, "wall_ms"));
+    if (json_object_get(model, "reason")) /* its sandbox ended it: say why */
+        json_object_set(event, "reason", json_object_get(model, "reason"));
     json_decref(model);
     http_stream_write_line(call->stream, event);
     http_stream_end(call->stream);

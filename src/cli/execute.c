@@ -218,6 +218,7 @@ typedef struct shell_command {
     int exit_code;   /* the command's status */
     bool timed_out;  /* killed at its timeout */
     char signal[32]; /* the signal that ended it, or "" */
+    char *reason;    /* why its sandbox ended it (it expired), or NULL */
 } shell_command;
 
 static void handle_command_event(json_t *event, const char *line, size_t length, void *context)
@@ -239,6 +240,9 @@ static void handle_command_event(json_t *event, const char *line, size_t length,
         run->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : EXIT_FAILED;
         run->timed_out = json_is_true(json_object_get(event, "timed_out"));
         snprintf(run->signal, sizeof run->signal, "%s", signal ? signal : "");
+        const char *reason = json_string_value(json_object_get(event, "reason"));
+        if (reason && !run->reason)
+            run->reason = strdup(reason);
     }
 }
 
@@ -320,12 +324,14 @@ int command_sh(int argc, char **argv)
                      id);
         return EXIT_UNREACHABLE;
     }
-    if (run.timed_out) {
-        if (!output_json)
-            output_error("the command timed out and was killed");
-        return EXIT_TIMEOUT;
-    }
-    if (run.signal[0] && !output_json)
+    status = run.timed_out ? EXIT_TIMEOUT : run.exit_code & 0xff;
+    const char *why = run.timed_out ? "the command timed out and was killed"
+                      : run.reason  ? run.reason /* its sandbox ended it */
+                                    : NULL;
+    if (!output_json && why)
+        output_error("%s", why);
+    else if (!output_json && run.signal[0])
         output_error("the command was killed by %s", run.signal);
-    return run.exit_code & 0xff;
+    free(run.reason);
+    return status;
 }

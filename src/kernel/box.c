@@ -46,6 +46,7 @@ struct box {
     int64_t started_at_us;
     int64_t ends_at_us;        /* 0 while it cannot expire (no TTL, or paused) */
     loop_timer *ttl;
+    bool expired;              /* its TTL ended: it is being removed for that */
     bool paused;
     box_context *contexts;     /* the contexts other than the default one */
     void *commands;
@@ -281,12 +282,48 @@ const char *box_state_name(box_state state)
 
 /* ---- time to live ---- */
 
+bool box_describe_end(const box *b, const char *what, char *out, size_t size)
+{
+    if (!b->expired)
+        return false;
+    snprintf(out, size,
+             "sandbox expired: its timeout of %d s ended while this %s ran; extend it with POST "
+             "/v1/sandboxes/%s/timeout (cellbox timeout %s SECONDS) before it ends, or set a "
+             "longer timeout when you create the sandbox",
+             b->timeout_s, what, box_id(b), box_id(b));
+    return true;
+}
+
+/* The expired sandbox goes once the messages saying why have left: a WebSocket's close frame
+   would overtake them (the sandbox's id is carried: a client may delete it meanwhile). */
+static void delete_expired(void *arg)
+{
+    char *id = arg;
+    kernel *k = manager_find(id);
+    box *b = k ? kernel_box(k) : NULL;
+    if (b && b->primary == k && b->expired)
+        manager_delete(k); /* the delete hook frees the box */
+    free(id);
+}
+
+/* Cells that run when the sandbox expires end with that cause, not a bare kernel death: each
+   context's clients (WebSocket, /v1 executions) get an error saying so before the kernels go. */
 static void on_ttl_expired(void *arg)
 {
     box *b = arg;
     b->ttl = NULL;
+    b->expired = true;
     log_info("sandbox %s: expired after %d s", box_id(b), b->timeout_s);
-    manager_delete(b->primary); /* the delete hook frees the box */
+    char why[512];
+    box_describe_end(b, "cell", why, sizeof why);
+    kernel_fail_running_cell(b->primary, "SandboxExpired", why);
+    for (box_context *c = b->contexts; c; c = c->next)
+        kernel_fail_running_cell(c->k, "SandboxExpired", why);
+    box_log(b, "sandbox", "event", why, strlen(why));
+    char *id = strdup(box_id(b));
+    if (!id)
+        die("out of memory");
+    loop_defer(delete_expired, id);
 }
 
 static void arm_ttl(box *b)

@@ -28,6 +28,10 @@ box *box_find(const char *id);
 /* Sets what /v1 sandbox creation asked for: metadata and env (borrowed), TTL (0 = none). */
 void box_configure(box *b, json_t *metadata, json_t *env, int timeout_s);
 void box_set_timeout(box *b, int timeout_s); /* expires timeout_s from now (0 = never) */
+/* Why the sandbox is going, when it is not a client's delete (its TTL ended): a sentence for
+   whatever of `what` ("cell", "command") it ends, naming the cause and how to avoid it; false
+   otherwise. Meant for the gone hooks, which run while the box is being removed. */
+bool box_describe_end(const box *b, const char *what, char *out, size_t size);
 int box_pause(box *b, char *why, size_t why_size);
 int box_resume(box *b, char *why, size_t why_size);
 

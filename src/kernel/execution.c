@@ -268,7 +268,10 @@ static void on_kernel_gone(kernel *k)
         next = e->next;
         if (e->k != k)
             continue;
-        if (!e->errored)
+        char why[512];
+        if (!e->errored && box_describe_end(e->box, "cell", why, sizeof why))
+            emit_error(e, "SandboxExpired", why, NULL);
+        else if (!e->errored)
             emit_error(e, "SandboxDeleted", "the sandbox or context was deleted", NULL);
         e->started = false; /* its counters are gone with it */
         finish(e);

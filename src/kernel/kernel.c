@@ -925,15 +925,16 @@ static void describe_exit(kernel *k, const siginfo_t *info)
 
 /* A cell that was running when the kernel died gets an error and a reply, so a client waiting
    for them (AutoGen waits for the error or idle) learns why instead of timing out. */
-static void fail_running_request(kernel *k)
+static void fail_running_request(kernel *k) { kernel_fail_running_cell(k, "KernelDied", k->death_reason); }
+
+void kernel_fail_running_cell(kernel *k, const char *ename, const char *evalue)
 {
     json_t *request = k->current_request;
     const char *type = json_string_value(json_object_get(request, "msg_type"));
     if (k->state != KERNEL_BUSY || !type || strcmp(type, "execute_request") != 0)
         return;
-    emit(k, "iopub",
-         message_new("error", k->session, request, message_error_content("KernelDied", k->death_reason)));
-    json_t *reply = message_error_content("KernelDied", k->death_reason);
+    emit(k, "iopub", message_new("error", k->session, request, message_error_content(ename, evalue)));
+    json_t *reply = message_error_content(ename, evalue);
     json_object_set_new(reply, "status", json_string("error"));
     json_object_set_new(reply, "execution_count", json_integer(k->execution_count));
     emit(k, "shell", message_new("execute_reply", k->session, request, reply));

@@ -1,6 +1,7 @@
 """/v1 sandboxes: templates, create/get/list/delete, filters, TTL, logs, the one model shared
 with /api/kernels, dead sandboxes."""
 import datetime
+import threading
 import time
 import uuid
 
@@ -222,6 +223,35 @@ def test_ttl_expiry_and_timeout_endpoint(v1):
     for short_id in (kept["id"], never["id"]):
         v1.remove(short_id)
     v1.created[:] = [s for s in v1.created if s != short["id"]]
+
+
+def test_expiry_while_a_cell_or_a_command_runs_says_so(v1):
+    """The execution stream and the command stream of a sandbox that expires under them end
+    with its cause and the way to avoid it, not a bare kernel death or SIGKILL."""
+    m = v1.create(timeout_s=0)
+    sid = m["id"]
+    results = {}
+
+    def command():
+        results["command"] = v1.command(sid, "echo started; sleep 120", timeout=90)
+
+    runner = threading.Thread(target=command)
+    runner.start()
+    wait_until(lambda: any(c["state"] == "running" for c in v1.get(f"v1/sandboxes/{sid}/commands").json()),
+               timeout=30, message="the command to start")
+    expect(v1.post(f"v1/sandboxes/{sid}/timeout", json={"timeout_s": 2}), 200)
+    ev = v1.execute(sid, "print('running', flush=True)\nimport time\ntime.sleep(120)", timeout=90)
+    runner.join(timeout=90)
+    err = ev.one("error")
+    assert err["name"] == "SandboxExpired", err
+    assert err["value"].startswith("sandbox expired: its timeout of 2 s ended while this cell ran"), err
+    assert f"/v1/sandboxes/{sid}/timeout" in err["value"] and "cellbox timeout" in err["value"], err
+    assert ev.types[-1] == "end_of_execution"
+    exit_event = results["command"][-1]
+    assert exit_event["signal"] == "SIGKILL", exit_event
+    assert exit_event["reason"].startswith("sandbox expired: its timeout of 2 s ended while this command ran"), exit_event
+    wait_until(lambda: gone_or_dead(v1, sid), timeout=30, message="the expired sandbox to go")
+    v1.created[:] = [s for s in v1.created if s != sid]
 
 
 def test_timeout_endpoint_errors(v1, sandbox):

@@ -426,6 +426,15 @@ def test_sh_output_and_exit_code(cli, sid):
     assert cli.ok("sh", sid, "--cwd", "/tmp", "pwd").stdout == "/tmp\n"
 
 
+def test_sh_says_when_the_sandbox_expired_under_the_command(cli):
+    sid = cli.create("--timeout", "3")
+    r = cli("sh", sid, "sleep 120")
+    assert r.returncode == 137, explain(r)  # SIGKILL, as the shell would say
+    assert "sandbox expired: its timeout of 3 s ended while this command ran" in r.stderr, explain(r)
+    assert f"cellbox timeout {sid}" in r.stderr, explain(r)
+    cli.created.remove(sid)
+
+
 def test_sh_passes_stdin(cli, sid):
     r = cli.ok("sh", sid, "tr a-z A-Z", input="hello from stdin\n")
     assert r.stdout == "HELLO FROM STDIN\n", explain(r)
