@@ -48,10 +48,16 @@ static void respond_failure(http_request *request, const confined *c, long long 
     }
     char limit[32];
     disk_limit_text(disk_bytes, limit, sizeof limit);
-    http_respond_error(request, 507,
-                       "%s (the sandbox's disk limit is %s); remove files, or create "
-                       "the sandbox with a larger \"disk\" limit",
-                       c->why, limit);
+    if (c->inode_limit > 0) /* files, not bytes: the number grows with the disk limit */
+        http_respond_error(request, 507,
+                           "%s, or create the sandbox with a larger \"disk\" limit (%s gives "
+                           "%lld)",
+                           c->why, limit, c->inode_limit);
+    else
+        http_respond_error(request, 507,
+                           "%s (the sandbox's disk limit is %s); remove files, or create "
+                           "the sandbox with a larger \"disk\" limit",
+                           c->why, limit);
 }
 
 static void respond_too_large(http_request *request, long long disk_bytes)

@@ -669,21 +669,8 @@ static void finish_execution(kernel *k)
                  "(limit %s)]\n", size);
         note(k, text);
     }
-    volume_usage usage;
-    if (volume_read_usage(k->workspace, &usage) == 0) {
-        limits_format_size(k->sandbox.limits.disk_bytes, size, sizeof size);
-        /* A write that failed for lack of space leaves up to its own size free: "full" is what
-           a write of ordinary size can no longer fit. */
-        long long nearly_full = usage.bytes_total / 100 > (1 << 20) ? usage.bytes_total / 100 : (1 << 20);
-        if (usage.bytes_free < nearly_full) {
-            snprintf(text, sizeof text, "[cellbox: disk quota %s exceeded: /workspace is full]\n", size);
-            note(k, text);
-        } else if (usage.inodes_free == 0) {
-            snprintf(text, sizeof text, "[cellbox: file count limit of /workspace reached (%lld "
-                     "files): delete files to create new ones]\n", usage.inodes_total);
-            note(k, text);
-        }
-    }
+    if (volume_describe_full(k->workspace, k->sandbox.limits.disk_bytes, text, sizeof text))
+        note(k, text);
 }
 
 static bool is_execute(json_t *header)
