@@ -161,8 +161,10 @@ bool v1_require_running(http_request *request, box *b)
         return false;
     case BOX_DEAD:
         box_describe_death(b, why, sizeof why);
-        http_respond_error(request, 409, "%s; restart its default context (POST /v1/sandboxes/%s/"
-                           "contexts/%s/restart) or delete it", why, box_id(b), box_id(b));
+        http_respond_error(request, 409,
+                           "%s; restart its default context (POST /v1/sandboxes/%s/"
+                           "contexts/%s/restart) or delete it",
+                           why, box_id(b), box_id(b));
         return false;
     }
     return false;

@@ -296,8 +296,9 @@ static void on_process_exit(void *owner, uint32_t events)
     if (c->exit_code == SANDBOX_SETUP_FAILED && clock_wall_us() - c->started_us < 2000000)
         log_warn("command in sandbox %s exited with 125 (it may have failed to start)", box_id(c->box));
     char full[256]; /* a command that failed on a full workspace is told which limit, as a cell */
-    if (c->exit_code != 0 && volume_describe_full(kernel_workspace(box_default_kernel(c->box)),
-                                                  box_limits(c->box)->disk_bytes, full, sizeof full))
+    if (c->exit_code != 0 &&
+        volume_describe_full(kernel_workspace(box_default_kernel(c->box)),
+                             box_limits(c->box)->disk_bytes, full, sizeof full))
         deliver(c, "stderr", full, strlen(full));
     c->notifying = true;
     notify_exit(c);

@@ -910,17 +910,17 @@ static void describe_exit(kernel *k, const siginfo_t *info)
              what ? ", " : "", what ? what : "");
 }
 
-/* A cell that was running when the kernel died gets an error and a reply, so a client waiting
-   for them (AutoGen waits for the error or idle) learns why instead of timing out. */
-static void fail_running_request(kernel *k) { kernel_fail_running_cell(k, "KernelDied", k->death_reason); }
-
+/* A cell that was running when the kernel died (or its sandbox expired) gets an error and a
+   reply, so a client waiting for them (AutoGen waits for the error or idle) learns why instead
+   of timing out. */
 void kernel_fail_running_cell(kernel *k, const char *ename, const char *evalue)
 {
     json_t *request = k->current_request;
     const char *type = json_string_value(json_object_get(request, "msg_type"));
     if (k->state != KERNEL_BUSY || !type || strcmp(type, "execute_request") != 0)
         return;
-    emit(k, "iopub", message_new("error", k->session, request, message_error_content(ename, evalue)));
+    emit(k, "iopub",
+         message_new("error", k->session, request, message_error_content(ename, evalue)));
     json_t *reply = message_error_content(ename, evalue);
     json_object_set_new(reply, "status", json_string("error"));
     json_object_set_new(reply, "execution_count", json_integer(k->execution_count));
@@ -966,7 +966,7 @@ static void on_process_exit(void *owner, uint32_t events)
     cancel_execution_timer(k);
     k->execution.active = false;
     release_process(k);
-    fail_running_request(k);
+    kernel_fail_running_cell(k, "KernelDied", k->death_reason);
     k->state = KERNEL_DEAD;
     emit(k, "iopub", message_status(k->session, k->current_request, "dead"));
 }

@@ -187,15 +187,19 @@ bool volume_describe_full(const char *mount_point, long long disk_bytes, char *o
     limits_format_size(disk_bytes, limit, sizeof limit);
     /* A write that failed for lack of space leaves up to its own size free: "full" is what a
        write of ordinary size can no longer fit. */
-    long long nearly_full = usage.bytes_total / 100 > (1 << 20) ? usage.bytes_total / 100 : (1 << 20);
+    long long nearly_full =
+        usage.bytes_total / 100 > (1 << 20) ? usage.bytes_total / 100 : (1 << 20);
     bool no_bytes = usage.bytes_free < nearly_full, no_inodes = usage.inodes_free == 0;
     if (no_bytes && no_inodes)
-        snprintf(out, size, "[cellbox: disk quota %s exceeded and no free inodes left: /workspace "
-                 "is full; delete files]\n", limit);
+        snprintf(out, size,
+                 "[cellbox: disk quota %s exceeded and no free inodes left: /workspace "
+                 "is full; delete files]\n",
+                 limit);
     else if (no_bytes)
         snprintf(out, size, "[cellbox: disk quota %s exceeded: /workspace is full]\n", limit);
     else if (no_inodes)
-        snprintf(out, size, "[cellbox: /workspace has no free inodes: it holds %lld files and "
+        snprintf(out, size,
+                 "[cellbox: /workspace has no free inodes: it holds %lld files and "
                  "directories at most (disk quota %s); delete files to create new ones]\n",
                  usage.inodes_total, limit);
     return no_bytes || no_inodes;
