@@ -555,8 +555,9 @@ static int open_root(box *b, char *why, size_t why_size)
 {
     int pidfd = kernel_pidfd(b->primary);
     pid_t pid = kernel_pid(b->primary);
-    if (pidfd < 0 || pid <= 0) {
-        snprintf(why, why_size, "sandbox %s is restarting; try again in a moment", box_id(b));
+    if (pidfd < 0 || pid <= 0) { /* its process is being made: the zygote has not said which */
+        snprintf(why, why_size,
+                 "sandbox %s is still starting (or restarting); try again in a moment", box_id(b));
         return -1;
     }
     char path[64];
