@@ -284,6 +284,17 @@ def test_restart_clears_python_state_and_keeps_files(cli):
     assert model["id"] == sid and model["default"] is True, model
 
 
+def test_restart_brings_a_dead_sandbox_back(cli, daemon):
+    sid = cli.create("--timeout", "0")
+    cli("exec", sid, "import os; os._exit(7)")
+    wait_until(lambda: daemon.client().get(f"v1/sandboxes/{sid}").json()["state"] == "dead", timeout=30,
+               message="the sandbox to die")
+    r = cli("exec", sid, "1")
+    assert r.returncode == 4 and "is dead" in r.stderr and f"cellbox restart" in r.stderr, explain(r)
+    cli.ok("restart", sid)
+    assert cli.ok("exec", sid, "'back'").stdout == "'back'\n"
+
+
 def test_restart_one_context_leaves_the_default_alone(cli, daemon):
     sid = cli.create("--timeout", "0")
     cli.ok("exec", sid, "in_default = 'still here'")
