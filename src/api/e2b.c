@@ -367,7 +367,7 @@ static void route_interpreter(http_request *request, box *b, char **s, int n)
         if (!http_method_is(request, "POST"))
             respond_method_not_allowed(request);
         else if (v1_require_running(request, b))
-            v1_execute(request, b); /* the body and the stream are E2B's already */
+            v1_execute(request, b, true); /* E2B's body and stream already, colours too */
     } else if (n == 1 && strcmp(s[0], "contexts") == 0) {
         if (http_method_is(request, "GET"))
             http_respond_json(request, 200, box_contexts_model(b));

@@ -10,6 +10,7 @@
 #include "api/mcp.h"
 #include "api/v1.h"
 #include "common/log.h"
+#include "kernel/box.h"
 #include "kernel/kernelspec.h"
 #include "kernel/manager.h"
 #include "kernel/zygote.h"
@@ -97,6 +98,8 @@ kernel *jupyter_create_kernel(http_request *request, json_t *body)
     json_decref(env);
     if (!k)
         http_respond_error(request, status, "%s", why);
+    else
+        box_of(k); /* its /v1 record starts now: started_at is when it was made, not first seen */
     return k;
 }
 

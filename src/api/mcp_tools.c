@@ -14,6 +14,7 @@
 #include "common/buffer.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "common/text.h"
 #include "kernel/box.h"
 #include "kernel/command.h"
 #include "kernel/execution.h"
@@ -151,22 +152,6 @@ static void finish_text(mcp_call *call, bool is_error, const char *fmt, ...)
     free(text);
 }
 
-/* IPython's tracebacks are colored for terminals; a model reads them better plain. */
-static void append_without_ansi(buffer *out, const char *text)
-{
-    for (const char *p = text; *p; p++) {
-        if (*p == '\033' && p[1] == '[') {
-            p += 2;
-            while (*p && !(*p >= '@' && *p <= '~'))
-                p++;
-            if (!*p)
-                break;
-            continue;
-        }
-        buffer_append(out, p, 1);
-    }
-}
-
 static void append_capped(buffer *out, const char *text, size_t length, bool *truncated)
 {
     if (!buffer_append_capped(out, text, length, TEXT_CAP))
@@ -236,8 +221,8 @@ static box *sandbox_for(mcp_call *call, json_t *args, char default_sandbox[64], 
         return NULL;
     }
     if (box_get_state(b) == BOX_DEAD) {
-        finish_text(call, true, "sandbox %s is dead (%s): delete it and create another",
-                    box_id(b), kernel_death_reason(box_default_kernel(b)));
+        box_describe_death(b, why, sizeof why);
+        finish_text(call, true, "%s; delete it (delete_sandbox) and create another", why);
         return NULL;
     }
     return b;
@@ -402,13 +387,13 @@ static void code_on_end(void *arg)
     if (run->error) {
         const char *traceback = json_string_value(json_object_get(run->error, "traceback"));
         append_text(&text, "error: ");
-        append_without_ansi(&text, json_string_value(json_object_get(run->error, "name")));
+        text_append_without_ansi(&text, json_string_value(json_object_get(run->error, "name")));
         append_text(&text, ": ");
-        append_without_ansi(&text, json_string_value(json_object_get(run->error, "value")));
+        text_append_without_ansi(&text, json_string_value(json_object_get(run->error, "value")));
         append_text(&text, "\n");
         const char *value = json_string_value(json_object_get(run->error, "value"));
         if (traceback && (!value || strcmp(traceback, value) != 0)) {
-            append_without_ansi(&text, traceback);
+            append_text(&text, traceback); /* without colours: execution.c took them out */
             append_text(&text, "\n");
         }
     }
@@ -497,12 +482,17 @@ static void command_on_exit(void *arg, command *c)
     json_t *model = command_model(c, false);
     int exit_code = (int)json_integer_value(json_object_get(model, "exit_code"));
     bool timed_out = json_is_true(json_object_get(model, "timed_out"));
-    json_decref(model);
+    const char *reason = json_string_value(json_object_get(model, "reason"));
     buffer text = {0};
     char line[160];
     snprintf(line, sizeof line, "exit code: %d%s\n", exit_code,
              timed_out ? " (timed out: the command was killed)" : "");
     append_text(&text, line);
+    if (reason) { /* its sandbox ended it */
+        append_text(&text, reason);
+        append_text(&text, "\n");
+    }
+    json_decref(model);
     append_section(&text, "stdout", &run->out);
     append_section(&text, "stderr", &run->err);
     if (run->truncated)
@@ -558,19 +548,17 @@ static void run_command(mcp_call *call, json_t *args, char default_sandbox[64])
 
 /* ---- files ---- */
 
+/* Through box_open_files, as /v1 and E2B's files: the same checks and the same refusals. */
 static bool open_files(mcp_call *call, box *b, confined *c)
 {
     char why[512];
-    int root = box_open_root(b, why, sizeof why);
-    if (root < 0) {
-        finish_text(call, true, "%s", why);
-        return false;
-    }
-    confined_init(c, root, box_uid(b), box_uid(b));
-    return true;
+    if (box_open_files(b, c, why, sizeof why))
+        return true;
+    finish_text(call, true, "%s", why);
+    return false;
 }
 
-static void close_files(confined *c) { close(c->root_fd); }
+static void close_files(confined *c) { box_close_files(c); }
 
 static bool is_utf8_text(const unsigned char *data, size_t n)
 {

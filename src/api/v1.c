@@ -160,8 +160,11 @@ bool v1_require_running(http_request *request, box *b)
                            "/v1/sandboxes/%s/resume, or pass ?auto_resume=true", box_id(b), box_id(b));
         return false;
     case BOX_DEAD:
-        http_respond_error(request, 409, "sandbox %s is dead: %s; restart its default context or "
-                           "delete it", box_id(b), kernel_death_reason(box_default_kernel(b)));
+        box_describe_death(b, why, sizeof why);
+        http_respond_error(request, 409,
+                           "%s; restart its default context (POST /v1/sandboxes/%s/"
+                           "contexts/%s/restart) or delete it",
+                           why, box_id(b), box_id(b));
         return false;
     }
     return false;
@@ -426,7 +429,7 @@ static void route_sandbox(http_request *request, box *b, char **s, int n)
         if (!http_method_is(request, "POST"))
             http_respond_method_not_allowed(request);
         else if (v1_require_running(request, b))
-            v1_execute(request, b);
+            v1_execute(request, b, false);
     } else if (strcmp(what, "contexts") == 0 && n == 4) {
         if (http_method_is(request, "GET"))
             http_respond_json(request, 200, box_contexts_model(b));

@@ -39,8 +39,10 @@ void v1_route_context(http_request *request, box *b, const char *context_id, con
 
 /* Stateless runs: POST /v1/run (v1_run.c). */
 void v1_run(http_request *request);
-/* Executions and commands (v1_streams.c). */
-void v1_execute(http_request *request, box *b);
+/* Executions and commands (v1_streams.c). A traceback keeps IPython's colours when the body
+   says "color": true, or when it does not say and color_by_default (E2B's code interpreter
+   sends them coloured). */
+void v1_execute(http_request *request, box *b, bool color_by_default);
 void v1_commands_route(http_request *request, box *b, char **segments, int count);
 
 #endif

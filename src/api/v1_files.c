@@ -17,42 +17,18 @@
 
 /* ---- shared steps ---- */
 
-/* Is the root at root_fd one the sandbox is still building? Until pivot_root its processes
-   share the host's "/", and just after it the host's tree still hangs at /.oldroot: resolving
-   beneath either would reach host files. */
-static bool root_is_unfinished(int root_fd)
-{
-    struct stat sandbox_root, host_root, old_root;
-    if (fstat(root_fd, &sandbox_root) < 0 || stat("/", &host_root) < 0)
-        return true;
-    return (sandbox_root.st_dev == host_root.st_dev && sandbox_root.st_ino == host_root.st_ino) ||
-           fstatat(root_fd, ".oldroot", &old_root, AT_SYMLINK_NOFOLLOW) == 0;
-}
-
-/* The sandbox's root, for confined operations as its user; false after answering 409. */
+/* The sandbox's files through box_open_files, the one way in; false after answering 409 with
+   its reason. */
 static bool open_sandbox(http_request *request, box *b, confined *c)
 {
     char why[256];
-    int root_fd = box_open_root(b, why, sizeof why);
-    if (root_fd < 0) {
-        http_respond_error(request, 409, "%s", why);
-        return false;
-    }
-    if (root_is_unfinished(root_fd)) {
-        close(root_fd);
-        http_respond_error(request, 409, "sandbox %s is still starting; try again in a moment",
-                           box_id(b));
-        return false;
-    }
-    confined_init(c, root_fd, box_uid(b), (gid_t)box_uid(b));
-    return true;
+    if (box_open_files(b, c, why, sizeof why))
+        return true;
+    http_respond_error(request, 409, "%s", why);
+    return false;
 }
 
-static void close_sandbox(confined *c)
-{
-    close(c->root_fd);
-    c->root_fd = -1;
-}
+static void close_sandbox(confined *c) { box_close_files(c); }
 
 static void disk_limit_text(long long disk_bytes, char *out, size_t size)
 {
@@ -72,10 +48,16 @@ static void respond_failure(http_request *request, const confined *c, long long 
     }
     char limit[32];
     disk_limit_text(disk_bytes, limit, sizeof limit);
-    http_respond_error(request, 507,
-                       "%s (the sandbox's disk limit is %s); remove files, or create "
-                       "the sandbox with a larger \"disk\" limit",
-                       c->why, limit);
+    if (c->inode_limit > 0) /* files, not bytes: the number grows with the disk limit */
+        http_respond_error(request, 507,
+                           "%s, or create the sandbox with a larger \"disk\" limit (%s gives "
+                           "%lld)",
+                           c->why, limit, c->inode_limit);
+    else
+        http_respond_error(request, 507,
+                           "%s (the sandbox's disk limit is %s); remove files, or create "
+                           "the sandbox with a larger \"disk\" limit",
+                           c->why, limit);
 }
 
 static void respond_too_large(http_request *request, long long disk_bytes)

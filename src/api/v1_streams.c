@@ -44,17 +44,20 @@ static void execute_on_closed(void *arg, bool completed)
 
 static const execution_sink execute_sink = {execute_on_event, execute_on_end};
 
-void v1_execute(http_request *request, box *b)
+void v1_execute(http_request *request, box *b, bool color_by_default)
 {
-    static const char *const fields[] = {"code", "context_id", "language", "env_vars", "timeout_s", NULL};
+    static const char *const fields[] = {"code",      "context_id", "language", "env_vars",
+                                         "timeout_s", "color",      NULL};
     json_t *body = v1_parse_body(request, fields);
     if (!body)
         return;
     const char *code = NULL, *context_id = NULL, *language = NULL;
     json_t *env_vars = NULL;
     int timeout_s = 0;
+    bool color = color_by_default;
     kernel *context = NULL;
     if (!v1_optional_string(request, body, "code", &code) ||
+        !v1_optional_bool(request, body, "color", &color) ||
         !v1_optional_string(request, body, "context_id", &context_id) ||
         !v1_optional_string(request, body, "language", &language) ||
         !v1_optional_string_map(request, body, "env_vars", &env_vars) ||
@@ -78,7 +81,8 @@ void v1_execute(http_request *request, box *b)
             die("out of memory");
         call->stream = http_respond_stream(request, 200, NDJSON, execute_on_closed, call);
         call->execution = (execution *)1; /* until it may have ended inside execution_start */
-        execution_request run = {.code = code, .env_vars = env_vars, .timeout_s = timeout_s};
+        execution_request run = {
+            .code = code, .env_vars = env_vars, .timeout_s = timeout_s, .color = color};
         execution *e = execution_start(b, context, &run, &execute_sink, call);
         if (call->execution)
             call->execution = e;
@@ -111,6 +115,8 @@ static void command_on_exit(void *arg, command *c)
                               json_object_get(model, "signal"), "timed_out",
                               json_object_get(model, "timed_out"), "wall_ms",
                               json_object_get(model, "wall_ms"));
+    if (json_object_get(model, "reason")) /* its sandbox ended it: say why */
+        json_object_set(event, "reason", json_object_get(model, "reason"));
     json_decref(model);
     http_stream_write_line(call->stream, event);
     http_stream_end(call->stream);

@@ -229,8 +229,12 @@ int client_report_refusal(long status, json_t *reply)
     if (status == 401)
         output_error("set CELLBOX_TOKEN or pass --token (make run prints it; it is kept in "
                      ".cellbox/token)");
+    else if (status == 404 && message && strstr(message, "context "))
+        output_error("no such context: `cellbox info ID` lists a sandbox's contexts");
     else if (status == 404 && (!message || strstr(message, "andbox")))
         output_error("no such sandbox: see `cellbox ls`");
+    else if (status == 409 && message && strstr(message, "is dead"))
+        output_error("bring it back with `cellbox restart ID`, or remove it with `cellbox rm ID`");
     else if (status == 409 && message && strstr(message, "paused"))
         output_error("resume it with `cellbox resume ID`");
     return EXIT_REFUSED;

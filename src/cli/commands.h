@@ -1,7 +1,7 @@
 /* commands — one function per `cellbox` subcommand. Each takes the words from the command's
  * name on (argv[0] is "create", "exec", ...), answers --help itself, and returns the exit status.
  *
- *   sandboxes.c  templates, create, ls, info, rm, pause, resume, timeout
+ *   sandboxes.c  templates, create, ls, info, rm, pause, resume, timeout, restart
  *   logs.c       logs
  *   execute.c    exec (code in a sandbox's Python kernel), sh (a shell command in a sandbox)
  *   run.c        run (a stateless script in a throwaway sandbox)
@@ -19,6 +19,7 @@ int command_rm(int argc, char **argv);
 int command_pause(int argc, char **argv);
 int command_resume(int argc, char **argv);
 int command_timeout(int argc, char **argv);
+int command_restart(int argc, char **argv);
 int command_logs(int argc, char **argv);
 int command_exec(int argc, char **argv);
 int command_sh(int argc, char **argv);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/client.h"
@@ -20,7 +21,8 @@ static const char exec_usage[] =
     "\n"
     "Runs Python code in the sandbox's kernel; variables stay for the next exec. Output is\n"
     "shown as it comes: stdout and stderr to yours, the cell's value to stdout, a traceback\n"
-    "to stderr. Images, SVG, HTML and PDF results are saved as result-<count>-<n>.<ext>.\n"
+    "to stderr (in colour only when stderr is a terminal and NO_COLOR is not set). Images,\n"
+    "SVG, HTML and PDF results are saved as result-<count>-<n>.<ext>.\n"
     "\n"
     "options:\n"
     "  -f, --file FILE     read the code from FILE\n"
@@ -49,7 +51,7 @@ static void print_error_event(json_t *event, execution *run)
         run->timed_out = true;
     if (output_json)
         return;
-    /* The traceback carries IPython's ANSI colours: passed on as they are. */
+    /* Coloured by IPython only when we asked for colours (a terminal, no NO_COLOR). */
     if (traceback && *traceback)
         fprintf(stderr, "%s%s", traceback, traceback[strlen(traceback) - 1] == '\n' ? "" : "\n");
     else
@@ -106,6 +108,9 @@ static int read_exec_request(int argc, char **argv, json_t *body, const char **o
     const char *file = NULL;
     json_t *env = json_object();
     json_object_set_new(body, "env_vars", env);
+    /* Colours for the traceback on a terminal's stderr; never in --json's events (for programs). */
+    json_object_set_new(body, "color",
+                        json_boolean(!output_json && output_wants_color(STDERR_FILENO)));
     long long seconds;
     int option;
     while ((option = getopt_long(argc, argv, ":f:", options, NULL)) != -1) {
@@ -213,6 +218,7 @@ typedef struct shell_command {
     int exit_code;   /* the command's status */
     bool timed_out;  /* killed at its timeout */
     char signal[32]; /* the signal that ended it, or "" */
+    char *reason;    /* why its sandbox ended it (it expired), or NULL */
 } shell_command;
 
 static void handle_command_event(json_t *event, const char *line, size_t length, void *context)
@@ -234,6 +240,9 @@ static void handle_command_event(json_t *event, const char *line, size_t length,
         run->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : EXIT_FAILED;
         run->timed_out = json_is_true(json_object_get(event, "timed_out"));
         snprintf(run->signal, sizeof run->signal, "%s", signal ? signal : "");
+        const char *reason = json_string_value(json_object_get(event, "reason"));
+        if (reason && !run->reason)
+            run->reason = strdup(reason);
     }
 }
 
@@ -315,12 +324,14 @@ int command_sh(int argc, char **argv)
                      id);
         return EXIT_UNREACHABLE;
     }
-    if (run.timed_out) {
-        if (!output_json)
-            output_error("the command timed out and was killed");
-        return EXIT_TIMEOUT;
-    }
-    if (run.signal[0] && !output_json)
+    status = run.timed_out ? EXIT_TIMEOUT : run.exit_code & 0xff;
+    const char *why = run.timed_out ? "the command timed out and was killed"
+                      : run.reason  ? run.reason /* its sandbox ended it */
+                                    : NULL;
+    if (!output_json && why)
+        output_error("%s", why);
+    else if (!output_json && run.signal[0])
         output_error("the command was killed by %s", run.signal);
-    return run.exit_code & 0xff;
+    free(run.reason);
+    return status;
 }

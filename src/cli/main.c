@@ -30,6 +30,7 @@ static const struct command {
     {"pause", command_pause, "freeze a sandbox, keeping its memory"},
     {"resume", command_resume, "thaw a paused sandbox"},
     {"timeout", command_timeout, "set when a sandbox is removed"},
+    {"restart", command_restart, "restart a sandbox (or one context): fresh Python state"},
     {"rm", command_rm, "remove sandboxes"},
     {"mcp", command_mcp, "serve the Model Context Protocol on stdin/stdout (for MCP hosts)"},
 };

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 bool output_json;
 
@@ -146,4 +147,10 @@ void output_table_print(output_table *table)
     table->cells = NULL;
     table->rows = 0;
     fflush(stdout);
+}
+
+bool output_wants_color(int fd)
+{
+    const char *no_color = getenv("NO_COLOR");
+    return isatty(fd) && !(no_color && *no_color);
 }

@@ -25,6 +25,9 @@ void output_error(const char *format, ...) __attribute__((format(printf, 1, 2)))
 /* "cellbox COMMAND: <message>" plus where to read the usage; returns EXIT_USAGE. */
 int output_usage_error(const char *command, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
+/* Whether text for file descriptor fd may carry terminal colours: only when fd is a terminal
+   and NO_COLOR is unset or empty (no-color.org); a pipe, a file or a log gets plain text. */
+bool output_wants_color(int fd);
 /* Pretty-printed JSON and a newline on stdout. */
 void output_print_json(json_t *value);
 

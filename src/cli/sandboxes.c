@@ -1,5 +1,5 @@
 /* The sandbox's life from the command line: templates, create, ls, info, rm, pause, resume,
-   timeout. */
+   timeout, restart. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -485,4 +485,61 @@ int command_timeout(int argc, char **argv)
     status = sandbox_action(argv[optind], "timeout", body, "timeout set:");
     json_decref(body);
     return status;
+}
+
+/* ------------------------------------------------------------------ restart */
+
+static const char restart_usage[] =
+    "usage: cellbox restart ID [--context CID]\n"
+    "\n"
+    "Restarts a context's Python kernel: its variables and imports are gone, the files stay.\n"
+    "Without --context the default context restarts, and with it the whole sandbox: its\n"
+    "processes and /tmp go, /workspace stays. A dead sandbox comes back this way.\n"
+    "\n"
+    "options:\n"
+    "  --context CID       restart that context only (see `cellbox info ID`)\n";
+
+int command_restart(int argc, char **argv)
+{
+    if (args_wants_help(argc, argv, restart_usage))
+        return EXIT_OK;
+    static const struct option options[] = {
+        {"context", required_argument, NULL, 'c'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *context_id = NULL;
+    int option;
+    while ((option = getopt_long(argc, argv, ":", options, NULL)) != -1) {
+        if (option != 'c')
+            return args_bad_option("restart", argv, option);
+        context_id = optarg;
+    }
+    if (optind == argc)
+        return output_usage_error("restart", "missing the sandbox ID (see `cellbox ls`)");
+    if (argc - optind > 1)
+        return output_usage_error("restart", "unexpected argument '%s'", argv[optind + 1]);
+    const char *id = argv[optind];
+    /* The default context's id is the sandbox's own. */
+    char *escaped = client_escape(context_id ? context_id : id), *rest, *path;
+    if (asprintf(&rest, "/contexts/%s/restart", escaped) < 0)
+        rest = NULL;
+    free(escaped);
+    path = rest ? client_sandbox_path(id, rest) : NULL;
+    free(rest);
+    if (!path)
+        return EXIT_FAILED;
+    json_t *context = NULL;
+    int status = client_call("POST", path, NULL, &context);
+    free(path);
+    if (status != EXIT_OK)
+        return status;
+    if (output_json)
+        output_print_json(context);
+    else if (json_is_true(json_object_get(context, "default")))
+        printf("restarted %s\n", id);
+    else
+        printf("restarted context %s of %s\n", json_string_value(json_object_get(context, "id")),
+               id);
+    json_decref(context);
+    return EXIT_OK;
 }

@@ -1,5 +1,7 @@
 #include "common/text.h"
 
+#include <string.h>
+
 static const char replacement[] = "\xef\xbf\xbd";
 
 /* Length of the sequence starting at lead byte c, or 0 if c cannot start one. */
@@ -62,4 +64,26 @@ size_t text_append_utf8(buffer *out, const unsigned char *in, size_t n, int fina
     }
     buffer_append(out, in + run_start, n - run_start);
     return 0;
+}
+
+void text_append_without_ansi(buffer *out, const char *in)
+{
+    const char *plain = in; /* start of the text not yet appended */
+    for (const char *p = in; *p;) {
+        if (*p != '\033') {
+            p++;
+            continue;
+        }
+        buffer_append(out, plain, (size_t)(p - plain));
+        p++;
+        if (*p == '[') {
+            p++;
+            while (*p && !(*p >= '@' && *p <= '~'))
+                p++; /* parameter and intermediate bytes */
+        }
+        if (*p)
+            p++; /* the final byte */
+        plain = p;
+    }
+    buffer_append(out, plain, strlen(plain));
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -45,6 +46,7 @@ struct box {
     int64_t started_at_us;
     int64_t ends_at_us;        /* 0 while it cannot expire (no TTL, or paused) */
     loop_timer *ttl;
+    bool expired;              /* its TTL ended: it is being removed for that */
     bool paused;
     box_context *contexts;     /* the contexts other than the default one */
     void *commands;
@@ -280,12 +282,48 @@ const char *box_state_name(box_state state)
 
 /* ---- time to live ---- */
 
+bool box_describe_end(const box *b, const char *what, char *out, size_t size)
+{
+    if (!b->expired)
+        return false;
+    snprintf(out, size,
+             "sandbox expired: its timeout of %d s ended while this %s ran; extend it with POST "
+             "/v1/sandboxes/%s/timeout (cellbox timeout %s SECONDS) before it ends, or set a "
+             "longer timeout when you create the sandbox",
+             b->timeout_s, what, box_id(b), box_id(b));
+    return true;
+}
+
+/* The expired sandbox goes once the messages saying why have left: a WebSocket's close frame
+   would overtake them (the sandbox's id is carried: a client may delete it meanwhile). */
+static void delete_expired(void *arg)
+{
+    char *id = arg;
+    kernel *k = manager_find(id);
+    box *b = k ? kernel_box(k) : NULL;
+    if (b && b->primary == k && b->expired)
+        manager_delete(k); /* the delete hook frees the box */
+    free(id);
+}
+
+/* Cells that run when the sandbox expires end with that cause, not a bare kernel death: each
+   context's clients (WebSocket, /v1 executions) get an error saying so before the kernels go. */
 static void on_ttl_expired(void *arg)
 {
     box *b = arg;
     b->ttl = NULL;
+    b->expired = true;
     log_info("sandbox %s: expired after %d s", box_id(b), b->timeout_s);
-    manager_delete(b->primary); /* the delete hook frees the box */
+    char why[512];
+    box_describe_end(b, "cell", why, sizeof why);
+    kernel_fail_running_cell(b->primary, "SandboxExpired", why);
+    for (box_context *c = b->contexts; c; c = c->next)
+        kernel_fail_running_cell(c->k, "SandboxExpired", why);
+    box_log(b, "sandbox", "event", why, strlen(why));
+    char *id = strdup(box_id(b));
+    if (!id)
+        die("out of memory");
+    loop_defer(delete_expired, id);
 }
 
 static void arm_ttl(box *b)
@@ -492,21 +530,34 @@ bool box_matches(const box *b, const char *state, json_t *metadata_filter)
     return true;
 }
 
-/* ---- the sandbox's root ---- */
+/* ---- the sandbox's files: one way in ---- */
 
-int box_open_root(box *b, char *why, size_t why_size)
+void box_describe_death(const box *b, char *out, size_t size)
+{
+    const char *cause = kernel_death_reason(b->primary);
+    snprintf(out, size, "sandbox %s is dead: %s", box_id(b), cause[0] ? cause : "its kernel ended");
+}
+
+/* Is the root at root_fd one the sandbox is still building? Until pivot_root its processes
+   share the host's "/", and just after it the host's tree still hangs at /.oldroot: resolving
+   beneath either would reach host files. */
+static bool root_is_unfinished(int root_fd)
+{
+    struct stat sandbox_root, host_root, old_root;
+    if (fstat(root_fd, &sandbox_root) < 0 || stat("/", &host_root) < 0)
+        return true;
+    return (sandbox_root.st_dev == host_root.st_dev && sandbox_root.st_ino == host_root.st_ino) ||
+           fstatat(root_fd, ".oldroot", &old_root, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* An O_PATH descriptor of /proc/<kernel>/root: the sandbox's "/" as its processes see it. */
+static int open_root(box *b, char *why, size_t why_size)
 {
     int pidfd = kernel_pidfd(b->primary);
     pid_t pid = kernel_pid(b->primary);
-    /* Until the kernel reports in, its sandbox may not have pivoted into its own root yet:
-       /proc/<pid>/root could still be the host's. */
-    if (kernel_get_state(b->primary) == KERNEL_STARTING) {
-        snprintf(why, why_size, "sandbox %s is still starting; try again in a moment", box_id(b));
-        return -1;
-    }
-    if (pidfd < 0 || pid <= 0) {
-        snprintf(why, why_size, "sandbox %s is not running: %s", box_id(b),
-                 kernel_death_reason(b->primary)[0] ? kernel_death_reason(b->primary) : "it is restarting");
+    if (pidfd < 0 || pid <= 0) { /* its process is being made: the zygote has not said which */
+        snprintf(why, why_size,
+                 "sandbox %s is still starting (or restarting); try again in a moment", box_id(b));
         return -1;
     }
     char path[64];
@@ -517,10 +568,40 @@ int box_open_root(box *b, char *why, size_t why_size)
     if (root < 0 || syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0) {
         if (root >= 0)
             close(root);
-        snprintf(why, why_size, "sandbox %s is not running", box_id(b));
+        snprintf(why, why_size, "sandbox %s is not running: its kernel has just ended", box_id(b));
         return -1;
     }
     return root;
+}
+
+bool box_open_files(box *b, confined *c, char *why, size_t why_size)
+{
+    if (box_get_state(b) == BOX_DEAD) {
+        box_describe_death(b, why, why_size);
+        return false;
+    }
+    /* Until the kernel reports in, its sandbox may not have pivoted into its own root yet:
+       /proc/<pid>/root could still be the host's. */
+    if (kernel_get_state(b->primary) == KERNEL_STARTING) {
+        snprintf(why, why_size, "sandbox %s is still starting; try again in a moment", box_id(b));
+        return false;
+    }
+    int root = open_root(b, why, why_size);
+    if (root < 0)
+        return false;
+    if (root_is_unfinished(root)) {
+        close(root);
+        snprintf(why, why_size, "sandbox %s is still starting; try again in a moment", box_id(b));
+        return false;
+    }
+    confined_init(c, root, box_uid(b), (gid_t)box_uid(b));
+    return true;
+}
+
+void box_close_files(confined *c)
+{
+    close(c->root_fd);
+    c->root_fd = -1;
 }
 
 /* ---- the end ---- */

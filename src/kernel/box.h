@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "kernel/kernel.h"
+#include "sandbox/confined.h"
 #include "sandbox/limits.h"
 
 typedef struct box box;
@@ -27,6 +28,10 @@ box *box_find(const char *id);
 /* Sets what /v1 sandbox creation asked for: metadata and env (borrowed), TTL (0 = none). */
 void box_configure(box *b, json_t *metadata, json_t *env, int timeout_s);
 void box_set_timeout(box *b, int timeout_s); /* expires timeout_s from now (0 = never) */
+/* Why the sandbox is going, when it is not a client's delete (its TTL ended): a sentence for
+   whatever of `what` ("cell", "command") it ends, naming the cause and how to avoid it; false
+   otherwise. Meant for the gone hooks, which run while the box is being removed. */
+bool box_describe_end(const box *b, const char *what, char *out, size_t size);
 int box_pause(box *b, char *why, size_t why_size);
 int box_resume(box *b, char *why, size_t why_size);
 
@@ -49,9 +54,16 @@ json_t *box_contexts_model(box *b);
 /* The box a context kernel belongs to (the default context's or another's), or NULL. */
 box *box_of_context(kernel *context);
 
-/* An O_PATH descriptor of the sandbox's "/" (as its processes see it), for resolving paths with
-   openat2(RESOLVE_IN_ROOT); -1 with `why` when the sandbox has no live processes. */
-int box_open_root(box *b, char *why, size_t why_size);
+/* The one way into a sandbox's files, for every API (/v1, E2B's envd, MCP): `c` set up for
+   confined operations (sandbox/confined.h) beneath the sandbox's "/" as its processes see it,
+   as the sandbox user. False, with `why` a sentence for the client, when the sandbox is dead,
+   still starting, restarting, or its root is still being built (the host's "/" until
+   pivot_root, the host's tree at /.oldroot just after): resolving there would reach host files.
+   A paused sandbox is the caller's to refuse or resume. box_close_files when done. */
+bool box_open_files(box *b, confined *c, char *why, size_t why_size);
+void box_close_files(confined *c);
+/* "sandbox ID is dead: <cause>", the sentence every API starts its refusal with. */
+void box_describe_death(const box *b, char *out, size_t size);
 
 /* The log: outputs and events, the last BOX_LOG_ENTRIES of them, BOX_LOG_BYTES of text at most. */
 #define BOX_LOG_ENTRIES 1000

@@ -20,6 +20,7 @@
 #include "kernel/kernel.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/volume.h"
 
 #define READ_CHUNK 65536
 #define TIMEOUT_EXIT_CODE 124 /* as timeout(1) and AutoGen say it */
@@ -59,6 +60,7 @@ struct command {
     bool notifying;          /* telling the sink and waiters that it exited */
     bool exited, timed_out;
     int exit_code, signal_number;
+    char *end_reason;        /* why its sandbox ended it (expired), or NULL */
     int64_t started_us, ended_us, started_ms;
     loop_timer *timeout;
     waiter *waiters;
@@ -216,6 +218,7 @@ static void free_command(void *arg)
     buffer_free(&c->err.partial);
     free(c->cmd);
     free(c->cwd);
+    free(c->end_reason);
     free(c);
 }
 
@@ -292,6 +295,11 @@ static void on_process_exit(void *owner, uint32_t events)
         c->exit_code = TIMEOUT_EXIT_CODE;
     if (c->exit_code == SANDBOX_SETUP_FAILED && clock_wall_us() - c->started_us < 2000000)
         log_warn("command in sandbox %s exited with 125 (it may have failed to start)", box_id(c->box));
+    char full[256]; /* a command that failed on a full workspace is told which limit, as a cell */
+    if (c->exit_code != 0 &&
+        volume_describe_full(kernel_workspace(box_default_kernel(c->box)),
+                             box_limits(c->box)->disk_bytes, full, sizeof full))
+        deliver(c, "stderr", full, strlen(full));
     c->notifying = true;
     notify_exit(c);
     c->notifying = false;
@@ -435,6 +443,8 @@ json_t *command_model(const command *c, bool with_output)
         "timed_out", c->timed_out, "started_at", clock_iso_json(c->started_us), "ended_at",
         clock_iso_json(c->ended_us), "wall_ms",
         (json_int_t)((c->exited ? c->ended_us : clock_wall_us()) - c->started_us) / 1000);
+    if (c->end_reason)
+        json_object_set_new(model, "reason", json_string(c->end_reason));
     if (with_output) {
         json_object_set_new(model, "stdout", json_stringn(buffer_size(&c->out.kept) ? buffer_head(&c->out.kept) : "",
                                                           buffer_size(&c->out.kept)));
@@ -520,10 +530,13 @@ void command_forget(command *c)
 /* The sandbox is going: its processes die with it; everyone waiting hears the end now. */
 static void on_box_gone(box *b)
 {
+    char why[512];
     while (*list_of(b)) {
         command *c = *list_of(b);
         if (!c->exited) {
             signal_command(c, SIGKILL);
+            if (box_describe_end(b, "command", why, sizeof why) && !(c->end_reason = strdup(why)))
+                die("out of memory");
             c->exited = true;
             c->signal_number = SIGKILL;
             c->exit_code = 128 + SIGKILL;

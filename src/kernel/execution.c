@@ -9,6 +9,7 @@
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "common/text.h"
 #include "kernel/message.h"
 #include "sandbox/cgroup.h"
 
@@ -23,6 +24,7 @@ struct execution {
     void *arg;
     bool started;               /* the kernel said busy for our request */
     bool replied, errored, timed_out, finished;
+    bool color;                 /* tracebacks keep their ANSI colours */
     int timeout_s;
     loop_timer *keepalive, *timeout;
     int64_t started_ms, submitted_ms;
@@ -155,7 +157,9 @@ static json_t *result_event(json_t *data, bool is_main)
     return event;
 }
 
-static json_t *joined_traceback(json_t *lines)
+/* The kernel's traceback lines as one string; without their colours unless asked for: a
+   program, a log or a model reads escape codes as noise. */
+static json_t *joined_traceback(json_t *lines, bool color)
 {
     buffer joined = {0};
     size_t i;
@@ -166,7 +170,10 @@ static json_t *joined_traceback(json_t *lines)
             continue;
         if (i > 0)
             buffer_append(&joined, "\n", 1);
-        buffer_append(&joined, json_string_value(line), json_string_length(line));
+        if (color)
+            buffer_append(&joined, json_string_value(line), json_string_length(line));
+        else
+            text_append_without_ansi(&joined, json_string_value(line));
     }
     json_t *text = json_stringn(buffer_size(&joined) ? buffer_head(&joined) : "", buffer_size(&joined));
     buffer_free(&joined);
@@ -218,7 +225,7 @@ static void handle_iopub(execution *e, const char *type, json_t *content)
         const char *name = json_string_value(json_object_get(content, "ename"));
         if (e->timed_out && name && strcmp(name, "KeyboardInterrupt") == 0)
             return; /* the timeout already said why */
-        json_t *traceback = joined_traceback(json_object_get(content, "traceback"));
+        json_t *traceback = joined_traceback(json_object_get(content, "traceback"), e->color);
         const char *value = json_string_value(json_object_get(content, "evalue"));
         emit_error(e, name ? name : "Error", value ? value : "", json_string_value(traceback));
         json_decref(traceback);
@@ -261,7 +268,10 @@ static void on_kernel_gone(kernel *k)
         next = e->next;
         if (e->k != k)
             continue;
-        if (!e->errored)
+        char why[512];
+        if (!e->errored && box_describe_end(e->box, "cell", why, sizeof why))
+            emit_error(e, "SandboxExpired", why, NULL);
+        else if (!e->errored)
             emit_error(e, "SandboxDeleted", "the sandbox or context was deleted", NULL);
         e->started = false; /* its counters are gone with it */
         finish(e);
@@ -311,6 +321,7 @@ execution *execution_start(box *b, kernel *context, const execution_request *req
     e->arg = arg;
     e->submitted_ms = clock_monotonic_ms();
     e->timeout_s = request->timeout_s;
+    e->color = request->color;
     /* Each execution stands alone (as in E2B): an error or an interrupt in one must not abort
        the ones queued behind it, hence stop_on_error false. */
     json_t *content = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", request->code, "silent",

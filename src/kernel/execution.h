@@ -5,7 +5,8 @@
  * The daemon sends the kernel an execute_request of its own and turns the kernel's replies to it
  * into events: stdout/stderr, result (from a MIME bundle), error, number_of_executions, keepalive
  * (after 5 s of quiet), accounting (wall and CPU time, peak memory, output bytes), then the end.
- * A per-execution timeout interrupts the kernel; a consumer that goes away interrupts it too. */
+ * A per-execution timeout interrupts the kernel; a consumer that goes away interrupts it too.
+ * Tracebacks come without IPython's terminal colours unless the request asks for them. */
 #ifndef CELLBOX_KERNEL_EXECUTION_H
 #define CELLBOX_KERNEL_EXECUTION_H
 
@@ -27,6 +28,7 @@ typedef struct execution_request {
     json_t *env_vars;   /* borrowed, may be NULL: set for this execution only */
     int timeout_s;      /* 0: the sandbox's per-cell limit applies */
     bool silent;        /* no execution count, no execute_result (scripts) */
+    bool color;         /* keep IPython's ANSI colours in the error event's traceback */
 } execution_request;
 
 void execution_init(void);

@@ -669,21 +669,8 @@ static void finish_execution(kernel *k)
                  "(limit %s)]\n", size);
         note(k, text);
     }
-    volume_usage usage;
-    if (volume_read_usage(k->workspace, &usage) == 0) {
-        limits_format_size(k->sandbox.limits.disk_bytes, size, sizeof size);
-        /* A write that failed for lack of space leaves up to its own size free: "full" is what
-           a write of ordinary size can no longer fit. */
-        long long nearly_full = usage.bytes_total / 100 > (1 << 20) ? usage.bytes_total / 100 : (1 << 20);
-        if (usage.bytes_free < nearly_full) {
-            snprintf(text, sizeof text, "[cellbox: disk quota %s exceeded: /workspace is full]\n", size);
-            note(k, text);
-        } else if (usage.inodes_free == 0) {
-            snprintf(text, sizeof text, "[cellbox: file count limit of /workspace reached (%lld "
-                     "files): delete files to create new ones]\n", usage.inodes_total);
-            note(k, text);
-        }
-    }
+    if (volume_describe_full(k->workspace, k->sandbox.limits.disk_bytes, text, sizeof text))
+        note(k, text);
 }
 
 static bool is_execute(json_t *header)
@@ -923,17 +910,18 @@ static void describe_exit(kernel *k, const siginfo_t *info)
              what ? ", " : "", what ? what : "");
 }
 
-/* A cell that was running when the kernel died gets an error and a reply, so a client waiting
-   for them (AutoGen waits for the error or idle) learns why instead of timing out. */
-static void fail_running_request(kernel *k)
+/* A cell that was running when the kernel died (or its sandbox expired) gets an error and a
+   reply, so a client waiting for them (AutoGen waits for the error or idle) learns why instead
+   of timing out. */
+void kernel_fail_running_cell(kernel *k, const char *ename, const char *evalue)
 {
     json_t *request = k->current_request;
     const char *type = json_string_value(json_object_get(request, "msg_type"));
     if (k->state != KERNEL_BUSY || !type || strcmp(type, "execute_request") != 0)
         return;
     emit(k, "iopub",
-         message_new("error", k->session, request, message_error_content("KernelDied", k->death_reason)));
-    json_t *reply = message_error_content("KernelDied", k->death_reason);
+         message_new("error", k->session, request, message_error_content(ename, evalue)));
+    json_t *reply = message_error_content(ename, evalue);
     json_object_set_new(reply, "status", json_string("error"));
     json_object_set_new(reply, "execution_count", json_integer(k->execution_count));
     emit(k, "shell", message_new("execute_reply", k->session, request, reply));
@@ -978,7 +966,7 @@ static void on_process_exit(void *owner, uint32_t events)
     cancel_execution_timer(k);
     k->execution.active = false;
     release_process(k);
-    fail_running_request(k);
+    kernel_fail_running_cell(k, "KernelDied", k->death_reason);
     k->state = KERNEL_DEAD;
     emit(k, "iopub", message_status(k->session, k->current_request, "dead"));
 }

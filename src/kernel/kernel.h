@@ -75,6 +75,9 @@ const char *kernel_workspace(const kernel *k);
 kernel_state kernel_get_state(const kernel *k);
 const char *kernel_state_name(kernel_state state);
 const char *kernel_death_reason(const kernel *k); /* "" unless dead */
+/* A cell running in k is ended from outside (its sandbox is going away): its clients get an
+   `error` named ename and an execute_reply, as when the kernel dies. Nothing when none runs. */
+void kernel_fail_running_cell(kernel *k, const char *ename, const char *evalue);
 int64_t kernel_last_activity_us(const kernel *k);
 void kernel_touch(kernel *k);                     /* activity from a client */
 

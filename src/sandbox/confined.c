@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -31,6 +32,7 @@
 int confined_failf(confined *c, int error, const char *fmt, ...)
 {
     c->error = error;
+    c->inode_limit = 0;
     va_list args;
     va_start(args, fmt);
     vsnprintf(c->why, sizeof c->why, fmt, args);
@@ -38,8 +40,33 @@ int confined_failf(confined *c, int error, const char *fmt, ...)
     return -1;
 }
 
+static int resolve(confined *c, const char *path, int flags, mode_t mode);
+
+/* ENOSPC is two limits: no bytes left, or no inodes (each file and directory takes one; many
+   small files use them up long before the bytes). statvfs of the nearest directory that exists
+   on the way to `path` tells which: the number of inodes when none is free, else 0. */
+static long long inode_limit_reached(confined *c, const char *path)
+{
+    char directory[PATH_MAX];
+    if (confined_normalize(c, path, directory, sizeof directory) < 0)
+        return 0;
+    for (int depth = 0; depth < PATH_MAX / 2 && strcmp(directory, "/") != 0; depth++) {
+        char *slash = strrchr(directory, '/');
+        slash[slash == directory ? 1 : 0] = '\0';
+        int fd = resolve(c, directory, O_PATH | O_DIRECTORY, 0);
+        if (fd < 0)
+            continue; /* not made yet: its parent's file system is the one */
+        struct statvfs st;
+        bool exhausted = fstatvfs(fd, &st) == 0 && st.f_files > 0 && st.f_favail == 0;
+        close(fd);
+        return exhausted ? (long long)st.f_files : 0;
+    }
+    return 0;
+}
+
 int confined_fail(confined *c, int error, const char *path)
 {
+    long long inode_limit;
     switch (error) {
     case ENOENT: return confined_failf(c, error, "'%s' does not exist", path);
     case EACCES:
@@ -69,7 +96,15 @@ int confined_fail(confined *c, int error, const char *path)
                               path);
     case EEXIST: return confined_failf(c, error, "'%s' already exists", path);
     case ENOSPC:
-    case EDQUOT: return confined_failf(c, error, "the sandbox's disk is full writing '%s'", path);
+    case EDQUOT:
+        if ((inode_limit = inode_limit_reached(c, path)) == 0)
+            return confined_failf(c, error, "the sandbox's disk is full writing '%s'", path);
+        confined_failf(c, error,
+                       "the sandbox's disk has no free inodes writing '%s': it holds %lld files "
+                       "and directories at most, and has that many; delete files you do not need",
+                       path, inode_limit);
+        c->inode_limit = inode_limit;
+        return -1;
     case EFBIG:
         return confined_failf(c, error, "'%s' would be larger than the largest file allowed", path);
     case ENAMETOOLONG:

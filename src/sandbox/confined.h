@@ -32,6 +32,8 @@ typedef struct confined {
     gid_t gid;
     int error;      /* errno of the last failure */
     char why[512];  /* the last failure in words, naming the path */
+    long long inode_limit; /* when the last failure was ENOSPC for want of inodes (files), not
+                              bytes: how many the file system holds; 0 otherwise */
     int user_depth; /* nesting of operations running as the user (only the outermost switches) */
     /* private: the daemon's own identity, put back when the outermost operation ends */
     uid_t saved_fsuid;

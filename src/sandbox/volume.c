@@ -14,6 +14,7 @@
 
 #include "common/fs.h"
 #include "common/log.h"
+#include "sandbox/limits.h"
 
 /* mkfs.ext4 from e2fsprogs: no journal (the sandbox's scratch space), lazy init (fast), no
    reserved blocks, one inode per 16 KiB. */
@@ -175,6 +176,33 @@ static int copy_extents(const char *from, int to, char *why, size_t why_size)
     }
     close(src);
     return 0;
+}
+
+bool volume_describe_full(const char *mount_point, long long disk_bytes, char *out, size_t size)
+{
+    volume_usage usage;
+    if (volume_read_usage(mount_point, &usage) < 0)
+        return false;
+    char limit[32];
+    limits_format_size(disk_bytes, limit, sizeof limit);
+    /* A write that failed for lack of space leaves up to its own size free: "full" is what a
+       write of ordinary size can no longer fit. */
+    long long nearly_full =
+        usage.bytes_total / 100 > (1 << 20) ? usage.bytes_total / 100 : (1 << 20);
+    bool no_bytes = usage.bytes_free < nearly_full, no_inodes = usage.inodes_free == 0;
+    if (no_bytes && no_inodes)
+        snprintf(out, size,
+                 "[cellbox: disk quota %s exceeded and no free inodes left: /workspace "
+                 "is full; delete files]\n",
+                 limit);
+    else if (no_bytes)
+        snprintf(out, size, "[cellbox: disk quota %s exceeded: /workspace is full]\n", limit);
+    else if (no_inodes)
+        snprintf(out, size,
+                 "[cellbox: /workspace has no free inodes: it holds %lld files and "
+                 "directories at most (disk quota %s); delete files to create new ones]\n",
+                 usage.inodes_total, limit);
+    return no_bytes || no_inodes;
 }
 
 void volume_shutdown(void)

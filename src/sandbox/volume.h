@@ -7,6 +7,7 @@
 #ifndef CELLBOX_SANDBOX_VOLUME_H
 #define CELLBOX_SANDBOX_VOLUME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -27,6 +28,10 @@ typedef struct volume_usage {
 } volume_usage;
 
 int volume_read_usage(const char *mount_point, volume_usage *out); /* 0, or -1 */
+/* After a cell or a command: when the volume at mount_point (the sandbox's /workspace, of
+   disk_bytes) is full, a line for its stderr naming the limit reached, bytes or inodes (files:
+   many small ones run out of inodes with bytes to spare), and what to do; false otherwise. */
+bool volume_describe_full(const char *mount_point, long long disk_bytes, char *out, size_t size);
 void volume_shutdown(void); /* removes the ext4 templates (see volume.c) */
 /* Another process (the volume helper) makes ext4 volumes of `bytes` beside `image`: their
    template is one volume_shutdown() removes too, and one this process may use. */

@@ -102,6 +102,20 @@ def test_error_event(v1, sandbox):
     assert ev.types.index("error") < ev.types.index("end_of_execution")
 
 
+def test_traceback_is_plain_unless_colour_is_asked_for(v1, sandbox):
+    code = "def f():\n    return 1 / 0\nf()"
+    plain = v1.execute(sandbox["id"], code).one("error")["traceback"]
+    assert "\x1b" not in plain and "ZeroDivisionError" in plain and "return 1 / 0" in plain, plain
+    assert "\x1b" not in v1.execute(sandbox["id"], code, color=False).one("error")["traceback"]
+    coloured = v1.execute(sandbox["id"], code, color=True).one("error")["traceback"]
+    assert "\x1b[" in coloured and "ZeroDivisionError" in coloured, coloured
+    # The same text once the colours are out: nothing else is lost.
+    in_cell = re.compile(r"Cell In \[\d+\]")  # the execution count differs
+    assert in_cell.sub("", re.sub(r"\x1b\[[0-9;]*m", "", coloured)) == in_cell.sub("", plain)
+    r = v1.post(f"v1/sandboxes/{sandbox['id']}/execute", json={"code": "1", "color": "yes"})
+    assert_error(r, 400, "color")
+
+
 def test_execution_count_increments(v1, sandbox):
     a = v1.execute(sandbox["id"], "1").one("number_of_executions")["execution_count"]
     b = v1.execute(sandbox["id"], "2").one("number_of_executions")["execution_count"]

@@ -415,7 +415,8 @@ def test_disk_full_507(v1, small, daemon):
     v1.delete(f"v1/sandboxes/{sid}/files", params={"path": "full.bin"})  # a partial file, if left
     v1.write(sid, "ten-a.bin", b"a" * (10 * MIB))
     r = v1.put(f"v1/sandboxes/{sid}/files", params={"path": "ten-b.bin"}, data=b"b" * (10 * MIB), timeout=20)
-    assert_error(r, 507)
+    assert_error(r, 507, "disk is full")
+    assert "inode" not in r.json()["message"], r.text
     r = v1.post(f"v1/sandboxes/{sid}/files/batch",
                 json={"files": [{"path": "batch-big.txt", "content": "c" * (10 * MIB)}]}, timeout=20)
     assert_error(r, 507)
@@ -425,6 +426,49 @@ def test_disk_full_507(v1, small, daemon):
         v1.delete(f"v1/sandboxes/{sid}/files", params={"path": leftover})
     v1.write(sid, "fits.bin", b"f" * (8 * MIB))
     assert v1.value(sid, "'ok'") == "'ok'"
+
+
+FILL_INODES = """
+import os
+os.makedirs('/workspace/many', exist_ok=True)
+made = 0
+for i in range(200000):  # bounded: a 16M disk holds about a thousand
+    try:
+        open(f'/workspace/many/f{i}', 'w').close()
+    except OSError as error:
+        print(error.errno, made)
+        break
+    made += 1
+"""
+
+
+def test_no_free_inodes_is_not_called_a_full_disk(v1):
+    """A workspace out of inodes (many small files), not out of bytes, is told apart from a full
+    disk: the cell's and a command's stderr say so, and /v1's files answer 507 naming the inodes
+    and what to do (MCP's and E2B's files use the same sentence, from confined.c)."""
+    m = ready(v1, v1.create(timeout_s=0, limits={"disk": "16M"}))
+    sid = m["id"]
+    try:
+        cell = v1.execute(sid, FILL_INODES)
+        errno_and_count = cell.stdout.split()
+        assert errno_and_count[0] == "28" and int(errno_and_count[1]) > 100, errno_and_count  # ENOSPC
+        # the cell and a command that fail on it are told which limit, in the same words
+        note = "[cellbox: /workspace has no free inodes: it holds "
+        assert note in cell.stderr and "delete files" in cell.stderr and "disk quota" in cell.stderr, cell.stderr
+        ran = v1.command(sid, "touch /workspace/another")
+        assert ran[-1]["exit_code"] != 0 and note in "".join(e.get("text", "") for e in ran if e["type"] == "stderr"), ran
+        r = v1.put(f"v1/sandboxes/{sid}/files", params={"path": "one-more.txt"}, data=b"x")
+        assert_error(r, 507, "no free inodes", "delete files", '"disk" limit')
+        message = r.json()["message"]
+        assert "disk is full" not in message, message
+        r = v1.post(f"v1/sandboxes/{sid}/files/mkdir", json={"path": "new/dir"})
+        assert_error(r, 507, "no free inodes")
+        assert v1.model(sid)["usage"]["disk_bytes"] < 8 * MIB  # bytes were not the limit
+        # deleting files gives inodes back
+        expect(v1.delete(f"v1/sandboxes/{sid}/files", params={"path": "many", "recursive": "true"}), 204)
+        expect(v1.put(f"v1/sandboxes/{sid}/files", params={"path": "one-more.txt"}, data=b"x"), 201)
+    finally:
+        v1.remove(sid)
 
 
 def test_content_length_above_disk_limit_413(v1, small, daemon):

@@ -67,6 +67,7 @@ def test_exception(v1):
     assert out["exit_code"] == 1 and out["status"] == "error"
     assert "Traceback (most recent call last)" in out["output"]
     assert "ValueError: bad value" in out["output"] and "ValueError: bad value" in out["stderr"]
+    assert "\x1b" not in out["output"] and "\x1b" not in out["stderr"], "terminal colours in a run's traceback"
 
 
 def test_timeout(v1):

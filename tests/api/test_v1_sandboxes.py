@@ -1,6 +1,7 @@
 """/v1 sandboxes: templates, create/get/list/delete, filters, TTL, logs, the one model shared
 with /api/kernels, dead sandboxes."""
 import datetime
+import threading
 import time
 import uuid
 
@@ -162,6 +163,24 @@ def test_kernel_is_a_sandbox(v1):
     assert kid not in {k["id"] for k in v1.client.get("api/kernels").json()}
 
 
+def test_kernel_started_at_is_when_it_was_made(v1):
+    """started_at of a kernel made through /api/kernels (or a Jupyter session) is when it was
+    made, not when /v1 first looked at it."""
+    for path, body in (("api/kernels", {"name": "python3"}),
+                       ("api/sessions", {"path": "started.ipynb", "type": "notebook", "name": "",
+                                         "kernel": {"name": "python3"}})):
+        before = now()
+        r = v1.client.post(path, json=body)
+        after = now()
+        assert r.status_code == 201, r.text
+        kid = r.json()["id"] if path == "api/kernels" else r.json()["kernel"]["id"]
+        v1.created.append(kid)
+        assert v1.value(kid, "'ran a cell first'") == "'ran a cell first'"
+        started = ts(v1.model(kid)["started_at"])
+        assert before <= started <= after, (path, before, started, after)
+        assert v1.remove(kid).status_code == 204
+
+
 def test_sandbox_is_a_kernel(v1):
     m = v1.create(timeout_s=0)
     sid = m["id"]
@@ -204,6 +223,35 @@ def test_ttl_expiry_and_timeout_endpoint(v1):
     for short_id in (kept["id"], never["id"]):
         v1.remove(short_id)
     v1.created[:] = [s for s in v1.created if s != short["id"]]
+
+
+def test_expiry_while_a_cell_or_a_command_runs_says_so(v1):
+    """The execution stream and the command stream of a sandbox that expires under them end
+    with its cause and the way to avoid it, not a bare kernel death or SIGKILL."""
+    m = v1.create(timeout_s=0)
+    sid = m["id"]
+    results = {}
+
+    def command():
+        results["command"] = v1.command(sid, "echo started; sleep 120", timeout=90)
+
+    runner = threading.Thread(target=command)
+    runner.start()
+    wait_until(lambda: any(c["state"] == "running" for c in v1.get(f"v1/sandboxes/{sid}/commands").json()),
+               timeout=30, message="the command to start")
+    expect(v1.post(f"v1/sandboxes/{sid}/timeout", json={"timeout_s": 2}), 200)
+    ev = v1.execute(sid, "print('running', flush=True)\nimport time\ntime.sleep(120)", timeout=90)
+    runner.join(timeout=90)
+    err = ev.one("error")
+    assert err["name"] == "SandboxExpired", err
+    assert err["value"].startswith("sandbox expired: its timeout of 2 s ended while this cell ran"), err
+    assert f"/v1/sandboxes/{sid}/timeout" in err["value"] and "cellbox timeout" in err["value"], err
+    assert ev.types[-1] == "end_of_execution"
+    exit_event = results["command"][-1]
+    assert exit_event["signal"] == "SIGKILL", exit_event
+    assert exit_event["reason"].startswith("sandbox expired: its timeout of 2 s ended while this command ran"), exit_event
+    wait_until(lambda: gone_or_dead(v1, sid), timeout=30, message="the expired sandbox to go")
+    v1.created[:] = [s for s in v1.created if s != sid]
 
 
 def test_timeout_endpoint_errors(v1, sandbox):

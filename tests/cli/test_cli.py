@@ -8,7 +8,9 @@ the user sees: stdout, stderr and the exit status (0 ok, 1 failed, 2 usage, 3 un
 """
 import json
 import os
+import pty
 import secrets
+import select
 import subprocess
 import threading
 
@@ -105,7 +107,7 @@ def test_version_and_help():
     r = run("help")
     assert r.returncode == 0, explain(r)
     for command in ("templates", "create", "ls", "info", "exec", "sh", "run", "cp", "logs", "pause",
-                    "resume", "timeout", "rm"):
+                    "resume", "timeout", "restart", "rm"):
         assert f"  {command} " in r.stdout, f"`cellbox help` does not list {command}"
         r2 = run(command, "--help")
         assert r2.returncode == 0 and r2.stdout.startswith(f"usage: cellbox {command}"), explain(r2)
@@ -132,6 +134,10 @@ def test_version_and_help():
     (["cp", "x:a", "y:b"], ["both"]),
     (["logs", "id", "--limit", "many"], ["--limit"]),
     (["--url"], ["--url"]),
+    (["restart"], ["missing", "ID"]),
+    (["restart", "a", "b"], ["unexpected", "'b'"]),
+    (["restart", "--bogus", "a"], ["--bogus", "cellbox restart --help"]),
+    (["restart", "a", "--context"], ["--context"]),
 ])
 def test_usage_errors_exit_2(args, words):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CELLBOX_")}
@@ -177,7 +183,7 @@ def test_token_file_of_make_run_is_read(cli, workdir):
 @pytest.mark.parametrize("args", [["info", "no-such-sandbox"], ["rm", "no-such-sandbox"],
                                   ["pause", "no-such-sandbox"], ["exec", "no-such-sandbox", "1"],
                                   ["sh", "no-such-sandbox", "true"], ["logs", "no-such-sandbox"],
-                                  ["timeout", "no-such-sandbox", "5"],
+                                  ["timeout", "no-such-sandbox", "5"], ["restart", "no-such-sandbox"],
                                   ["cp", "no-such-sandbox:/workspace/x", "x"]])
 def test_unknown_sandbox_exits_4_with_hint(cli, args):
     r = cli(*args)
@@ -266,6 +272,50 @@ def test_create_json_prints_the_model(cli):
     assert model["state"] == "running" and model["timeout_s"] == 0
 
 
+def test_restart_clears_python_state_and_keeps_files(cli):
+    sid = cli.create("--timeout", "0")
+    cli.ok("exec", sid, "kept_in_memory = 1\nopen('/workspace/kept.txt', 'w').write('on disk')")
+    r = cli.ok("restart", sid)
+    assert r.stdout == f"restarted {sid}\n", explain(r)
+    r = cli("exec", sid, "kept_in_memory")
+    assert r.returncode == 1 and "NameError" in r.stderr, explain(r)
+    assert cli.ok("exec", sid, "print(open('/workspace/kept.txt').read())").stdout == "on disk\n"
+    model = json.loads(cli.ok("--json", "restart", sid).stdout)
+    assert model["id"] == sid and model["default"] is True, model
+
+
+def test_restart_brings_a_dead_sandbox_back(cli, daemon):
+    sid = cli.create("--timeout", "0")
+    cli("exec", sid, "import os; os._exit(7)")
+    wait_until(lambda: daemon.client().get(f"v1/sandboxes/{sid}").json()["state"] == "dead", timeout=30,
+               message="the sandbox to die")
+    r = cli("exec", sid, "1")
+    assert r.returncode == 4 and "is dead" in r.stderr and f"cellbox restart" in r.stderr, explain(r)
+    cli.ok("restart", sid)
+    assert cli.ok("exec", sid, "'back'").stdout == "'back'\n"
+
+
+def test_restart_one_context_leaves_the_default_alone(cli, daemon):
+    sid = cli.create("--timeout", "0")
+    cli.ok("exec", sid, "in_default = 'still here'")
+    r = daemon.client().post(f"v1/sandboxes/{sid}/contexts", json={})
+    assert r.status_code == 201, r.text
+    context_id = r.json()["id"]
+    cli.ok("exec", sid, "--context", context_id, "in_context = 1")
+    r = cli.ok("restart", sid, "--context", context_id)
+    assert r.stdout == f"restarted context {context_id} of {sid}\n", explain(r)
+    r = cli("exec", sid, "--context", context_id, "in_context")
+    assert r.returncode == 1 and "NameError" in r.stderr, explain(r)
+    assert cli.ok("exec", sid, "print(in_default)").stdout == "still here\n"
+
+
+def test_restart_of_an_unknown_context_exits_4_and_says_where_to_look(cli):
+    sid = cli.create("--timeout", "0")
+    r = cli("restart", sid, "--context", "no-such-context")
+    assert r.returncode == 4, explain(r)
+    assert "no-such-context" in r.stderr and f"cellbox info" in r.stderr, explain(r)
+
+
 # ------------------------------------------------------------------ exec
 
 def test_exec_keeps_state_across_calls(cli, sid):
@@ -284,6 +334,51 @@ def test_exec_error_exits_1_with_traceback(cli, sid):
     assert r.returncode == 1, explain(r)
     assert "ZeroDivisionError" in r.stderr and "division by zero" in r.stderr, explain(r)
     assert cli.ok("exec", sid, "'still alive'").stdout == "'still alive'\n"
+
+
+def stderr_on_a_terminal(cli, *args, env=None):
+    """Runs cellbox ARGS with its stderr on a pseudo-terminal (stdout a pipe): what it wrote there."""
+    controller, terminal = pty.openpty()
+    try:
+        proc = subprocess.Popen([cli_binary(), *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=terminal, env={**cli.environ(), **(env or {})}, cwd=cli.cwd)
+        os.close(terminal)
+        terminal = None
+        written = b""
+        for _ in range(1000):  # until the child closes its end (EIO), at most ~100 s of reads
+            if not select.select([controller], [], [], 0.1)[0]:
+                if proc.poll() is not None and not select.select([controller], [], [], 0.5)[0]:
+                    break
+                continue
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            written += chunk
+        proc.communicate(timeout=TIMEOUT)
+        return proc.returncode, written.decode()
+    finally:
+        os.close(controller)
+        if terminal is not None:
+            os.close(terminal)
+
+
+def test_traceback_colours_only_on_a_terminal_without_no_color(cli, sid):
+    code = "def f():\n    return 1 / 0\nf()"
+    r = cli("exec", sid, code)  # stderr is a pipe
+    assert r.returncode == 1 and "ZeroDivisionError" in r.stderr and "\x1b" not in r.stderr, explain(r)
+    status, written = stderr_on_a_terminal(cli, "exec", sid, code)
+    assert status == 1 and "ZeroDivisionError" in written and "\x1b[" in written, written
+    for no_color in ("1", "yes"):
+        status, written = stderr_on_a_terminal(cli, "exec", sid, code, env={"NO_COLOR": no_color})
+        assert status == 1 and "ZeroDivisionError" in written and "\x1b" not in written, written
+    status, written = stderr_on_a_terminal(cli, "exec", sid, code, env={"NO_COLOR": ""})  # empty: unset
+    assert "\x1b[" in written, written
+    r = cli("--json", "exec", sid, code)
+    error = next(e for e in map(json.loads, r.stdout.splitlines()) if e["type"] == "error")
+    assert "\x1b" not in error["traceback"], error
 
 
 def test_exec_from_file_and_stdin(cli, sid, workdir):
@@ -340,6 +435,15 @@ def test_sh_output_and_exit_code(cli, sid):
     assert r.stdout == "out\n" and r.stderr == "err\n", explain(r)
     assert cli.ok("sh", sid, "--", "echo", "several", "words").stdout == "several words\n"
     assert cli.ok("sh", sid, "--cwd", "/tmp", "pwd").stdout == "/tmp\n"
+
+
+def test_sh_says_when_the_sandbox_expired_under_the_command(cli):
+    sid = cli.create("--timeout", "3")
+    r = cli("sh", sid, "sleep 120")
+    assert r.returncode == 137, explain(r)  # SIGKILL, as the shell would say
+    assert "sandbox expired: its timeout of 3 s ended while this command ran" in r.stderr, explain(r)
+    assert f"cellbox timeout {sid}" in r.stderr, explain(r)
+    cli.created.remove(sid)
 
 
 def test_sh_passes_stdin(cli, sid):

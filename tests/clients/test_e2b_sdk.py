@@ -116,6 +116,18 @@ def test_create_answers_what_the_sdk_reads(daemon, sandbox):
     assert any(e["type"] == "result" and e["text"] == "'hi'" for e in events), events
 
 
+def test_tracebacks_keep_ipythons_colours_as_e2bs_do(daemon, sandbox):
+    """E2B's code interpreter passes ipykernel's traceback on as it is, ANSI colours and all (its
+    server joins the error message's lines); /v1 takes them out unless asked."""
+    r = into(daemon, sandbox["sandboxID"], INTERPRETER, "POST", "/execute", json={"code": "1 / 0"})
+    assert r.status_code == 200, r.text
+    error = next(e for e in map(json.loads, r.text.splitlines()) if e["type"] == "error")
+    assert error["name"] == "ZeroDivisionError" and "\x1b[" in error["traceback"], error
+    native = daemon.client().post(f"v1/sandboxes/{sandbox['sandboxID']}/execute", json={"code": "1 / 0"})
+    error = next(e for e in map(json.loads, native.text.splitlines()) if e["type"] == "error")
+    assert "ZeroDivisionError" in error["traceback"] and "\x1b" not in error["traceback"], error
+
+
 def test_unknown_template_is_404_in_e2bs_shape(daemon):
     r = api(daemon, "POST", "/sandboxes", json={"templateID": "no-such-template"})
     assert r.status_code == 404

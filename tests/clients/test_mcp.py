@@ -351,6 +351,36 @@ def test_a_sessions_first_call_waits_for_its_new_sandbox(make_daemon, start):
     assert session.delete().status_code in (200, 204)
 
 
+def test_file_tools_refuse_a_dead_sandbox_as_v1_and_e2b_do(daemon, mcp):
+    """MCP's file tools, /v1's files and E2B's envd files open a sandbox's files one way
+    (box_open_files): a sandbox whose kernel died is refused by each with the same sentence."""
+    api = daemon.client()
+    r = api.post("v1/sandboxes", json={"timeout_s": 0})
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    try:
+        assert mcp.tool("write_file", {"sandbox_id": sid, "path": "before.txt", "content": "x"})["isError"] is False
+        api.post(f"v1/sandboxes/{sid}/execute", json={"code": "import os; os._exit(7)"}, timeout=TIMEOUT)
+        wait_until(lambda: api.get(f"v1/sandboxes/{sid}").json()["state"] == "dead", timeout=30,
+                   message="the sandbox to die")
+        r = api.get(f"v1/sandboxes/{sid}/files", params={"path": "before.txt"})
+        assert r.status_code == 409, r.text
+        sentence = r.json()["message"].split(";")[0]
+        assert sentence.startswith(f"sandbox {sid} is dead: ") and "7" in sentence, sentence
+        assert "restart" in r.json()["message"], r.text
+        r = requests.get(url_of(daemon) + "/files", params={"path": "before.txt"}, timeout=TIMEOUT,
+                         headers={"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49983",
+                                  "X-Access-Token": daemon.token})
+        assert r.status_code == 409 and sentence in r.json()["message"], r.text
+        for tool, arguments in (("read_file", {"path": "before.txt"}), ("list_files", {"path": "/workspace"}),
+                                ("write_file", {"path": "after.txt", "content": "y"})):
+            result = mcp.tool(tool, {"sandbox_id": sid, **arguments})
+            assert result["isError"] and sentence in result["text"], (tool, result)
+        assert daemon.alive(), daemon.log_tail()
+    finally:
+        api.delete(f"v1/sandboxes/{sid}")
+
+
 def test_invalid_json_is_a_parse_error(mcp):
     r = mcp.post(b'{"jsonrpc": "2.0", "id": 1, "method": ')
     assert r.status_code == 400, r.text

@@ -267,6 +267,7 @@ def test_error_and_execute_reply_error(ws):
     tb = err["content"]["traceback"]
     assert isinstance(tb, list) and tb and all(isinstance(line, str) for line in tb)
     assert "ZeroDivisionError" in "".join(tb)
+    assert "\x1b[" in "".join(tb), "the Jupyter API passes IPython's coloured traceback as ipykernel sends it"
     reply = r.reply["content"]
     assert reply["status"] == "error"
     assert reply["ename"] == "ZeroDivisionError"

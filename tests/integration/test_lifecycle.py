@@ -165,6 +165,30 @@ def test_kernel_death_is_reported_then_restart_revives(cb, kernel, cause):
     assert cb.kernel_model(kid)["execution_state"] in ("idle", "busy")
 
 
+@pytest.mark.cellbox_only  # a TTL is cellbox's (/v1)
+def test_expiry_while_a_cell_runs_is_named_to_the_websocket_client(cb, kernel):
+    """A sandbox whose TTL ends while a cell runs: the cell gets an error and a reply naming the
+    expiry and what to do, not a bare kernel death; the connection then closes (1001)."""
+    kid = kernel["id"]
+    with cb.ready_ws(kid) as ws:
+        req = ws.send_execute("print('running', flush=True)\nimport time\ntime.sleep(120)")
+        started(ws, req, "running")
+        r = cb.post(f"v1/sandboxes/{kid}/timeout", json={"timeout_s": 1})
+        assert r.status_code == 200, r.text
+        mine = lambda m: (m.get("parent_header") or {}).get("msg_id") == req["header"]["msg_id"]
+        err = ws.wait_for(lambda m: mine(m) and m["msg_type"] == "error", timeout=60,
+                          what="the cell's error")["content"]
+        assert err["ename"] == "SandboxExpired", err
+        assert err["evalue"].startswith("sandbox expired: its timeout of 1 s ended while this cell ran"), err
+        assert f"/v1/sandboxes/{kid}/timeout" in err["evalue"] and "longer timeout" in err["evalue"], err
+        reply = ws.wait_for(lambda m: mine(m) and m["msg_type"] == "execute_reply", timeout=30,
+                            what="the cell's reply")["content"]
+        assert reply["status"] == "error" and reply["ename"] == "SandboxExpired", reply
+        ws.wait_closed(timeout=30)
+        assert ws.close_code == 1001, ws.close_code
+    wait_until(lambda: not cb.kernel_exists(kid), timeout=30, message="the expired kernel to go")
+
+
 @pytest.mark.cellbox_only
 def test_requests_to_a_dead_kernel_are_answered(cb, kernel):
     """After death, a new execute_request must not hang forever: it gets an error reply (or the

@@ -73,6 +73,20 @@ static void test_utf8_repair_and_split_sequences(void)
     buffer_free(&out);
 }
 
+static void test_ansi_colours_are_taken_out(void)
+{
+    buffer out = {0};
+    /* As IPython colours a traceback line, then an unfinished sequence at the end. */
+    text_append_without_ansi(&out, "\033[0;31mZeroDivisionError\033[0m: division by zero\033[1");
+    buffer_append(&out, "", 1);
+    CHECK_STR(buffer_head(&out), "ZeroDivisionError: division by zero");
+    buffer_free(&out);
+    text_append_without_ansi(&out, "plain \xe2\x82\xac text\033");
+    buffer_append(&out, "", 1);
+    CHECK_STR(buffer_head(&out), "plain \xe2\x82\xac text");
+    buffer_free(&out);
+}
+
 static void test_iso_time_has_six_digits_and_z(void)
 {
     char text[ISO_TIME_BUFFER];
@@ -107,6 +121,7 @@ int main(void)
     RUN(test_check_fills_defaults_and_rejects_bad_shapes);
     RUN(test_untracked_types);
     RUN(test_utf8_repair_and_split_sequences);
+    RUN(test_ansi_colours_are_taken_out);
     RUN(test_iso_time_has_six_digits_and_z);
     RUN(test_remove_tree_does_not_follow_links);
     return check_summary("message");

@@ -145,7 +145,9 @@ class Sandbox:
         stream, which interrupts the cell, and is raised. (_cancel: a threading.Event that
         cellbox.aio sets to abandon the cell; it is looked at on every line, keepalives
         included, so within 5 s.)"""
-        body = {"code": code}
+        # As E2B's SDK: `traceback` keeps IPython's colours (`traceback_text` has none); /v1
+        # takes them out unless asked.
+        body = {"code": code, "color": True}
         if context is not None:
             body["context_id"] = _context_id(context)
         for name, value in (("language", language), ("env_vars", env_vars), ("timeout_s", timeout_s)):
