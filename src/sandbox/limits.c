@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,9 +30,11 @@ long long limits_parse_size(const char *text)
         end++;
     if (*end == 'B' || *end == 'b')
         end++;
-    if (*end)
+    double bytes = number * scale;
+    /* Past 2^63 (or NaN from "nan") the conversion to long long is undefined behaviour. */
+    if (*end || !(bytes < 0x1p63))
         return -1;
-    return (long long)(number * scale);
+    return (long long)bytes;
 }
 
 void limits_format_size(long long bytes, char *out, size_t size)
@@ -101,7 +104,8 @@ static double parse_value(const field *f, json_t *value)
         return (double)limits_parse_size(text);
     char *end;
     double number = strtod(text, &end);
-    return (end == text || *end) ? -1 : number;
+    /* "nan" and "inf" parse too: NaN would pass every range check below. */
+    return (end == text || *end || !isfinite(number)) ? -1 : number;
 }
 
 static int apply_field(const field *f, json_t *value, const char *source, const sandbox_limits *maxima,
