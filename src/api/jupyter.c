@@ -10,6 +10,7 @@
 #include "api/mcp.h"
 #include "api/v1.h"
 #include "common/log.h"
+#include "http/url.h"
 #include "kernel/kernelspec.h"
 #include "kernel/manager.h"
 #include "kernel/zygote.h"
@@ -304,7 +305,7 @@ void jupyter_dispatch(http_request *request)
         mcp_dispatch(request);
         return;
     }
-    int n = http_split_path(http_path(request), copy, sizeof copy, segments, MAX_PATH_SEGMENTS);
+    int n = url_split_path(http_path(request), copy, sizeof copy, segments, MAX_PATH_SEGMENTS);
     if (n >= 1 && n <= MAX_PATH_SEGMENTS && strcmp(segments[0], "api") == 0) {
         route_api(request, segments, n);
     } else if (n == 3 && strcmp(segments[0], "kernelspecs") == 0) {

@@ -6,6 +6,7 @@
 
 #include "api/v1_files.h"
 #include "common/log.h"
+#include "http/url.h"
 #include "kernel/command.h"
 #include "kernel/execution.h"
 #include "kernel/kernelspec.h"
@@ -450,7 +451,7 @@ void v1_dispatch(http_request *request)
 {
     char copy[2048];
     char *s[MAX_SEGMENTS];
-    int n = http_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
+    int n = url_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
     if (n == 2 && strcmp(s[1], "templates") == 0) {
         http_method_is(request, "GET") ? list_templates(request) : http_respond_method_not_allowed(request);
     } else if (n == 2 && strcmp(s[1], "run") == 0) {

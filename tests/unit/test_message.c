@@ -101,6 +101,30 @@ static void test_remove_tree_does_not_follow_links(void)
     fs_remove_tree(outside);
 }
 
+static void test_kernel_frames_split_and_checked(void)
+{
+    static const unsigned char two[] = "\x02\x00\x00\x00{}\x05\x00\x00\x00[1,2";
+    size_t length = 99;
+    CHECK(message_frame_next(two, 3, &length) == MESSAGE_FRAME_INCOMPLETE);
+    CHECK(message_frame_next(two, sizeof two - 1, &length) == MESSAGE_FRAME_READY && length == 2);
+    CHECK(message_frame_next(two + 6, sizeof two - 7, &length) == MESSAGE_FRAME_INCOMPLETE);
+    static const unsigned char huge[] = "\xf0\xff\xff\xff{}";
+    CHECK(message_frame_next(huge, sizeof huge - 1, &length) == MESSAGE_FRAME_TOO_LARGE);
+    CHECK(length == 0xfffffff0u); /* named in the kernel's death reason */
+
+    char why[160];
+    static const char good[] = "{\"header\":{\"msg_type\":\"status\"},\"channel\":\"iopub\"}";
+    json_t *message = message_from_kernel(good, sizeof good - 1, why, sizeof why);
+    CHECK(message && json_is_object(json_object_get(message, "content")));
+    json_decref(message);
+    static const char twice[] = "{\"header\":{\"msg_type\":\"a\"},\"channel\":\"iopub\",\"channel\":\"x\"}";
+    CHECK(!message_from_kernel(twice, sizeof twice - 1, why, sizeof why));
+    CHECK(strstr(why, "invalid JSON") != NULL);
+    static const char shell_only[] = "{\"header\":{\"msg_type\":\"a\"},\"channel\":\"evil\"}";
+    CHECK(!message_from_kernel(shell_only, sizeof shell_only - 1, why, sizeof why));
+    CHECK_STR(why, "unknown channel 'evil'");
+}
+
 int main(void)
 {
     RUN(test_status_message_shape);
@@ -109,5 +133,6 @@ int main(void)
     RUN(test_utf8_repair_and_split_sequences);
     RUN(test_iso_time_has_six_digits_and_z);
     RUN(test_remove_tree_does_not_follow_links);
+    RUN(test_kernel_frames_split_and_checked);
     return check_summary("message");
 }
