@@ -6,6 +6,7 @@
 
 #include "api/v1_files.h"
 #include "common/log.h"
+#include "common/text.h"
 #include "http/url.h"
 #include "kernel/command.h"
 #include "kernel/execution.h"
@@ -130,7 +131,8 @@ bool v1_optional_string_map(http_request *request, json_t *body, const char *fie
             return false;
         }
         if (!*key || strchr(key, '=') || strlen(key) > 255) {
-            http_respond_error(request, 400, "'%s' has an invalid name '%.64s'", field, key);
+            http_respond_error(request, 400, "'%s' has an invalid name '%.*s'", field,
+                               text_utf8_prefix(key, 64), key);
             return false;
         }
     }

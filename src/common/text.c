@@ -1,5 +1,7 @@
 #include "common/text.h"
 
+#include <string.h>
+
 static const char replacement[] = "\xef\xbf\xbd";
 
 /* Length of the sequence starting at lead byte c, or 0 if c cannot start one. */
@@ -62,4 +64,12 @@ size_t text_append_utf8(buffer *out, const unsigned char *in, size_t n, int fina
     }
     buffer_append(out, in + run_start, n - run_start);
     return 0;
+}
+
+int text_utf8_prefix(const char *text, size_t max)
+{
+    size_t n = strnlen(text, max);
+    while (n > 0 && ((unsigned char)text[n] & 0xc0) == 0x80) /* text[n]: the first byte left out */
+        n--;
+    return (int)n;
 }

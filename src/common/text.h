@@ -11,4 +11,9 @@
    (the caller keeps them for the next chunk); 0 when `final` is set. */
 size_t text_append_utf8(buffer *out, const unsigned char *in, size_t n, int final);
 
+/* Bytes of the longest prefix of `text` (UTF-8) of at most `max` bytes that does not cut a
+   character in two, for "%.*s": a "%.100s" of a client's or a kernel's string could end
+   mid-character, and jansson refuses the whole message then. */
+int text_utf8_prefix(const char *text, size_t max);
+
 #endif

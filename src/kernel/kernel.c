@@ -584,8 +584,8 @@ static void reject_kernel(kernel *k, const char *why)
 {
     log_warn("kernel %s: %s; killing it", k->id, why);
     if (!k->death_reason[0])
-        snprintf(k->death_reason, sizeof k->death_reason, "kernel died: it broke the protocol (%.150s)",
-                 why);
+        snprintf(k->death_reason, sizeof k->death_reason, "kernel died: it broke the protocol (%.*s)",
+                 text_utf8_prefix(why, 150), why);
     kill_process_group(k, SIGKILL);
 }
 
@@ -1007,8 +1007,8 @@ static void on_zygote_answer(void *arg, pid_t pid, const char *why)
     if (spawn_process_with(k, false, reason, sizeof reason) < 0) {
         buffer_free(&waiting);
         k->state = KERNEL_DEAD;
-        snprintf(k->death_reason, sizeof k->death_reason, "kernel died: it could not be started: %.150s",
-                 reason);
+        snprintf(k->death_reason, sizeof k->death_reason, "kernel died: it could not be started: %.*s",
+                 text_utf8_prefix(reason, 150), reason);
         log_warn("kernel %s: %s", k->id, k->death_reason);
         emit(k, "iopub", message_status(k->session, NULL, "dead"));
         return;

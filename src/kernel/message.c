@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/ids.h"
 #include "common/log.h"
+#include "common/text.h"
 
 json_t *message_new(const char *msg_type, const char *session, json_t *parent_header,
                     json_t *content)
@@ -114,7 +115,7 @@ bool message_check(json_t *message, const char *const *allowed_channels, char *w
     for (const char *const *allowed = allowed_channels; *allowed; allowed++)
         if (strcmp(channel, *allowed) == 0)
             return true;
-    snprintf(why, why_size, "unknown channel '%.40s'", channel);
+    snprintf(why, why_size, "unknown channel '%.*s'", text_utf8_prefix(channel, 40), channel);
     return false;
 }
 
@@ -136,7 +137,7 @@ json_t *message_from_kernel(const char *bytes, size_t length, char *why, size_t 
     json_error_t error;
     json_t *message = json_loadb(bytes, length, JSON_REJECT_DUPLICATES, &error);
     if (!message) {
-        snprintf(why, why_size, "invalid JSON: %.100s", error.text);
+        snprintf(why, why_size, "invalid JSON: %.*s", text_utf8_prefix(error.text, 100), error.text);
         return NULL;
     }
     if (!message_check(message, kernel_channels, why, why_size)) {

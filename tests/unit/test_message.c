@@ -125,6 +125,26 @@ static void test_kernel_frames_split_and_checked(void)
     CHECK_STR(why, "unknown channel 'evil'");
 }
 
+static void test_utf8_prefix_never_cuts_a_character(void)
+{
+    CHECK(text_utf8_prefix("abc", 10) == 3);
+    CHECK(text_utf8_prefix("abcdef", 4) == 4);
+    CHECK(text_utf8_prefix("a\xc3\xa9", 2) == 1);           /* é would be cut */
+    CHECK(text_utf8_prefix("a\xc3\xa9", 3) == 3);
+    CHECK(text_utf8_prefix("\xe2\x82\xac\xe2\x82\xac", 5) == 3); /* €€ */
+    CHECK(text_utf8_prefix("\xf0\x9f\x98\x80", 3) == 0);
+    CHECK(text_utf8_prefix("", 5) == 0);
+    /* a kernel's unknown channel of 40+ bytes ending mid-character: the reason stays UTF-8 */
+    static const char frame[] = "{\"header\":{\"msg_type\":\"a\"},\"channel\":\"a\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+                                "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+                                "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"}";
+    char why[160];
+    CHECK(!message_from_kernel(frame, sizeof frame - 1, why, sizeof why));
+    json_t *reason = json_string(why);
+    CHECK(reason != NULL);
+    json_decref(reason);
+}
+
 int main(void)
 {
     RUN(test_status_message_shape);
@@ -134,5 +154,6 @@ int main(void)
     RUN(test_iso_time_has_six_digits_and_z);
     RUN(test_remove_tree_does_not_follow_links);
     RUN(test_kernel_frames_split_and_checked);
+    RUN(test_utf8_prefix_never_cuts_a_character);
     return check_summary("message");
 }
