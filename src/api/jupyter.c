@@ -10,6 +10,7 @@
 #include "api/mcp.h"
 #include "api/v1.h"
 #include "common/log.h"
+#include "common/text.h"
 #include "http/url.h"
 #include "kernel/kernelspec.h"
 #include "kernel/manager.h"
@@ -41,6 +42,7 @@ json_t *jupyter_parse_body(http_request *request)
     json_error_t error;
     json_t *value = json_loadb(body, length, 0, &error);
     if (!value) {
+        text_scrub_utf8(error.text); /* it quotes the body near the error */
         http_respond_error(request, 400, "request body is not valid JSON: %s (line %d, column %d)",
                            error.text, error.line, error.column);
         return NULL;

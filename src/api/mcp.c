@@ -302,6 +302,7 @@ void mcp_dispatch(http_request *request)
     json_t *message = json_loadb(body, length, 0, &error);
     if (!message) {
         char text[256];
+        text_scrub_utf8(error.text); /* it quotes the body near the error */
         snprintf(text, sizeof text, "Parse error: %s", error.text);
         respond_rpc_error(request, 400, NULL, PARSE_ERROR, text);
         return;

@@ -40,6 +40,7 @@ json_t *v1_parse_body(http_request *request, const char *const *allowed_fields)
         json_error_t error;
         body = json_loadb(text, length, 0, &error);
         if (!body) {
+            text_scrub_utf8(error.text); /* it quotes the body near the error */
             http_respond_error(request, 400, "request body is not valid JSON: %s (line %d, column %d)",
                                error.text, error.line, error.column);
             return NULL;

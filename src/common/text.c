@@ -73,3 +73,18 @@ int text_utf8_prefix(const char *text, size_t max)
         n--;
     return (int)n;
 }
+
+void text_scrub_utf8(char *text)
+{
+    unsigned char *at = (unsigned char *)text;
+    while (*at) {
+        size_t length = sequence_length(*at), valid = length > 0;
+        while (valid && valid < length && continuation_ok(*at, valid, at[valid]))
+            valid++;
+        if (length > 0 && valid == length) {
+            at += length;
+        } else {
+            *at++ = '?'; /* the bytes after it are looked at again as a new start */
+        }
+    }
+}

@@ -16,4 +16,9 @@ size_t text_append_utf8(buffer *out, const unsigned char *in, size_t n, int fina
    mid-character, and jansson refuses the whole message then. */
 int text_utf8_prefix(const char *text, size_t max);
 
+/* Replaces, in place, each byte of `text` that is not part of a valid UTF-8 sequence with '?':
+   for messages that quote hostile bytes. jansson's error text quotes the input near the error
+   and may cut a character there, and a reason that is not UTF-8 cannot go into JSON. */
+void text_scrub_utf8(char *text);
+
 #endif

@@ -137,6 +137,7 @@ json_t *message_from_kernel(const char *bytes, size_t length, char *why, size_t 
     json_error_t error;
     json_t *message = json_loadb(bytes, length, JSON_REJECT_DUPLICATES, &error);
     if (!message) {
+        text_scrub_utf8(error.text); /* it quotes the frame near the error */
         snprintf(why, why_size, "invalid JSON: %.*s", text_utf8_prefix(error.text, 100), error.text);
         return NULL;
     }

@@ -145,6 +145,26 @@ static void test_utf8_prefix_never_cuts_a_character(void)
     json_decref(reason);
 }
 
+static void test_scrub_leaves_only_utf8(void)
+{
+    char text[64];
+    snprintf(text, sizeof text, "invalid escape near '\"l\\\xd3'");
+    text_scrub_utf8(text); /* jansson's text for {"l\<U+04CF>: the character cut */
+    CHECK_STR(text, "invalid escape near '\"l\\?'");
+    snprintf(text, sizeof text, "ok \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    text_scrub_utf8(text);
+    CHECK_STR(text, "ok \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    snprintf(text, sizeof text, "\xff\xc0\xaf\xed\xa0\x80\xe2\x82x");
+    text_scrub_utf8(text); /* invalid, overlong, surrogate, cut before 'x' */
+    CHECK_STR(text, "????????x");
+    json_error_t error;
+    CHECK(!json_loads("{\"l\\\xd3\x8f\"}", 0, &error));
+    text_scrub_utf8(error.text);
+    json_t *reason = json_string(error.text);
+    CHECK(reason != NULL);
+    json_decref(reason);
+}
+
 int main(void)
 {
     RUN(test_status_message_shape);
@@ -155,5 +175,6 @@ int main(void)
     RUN(test_remove_tree_does_not_follow_links);
     RUN(test_kernel_frames_split_and_checked);
     RUN(test_utf8_prefix_never_cuts_a_character);
+    RUN(test_scrub_leaves_only_utf8);
     return check_summary("message");
 }
