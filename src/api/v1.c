@@ -92,8 +92,9 @@ bool v1_optional_int(http_request *request, json_t *body, const char *field, int
         return true;
     double number = json_is_integer(value) ? (double)json_integer_value(value)
                     : json_is_real(value)  ? json_real_value(value) : -1e300;
-    if (!json_is_number(value) || number != (double)(long long)number || number < minimum ||
-        number > 1e9) {
+    /* the range first: converting a number past long long (1e300) is undefined behaviour */
+    if (!json_is_number(value) || number < minimum || number > 1e9 ||
+        number != (double)(long long)number) {
         http_respond_error(request, 400, "'%s' must be an integer of at least %d", field, minimum);
         return false;
     }

@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,7 +114,10 @@ static int apply_field(const field *f, json_t *value, const char *source, const 
 {
     double number = parse_value(f, value);
     bool positive_needed = f->kind != FIELD_INT || strcmp(f->name, "timeout") != 0;
-    if (number < 0 || (positive_needed && number <= 0) || number > 1e15) {
+    /* An int field past INT_MAX would be stored out of range (undefined behaviour) where the
+       daemon sets no maximum (--max-execution-timeout 0). */
+    double ceiling = f->kind == FIELD_INT ? INT_MAX : 1e15;
+    if (number < 0 || (positive_needed && number <= 0) || number > ceiling) {
         snprintf(why, why_size, "%s must be a positive %s", source,
                  f->kind == FIELD_SIZE ? "size like \"512M\" or a number of bytes" : "number");
         return -1;

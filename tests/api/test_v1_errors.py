@@ -18,6 +18,7 @@ BAD_CREATES = [
     ('{"timeout_s": "5"}', 400, ("timeout_s",)),
     ('{"timeout_s": -1}', 400, ("timeout_s",)),
     ('{"timeout_s": 1.5}', 400, ("timeout_s",)),
+    ('{"timeout_s": 6.6e72}', 400, ("timeout_s",)),               # past long long (fuzzing)
     ('{"template": 3}', 400, ("template",)),
     ('{"env": ["A=1"]}', 400, ("env",)),
     ('{"env": {"A": 1}}', 400, ("env",)),
@@ -28,6 +29,7 @@ BAD_CREATES = [
     ('{"limits": {"memory": "16M"}}', 400, ("memory", "at least 64 MiB")),
     ('{"limits": {"memory": "1e90G"}}', 400, ("memory",)),         # past long long (fuzzing)
     ('{"limits": {"pids": "nan"}}', 400, ("pids",)),               # NaN passed every range check
+    ('{"limits": {"timeout": 1e12}}', 400, ("timeout",)),          # past int (no maximum by default)
     ('{"env": {"KERNEL_CELLBOX_MEMORY": "inf"}}', 400, ("memory",)),
     ('{"limits": {"volume": 11}}', 400, ("volume",)),
     ('{"network": "no"}', 400, ("network",)),
