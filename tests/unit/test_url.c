@@ -11,7 +11,8 @@ static void test_split_path_counts_and_caps(void)
     CHECK(url_split_path("/a/b/c/d", copy, sizeof copy, segments, 3) == 4); /* max + 1 */
     CHECK(url_split_path("/", copy, sizeof copy, segments, 3) == 0);
     char small[4];
-    CHECK(url_split_path("/abcdef/g", small, sizeof small, segments, 3) == 1); /* cut, no overflow */
+    CHECK(url_split_path("/abcdef/g", small, sizeof small, segments, 3) ==
+          1); /* cut, no overflow */
     CHECK_STR(segments[0], "ab");
 }
 
