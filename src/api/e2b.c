@@ -11,6 +11,7 @@
 #include "api/v1_files.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/text.h"
 #include "http/url.h"
 #include "kernel/box.h"
 #include "kernel/kernelspec.h"
@@ -129,9 +130,9 @@ static void create_sandbox(http_request *request)
     json_decref(network);
     if (!spec)
         respond_error(request, 404,
-                      "template '%s' does not exist: use one of cellbox's "
+                      "template '%.*s' does not exist: use one of cellbox's "
                       "kernelspecs (GET /v1/templates), or 'base' for the default",
-                      template_id);
+                      text_utf8_prefix(template_id, 200), template_id);
     else if (!k)
         respond_error(request, status, "%s", why);
     if (!k) {

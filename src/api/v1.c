@@ -262,8 +262,8 @@ static void create_sandbox(http_request *request)
                                &status, why, sizeof why);
     if (!k) {
         if (status == 404)
-            http_respond_error(request, 404, "template '%s' does not exist (see GET /v1/templates)",
-                               template_name);
+            http_respond_error(request, 404, "template '%.*s' does not exist (see GET /v1/templates)",
+                               text_utf8_prefix(template_name, 200), template_name);
         else
             http_respond_error(request, status, "%s", why);
         json_decref(body);

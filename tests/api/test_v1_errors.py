@@ -57,6 +57,18 @@ def test_invalid_json_cut_mid_character_is_still_a_json_400(v1):
     expect(v1.get("v1/templates"), 200)
 
 
+def test_long_unknown_template_name_is_a_json_404(v1):
+    """An unknown template's name is quoted in the 404; a long one was cut mid-character to fit
+    the message, which jansson then refused, and the daemon died encoding it."""
+    name = "a" + "\u00e9" * 300
+    for path, body in (("api/kernels", {"name": name}), ("v1/sandboxes", {"template": name}),
+                       ("sandboxes", {"templateID": name})):
+        r = v1.post(path, json=body)
+        assert r.status_code == 404, (path, r.status_code, r.text[:200])
+        assert "a\u00e9\u00e9" in r.json()["message"], r.text[:200]
+    expect(v1.get("v1/templates"), 200)
+
+
 def test_max_kernels_is_403_and_creates_nothing(make_daemon):
     from v1lib import V1
     d = make_daemon(args=["--max-kernels", "1", "--pool-size", "0"])
