@@ -107,7 +107,7 @@ kernel *__wrap_manager_create(const char *spec_name, json_t *env, json_t *limits
         return NULL;
     }
     *status = 503;
-    snprintf(why, why_size, "fuzzing: no sandbox is started for %s", spec_name ? spec_name : "?");
+    snprintf(why, why_size, "fuzzing: no sandbox is started");
     return NULL;
 }
 
