@@ -11,7 +11,7 @@ run_pkgs=(build-essential pkg-config libmicrohttpd-dev libwslay-dev libjansson-d
   python3-matplotlib python3-matplotlib-inline)
 test_pkgs=(python3-pytest python3-websocket python3-requests jupyter-server python3-jupyter-server
   python3-jupyter-client python3-ipykernel python3-yaml python3-jsonschema nodejs npm
-  python3-pip python3-setuptools python3-wheel)
+  python3-pip python3-setuptools python3-wheel clang libclang-rt-14-dev)
 
 pkgs=("${run_pkgs[@]}")
 [ "$mode" = test ] && pkgs+=("${test_pkgs[@]}")

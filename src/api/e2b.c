@@ -11,6 +11,8 @@
 #include "api/v1_files.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/text.h"
+#include "http/url.h"
 #include "kernel/box.h"
 #include "kernel/kernelspec.h"
 #include "kernel/manager.h"
@@ -45,22 +47,6 @@ static void respond_method_not_allowed(http_request *request)
 {
     respond_error(request, 405, "%s is not allowed on %s", http_method(request),
                   http_path(request));
-}
-
-/* Percent-decoding in place ('+' stays: the SDK encodes spaces as %20). */
-static void url_decode(char *text)
-{
-    char *out = text;
-    for (char *in = text; *in; in++) {
-        unsigned value;
-        if (in[0] == '%' && in[1] && in[2] && sscanf(in + 1, "%2x", &value) == 1) {
-            *out++ = (char)value;
-            in += 2;
-        } else {
-            *out++ = *in;
-        }
-    }
-    *out = '\0';
 }
 
 /* ---- the control plane: sandboxes ---- */
@@ -144,9 +130,9 @@ static void create_sandbox(http_request *request)
     json_decref(network);
     if (!spec)
         respond_error(request, 404,
-                      "template '%s' does not exist: use one of cellbox's "
+                      "template '%.*s' does not exist: use one of cellbox's "
                       "kernelspecs (GET /v1/templates), or 'base' for the default",
-                      template_id);
+                      text_utf8_prefix(template_id, 200), template_id);
     else if (!k)
         respond_error(request, status, "%s", why);
     if (!k) {
@@ -176,8 +162,8 @@ static json_t *metadata_filter(http_request *request)
         if (!equals)
             continue;
         *equals = '\0';
-        url_decode(pair);
-        url_decode(equals + 1);
+        url_percent_decode(pair);
+        url_percent_decode(equals + 1);
         json_object_set_new(filter, pair, json_string(equals + 1));
     }
     free(copy);
@@ -333,7 +319,7 @@ static void route_control_plane(http_request *request)
 {
     char copy[2048];
     char *s[MAX_SEGMENTS];
-    int n = http_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
+    int n = url_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
     char **rest = s;
     if (n > 0 && strcmp(s[0], "v2") == 0) { /* /v2/sandboxes... is the same resource */
         rest++;
@@ -459,7 +445,7 @@ static int parse_multipart(const char *body, size_t length, const char *boundary
                 if (line_end)
                     *line_end = '\r';
             }
-        url_decode(part->filename); /* undici escapes '"', CR and LF as %22, %0D, %0A */
+        url_percent_decode(part->filename); /* undici escapes '"', CR and LF as %22, %0D, %0A */
         part->data = data;
         part->length = (size_t)(next - data);
         at = next + 2;
@@ -595,7 +581,7 @@ static void route_into_sandbox(http_request *request)
     box *b = box_find(id);
     char copy[2048];
     char *s[MAX_SEGMENTS];
-    int n = http_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
+    int n = url_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
     bool interpreter = port && strcmp(port, INTERPRETER_PORT) == 0;
     if (!b) {
         respond_error(request, 502, "sandbox %s was not found (it was killed, or timed out)", id);

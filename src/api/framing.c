@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/text.h"
 
 static json_t *parse_json_object(const unsigned char *data, size_t length, const char *what,
                                  char *why, size_t why_size)
@@ -14,6 +15,7 @@ static json_t *parse_json_object(const unsigned char *data, size_t length, const
     json_error_t error;
     json_t *value = json_loadb((const char *)data, length, 0, &error);
     if (!value) {
+        text_scrub_utf8(error.text); /* it quotes the message near the error: why is a close reason */
         snprintf(why, why_size, "%s is not valid JSON: %s", what, error.text);
         return NULL;
     }

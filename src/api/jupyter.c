@@ -11,6 +11,8 @@
 #include "api/v1.h"
 #include "common/log.h"
 #include "kernel/box.h"
+#include "common/text.h"
+#include "http/url.h"
 #include "kernel/kernelspec.h"
 #include "kernel/manager.h"
 #include "kernel/zygote.h"
@@ -41,6 +43,7 @@ json_t *jupyter_parse_body(http_request *request)
     json_error_t error;
     json_t *value = json_loadb(body, length, 0, &error);
     if (!value) {
+        text_scrub_utf8(error.text); /* it quotes the body near the error */
         http_respond_error(request, 400, "request body is not valid JSON: %s (line %d, column %d)",
                            error.text, error.line, error.column);
         return NULL;
@@ -307,7 +310,7 @@ void jupyter_dispatch(http_request *request)
         mcp_dispatch(request);
         return;
     }
-    int n = http_split_path(http_path(request), copy, sizeof copy, segments, MAX_PATH_SEGMENTS);
+    int n = url_split_path(http_path(request), copy, sizeof copy, segments, MAX_PATH_SEGMENTS);
     if (n >= 1 && n <= MAX_PATH_SEGMENTS && strcmp(segments[0], "api") == 0) {
         route_api(request, segments, n);
     } else if (n == 3 && strcmp(segments[0], "kernelspecs") == 0) {

@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/ids.h"
 #include "common/log.h"
+#include "common/text.h"
 
 #define SESSION_IDLE_US (3600LL * 1000000) /* an hour without a request ends a session */
 #define CELLBOX_VERSION "0.1.0"
@@ -168,7 +169,8 @@ static void call_tool(http_request *request, mcp_session *session, json_t *id, j
         /* An unknown tool is a protocol error, not a tool result. */
         call->finished = true;
         char message[160];
-        snprintf(message, sizeof message, "unknown tool '%.100s' (see tools/list)", name);
+        snprintf(message, sizeof message, "unknown tool '%.*s' (see tools/list)",
+                 text_utf8_prefix(name, 100), name);
         http_stream_finish_json(call->stream,
                                 json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id,
                                           "error", "code", INVALID_PARAMS, "message", message));
@@ -251,7 +253,8 @@ static void handle_message(http_request *request, json_t *message)
         call_tool(request, s, id, params);
     else {
         char message_text[160];
-        snprintf(message_text, sizeof message_text, "Method not found: %.100s", method);
+        snprintf(message_text, sizeof message_text, "Method not found: %.*s",
+                 text_utf8_prefix(method, 100), method);
         respond_rpc_error(request, 200, id, METHOD_NOT_FOUND, message_text);
     }
 }
@@ -299,6 +302,7 @@ void mcp_dispatch(http_request *request)
     json_t *message = json_loadb(body, length, 0, &error);
     if (!message) {
         char text[256];
+        text_scrub_utf8(error.text); /* it quotes the body near the error */
         snprintf(text, sizeof text, "Parse error: %s", error.text);
         respond_rpc_error(request, 400, NULL, PARSE_ERROR, text);
         return;

@@ -6,6 +6,8 @@
 
 #include "api/v1_files.h"
 #include "common/log.h"
+#include "common/text.h"
+#include "http/url.h"
 #include "kernel/command.h"
 #include "kernel/execution.h"
 #include "kernel/kernelspec.h"
@@ -38,6 +40,7 @@ json_t *v1_parse_body(http_request *request, const char *const *allowed_fields)
         json_error_t error;
         body = json_loadb(text, length, 0, &error);
         if (!body) {
+            text_scrub_utf8(error.text); /* it quotes the body near the error */
             http_respond_error(request, 400, "request body is not valid JSON: %s (line %d, column %d)",
                                error.text, error.line, error.column);
             return NULL;
@@ -89,8 +92,9 @@ bool v1_optional_int(http_request *request, json_t *body, const char *field, int
         return true;
     double number = json_is_integer(value) ? (double)json_integer_value(value)
                     : json_is_real(value)  ? json_real_value(value) : -1e300;
-    if (!json_is_number(value) || number != (double)(long long)number || number < minimum ||
-        number > 1e9) {
+    /* the range first: converting a number past long long (1e300) is undefined behaviour */
+    if (!json_is_number(value) || number < minimum || number > 1e9 ||
+        number != (double)(long long)number) {
         http_respond_error(request, 400, "'%s' must be an integer of at least %d", field, minimum);
         return false;
     }
@@ -129,7 +133,8 @@ bool v1_optional_string_map(http_request *request, json_t *body, const char *fie
             return false;
         }
         if (!*key || strchr(key, '=') || strlen(key) > 255) {
-            http_respond_error(request, 400, "'%s' has an invalid name '%.64s'", field, key);
+            http_respond_error(request, 400, "'%s' has an invalid name '%.*s'", field,
+                               text_utf8_prefix(key, 64), key);
             return false;
         }
     }
@@ -260,8 +265,8 @@ static void create_sandbox(http_request *request)
                                &status, why, sizeof why);
     if (!k) {
         if (status == 404)
-            http_respond_error(request, 404, "template '%s' does not exist (see GET /v1/templates)",
-                               template_name);
+            http_respond_error(request, 404, "template '%.*s' does not exist (see GET /v1/templates)",
+                               text_utf8_prefix(template_name, 200), template_name);
         else
             http_respond_error(request, status, "%s", why);
         json_decref(body);
@@ -453,7 +458,7 @@ void v1_dispatch(http_request *request)
 {
     char copy[2048];
     char *s[MAX_SEGMENTS];
-    int n = http_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
+    int n = url_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
     if (n == 2 && strcmp(s[1], "templates") == 0) {
         http_method_is(request, "GET") ? list_templates(request) : http_respond_method_not_allowed(request);
     } else if (n == 2 && strcmp(s[1], "run") == 0) {

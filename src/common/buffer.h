@@ -19,7 +19,8 @@ void buffer_append_u32le(buffer *b, unsigned value);
 void buffer_append_u64le(buffer *b, unsigned long long value);
 void buffer_append_u32be(buffer *b, unsigned value);
 static inline size_t buffer_size(const buffer *b) { return b->length - b->start; }
-static inline char *buffer_head(const buffer *b) { return b->data + b->start; }
+/* An empty buffer that never held anything has no data: NULL + 0 is undefined behaviour in C. */
+static inline char *buffer_head(const buffer *b) { return b->data ? b->data + b->start : b->data; }
 void buffer_consume(buffer *b, size_t n);
 void buffer_free(buffer *b);
 

@@ -87,3 +87,26 @@ void text_append_without_ansi(buffer *out, const char *in)
     }
     buffer_append(out, plain, strlen(plain));
 }
+
+int text_utf8_prefix(const char *text, size_t max)
+{
+    size_t n = strnlen(text, max);
+    while (n > 0 && ((unsigned char)text[n] & 0xc0) == 0x80) /* text[n]: the first byte left out */
+        n--;
+    return (int)n;
+}
+
+void text_scrub_utf8(char *text)
+{
+    unsigned char *at = (unsigned char *)text;
+    while (*at) {
+        size_t length = sequence_length(*at), valid = length > 0;
+        while (valid && valid < length && continuation_ok(*at, valid, at[valid]))
+            valid++;
+        if (length > 0 && valid == length) {
+            at += length;
+        } else {
+            *at++ = '?'; /* the bytes after it are looked at again as a new start */
+        }
+    }
+}

@@ -16,5 +16,14 @@ size_t text_append_utf8(buffer *out, const unsigned char *in, size_t n, int fina
    parameters and a final byte, as IPython's coloured tracebacks use; an ESC followed by one
    other byte is dropped too). An unfinished sequence at the end is dropped. */
 void text_append_without_ansi(buffer *out, const char *in);
+/* Bytes of the longest prefix of `text` (UTF-8) of at most `max` bytes that does not cut a
+   character in two, for "%.*s": a "%.100s" of a client's or a kernel's string could end
+   mid-character, and jansson refuses the whole message then. */
+int text_utf8_prefix(const char *text, size_t max);
+
+/* Replaces, in place, each byte of `text` that is not part of a valid UTF-8 sequence with '?':
+   for messages that quote hostile bytes. jansson's error text quotes the input near the error
+   and may cut a character there, and a reason that is not UTF-8 cannot go into JSON. */
+void text_scrub_utf8(char *text);
 
 #endif

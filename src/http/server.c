@@ -90,19 +90,6 @@ bool http_method_is(const http_request *request, const char *method)
 }
 const char *http_base_url(void) { return server.options.base_url; }
 
-int http_split_path(const char *path, char *copy, size_t copy_size, char *segments[], int max)
-{
-    snprintf(copy, copy_size, "%s", path);
-    int count = 0;
-    for (char *save = NULL, *part = strtok_r(copy, "/", &save); part;
-         part = strtok_r(NULL, "/", &save)) {
-        if (count == max)
-            return max + 1;
-        segments[count++] = part;
-    }
-    return count;
-}
-
 const char *http_header(const http_request *request, const char *name)
 {
     return MHD_lookup_connection_value(request->connection, MHD_HEADER_KIND, name);

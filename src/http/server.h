@@ -49,9 +49,6 @@ const char *http_body(const http_request *request, size_t *length);
 void http_query_each(const http_request *request, const char *prefix, json_t *out);
 bool http_is_websocket_upgrade(const http_request *request);
 const char *http_base_url(void);
-/* Splits a path ("/a/b/c") into its segments, written into `copy`; returns their number, or
-   max + 1 when there are more than `max`. */
-int http_split_path(const char *path, char *copy, size_t copy_size, char *segments[], int max);
 
 /* Responses: exactly one per request. */
 void http_add_response_header(http_request *request, const char *name, const char *value);

@@ -230,6 +230,16 @@ static void flush_deferred(void *arg)
     update_interest(socket);
 }
 
+/* The bytes read past the HTTP request wait until the owner holds the socket: read at once, a
+   message among them reached an owner that had not attached the connection yet (and was lost),
+   and a close ended it before websocket_start returned (the owner then used a freed socket). */
+static void read_extra_deferred(void *arg)
+{
+    websocket *socket = arg;
+    if (!socket->finished && !socket->failed)
+        on_socket_ready(socket, EPOLLIN);
+}
+
 websocket *websocket_start(int fd, const char *extra, size_t extra_length, size_t max_message,
                            const websocket_callbacks *callbacks, void *owner,
                            void (*close_fd)(void *close_arg), void *close_arg)
@@ -253,7 +263,7 @@ websocket *websocket_start(int fd, const char *extra, size_t extra_length, size_
     wslay_event_config_set_max_recv_msg_length(socket->wslay, max_message);
     loop_watch_add(&socket->watch, fd, EPOLLIN, on_socket_ready, socket);
     if (extra_length > 0)
-        on_socket_ready(socket, EPOLLIN);
+        loop_defer(read_extra_deferred, socket);
     return socket;
 }
 

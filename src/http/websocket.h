@@ -18,7 +18,8 @@ typedef struct websocket_callbacks {
 } websocket_callbacks;
 
 /* Takes over `fd` (an upgraded socket; closed through `close_fd(close_arg)`). `extra` holds bytes
-   already read past the HTTP request. */
+   already read past the HTTP request: they are read after the current loop batch, so no callback
+   runs before the caller has handed the socket to its owner. */
 websocket *websocket_start(int fd, const char *extra, size_t extra_length, size_t max_message,
                            const websocket_callbacks *callbacks, void *owner,
                            void (*close_fd)(void *close_arg), void *close_arg);

@@ -23,7 +23,6 @@
 #include "sandbox/volume.h"
 #include "kernel/zygote.h"
 
-#define MAX_FRAME_BYTES (64u << 20)   /* docs/kernel-protocol.md */
 #define READ_CHUNK 65536
 #define MAX_READ_PER_WAKEUP (1u << 20) /* one noisy kernel must not starve the others */
 #define CHANNEL_FD 3
@@ -585,8 +584,8 @@ static void reject_kernel(kernel *k, const char *why)
 {
     log_warn("kernel %s: %s; killing it", k->id, why);
     if (!k->death_reason[0])
-        snprintf(k->death_reason, sizeof k->death_reason, "kernel died: it broke the protocol (%.150s)",
-                 why);
+        snprintf(k->death_reason, sizeof k->death_reason, "kernel died: it broke the protocol (%.*s)",
+                 text_utf8_prefix(why, 150), why);
     kill_process_group(k, SIGKILL);
 }
 
@@ -709,18 +708,10 @@ static void track_state(kernel *k, const char *type, json_t *message)
 
 static void handle_kernel_message(kernel *k, const char *bytes, size_t length)
 {
-    static const char *const kernel_channels[] = {"iopub", "shell", "control", "stdin", NULL};
     char why[160];
-    json_error_t error;
     flush_outputs(k); /* output read before this message belongs before it */
-    json_t *message = json_loadb(bytes, length, JSON_REJECT_DUPLICATES, &error);
+    json_t *message = message_from_kernel(bytes, length, why, sizeof why);
     if (!message) {
-        snprintf(why, sizeof why, "invalid JSON: %.100s", error.text);
-        reject_kernel(k, why);
-        return;
-    }
-    if (!message_check(message, kernel_channels, why, sizeof why)) {
-        json_decref(message);
         reject_kernel(k, why);
         return;
     }
@@ -734,24 +725,25 @@ static void handle_kernel_message(kernel *k, const char *bytes, size_t length)
     json_decref(message);
 }
 
-/* Splits the byte stream into frames: u32 little-endian length, then that much JSON. */
+/* Hands each whole frame of the byte stream to handle_kernel_message. */
 static void parse_frames(kernel *k)
 {
-    while (buffer_size(&k->channel_in) >= 4 && !k->death_reason[0]) { /* stop after a rejection */
+    size_t length;
+    while (buffer_size(&k->channel_in) > 0 && !k->death_reason[0]) { /* stop after a rejection */
         const unsigned char *head = (const unsigned char *)buffer_head(&k->channel_in);
-        uint32_t length = head[0] | head[1] << 8 | head[2] << 16 | (uint32_t)head[3] << 24;
-        if (length > MAX_FRAME_BYTES) {
+        message_frame_status status = message_frame_next(head, buffer_size(&k->channel_in), &length);
+        if (status == MESSAGE_FRAME_INCOMPLETE)
+            return;
+        if (status == MESSAGE_FRAME_TOO_LARGE) {
             char why[96];
-            snprintf(why, sizeof why, "a frame of %u bytes exceeds the %u-byte limit", length,
-                     MAX_FRAME_BYTES);
+            snprintf(why, sizeof why, "a frame of %zu bytes exceeds the %u-byte limit", length,
+                     MESSAGE_MAX_FRAME_BYTES);
             buffer_free(&k->channel_in);
             reject_kernel(k, why);
             return;
         }
-        if (buffer_size(&k->channel_in) < 4 + (size_t)length)
-            return;
         handle_kernel_message(k, (const char *)head + 4, length);
-        buffer_consume(&k->channel_in, 4 + (size_t)length);
+        buffer_consume(&k->channel_in, 4 + length);
     }
 }
 
@@ -1003,8 +995,8 @@ static void on_zygote_answer(void *arg, pid_t pid, const char *why)
     if (spawn_process_with(k, false, reason, sizeof reason) < 0) {
         buffer_free(&waiting);
         k->state = KERNEL_DEAD;
-        snprintf(k->death_reason, sizeof k->death_reason, "kernel died: it could not be started: %.150s",
-                 reason);
+        snprintf(k->death_reason, sizeof k->death_reason, "kernel died: it could not be started: %.*s",
+                 text_utf8_prefix(reason, 150), reason);
         log_warn("kernel %s: %s", k->id, k->death_reason);
         emit(k, "iopub", message_status(k->session, NULL, "dead"));
         return;

@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/text.h"
 #include "common/loop.h"
 #include "kernel/kernelspec.h"
 #include "kernel/zygote.h"
@@ -492,7 +493,10 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *limits_json, 
     const kernelspec *spec = kernelspec_find(spec_name ? spec_name : options.default_kernel);
     if (!spec) {
         *status = 404;
-        snprintf(why, why_size, "No such kernel named %s", spec_name);
+        /* cut at a character: why is a fixed buffer, and a name cut mid-character made an
+           error that jansson refused (the daemon died encoding it) */
+        snprintf(why, why_size, "No such kernel named %.*s", text_utf8_prefix(spec_name, 200),
+                 spec_name);
         return NULL;
     }
     if (options.max_kernels > 0 && kernel_count >= (size_t)options.max_kernels) {

@@ -1,11 +1,13 @@
 #include "kernel/message.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/clock.h"
 #include "common/ids.h"
 #include "common/log.h"
+#include "common/text.h"
 
 json_t *message_new(const char *msg_type, const char *session, json_t *parent_header,
                     json_t *content)
@@ -113,8 +115,37 @@ bool message_check(json_t *message, const char *const *allowed_channels, char *w
     for (const char *const *allowed = allowed_channels; *allowed; allowed++)
         if (strcmp(channel, *allowed) == 0)
             return true;
-    snprintf(why, why_size, "unknown channel '%.40s'", channel);
+    snprintf(why, why_size, "unknown channel '%.*s'", text_utf8_prefix(channel, 40), channel);
     return false;
+}
+
+message_frame_status message_frame_next(const unsigned char *data, size_t size,
+                                        size_t *payload_length)
+{
+    if (size < 4)
+        return MESSAGE_FRAME_INCOMPLETE;
+    uint32_t length = data[0] | data[1] << 8 | data[2] << 16 | (uint32_t)data[3] << 24;
+    *payload_length = length;
+    if (length > MESSAGE_MAX_FRAME_BYTES)
+        return MESSAGE_FRAME_TOO_LARGE;
+    return size - 4 < length ? MESSAGE_FRAME_INCOMPLETE : MESSAGE_FRAME_READY;
+}
+
+json_t *message_from_kernel(const char *bytes, size_t length, char *why, size_t why_size)
+{
+    static const char *const kernel_channels[] = {"iopub", "shell", "control", "stdin", NULL};
+    json_error_t error;
+    json_t *message = json_loadb(bytes, length, JSON_REJECT_DUPLICATES, &error);
+    if (!message) {
+        text_scrub_utf8(error.text); /* it quotes the frame near the error */
+        snprintf(why, why_size, "invalid JSON: %.*s", text_utf8_prefix(error.text, 100), error.text);
+        return NULL;
+    }
+    if (!message_check(message, kernel_channels, why, why_size)) {
+        json_decref(message);
+        return NULL;
+    }
+    return message;
 }
 
 bool message_type_is_untracked(const char *msg_type)

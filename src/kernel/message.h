@@ -33,6 +33,19 @@ const char *message_parent_session(json_t *message);
    with {}. On failure returns false and writes why. */
 bool message_check(json_t *message, const char *const *allowed_channels, char *why, size_t why_size);
 
+/* The kernel channel (docs/kernel-protocol.md): frames of a u32 little-endian length, then that
+   much JSON. A kernel is hostile: its frames are split and checked here. */
+#define MESSAGE_MAX_FRAME_BYTES (64u << 20)
+typedef enum message_frame_status {
+    MESSAGE_FRAME_INCOMPLETE, /* fewer bytes than the length or the frame says */
+    MESSAGE_FRAME_READY,      /* *payload_length bytes of JSON follow the 4-byte length */
+    MESSAGE_FRAME_TOO_LARGE,  /* *payload_length passes MESSAGE_MAX_FRAME_BYTES: a broken kernel */
+} message_frame_status;
+message_frame_status message_frame_next(const unsigned char *data, size_t size,
+                                        size_t *payload_length);
+/* A frame's JSON parsed and checked (message_check, with a kernel's channels): NULL with why. */
+json_t *message_from_kernel(const char *bytes, size_t length, char *why, size_t why_size);
+
 /* Requests whose traffic does not count as activity for idle culling (jupyter_server's list). */
 bool message_type_is_untracked(const char *msg_type);
 

@@ -2,6 +2,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,9 +31,11 @@ long long limits_parse_size(const char *text)
         end++;
     if (*end == 'B' || *end == 'b')
         end++;
-    if (*end)
+    double bytes = number * scale;
+    /* Past 2^63 (or NaN from "nan") the conversion to long long is undefined behaviour. */
+    if (*end || !(bytes < 0x1p63))
         return -1;
-    return (long long)(number * scale);
+    return (long long)bytes;
 }
 
 void limits_format_size(long long bytes, char *out, size_t size)
@@ -101,7 +105,8 @@ static double parse_value(const field *f, json_t *value)
         return (double)limits_parse_size(text);
     char *end;
     double number = strtod(text, &end);
-    return (end == text || *end) ? -1 : number;
+    /* "nan" and "inf" parse too: NaN would pass every range check below. */
+    return (end == text || *end || !isfinite(number)) ? -1 : number;
 }
 
 static int apply_field(const field *f, json_t *value, const char *source, const sandbox_limits *maxima,
@@ -109,7 +114,10 @@ static int apply_field(const field *f, json_t *value, const char *source, const 
 {
     double number = parse_value(f, value);
     bool positive_needed = f->kind != FIELD_INT || strcmp(f->name, "timeout") != 0;
-    if (number < 0 || (positive_needed && number <= 0) || number > 1e15) {
+    /* An int field past INT_MAX would be stored out of range (undefined behaviour) where the
+       daemon sets no maximum (--max-execution-timeout 0). */
+    double ceiling = f->kind == FIELD_INT ? INT_MAX : 1e15;
+    if (number < 0 || (positive_needed && number <= 0) || number > ceiling) {
         snprintf(why, why_size, "%s must be a positive %s", source,
                  f->kind == FIELD_SIZE ? "size like \"512M\" or a number of bytes" : "number");
         return -1;

@@ -18,6 +18,7 @@ BAD_CREATES = [
     ('{"timeout_s": "5"}', 400, ("timeout_s",)),
     ('{"timeout_s": -1}', 400, ("timeout_s",)),
     ('{"timeout_s": 1.5}', 400, ("timeout_s",)),
+    ('{"timeout_s": 6.6e72}', 400, ("timeout_s",)),               # past long long (fuzzing)
     ('{"template": 3}', 400, ("template",)),
     ('{"env": ["A=1"]}', 400, ("env",)),
     ('{"env": {"A": 1}}', 400, ("env",)),
@@ -26,6 +27,10 @@ BAD_CREATES = [
     ('{"limits": {"memory": "lots"}}', 400, ("memory",)),
     ('{"limits": {"memory": "999T"}}', 400, ("memory",)),
     ('{"limits": {"memory": "16M"}}', 400, ("memory", "at least 64 MiB")),
+    ('{"limits": {"memory": "1e90G"}}', 400, ("memory",)),         # past long long (fuzzing)
+    ('{"limits": {"pids": "nan"}}', 400, ("pids",)),               # NaN passed every range check
+    ('{"limits": {"timeout": 1e12}}', 400, ("timeout",)),          # past int (no maximum by default)
+    ('{"env": {"KERNEL_CELLBOX_MEMORY": "inf"}}', 400, ("memory",)),
     ('{"limits": {"volume": 11}}', 400, ("volume",)),
     ('{"network": "no"}', 400, ("network",)),
     ('{"foo": 1}', 400, ("unknown field 'foo'",)),
@@ -40,6 +45,28 @@ def test_bad_create_creates_nothing(v1, body, status, words):
     r = v1.post("v1/sandboxes", data=body, headers={"Content-Type": "application/json"})
     assert_error(r, status, *words)
     assert counts(v1) == before, "a failed create left a sandbox or kernel behind"
+
+
+def test_invalid_json_cut_mid_character_is_still_a_json_400(v1):
+    """jansson's error quotes the body near the error and can cut a character there (a backslash
+    before U+04CF: 'invalid escape near '"l\\<0xd3>''): the answer is still JSON naming the
+    problem, and the daemon serves on (it died encoding that answer; found by fuzzing)."""
+    for path in ("v1/sandboxes", "api/kernels"):
+        r = v1.post(path, data='{"l\\\u04cf": 1}'.encode(), headers={"Content-Type": "application/json"})
+        assert_error(r, 400, "request body is not valid JSON", "invalid escape")
+    expect(v1.get("v1/templates"), 200)
+
+
+def test_long_unknown_template_name_is_a_json_404(v1):
+    """An unknown template's name is quoted in the 404; a long one was cut mid-character to fit
+    the message, which jansson then refused, and the daemon died encoding it."""
+    name = "a" + "\u00e9" * 300
+    for path, body in (("api/kernels", {"name": name}), ("v1/sandboxes", {"template": name}),
+                       ("sandboxes", {"templateID": name})):
+        r = v1.post(path, json=body)
+        assert r.status_code == 404, (path, r.status_code, r.text[:200])
+        assert "a\u00e9\u00e9" in r.json()["message"], r.text[:200]
+    expect(v1.get("v1/templates"), 200)
 
 
 def test_max_kernels_is_403_and_creates_nothing(make_daemon):

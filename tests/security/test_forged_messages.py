@@ -41,6 +41,9 @@ CLIENT_CASES = {
                                                                "metadata": {}, "content": {}}).encode(), 1007),
     "legacy-unknown-channel": ("legacy", "text", json.dumps(dict(wire.new_message(
         "execute_request", wire.execute_content("print('never')")), channel="kernel-admin")).encode(), 1007),
+    # the close reason names the channel: cut at 40 bytes, it must not end mid-character
+    "legacy-unknown-channel-cut-mid-character": ("legacy", "text", json.dumps(dict(wire.new_message(
+        "kernel_info_request"), channel="a" + "\u00e9" * 30), ensure_ascii=False).encode(), 1007),
     "legacy-binary-huge-nbufs": ("legacy", "binary", struct.pack(">I", 0xFFFFFFFF) + b"\0" * 16, 1007),
     "legacy-over-max-message-size": ("legacy", "text", json.dumps({"x": "a" * (2 << 20)}).encode(), 1009),
 }
@@ -139,6 +142,12 @@ KERNEL_FRAMES = {
                                       "content": {}}).encode(), "kernel died: it broke the protocol ("),
     "invalid-utf8-in-json": (b'{"channel": "iopub", "header": {"msg_type": "stream\xff\xfe"}, "parent_header": {}, '
                              b'"metadata": {}, "content": {}}', "kernel died: it broke the protocol ("),
+    # the death reason names the channel, cut at 40 bytes: it used to end mid-character, and the
+    # reason (not UTF-8) could not go into the kernel's model or the cell's error
+    "unknown-channel-cut-mid-character": (json.dumps({"channel": "a" + "\u00e9" * 30, "header": {"msg_type": "status"},
+                                                      "parent_header": {}, "metadata": {}, "content": {}},
+                                                     ensure_ascii=False).encode(),
+                                          "kernel died: it broke the protocol (unknown channel 'a\u00e9"),
     "nul-in-json": (b'{"channel": "iopub", "header": {"msg_type": "st\\u0000ream"}, "parent_header": {}, '
                     b'"metadata": {}, "content": {}}', "kernel died: it broke the protocol (invalid JSON"),
 }

@@ -115,6 +115,70 @@ static void test_remove_tree_does_not_follow_links(void)
     fs_remove_tree(outside);
 }
 
+static void test_kernel_frames_split_and_checked(void)
+{
+    static const unsigned char two[] = "\x02\x00\x00\x00{}\x05\x00\x00\x00[1,2";
+    size_t length = 99;
+    CHECK(message_frame_next(two, 3, &length) == MESSAGE_FRAME_INCOMPLETE);
+    CHECK(message_frame_next(two, sizeof two - 1, &length) == MESSAGE_FRAME_READY && length == 2);
+    CHECK(message_frame_next(two + 6, sizeof two - 7, &length) == MESSAGE_FRAME_INCOMPLETE);
+    static const unsigned char huge[] = "\xf0\xff\xff\xff{}";
+    CHECK(message_frame_next(huge, sizeof huge - 1, &length) == MESSAGE_FRAME_TOO_LARGE);
+    CHECK(length == 0xfffffff0u); /* named in the kernel's death reason */
+
+    char why[160];
+    static const char good[] = "{\"header\":{\"msg_type\":\"status\"},\"channel\":\"iopub\"}";
+    json_t *message = message_from_kernel(good, sizeof good - 1, why, sizeof why);
+    CHECK(message && json_is_object(json_object_get(message, "content")));
+    json_decref(message);
+    static const char twice[] = "{\"header\":{\"msg_type\":\"a\"},\"channel\":\"iopub\",\"channel\":\"x\"}";
+    CHECK(!message_from_kernel(twice, sizeof twice - 1, why, sizeof why));
+    CHECK(strstr(why, "invalid JSON") != NULL);
+    static const char shell_only[] = "{\"header\":{\"msg_type\":\"a\"},\"channel\":\"evil\"}";
+    CHECK(!message_from_kernel(shell_only, sizeof shell_only - 1, why, sizeof why));
+    CHECK_STR(why, "unknown channel 'evil'");
+}
+
+static void test_utf8_prefix_never_cuts_a_character(void)
+{
+    CHECK(text_utf8_prefix("abc", 10) == 3);
+    CHECK(text_utf8_prefix("abcdef", 4) == 4);
+    CHECK(text_utf8_prefix("a\xc3\xa9", 2) == 1);           /* é would be cut */
+    CHECK(text_utf8_prefix("a\xc3\xa9", 3) == 3);
+    CHECK(text_utf8_prefix("\xe2\x82\xac\xe2\x82\xac", 5) == 3); /* €€ */
+    CHECK(text_utf8_prefix("\xf0\x9f\x98\x80", 3) == 0);
+    CHECK(text_utf8_prefix("", 5) == 0);
+    /* a kernel's unknown channel of 40+ bytes ending mid-character: the reason stays UTF-8 */
+    static const char frame[] = "{\"header\":{\"msg_type\":\"a\"},\"channel\":\"a\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+                                "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+                                "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"}";
+    char why[160];
+    CHECK(!message_from_kernel(frame, sizeof frame - 1, why, sizeof why));
+    json_t *reason = json_string(why);
+    CHECK(reason != NULL);
+    json_decref(reason);
+}
+
+static void test_scrub_leaves_only_utf8(void)
+{
+    char text[64];
+    snprintf(text, sizeof text, "invalid escape near '\"l\\\xd3'");
+    text_scrub_utf8(text); /* jansson's text for {"l\<U+04CF>: the character cut */
+    CHECK_STR(text, "invalid escape near '\"l\\?'");
+    snprintf(text, sizeof text, "ok \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    text_scrub_utf8(text);
+    CHECK_STR(text, "ok \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    snprintf(text, sizeof text, "\xff\xc0\xaf\xed\xa0\x80\xe2\x82x");
+    text_scrub_utf8(text); /* invalid, overlong, surrogate, cut before 'x' */
+    CHECK_STR(text, "????????x");
+    json_error_t error;
+    CHECK(!json_loads("{\"l\\\xd3\x8f\"}", 0, &error));
+    text_scrub_utf8(error.text);
+    json_t *reason = json_string(error.text);
+    CHECK(reason != NULL);
+    json_decref(reason);
+}
+
 int main(void)
 {
     RUN(test_status_message_shape);
@@ -124,5 +188,8 @@ int main(void)
     RUN(test_ansi_colours_are_taken_out);
     RUN(test_iso_time_has_six_digits_and_z);
     RUN(test_remove_tree_does_not_follow_links);
+    RUN(test_kernel_frames_split_and_checked);
+    RUN(test_utf8_prefix_never_cuts_a_character);
+    RUN(test_scrub_leaves_only_utf8);
     return check_summary("message");
 }
