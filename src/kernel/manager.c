@@ -19,6 +19,9 @@
 /* Each live sandbox runs as its own uid (and gid) so none can signal or read another's files. */
 #define SANDBOX_UID_BASE 200000
 #define SANDBOX_UID_SLOTS 65536
+/* What starting one more sandbox may open in the daemon at most: its channel, pidfds, pipes,
+   the helpers' descriptors while it starts, its commands' pipes (measured: 6 when idle). */
+#define DESCRIPTORS_PER_SANDBOX 24
 
 /* What the manager owns for each kernel besides the kernel itself. */
 typedef struct sandbox_resources {
@@ -381,9 +384,22 @@ static void discard_pooled(pooled_kernel *p)
     free(workspace);
 }
 
+/* Sandboxes stop before the daemon's open files run out, so that client connections (kept
+   their own share, see main.c) and the sandboxes already running keep working. */
+static bool descriptors_for_another(int *open)
+{
+    *open = 0;
+    if (options.descriptor_budget <= 0)
+        return true;
+    *open = fs_count_open_descriptors();
+    return *open >= 0 && *open + DESCRIPTORS_PER_SANDBOX <= options.descriptor_budget;
+}
+
 static bool room_for_another(void)
 {
-    return options.max_kernels <= 0 || kernel_count + pool_count < (size_t)options.max_kernels;
+    int open;
+    return (options.max_kernels <= 0 || kernel_count + pool_count < (size_t)options.max_kernels) &&
+           descriptors_for_another(&open);
 }
 
 static size_t pooled_of(const kernelspec *spec)
@@ -499,6 +515,15 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *limits_json, 
         *status = 403;
         snprintf(why, why_size, "Resource Limit: maximum number of kernels (%d) reached; delete a "
                  "kernel or raise --max-kernels", options.max_kernels);
+        return NULL;
+    }
+    int open;
+    if (!descriptors_for_another(&open)) {
+        *status = 503;
+        snprintf(why, why_size, "the server is near its open-file limit: %d descriptors open, "
+                 "sandboxes may bring it to %d (the rest is kept for client connections); delete "
+                 "sandboxes you no longer need, or raise the daemon's limit (ulimit -n, "
+                 "LimitNOFILE=)", open, options.descriptor_budget);
         return NULL;
     }
     sandbox_limits limits;
