@@ -13,6 +13,7 @@
 #include "api/channels.h"
 #include "api/jupyter.h"
 #include "api/v1.h"
+#include "common/heap.h"
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/loop.h"
@@ -141,6 +142,7 @@ static void print_banner(const config *cfg, int port, bool generated_token)
 
 int main(int argc, char **argv)
 {
+    heap_init();
     config cfg;
     config_load(&cfg, argc, argv);
     enum log_level level;

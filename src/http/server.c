@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/buffer.h"
+#include "common/heap.h"
 #include "common/log.h"
 #include "common/loop.h"
 #include "http/admission.h"
@@ -731,6 +732,7 @@ static void on_request_completed(void *cls, struct MHD_Connection *connection, v
             stream->on_closed(stream->arg, completed);
         buffer_free(&stream->queue);
         free(stream);
+        heap_note_release();
     }
     if (request->upgrade) {
         if (!request->upgrade->opened)

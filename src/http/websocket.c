@@ -13,6 +13,7 @@
 #include <wslay/wslay.h>
 
 #include "common/buffer.h"
+#include "common/heap.h"
 #include "common/log.h"
 #include "common/loop.h"
 #include "http/outbound.h"
@@ -336,6 +337,7 @@ static void websocket_free(void *arg)
     buffer_free(&socket->extra);
     buffer_free(&socket->out);
     free(socket);
+    heap_note_release();
 }
 
 static void websocket_finish(websocket *socket)

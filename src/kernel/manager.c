@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "common/fs.h"
+#include "common/heap.h"
 #include "common/log.h"
 #include "common/loop.h"
 #include "kernel/kernelspec.h"
@@ -570,6 +571,7 @@ void manager_delete(kernel *k)
     kernel_destroy(k); /* kills the sandbox first: nothing may be writing while we remove it */
     release_resources(&r, kernel_workspace(k), options.keep_workspaces);
     log_info("kernel %s deleted", kernel_id(k));
+    heap_note_release();
 }
 
 json_t *manager_kernel_model(const kernel *k)
