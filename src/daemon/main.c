@@ -13,6 +13,7 @@
 #include "api/channels.h"
 #include "api/jupyter.h"
 #include "api/v1.h"
+#include "common/descriptors.h"
 #include "common/heap.h"
 #include "common/ids.h"
 #include "common/log.h"
@@ -157,6 +158,7 @@ int main(int argc, char **argv)
     long fd_limit = raise_fd_limit();
     int sandbox_descriptor_budget;
     share_descriptors(&cfg, fd_limit, &sandbox_descriptor_budget);
+    descriptors_set_budget(sandbox_descriptor_budget);
     outbound_set_ceiling((size_t)cfg.max_queued_bytes);
 
     char why[512];
@@ -201,7 +203,6 @@ int main(int argc, char **argv)
                        .output_bytes = cfg.max_output_limit},
         .allow_network = cfg.allow_network,
         .workspace_kind = workspace_kind,
-        .descriptor_budget = sandbox_descriptor_budget,
     });
     if (!kernelspec_find(cfg.default_kernel))
         die("--default-kernel %s is not a known kernelspec (python3 is, and the names of "

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/descriptors.h"
 #include "common/fs.h"
 #include "common/heap.h"
 #include "common/log.h"
@@ -387,20 +388,11 @@ static void discard_pooled(pooled_kernel *p)
 
 /* Sandboxes stop before the daemon's open files run out, so that client connections (kept
    their own share, see main.c) and the sandboxes already running keep working. */
-static bool descriptors_for_another(int *open)
-{
-    *open = 0;
-    if (options.descriptor_budget <= 0)
-        return true;
-    *open = fs_count_open_descriptors();
-    return *open >= 0 && *open + DESCRIPTORS_PER_SANDBOX <= options.descriptor_budget;
-}
-
 static bool room_for_another(void)
 {
-    int open;
+    char why[400];
     return (options.max_kernels <= 0 || kernel_count + pool_count < (size_t)options.max_kernels) &&
-           descriptors_for_another(&open);
+           descriptors_available(DESCRIPTORS_PER_SANDBOX, why, sizeof why);
 }
 
 static size_t pooled_of(const kernelspec *spec)
@@ -518,13 +510,8 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *limits_json, 
                  "kernel or raise --max-kernels", options.max_kernels);
         return NULL;
     }
-    int open;
-    if (!descriptors_for_another(&open)) {
+    if (!descriptors_available(DESCRIPTORS_PER_SANDBOX, why, why_size)) {
         *status = 503;
-        snprintf(why, why_size, "the server is near its open-file limit: %d descriptors open, "
-                 "sandboxes may bring it to %d (the rest is kept for client connections); delete "
-                 "sandboxes you no longer need, or raise the daemon's limit (ulimit -n, "
-                 "LimitNOFILE=)", open, options.descriptor_budget);
         return NULL;
     }
     sandbox_limits limits;

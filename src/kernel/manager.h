@@ -23,13 +23,12 @@ typedef struct manager_options {
     sandbox_limits max_limits;  /* 0 fields = unbounded */
     bool allow_network;         /* may a sandbox ask for network access at all */
     volume_kind workspace_kind; /* what /workspace is made of */
-    int descriptor_budget;      /* the daemon's open files sandboxes may bring it to; 0 = any */
 } manager_options;
 
 void manager_init(const manager_options *options);
 /* Creates a kernel in a new sandbox; on failure returns NULL with an HTTP status (400 for bad
    limits, 403 at the kernel limit or for a forbidden network, 404 for an unknown kernelspec, 503
-   when the daemon's open files are near its budget, 500 otherwise) and a message; nothing half-made is left. `env` entries must already be checked;
+   when the daemon's open files are near their budget (descriptors.h), 500 otherwise) and a message; nothing half-made is left. `env` entries must already be checked;
    `limits` and `network` are the request's (may be NULL). */
 kernel *manager_create(const char *spec_name, json_t *env, json_t *limits, json_t *network,
                        int *status, char *why, size_t why_size);
