@@ -244,6 +244,15 @@ def test_near_the_file_limit_sandboxes_are_refused_and_clients_still_served(low_
     assert refusal is not None, "sandboxes were never refused near the file limit"
     assert refusal.status_code == 503, refusal.text
     assert "open-file limit" in refusal.json()["message"], refusal.text
+    # Contexts and commands come out of the same share, and are refused the same way.
+    for path, body in ((f"v1/sandboxes/{kernels[0]}/contexts", {}),
+                       (f"v1/sandboxes/{kernels[0]}/commands", {"cmd": "sleep 300", "background": True})):
+        for _ in range(30):
+            r = c.post(path, json=body, timeout=60)
+            if r.status_code != 201:
+                break
+        assert r.status_code == 503, (path, r.status_code, r.text)
+        assert "open-file limit" in r.json()["message"], r.text
     assert open_descriptors(d.pid) < 200
     # Far more connections than the daemon takes: it stays within its descriptors...
     held = []
@@ -260,10 +269,12 @@ def test_near_the_file_limit_sandboxes_are_refused_and_clients_still_served(low_
     wait_until(lambda: status_or_none(d) == 200, timeout=30, message="a new client served")
     with c.ws(kernels[0]) as ws:
         assert ws.execute("print('alive')").stdout == "alive\n"
-    # A sandbox deleted makes room for another.
+    # A sandbox deleted (with its contexts and commands) makes room for another, once its
+    # processes are gone.
     c.delete_kernel(kernels[0])
     c._kernels.remove(kernels[0])
-    r = c.post("api/kernels", json={}, timeout=60)
-    assert r.status_code == 201, r.text
-    c._kernels.append(r.json()["id"])
+    created = wait_until(lambda: (lambda r: r if r.status_code == 201 else None)(
+        c.post("api/kernels", json={}, timeout=60)), timeout=30, interval=0.5,
+        message="a creation admitted after a deletion")
+    c._kernels.append(created.json()["id"])
     c.cleanup()
