@@ -81,7 +81,8 @@ static long raise_fd_limit(void)
 
 /* Descriptors are shared out so that neither side can starve the other: client connections get
    at most a quarter of the limit (each may hold two: its socket and, while a response streams,
-   a watch on it), sandboxes stop short of the rest (manager.c). */
+   a watch on it); sandboxes, their contexts and commands stop short of the rest
+   (common/descriptors.c). */
 static void share_descriptors(config *cfg, long fd_limit, int *sandbox_budget)
 {
     long most_connections = fd_limit / 4 > (long)ADMISSION_HEADROOM ? fd_limit / 4 - ADMISSION_HEADROOM : 1;
