@@ -96,7 +96,11 @@ static void share_descriptors(config *cfg, long fd_limit, int *sandbox_budget)
     if (cfg->max_connections_per_ip > cfg->max_connections)
         cfg->max_connections_per_ip = cfg->max_connections;
     long for_connections = 2L * (cfg->max_connections + ADMISSION_HEADROOM);
-    *sandbox_budget = (int)(fd_limit - for_connections - 32); /* 32: logs, listen socket, zygotes */
+    long left = fd_limit - for_connections - 32; /* 32: logs, listen socket, zygotes */
+    if (left < 64)
+        log_warn("the open-file limit %ld leaves sandboxes %ld descriptors: few or no sandboxes "
+                 "will start (raise it with ulimit -n or LimitNOFILE=)", fd_limit, left);
+    *sandbox_budget = left > 1 ? (int)left : 1; /* 0 would mean no budget at all */
     log_info("connections: at most %d (%d per address); sandboxes may bring open files to %d",
              cfg->max_connections, cfg->max_connections_per_ip, *sandbox_budget);
 }
