@@ -273,8 +273,10 @@ def test_near_the_file_limit_sandboxes_are_refused_and_clients_still_served(low_
     # processes are gone.
     c.delete_kernel(kernels[0])
     c._kernels.remove(kernels[0])
-    created = wait_until(lambda: (lambda r: r if r.status_code == 201 else None)(
-        c.post("api/kernels", json={}, timeout=60)), timeout=30, interval=0.5,
-        message="a creation admitted after a deletion")
-    c._kernels.append(created.json()["id"])
+    def created():
+        r = c.post("api/kernels", json={}, timeout=60)
+        return r.json()["id"] if r.status_code == 201 else None
+
+    c._kernels.append(wait_until(created, timeout=30, interval=0.5,
+                                 message="a creation admitted after a deletion"))
     c.cleanup()
