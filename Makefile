@@ -210,3 +210,15 @@ clean:
 	rm -rf build build-asan $(FUZZ_BUILD)
 
 -include $(shell find $(BUILD)/obj $(BUILD)/obj-kernel -name '*.d' 2>/dev/null)
+
+# make soak: 200 WebSocket clients with a cell a second for 10 minutes beside 1000 create/delete
+# cycles; errors, round trips, the daemon's fds and RSS before, during and after (bench/soak.py).
+# Shorter: make soak SOAK_MINUTES=2 SOAK_CYCLES=200.
+SOAK_MINUTES ?= 10
+SOAK_CLIENTS ?= 200
+SOAK_KERNELS ?= 20
+SOAK_CYCLES  ?= 1000
+.PHONY: soak
+soak: build
+	@$(PYTHON) bench/soak.py --minutes $(SOAK_MINUTES) --clients $(SOAK_CLIENTS) \
+		--kernels $(SOAK_KERNELS) --cycles $(SOAK_CYCLES)

@@ -360,13 +360,14 @@ void v1_create_context(http_request *request, box *b)
     if (v1_optional_string(request, body, "language", &language) &&
         v1_optional_string(request, body, "cwd", &cwd)) {
         char why[512];
+        int status;
         kernel *k = NULL;
         if (strcmp(language, "python") != 0 && strcmp(language, "python3") != 0)
             http_respond_error(request, 400, "language '%s' is not available (python is)", language);
         else if (cwd[0] != '/' || strstr(cwd, ".."))
             http_respond_error(request, 400, "'cwd' must be an absolute path without '..'");
-        else if (!(k = box_add_context(b, cwd, why, sizeof why)))
-            http_respond_error(request, 500, "cannot start the context: %s", why);
+        else if (!(k = box_add_context(b, cwd, &status, why, sizeof why)))
+            http_respond_error(request, status, "cannot start the context: %s", why);
         else
             http_respond_json(request, 201, box_context_model(b, k));
     }

@@ -58,11 +58,30 @@ void buffer_append_u64le(buffer *b, unsigned long long value)
     buffer_append(b, bytes, 8);
 }
 
+/* Queues that once held a burst keep no more than this while empty: a client's output queue
+   that reached megabytes would otherwise hold them for the rest of the connection. */
+#define KEPT_WHEN_EMPTY (64 * 1024)
+
+static void release_if_empty(buffer *b)
+{
+    if (b->start < b->length)
+        return;
+    b->start = b->length = 0;
+    if (b->capacity > KEPT_WHEN_EMPTY)
+        buffer_free(b);
+}
+
 void buffer_consume(buffer *b, size_t n)
 {
     b->start += n;
-    if (b->start >= b->length)
-        b->start = b->length = 0;
+    release_if_empty(b);
+}
+
+void buffer_truncate(buffer *b, size_t n)
+{
+    if (n < buffer_size(b))
+        b->length = b->start + n;
+    release_if_empty(b);
 }
 
 void buffer_free(buffer *b)

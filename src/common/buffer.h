@@ -21,7 +21,10 @@ void buffer_append_u32be(buffer *b, unsigned value);
 static inline size_t buffer_size(const buffer *b) { return b->length - b->start; }
 /* An empty buffer that never held anything has no data: NULL + 0 is undefined behaviour in C. */
 static inline char *buffer_head(const buffer *b) { return b->data ? b->data + b->start : b->data; }
+/* Drops `n` bytes from the front; an emptied buffer gives a large allocation back. */
 void buffer_consume(buffer *b, size_t n);
+/* Keeps the first `n` live bytes and drops the rest. */
+void buffer_truncate(buffer *b, size_t n);
 void buffer_free(buffer *b);
 
 #endif

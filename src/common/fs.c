@@ -66,3 +66,15 @@ int fs_remove_tree(const char *path)
         return -1;
     return rmdir(path);
 }
+
+int fs_count_open_descriptors(void)
+{
+    DIR *dir = opendir("/proc/self/fd");
+    if (!dir)
+        return -1;
+    int count = 0;
+    for (struct dirent *entry; (entry = readdir(dir));)
+        count += entry->d_name[0] != '.';
+    closedir(dir);
+    return count - 1; /* the directory's own descriptor */
+}

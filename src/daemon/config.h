@@ -23,6 +23,8 @@ typedef struct config {
     char *data_dir;
     bool keep_workspaces;
     long long max_body_size, max_message_size;
+    long long max_queued_bytes;     /* output waiting on slow clients, all connections together */
+    int max_connections, max_connections_per_ip;
     char *log_level;
     /* per-sandbox defaults and the most a request may ask for (0 = unbounded) */
     long long memory_limit, max_memory_limit;

@@ -13,10 +13,14 @@
 #include "api/channels.h"
 #include "api/jupyter.h"
 #include "api/v1.h"
+#include "common/descriptors.h"
+#include "common/heap.h"
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/loop.h"
 #include "daemon/config.h"
+#include "http/admission.h"
+#include "http/outbound.h"
 #include "http/server.h"
 #include "kernel/kernelspec.h"
 #include "kernel/manager.h"
@@ -56,14 +60,49 @@ static void settle_token(config *cfg, bool *generated)
             "on 127.0.0.1", cfg->ip);
 }
 
-/* Thousands of WebSockets and kernel channels need descriptors: take all we are allowed. */
-static void raise_fd_limit(void)
+/* Thousands of WebSockets and kernel channels need descriptors: take all we are allowed.
+   Returns the limit now in force. */
+static long raise_fd_limit(void)
 {
     struct rlimit limit;
-    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0)
+        return 1024;
+    rlim_t before = limit.rlim_cur;
+    if (limit.rlim_cur < limit.rlim_max) {
         limit.rlim_cur = limit.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &limit);
+        if (setrlimit(RLIMIT_NOFILE, &limit) != 0)
+            limit.rlim_cur = before;
     }
+    long now = limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur > 1 << 30 ? 1 << 30 : (long)limit.rlim_cur;
+    log_info("open files: limit %ld (soft limit was %llu, hard limit %llu)", now,
+             (unsigned long long)before, (unsigned long long)limit.rlim_max);
+    return now;
+}
+
+/* Descriptors are shared out so that neither side can starve the other: client connections get
+   at most a quarter of the limit (each may hold two: its socket and, while a response streams,
+   a watch on it); sandboxes, their contexts and commands stop short of the rest
+   (common/descriptors.c). */
+static void share_descriptors(config *cfg, long fd_limit, int *sandbox_budget)
+{
+    long most_connections = fd_limit / 4 > (long)ADMISSION_HEADROOM ? fd_limit / 4 - ADMISSION_HEADROOM : 1;
+    if (cfg->max_connections == 0 || cfg->max_connections > most_connections) {
+        if (cfg->max_connections > most_connections)
+            log_warn("--max-connections %d lowered to %ld: the open-file limit is %ld (raise it "
+                     "with ulimit -n or LimitNOFILE= for more)", cfg->max_connections,
+                     most_connections, fd_limit);
+        cfg->max_connections = (int)most_connections;
+    }
+    if (cfg->max_connections_per_ip > cfg->max_connections)
+        cfg->max_connections_per_ip = cfg->max_connections;
+    long for_connections = 2L * (cfg->max_connections + ADMISSION_HEADROOM);
+    long left = fd_limit - for_connections - 32; /* 32: logs, listen socket, zygotes */
+    if (left < 64)
+        log_warn("the open-file limit %ld leaves sandboxes %ld descriptors: few or no sandboxes "
+                 "will start (raise it with ulimit -n or LimitNOFILE=)", fd_limit, left);
+    *sandbox_budget = left > 1 ? (int)left : 1; /* 0 would mean no budget at all */
+    log_info("connections: at most %d (%d per address); sandboxes may bring open files to %d",
+             cfg->max_connections, cfg->max_connections_per_ip, *sandbox_budget);
 }
 
 static void on_signal(void *owner, uint32_t events)
@@ -109,6 +148,7 @@ static void print_banner(const config *cfg, int port, bool generated_token)
 
 int main(int argc, char **argv)
 {
+    heap_init();
     config cfg;
     config_load(&cfg, argc, argv);
     enum log_level level;
@@ -120,7 +160,11 @@ int main(int argc, char **argv)
             "to start)", LIMITS_MIN_MEMORY_BYTES >> 20);
     bool generated_token;
     settle_token(&cfg, &generated_token);
-    raise_fd_limit();
+    long fd_limit = raise_fd_limit();
+    int sandbox_descriptor_budget;
+    share_descriptors(&cfg, fd_limit, &sandbox_descriptor_budget);
+    descriptors_set_budget(sandbox_descriptor_budget);
+    outbound_set_ceiling((size_t)cfg.max_queued_bytes);
 
     char why[512];
     if (sandbox_check_privileges(why, sizeof why) < 0)
@@ -188,6 +232,8 @@ int main(int argc, char **argv)
             .base_url = cfg.base_url,
             .token = cfg.token,
             .max_body_size = (size_t)cfg.max_body_size,
+            .max_connections = (unsigned)cfg.max_connections,
+            .max_connections_per_ip = (unsigned)cfg.max_connections_per_ip,
             .streams_body = v1_streams_body,
             .cors = {.allow_origin = cfg.allow_origin,
                      .allow_headers = cfg.allow_headers,

@@ -17,8 +17,11 @@
 #include <unistd.h>
 
 #include "common/buffer.h"
+#include "common/heap.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "http/admission.h"
+#include "http/outbound.h"
 
 /* Headers added to one response, kept until it is queued. */
 typedef struct response_header {
@@ -41,6 +44,9 @@ struct http_stream {
     bool ended;                 /* http_stream_end was called */
     bool suspended;             /* the connection waits for more to send */
     bool peer_gone;             /* the client hung up while we waited */
+    bool lines;                 /* NDJSON: a line can tell the client why the stream ends */
+    bool evicted;               /* ended for the daemon-wide queue ceiling */
+    outbound_queue outbound;    /* `queue`'s share of the daemon-wide count */
     int peer_fd;                /* a duplicate of the client's socket, watched for hang-ups */
     loop_watch peer_watch;
     http_stream_closed on_closed;
@@ -265,12 +271,14 @@ static ssize_t read_stream(void *cls, uint64_t position, char *out, size_t max)
         size_t n = queued < max ? queued : max;
         memcpy(out, buffer_head(&stream->queue), n);
         buffer_consume(&stream->queue, n);
+        outbound_update(&stream->outbound, buffer_size(&stream->queue));
         if (buffer_size(&stream->queue) == 0 && stream->on_drained && !stream->ended)
             stream->on_drained(stream->arg);
         return (ssize_t)n;
     }
     if (stream->ended)
-        return MHD_CONTENT_READER_END_OF_STREAM;
+        return stream->evicted && !stream->lines ? MHD_CONTENT_READER_END_WITH_ERROR
+                                                 : MHD_CONTENT_READER_END_OF_STREAM;
     stream->suspended = true;
     MHD_suspend_connection(stream->request->connection);
     return 0;
@@ -307,6 +315,32 @@ static void unwatch_peer(http_stream *stream)
     stream->peer_fd = -1;
 }
 
+/* Past the daemon-wide ceiling the stream that queues the most ends here. Its queue is cut after
+   the line the client is in the middle of; an NDJSON stream then gets an error line saying why,
+   any other body is cut short (an aborted chunked response, not a document that looks whole). */
+static void evict_stream(void *owner, size_t total)
+{
+    http_stream *stream = owner;
+    size_t queued = buffer_size(&stream->queue);
+    const char *newline = stream->lines ? memchr(buffer_head(&stream->queue), '\n', queued) : NULL;
+    size_t kept = newline ? (size_t)(newline - buffer_head(&stream->queue)) + 1 : 0;
+    log_warn("http: ending the response to %s %s: %zu bytes unread, %zu queued for slow clients "
+             "in all", stream->request->method, stream->request->path, queued, total);
+    buffer_truncate(&stream->queue, kept);
+    if (stream->lines) {
+        char value[400];
+        snprintf(value, sizeof value, "the server's memory for output waiting on slow clients "
+                 "reached --max-queued-bytes (%zu bytes); this stream had %zu bytes unread, the "
+                 "most of any connection, and was ended: read the stream as it comes, or ask the "
+                 "operator to raise --max-queued-bytes", outbound_ceiling(), queued);
+        http_stream_write_line(stream, json_pack("{s:s, s:s, s:s, s:s}", "type", "error", "name",
+                                                 "QueueLimitExceeded", "value", value,
+                                                 "traceback", value));
+    }
+    stream->evicted = true;
+    http_stream_end(stream);
+}
+
 http_stream *http_respond_stream(http_request *request, int status, const char *content_type,
                                  http_stream_closed on_closed, void *arg)
 {
@@ -317,6 +351,8 @@ http_stream *http_respond_stream(http_request *request, int status, const char *
     stream->peer_fd = -1;
     stream->on_closed = on_closed;
     stream->arg = arg;
+    stream->lines = content_type && strcmp(content_type, "application/x-ndjson") == 0;
+    outbound_add(&stream->outbound, evict_stream, stream);
     request->stream = stream;
     struct MHD_Response *response =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK_SIZE, read_stream, stream, NULL);
@@ -335,6 +371,7 @@ void http_stream_write(http_stream *stream, const void *data, size_t length)
     if (stream->ended || length == 0)
         return;
     buffer_append(&stream->queue, data, length);
+    outbound_update(&stream->outbound, buffer_size(&stream->queue)); /* may end this stream */
     resume_stream(stream);
 }
 
@@ -576,6 +613,25 @@ static bool declared_body_too_large(struct MHD_Connection *connection)
     return length && strtoull(length, NULL, 10) > server.options.max_body_size;
 }
 
+/* A connection past a limit is answered, then closed; the client knows to come back later. */
+static bool refuse_over_limit(http_request *request)
+{
+    admission_verdict verdict = admission_verdict_of(request->connection);
+    if (verdict == ADMISSION_ADMITTED)
+        return false;
+    http_add_response_header(request, "Connection", "close");
+    http_add_response_header(request, "Retry-After", "1");
+    if (verdict == ADMISSION_OVER_TOTAL)
+        http_respond_error(request, 503, "the server has its most connections open (--max-connections "
+                           "%u): close idle connections or retry later", admission_max_total());
+    else
+        http_respond_error(request, 429, "this address has its most connections open "
+                           "(--max-connections-per-ip %u): close some of yours (idle keep-alive "
+                           "connections and WebSockets count) and retry",
+                           admission_max_per_address());
+    return true;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -584,6 +640,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     if (!request) {
         request = request_new(connection, url, method);
         *con_cls = request;
+        if (refuse_over_limit(request))
+            return MHD_YES;
         if (!request->path) {
             http_respond_error(request, 404, "%s is outside the base URL %s", url,
                                server.options.base_url);
@@ -656,10 +714,12 @@ static void on_request_completed(void *cls, struct MHD_Connection *connection, v
         http_stream *stream = request->stream;
         bool completed = code == MHD_REQUEST_TERMINATED_COMPLETED_OK && stream->ended;
         unwatch_peer(stream);
+        outbound_remove(&stream->outbound);
         if (stream->on_closed)
             stream->on_closed(stream->arg, completed);
         buffer_free(&stream->queue);
         free(stream);
+        heap_note_release();
     }
     if (request->upgrade) {
         if (!request->upgrade->opened)
@@ -731,10 +791,16 @@ int http_server_start(const http_server_options *options, http_dispatch dispatch
     server.options = *options;
     server.options.base_url = normalized_base_url(options->base_url);
     server.dispatch = dispatch;
+    admission_set_limits(options->max_connections, options->max_connections_per_ip);
     server.daemon = MHD_start_daemon(
         flags, (uint16_t)options->port, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR,
         (struct sockaddr *)&address, MHD_OPTION_NOTIFY_COMPLETED, on_request_completed, NULL,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)65536, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
+        MHD_OPTION_NOTIFY_CONNECTION, admission_on_connection, NULL,
+        MHD_OPTION_CONNECTION_LIMIT,
+        options->max_connections ? options->max_connections + ADMISSION_HEADROOM : 65536u,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        options->max_connections_per_ip ? options->max_connections_per_ip + ADMISSION_HEADROOM : 0u,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_END);
     if (!server.daemon)
         die("cannot listen on %s port %d: %s (is another server using it?)", options->ip,

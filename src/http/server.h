@@ -27,6 +27,8 @@ typedef struct http_server_options {
     const char *base_url;   /* "/" or "/prefix/" */
     const char *token;      /* "" = no authentication (loopback only) */
     size_t max_body_size;   /* larger request bodies get 413 */
+    unsigned max_connections;         /* past it: 503 (see admission.h); 0 = no limit */
+    unsigned max_connections_per_ip;  /* past it: 429; 0 = no limit */
     /* Does this request take its body as a stream (see http_receive_body)? May be NULL. */
     bool (*streams_body)(const char *method, const char *path);
     http_cors cors;

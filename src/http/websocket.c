@@ -13,11 +13,18 @@
 #include <wslay/wslay.h>
 
 #include "common/buffer.h"
+#include "common/heap.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "http/outbound.h"
 
 /* How long a closing connection waits for the peer's close before the socket is dropped. */
 #define CLOSE_LINGER_MS 2000
+/* How long a close frame may wait behind unsent frames for a client that does not read: past
+   it the socket is dropped, and with it what was queued. */
+#define CLOSE_DEADLINE_MS 10000
+/* What an evicted client reads in its close frame (at most 123 bytes, RFC 6455 5.5). */
+#define EVICTED_REASON "server-wide output queue limit reached (--max-queued-bytes): this client read too slowly"
 #define OUT_LIMIT (1u << 20) /* unsent bytes collected before wslay is told to wait */
 
 struct websocket {
@@ -32,10 +39,12 @@ struct websocket {
     void (*close_fd)(void *);     /* hands the fd back to libmicrohttpd to close */
     void *close_arg;
     bool drained;                 /* a short read this wakeup: the socket has nothing more */
+    bool closing;                 /* our close is queued: nothing more is queued behind it */
     bool draining;                /* close sent: discard input until EOF */
     bool finished;                /* on_close called; freeing is deferred */
     bool failed;                  /* a write failed; finishing is deferred */
-    loop_timer *linger_timer;
+    loop_timer *linger_timer;     /* the close deadline, then the linger after our close */
+    outbound_queue outbound;      /* this connection's share of the daemon-wide count */
 };
 
 static void websocket_finish(websocket *socket);
@@ -117,11 +126,18 @@ static ssize_t on_wslay_send(wslay_event_context_ptr ctx, const uint8_t *data, s
     return (ssize_t)length;
 }
 
+static void report_queued(websocket *socket)
+{
+    outbound_update(&socket->outbound, websocket_queued_bytes(socket));
+}
+
 /* Everything wslay has queued, out to the socket as far as it takes it. */
 static bool transmit(websocket *socket)
 {
-    return (!wslay_event_want_write(socket->wslay) || wslay_event_send(socket->wslay) == 0) &&
-           flush_out(socket);
+    bool sent = (!wslay_event_want_write(socket->wslay) || wslay_event_send(socket->wslay) == 0) &&
+                flush_out(socket);
+    report_queued(socket);
+    return sent;
 }
 
 static int on_wslay_genmask(wslay_event_context_ptr ctx, uint8_t *buf, size_t length, void *user)
@@ -162,6 +178,8 @@ static void start_draining(websocket *socket)
     socket->draining = true;
     shutdown(socket->fd, SHUT_WR);
     loop_watch_modify(&socket->watch, EPOLLIN);
+    if (socket->linger_timer) /* the close deadline: met */
+        loop_timer_cancel(socket->linger_timer);
     socket->linger_timer = loop_timer_add(CLOSE_LINGER_MS, on_linger_expired, socket);
 }
 
@@ -240,6 +258,16 @@ static void read_extra_deferred(void *arg)
         on_socket_ready(socket, EPOLLIN);
 }
 
+/* Past the daemon-wide ceiling: the close frame jumps ahead of the queued messages (wslay sends
+   control frames first), and the deadline drops the socket if the client never reads it. */
+static void evict(void *owner, size_t total)
+{
+    websocket *socket = owner;
+    log_warn("websocket: closing a client that does not read (%zu bytes queued for slow clients "
+             "in all)", total);
+    websocket_close(socket, WEBSOCKET_POLICY_VIOLATION, EVICTED_REASON);
+}
+
 websocket *websocket_start(int fd, const char *extra, size_t extra_length, size_t max_message,
                            const websocket_callbacks *callbacks, void *owner,
                            void (*close_fd)(void *close_arg), void *close_arg)
@@ -253,6 +281,7 @@ websocket *websocket_start(int fd, const char *extra, size_t extra_length, size_
     socket->close_fd = close_fd;
     socket->close_arg = close_arg;
     buffer_append(&socket->extra, extra, extra_length);
+    outbound_add(&socket->outbound, evict, socket);
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     /* Kernel messages are small and come in bursts (status, result, reply, status): Nagle's
        algorithm would hold each behind the peer's delayed ACK, ~40 ms per cell. */
@@ -269,7 +298,7 @@ websocket *websocket_start(int fd, const char *extra, size_t extra_length, size_
 
 void websocket_send(websocket *socket, bool binary, const void *data, size_t length)
 {
-    if (socket->finished || socket->failed || socket->draining ||
+    if (socket->finished || socket->failed || socket->draining || socket->closing ||
         wslay_event_get_close_sent(socket->wslay))
         return;
     struct wslay_event_msg message = {
@@ -281,6 +310,7 @@ void websocket_send(websocket *socket, bool binary, const void *data, size_t len
         log_warn("websocket: could not queue a %zu-byte message", length);
         return;
     }
+    report_queued(socket); /* may close this very socket: its close frame goes first */
     /* Sent at the end of the loop's batch, with whatever else this batch sends on the socket
        (the messages of one read from a kernel). The free is deferred too, after this. */
     if (!socket->flush_scheduled) {
@@ -291,9 +321,13 @@ void websocket_send(websocket *socket, bool binary, const void *data, size_t len
 
 void websocket_close(websocket *socket, unsigned short code, const char *reason)
 {
-    if (socket->finished || socket->failed || socket->draining)
+    if (socket->finished || socket->failed || socket->draining || socket->closing)
         return;
-    wslay_event_queue_close(socket->wslay, code, (const uint8_t *)reason, reason ? strlen(reason) : 0);
+    socket->closing = true;
+    if (wslay_event_queue_close(socket->wslay, code, (const uint8_t *)reason,
+                                reason ? strlen(reason) : 0) == 0 &&
+        !socket->linger_timer)
+        socket->linger_timer = loop_timer_add(CLOSE_DEADLINE_MS, on_linger_expired, socket);
     if (!transmit(socket)) {
         fail_later(socket);
         return;
@@ -313,6 +347,7 @@ static void websocket_free(void *arg)
     buffer_free(&socket->extra);
     buffer_free(&socket->out);
     free(socket);
+    heap_note_release();
 }
 
 static void websocket_finish(websocket *socket)
@@ -323,6 +358,7 @@ static void websocket_finish(websocket *socket)
     if (socket->linger_timer)
         loop_timer_cancel(socket->linger_timer);
     loop_watch_remove(&socket->watch);
+    outbound_remove(&socket->outbound);
     socket->close_fd(socket->close_arg);
     socket->callbacks->on_close(socket->owner, socket);
     loop_defer(websocket_free, socket);

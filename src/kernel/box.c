@@ -14,6 +14,7 @@
 
 #include "common/buffer.h"
 #include "common/clock.h"
+#include "common/descriptors.h"
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/loop.h"
@@ -25,6 +26,7 @@
 
 #define MAX_GONE_HOOKS 8
 #define LOG_TEXT_MAX 4096 /* one entry; longer output is split */
+#define CONTEXT_DESCRIPTORS 16 /* a context's kernel: channel, pipes, pidfd, while it starts */
 
 typedef struct box_context {
     kernel *k;
@@ -398,8 +400,12 @@ kernel *box_find_context(box *b, const char *context_id)
     return NULL;
 }
 
-kernel *box_add_context(box *b, const char *cwd, char *why, size_t why_size)
+kernel *box_add_context(box *b, const char *cwd, int *status, char *why, size_t why_size)
 {
+    *status = 503;
+    if (!descriptors_available(CONTEXT_DESCRIPTORS, why, why_size))
+        return NULL;
+    *status = 500;
     box_context *c = calloc(1, sizeof *c);
     if (!c || !(c->cwd = strdup(cwd)))
         die("out of memory");

@@ -13,6 +13,7 @@
 
 #include "common/buffer.h"
 #include "common/clock.h"
+#include "common/descriptors.h"
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/loop.h"
@@ -25,6 +26,7 @@
 #define READ_CHUNK 65536
 #define TIMEOUT_EXIT_CODE 124 /* as timeout(1) and AutoGen say it */
 #define KEPT_EXITED 64        /* records of ended background commands kept per sandbox */
+#define COMMAND_DESCRIPTORS 8 /* the most a command holds in the daemon while it starts */
 
 typedef struct output {
     int fd;
@@ -340,6 +342,11 @@ command *command_start(box *b, const command_request *request, const command_sin
                                     ? "sandbox %s is still starting; try again in a moment"
                                     : "sandbox %s is not running",
                  box_id(b));
+        return NULL;
+    }
+    /* its pipes and pidfd come out of the sandboxes' share of the daemon's descriptors */
+    if (!descriptors_available(COMMAND_DESCRIPTORS, why, why_size)) {
+        *status = 503;
         return NULL;
     }
     int in[2], out[2], err[2];

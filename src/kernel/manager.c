@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/descriptors.h"
 #include "common/fs.h"
+#include "common/heap.h"
 #include "common/log.h"
 #include "common/text.h"
 #include "common/loop.h"
@@ -20,6 +22,9 @@
 /* Each live sandbox runs as its own uid (and gid) so none can signal or read another's files. */
 #define SANDBOX_UID_BASE 200000
 #define SANDBOX_UID_SLOTS 65536
+/* What starting one more sandbox may open in the daemon at most: its channel, pidfds, pipes,
+   the helpers' descriptors while it starts, its commands' pipes (measured: 6 when idle). */
+#define DESCRIPTORS_PER_SANDBOX 24
 
 /* What the manager owns for each kernel besides the kernel itself. */
 typedef struct sandbox_resources {
@@ -382,9 +387,13 @@ static void discard_pooled(pooled_kernel *p)
     free(workspace);
 }
 
+/* Sandboxes stop before the daemon's open files run out, so that client connections (kept
+   their own share, see main.c) and the sandboxes already running keep working. */
 static bool room_for_another(void)
 {
-    return options.max_kernels <= 0 || kernel_count + pool_count < (size_t)options.max_kernels;
+    char why[400];
+    return (options.max_kernels <= 0 || kernel_count + pool_count < (size_t)options.max_kernels) &&
+           descriptors_available(DESCRIPTORS_PER_SANDBOX, why, sizeof why);
 }
 
 static size_t pooled_of(const kernelspec *spec)
@@ -505,6 +514,10 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *limits_json, 
                  "kernel or raise --max-kernels", options.max_kernels);
         return NULL;
     }
+    if (!descriptors_available(DESCRIPTORS_PER_SANDBOX, why, why_size)) {
+        *status = 503;
+        return NULL;
+    }
     sandbox_limits limits;
     if (limits_from_request(limits_json, network, env, &options.default_limits, &options.max_limits,
                             options.allow_network, &limits, why, why_size) < 0) {
@@ -549,6 +562,7 @@ void manager_delete(kernel *k)
     kernel_destroy(k); /* kills the sandbox first: nothing may be writing while we remove it */
     release_resources(&r, kernel_workspace(k), options.keep_workspaces);
     log_info("kernel %s deleted", kernel_id(k));
+    heap_note_release();
 }
 
 json_t *manager_kernel_model(const kernel *k)
