@@ -63,3 +63,13 @@ size_t text_append_utf8(buffer *out, const unsigned char *in, size_t n, int fina
     buffer_append(out, in + run_start, n - run_start);
     return 0;
 }
+
+size_t text_utf8_prefix(const char *text, size_t length, size_t limit)
+{
+    if (length <= limit)
+        return length;
+    size_t cut = limit;
+    while (cut > 0 && ((unsigned char)text[cut] & 0xc0) == 0x80)
+        cut--; /* text[cut] continues a character: cut before the character starts */
+    return cut;
+}

@@ -447,9 +447,8 @@ static void publish_text(kernel *k, const char *name, const char *text, size_t l
         return;
     }
     if (k->execution.dropped_bytes == 0) {
-        size_t room = (size_t)(limit > k->execution.output_bytes ? limit - k->execution.output_bytes : 0);
-        while (room > 0 && room < length && (text[room] & 0xc0) == 0x80)
-            room--; /* cut on a character boundary */
+        size_t room = text_utf8_prefix(
+            text, length, (size_t)(limit > k->execution.output_bytes ? limit - k->execution.output_bytes : 0));
         if (room > 0)
             emit_stream(k, name, text, room);
         k->execution.output_bytes += (long long)room;

@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/ids.h"
 #include "common/log.h"
+#include "common/text.h"
 
 json_t *message_new(const char *msg_type, const char *session, json_t *parent_header,
                     json_t *content)
@@ -113,7 +114,10 @@ bool message_check(json_t *message, const char *const *allowed_channels, char *w
     for (const char *const *allowed = allowed_channels; *allowed; allowed++)
         if (strcmp(channel, *allowed) == 0)
             return true;
-    snprintf(why, why_size, "unknown channel '%.40s'", channel);
+    /* The name is the client's: shown in part, but never cut inside a character (the text
+       becomes a WebSocket close reason, which must be valid UTF-8). */
+    snprintf(why, why_size, "unknown channel '%.*s'",
+             (int)text_utf8_prefix(channel, strlen(channel), 40), channel);
     return false;
 }
 

@@ -1,0 +1,150 @@
+"""Edges of /api/kernels/{id}/channels that clients trip over: protocol errors closed with a code
+*and a reason* then a half-close (never a bare TCP close), shutdown_request with restart, requests
+to a dead kernel, one print in one stream message, and rich output counted in the output limit.
+
+Malformed frames are written raw on the upgraded socket (websocket-client would refuse to build
+them); the close frame the server answers with is read as bytes."""
+import json
+import socket
+import struct
+import time
+
+import pytest
+import websocket
+
+from helpers import wire
+from helpers.client import WSClosed
+
+pytestmark = pytest.mark.cellbox_only
+
+MASK = b"\x11\x22\x33\x44"
+
+
+def frame(opcode, payload=b"", fin=True, rsv=0, masked=True, length_bytes=None):
+    """One client frame. `length_bytes` forces the length field: None picks the shortest form,
+    b"..." is written as is after a 7-bit field of 126 or 127 (to break the rules on purpose)."""
+    first = (0x80 if fin else 0) | (rsv << 4) | opcode
+    if length_bytes is not None:
+        head = bytes([first, (0x80 if masked else 0) | (126 if len(length_bytes) == 2 else 127)]) + length_bytes
+    elif len(payload) < 126:
+        head = bytes([first, (0x80 if masked else 0) | len(payload)])
+    elif len(payload) < 65536:
+        head = bytes([first, (0x80 if masked else 0) | 126]) + struct.pack(">H", len(payload))
+    else:
+        head = bytes([first, (0x80 if masked else 0) | 127]) + struct.pack(">Q", len(payload))
+    if not masked:
+        return head + payload
+    return head + MASK + bytes(b ^ MASK[i % 4] for i, b in enumerate(payload))
+
+
+def read_close(sock, timeout=30):
+    """Read server frames up to the close frame: (code, reason bytes), then whether the server
+    half-closed (end of file follows the close frame without the client closing)."""
+    sock.settimeout(timeout)
+    data = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        while len(data) >= 2:
+            length = data[1] & 0x7f
+            at = 2
+            if length == 126:
+                if len(data) < 4:
+                    break
+                length, at = struct.unpack(">H", data[2:4])[0], 4
+            elif length == 127:
+                if len(data) < 10:
+                    break
+                length, at = struct.unpack(">Q", data[2:10])[0], 10
+            if len(data) < at + length:
+                break
+            opcode, payload, data = data[0] & 0x0f, data[at:at + length], data[at + length:]
+            if opcode == 0x8:
+                code = struct.unpack(">H", payload[:2])[0] if len(payload) >= 2 else None
+                rest = data
+                try:
+                    while True:
+                        more = sock.recv(4096)
+                        if not more:
+                            return code, payload[2:], True
+                        rest += more
+                except (socket.timeout, ConnectionResetError):
+                    return code, payload[2:], False
+        try:
+            more = sock.recv(65536)
+        except ConnectionResetError:
+            more = b""
+        if not more:
+            raise AssertionError(f"the server closed the TCP connection without a close frame "
+                                 f"(after {data[:40]!r})")
+        data += more
+    raise AssertionError("no close frame in time")
+
+
+@pytest.fixture
+def raw_ws(cb, kernel):
+    """A legacy connection to `kernel`, kernel ready; yields its raw socket."""
+    conn = cb.ready_ws(kernel["id"])
+    yield conn.ws.sock
+    conn.close()
+
+
+BAD_FRAMES = {
+    "64-bit length with the top bit set": frame(0x1, length_bytes=struct.pack(">Q", 1 << 63)),
+    "64-bit length for a short payload": frame(0x1, b"{}", length_bytes=struct.pack(">Q", 2)),
+    "16-bit length for a short payload": frame(0x1, b"{}", length_bytes=struct.pack(">H", 2)),
+    "ping over 125 bytes": frame(0x9, b"p" * 126),
+    "fragmented ping": frame(0x9, b"ping", fin=False),
+    "unmasked client frame": frame(0x1, b"{}", masked=False),
+    "reserved bit set": frame(0x1, b"{}", rsv=4),
+    "unknown opcode": frame(0x3, b"{}"),
+    "continuation with nothing to continue": frame(0x0, b"{}"),
+    "close with an invalid code": frame(0x8, struct.pack(">H", 1005)),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_FRAMES))
+def test_protocol_error_gets_1002_with_a_reason_then_half_close(cb, kernel, raw_ws, name):
+    raw_ws.sendall(BAD_FRAMES[name])
+    code, reason, half_closed = read_close(raw_ws)
+    assert code == 1002, (name, code, reason)
+    assert reason and len(reason) <= 123, (name, reason)
+    reason.decode("utf-8")
+    assert half_closed, f"{name}: no end of file after the close frame"
+    # The kernel is untouched: a new connection runs code on it.
+    with cb.ready_ws(kernel["id"]) as again:
+        assert again.execute("print(6 * 7)").stdout == "42\n"
+
+
+def test_invalid_utf8_text_gets_1007_with_a_reason(cb, kernel, raw_ws):
+    raw_ws.sendall(frame(0x1, b'{"a": "\xff"}'))
+    code, reason, half_closed = read_close(raw_ws)
+    assert code == 1007 and b"UTF-8" in reason and half_closed
+
+
+def test_message_over_the_limit_gets_1009_naming_the_limit(make_daemon):
+    d = make_daemon(args=["--max-message-size", "4096"])
+    c = d.client()
+    k = c.create_kernel()
+    with c.ready_ws(k["id"]) as conn:
+        conn.ws.sock.sendall(frame(0x2, b"x" * 5000))
+        code, reason, half_closed = read_close(conn.ws.sock)
+    assert code == 1009 and b"4096" in reason and half_closed
+    c.cleanup()
+
+
+def test_close_reason_is_never_cut_inside_a_character(cb, kernel):
+    """The reason for an unknown channel quotes the client's channel name: made of 3-byte
+    characters, it is shortened before a character, and the reason stays valid UTF-8."""
+    with cb.ready_ws(kernel["id"]) as conn:
+        msg = conn.new("kernel_info_request", channel="\u20ac" * 60)
+        conn.send(msg)
+        with pytest.raises(WSClosed) as closed:
+            conn.wait_for(lambda m: False, timeout=30)
+    assert closed.value.code == 1007
+    assert "\ufffd" not in closed.value.reason and "\u20ac" in closed.value.reason
+
+
+def test_peer_close_is_answered_with_its_code(cb, kernel, raw_ws):
+    raw_ws.sendall(frame(0x8, struct.pack(">H", 1000) + b"bye"))
+    code, reason, half_closed = read_close(raw_ws)
+    assert code == 1000 and half_closed
