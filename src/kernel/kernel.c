@@ -65,6 +65,7 @@ struct kernel {
     char death_reason[192];
     char setup_failure[128];    /* what the sandbox's setup said when it failed, if it did */
     bool shutdown_requested;    /* a client asked it to shut down: exit 0 is expected */
+    bool restart_requested;     /* ... with restart: true: start it again once it exits */
     kernel_sandbox sandbox;
     long long oom_kills_at_start;   /* cgroup counter when this process started */
     int64_t spawned_at_ms;          /* monotonic, for the start-up time in the log */
@@ -419,7 +420,7 @@ static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t wh
     k->state = KERNEL_STARTING;
     k->death_reason[0] = '\0';
     k->setup_failure[0] = '\0';
-    k->shutdown_requested = false;
+    k->shutdown_requested = k->restart_requested = false;
     if (via_zygote)
         send_environment(k, k->env);
     return 0;
@@ -856,8 +857,11 @@ int kernel_send(kernel *k, json_t *message)
     if (k->state == KERNEL_DEAD || k->channel_fd < 0)
         return -1;
     const char *type = message_type(message);
-    if (type && strcmp(type, "shutdown_request") == 0)
+    if (type && strcmp(type, "shutdown_request") == 0) {
         k->shutdown_requested = true;
+        k->restart_requested =
+            json_is_true(json_object_get(json_object_get(message, "content"), "restart"));
+    }
     char *text = json_dumps(message, JSON_COMPACT);
     if (!text)
         die("out of memory encoding a message");
@@ -959,6 +963,20 @@ static void release_process(kernel *k)
     k->pid = 0;
 }
 
+/* jupyter_client restarts a kernel by asking it to shut down with restart: true, then starting
+   a new one when it has exited; a client that sends that request itself expects the same. The
+   kernel's connections stay attached: they see status restarting, then the new kernel's. */
+static void restart_after_shutdown(kernel *k)
+{
+    log_info("kernel %s: restarting, as a client asked (shutdown_request with restart)", k->id);
+    release_process(k); /* the process is reaped already: nothing to kill or wait for */
+    char why[160];
+    if (kernel_restart(k, why, sizeof why) < 0) {
+        log_warn("kernel %s: %s", k->id, k->death_reason);
+        emit(k, "iopub", message_status(k->session, NULL, "dead"));
+    }
+}
+
 static void on_process_exit(void *owner, uint32_t events)
 {
     kernel *k = owner;
@@ -972,6 +990,10 @@ static void on_process_exit(void *owner, uint32_t events)
     drain_output(&k->err);
     flush_outputs(k); /* and the setup's complaint, if any, is known to describe_exit */
     kill_process_group(k, SIGKILL); /* children it left behind */
+    if (k->restart_requested) {
+        restart_after_shutdown(k);
+        return;
+    }
     describe_exit(k, &info);
     log_info("kernel %s: %s", k->id, k->death_reason);
     cancel_execution_timer(k);

@@ -148,3 +148,56 @@ def test_peer_close_is_answered_with_its_code(cb, kernel, raw_ws):
     raw_ws.sendall(frame(0x8, struct.pack(">H", 1000) + b"bye"))
     code, reason, half_closed = read_close(raw_ws)
     assert code == 1000 and half_closed
+
+
+# ------------------------------------------------------------------ shutdown_request with restart
+
+def _state(state):
+    return lambda m: m["msg_type"] == "status" and m["content"].get("execution_state") == state
+
+
+def test_shutdown_request_with_restart_restarts_the_kernel(cb, kernel):
+    """As jupyter_client restarts a kernel: shutdown_reply (restart true) on control, status
+    restarting, then a fresh kernel on the same connection; never dead."""
+    with cb.ready_ws(kernel["id"]) as conn:
+        assert conn.execute("x = 41; x += 1").reply["content"]["status"] == "ok"
+        request = conn.send(conn.new("shutdown_request", {"restart": True}, channel="control"))
+        reply = conn.wait_for(lambda m: m["msg_type"] == "shutdown_reply" and m["channel"] == "control",
+                              what="shutdown_reply")
+        assert reply["parent_header"]["msg_id"] == request["header"]["msg_id"]
+        assert reply["content"] == {"status": "ok", "restart": True}
+        conn.wait_for(_state("restarting"), timeout=60, what="status restarting")
+        result = conn.execute("print('x' in globals())", timeout=60)
+        assert result.stdout == "False\n"  # a new interpreter
+        assert result.reply["content"]["execution_count"] == 1
+        assert not [m for m in conn.inbox + result.messages if _state("dead")(m)]
+        model = cb.kernel_model(kernel["id"])
+        assert model["execution_state"] == "idle" and model["connections"] == 1
+
+
+def test_shutdown_request_without_restart_leaves_the_kernel_dead(cb, kernel):
+    with cb.ready_ws(kernel["id"]) as conn:
+        conn.send(conn.new("shutdown_request", {"restart": False}, channel="control"))
+        reply = conn.wait_for(lambda m: m["msg_type"] == "shutdown_reply" and m["channel"] == "control")
+        assert reply["content"] == {"status": "ok", "restart": False}
+        conn.wait_for(_state("dead"), timeout=60, what="status dead")
+    assert cb.kernel_model(kernel["id"])["execution_state"] == "dead"
+
+
+# ------------------------------------------------------------------ a request to a dead kernel
+
+def test_execute_on_a_dead_kernel_ends_with_busy_error_reply_idle(cb, kernel):
+    """What ipykernel's clients wait for: busy, the error, the execute_reply (status error, the
+    death reason and what to do), idle; all with the request as parent."""
+    with cb.ready_ws(kernel["id"]) as conn:
+        conn.send(conn.new("shutdown_request", {"restart": False}, channel="control"))
+        conn.wait_for(_state("dead"), timeout=60, what="status dead")
+        result = conn.execute("print(1)", timeout=30)
+    assert result.statuses == ["busy", "idle"]
+    types = result.types
+    assert types.index("error") < types.index("execute_reply") < len(types) - 1
+    assert types[0] == "status" and types[-1] == "status"
+    reply = result.reply["content"]
+    assert reply["status"] == "error" and reply["ename"] == "DeadKernelError"
+    assert "shut down on request" in reply["evalue"] and "restart the kernel" in reply["evalue"]
+    assert result.first("error")["content"]["evalue"] == reply["evalue"]
