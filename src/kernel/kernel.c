@@ -26,6 +26,11 @@
 #define MAX_FRAME_BYTES (64u << 20)   /* docs/kernel-protocol.md */
 #define READ_CHUNK 65536
 #define MAX_READ_PER_WAKEUP (1u << 20) /* one noisy kernel must not starve the others */
+/* The kernel's stdout/stderr pipes are made as large as its output limit, within these: a
+   write() that fits lands in the pipe whole and is read whole, so one print is one message.
+   The pages are the writer's (charged to the sandbox's memory cgroup) and only while full. */
+#define MIN_OUTPUT_PIPE_BYTES 65536
+#define MAX_OUTPUT_PIPE_BYTES MAX_READ_PER_WAKEUP
 #define CHANNEL_FD 3
 /* After a timeout's interrupt, how long a cell gets to stop before the kernel is killed. */
 #define INTERRUPT_GRACE_MS 3000
@@ -37,6 +42,7 @@ typedef struct output_pipe {
     int fd;
     loop_watch watch;
     buffer pending;     /* read, not yet published (coalesced; may end mid-character) */
+    size_t capacity;    /* the pipe's size: more pending than this is not one write() */
     const char *name;   /* "stdout" or "stderr" */
     struct kernel *owner;
 } output_pipe;
@@ -290,11 +296,26 @@ static void on_channel_ready(void *owner, uint32_t events);
 static void on_output_ready(void *owner, uint32_t events);
 static void on_process_exit(void *owner, uint32_t events);
 
+/* Sizes the pipe for the kernel's output limit (see MAX_OUTPUT_PIPE_BYTES); the kernel rounds
+   up to a power of two pages. A refusal leaves the default, 64 KiB. */
+static size_t size_output_pipe(const kernel *k, int fd)
+{
+    long long limit = k->sandbox.limits.output_bytes;
+    long long wanted = limit <= 0 || limit > MAX_OUTPUT_PIPE_BYTES ? MAX_OUTPUT_PIPE_BYTES
+                       : limit < MIN_OUTPUT_PIPE_BYTES           ? MIN_OUTPUT_PIPE_BYTES
+                                                                 : limit;
+    if (fcntl(fd, F_SETPIPE_SZ, (int)wanted) < 0)
+        log_debug("kernel %s: output pipe stays at its default size: %s", k->id, strerror(errno));
+    int size = fcntl(fd, F_GETPIPE_SZ);
+    return size > 0 ? (size_t)size : MIN_OUTPUT_PIPE_BYTES;
+}
+
 static void watch_output(kernel *k, output_pipe *pipe_end, int fd, const char *name)
 {
     pipe_end->fd = fd;
     pipe_end->name = name;
     pipe_end->owner = k;
+    pipe_end->capacity = size_output_pipe(k, fd);
     fcntl(fd, F_SETFL, O_NONBLOCK);
     loop_watch_add(&pipe_end->watch, fd, EPOLLIN, on_output_ready, pipe_end);
 }
@@ -520,7 +541,9 @@ static void close_output(output_pipe *p)
     buffer_free(&p->pending);
 }
 
-/* Reads what the pipe holds now (bounded) into its pending bytes; closes it at end of file. */
+/* Reads what the pipe holds now (until it is empty, bounded) into its pending bytes; closes it
+   at end of file. What one write() put in the pipe is then pending whole: it is published at
+   once only when more is pending than one write() can be (a pipe's worth). */
 static void drain_output(output_pipe *p)
 {
     unsigned char chunk[READ_CHUNK];
@@ -536,7 +559,7 @@ static void drain_output(output_pipe *p)
             break;
         }
     }
-    if (buffer_size(&p->pending) >= READ_CHUNK)
+    if (buffer_size(&p->pending) >= p->capacity)
         flush_output(p, 0);
 }
 

@@ -201,3 +201,31 @@ def test_execute_on_a_dead_kernel_ends_with_busy_error_reply_idle(cb, kernel):
     assert reply["status"] == "error" and reply["ename"] == "DeadKernelError"
     assert "shut down on request" in reply["evalue"] and "restart the kernel" in reply["evalue"]
     assert result.first("error")["content"]["evalue"] == reply["evalue"]
+
+
+# ------------------------------------------------------------------ one print, one stream message
+
+@pytest.mark.parametrize("code, expected", [
+    ("print('x' * 200_000)", "x" * 200_000 + "\n"),
+    ("print('y' * 70_000)", "y" * 70_000 + "\n"),
+    ("print('\u00e9' * 100_000)", "\u00e9" * 100_000 + "\n"),  # 200 KB of 2-byte characters
+    ("import sys; sys.stdout.write('z' * 300_000)", "z" * 300_000),  # no newline at all
+], ids=["200KB", "70KB-line", "200KB-utf8", "300KB-no-newline"])
+def test_one_large_print_arrives_in_one_stream_message(kernel_ws, code, expected):
+    result = kernel_ws.execute(code, timeout=60)
+    streams = result.of_type("stream")
+    assert [len(m["content"]["text"]) for m in streams] == [len(expected)]
+    assert streams[0]["content"] == {"name": "stdout", "text": expected}
+
+
+def test_a_print_larger_than_the_output_limit_is_cut_at_the_limit(make_daemon):
+    d = make_daemon(args=["--output-limit", "100K"])
+    c = d.client()
+    k = c.create_kernel()
+    with c.ready_ws(k["id"]) as conn:
+        result = conn.execute("print('\u00e9' * 100_000)", timeout=60)
+    c.cleanup()
+    out = [m["content"]["text"] for m in result.of_type("stream") if m["content"]["name"] == "stdout"]
+    assert len(out) == 1 and set(out[0]) == {"\u00e9"}
+    assert 100 * 1024 - 1 <= len(out[0].encode()) <= 100 * 1024
+    assert "output truncated at 100 KiB" in result.stderr
