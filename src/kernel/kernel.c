@@ -77,8 +77,8 @@ struct kernel {
     int64_t spawned_at_ms;          /* monotonic, for the start-up time in the log */
     struct {
         bool active;                /* an execute_request is running */
-        long long output_bytes;     /* stream bytes published for it */
-        long long dropped_bytes;    /* stream bytes past the output limit */
+        long long output_bytes;     /* stream text and rich output bytes published for it */
+        long long dropped_bytes;    /* bytes past the output limit: all output after the first */
         long long pids_hits_at_start;
         long long oom_kills_at_start;
         loop_timer *timer;          /* timeout, then the grace period after the interrupt */
@@ -459,31 +459,85 @@ static void emit_stream(kernel *k, const char *name, const char *text, size_t le
     emit(k, "iopub", message_stream(k->session, k->current_request, name, text, length));
 }
 
-/* Stream output beyond the per-execution limit is dropped, with one marker saying so. */
-static void publish_text(kernel *k, const char *name, const char *text, size_t length)
+/* ---- the per-execution output limit ----
+
+   A cell's output (stream text, and the data of display_data, update_display_data and
+   execute_result) counts against one limit. From the first output that does not fit, the rest
+   of the cell's output is dropped, with one note saying what was dropped and at which limit;
+   finish_execution says how many bytes were dropped in all. */
+
+static bool output_fits(const kernel *k, long long length)
 {
     long long limit = k->sandbox.limits.output_bytes;
-    if (!k->execution.active || limit <= 0 || k->execution.output_bytes + (long long)length <= limit) {
+    return !k->execution.active || limit <= 0 ||
+           (k->execution.dropped_bytes == 0 && k->execution.output_bytes + length <= limit);
+}
+
+/* `what` is what the first dropped output was, when it was dropped whole (NULL: stream text cut
+   at the limit). */
+static void note_output_truncated(kernel *k, const char *what, long long what_bytes)
+{
+    char limit[32], size[32], marker[224];
+    limits_format_size(k->sandbox.limits.output_bytes, limit, sizeof limit);
+    int n;
+    if (what) {
+        limits_format_size(what_bytes, size, sizeof size);
+        n = snprintf(marker, sizeof marker,
+                     "\n[cellbox: output truncated at %s; this %s (%s) and the rest of this cell's "
+                     "output are dropped]\n", limit, what, size);
+    } else {
+        n = snprintf(marker, sizeof marker,
+                     "\n[cellbox: output truncated at %s; the rest of this cell's output is dropped]\n",
+                     limit);
+    }
+    emit_stream(k, "stderr", marker, (size_t)n);
+}
+
+/* Stream text: what fits is published, the first text that does not is cut at the limit (on a
+   character boundary). */
+static void publish_text(kernel *k, const char *name, const char *text, size_t length)
+{
+    if (output_fits(k, (long long)length)) {
         k->execution.output_bytes += (long long)length;
         emit_stream(k, name, text, length);
         return;
     }
     if (k->execution.dropped_bytes == 0) {
+        long long limit = k->sandbox.limits.output_bytes;
         size_t room = text_utf8_prefix(
             text, length, (size_t)(limit > k->execution.output_bytes ? limit - k->execution.output_bytes : 0));
         if (room > 0)
             emit_stream(k, name, text, room);
         k->execution.output_bytes += (long long)room;
-        char size[32], marker[160];
-        limits_format_size(limit, size, sizeof size);
-        int n = snprintf(marker, sizeof marker,
-                         "\n[cellbox: output truncated at %s; the rest of this cell's output is dropped]\n",
-                         size);
-        emit_stream(k, "stderr", marker, (size_t)n);
         k->execution.dropped_bytes += (long long)(length - room);
+        note_output_truncated(k, NULL, 0);
         return;
     }
     k->execution.dropped_bytes += (long long)length;
+}
+
+static bool is_rich_output(const char *type)
+{
+    return strcmp(type, "display_data") == 0 || strcmp(type, "update_display_data") == 0 ||
+           strcmp(type, "execute_result") == 0;
+}
+
+/* Rich output from the kernel: published whole or dropped whole. Its size is that of its MIME
+   bundle as JSON (what a client receives). False when it is dropped. */
+static bool admit_rich_output(kernel *k, const char *type, json_t *message)
+{
+    if (!k->execution.active || !is_rich_output(type))
+        return true;
+    json_t *data = json_object_get(json_object_get(message, "content"), "data");
+    long long length = data ? (long long)json_dumpb(data, NULL, 0, JSON_COMPACT) : 0;
+    if (output_fits(k, length)) {
+        k->execution.output_bytes += length;
+        return true;
+    }
+    if (k->execution.dropped_bytes == 0)
+        note_output_truncated(k, type, length);
+    k->execution.dropped_bytes += length;
+    return false;
 }
 
 /* Publishes what has been read from the pipe as one stream message (valid UTF-8; an incomplete
@@ -762,8 +816,13 @@ static void handle_kernel_message(kernel *k, const char *bytes, size_t length)
     }
     const char *channel = json_string_value(json_object_get(message, "channel"));
     const char *type = message_type(message);
-    if (strcmp(channel, "iopub") == 0)
+    if (strcmp(channel, "iopub") == 0) {
         track_state(k, type, message);
+        if (!admit_rich_output(k, type, message)) {
+            json_decref(message);
+            return;
+        }
+    }
     if (!message_type_is_untracked(message_parent_type(message)))
         kernel_touch(k);
     deliver(k, channel, message);

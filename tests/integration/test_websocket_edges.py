@@ -229,3 +229,58 @@ def test_a_print_larger_than_the_output_limit_is_cut_at_the_limit(make_daemon):
     assert len(out) == 1 and set(out[0]) == {"\u00e9"}
     assert 100 * 1024 - 1 <= len(out[0].encode()) <= 100 * 1024
     assert "output truncated at 100 KiB" in result.stderr
+
+
+# ------------------------------------------------------------------ rich output and the output limit
+
+DISPLAY_60K = "from IPython.display import display\ndisplay({'text/plain': 'd' * 60_000}, raw=True)\n"
+
+
+@pytest.fixture
+def limited_ws(make_daemon):
+    d = make_daemon(args=["--output-limit", "100K"])
+    c = d.client()
+    k = c.create_kernel()
+    conn = c.ready_ws(k["id"])
+    yield conn
+    conn.close()
+    c.cleanup()
+
+
+def _notes(result):
+    return [m["content"]["text"] for m in result.of_type("stream") if m["content"]["name"] == "stderr"]
+
+
+def test_display_data_counts_against_the_output_limit(limited_ws):
+    """Two 60 KB displays fit no 100 KiB limit: the first is published, the second and all after
+    it are dropped, with one note naming what was dropped and the limit, and the count at the end."""
+    result = limited_ws.execute(DISPLAY_60K * 3 + "print('after')", timeout=60)
+    shown = result.of_type("display_data")
+    assert len(shown) == 1 and shown[0]["content"]["data"]["text/plain"] == "d" * 60_000
+    assert "after" not in result.stdout
+    notes = _notes(result)
+    truncated = [n for n in notes if "output truncated at 100 KiB" in n]
+    assert len(truncated) == 1 and "display_data" in truncated[0], notes
+    dropped = [n for n in notes if "bytes of output were dropped" in n]
+    assert len(dropped) == 1 and int(dropped[0].split()[1]) > 120_000, notes
+    assert result.reply["content"]["status"] == "ok"
+    assert limited_ws.execute(DISPLAY_60K).of_type("display_data"), "the next cell starts afresh"
+
+
+def test_execute_result_and_update_display_data_count_too(limited_ws):
+    result = limited_ws.execute("print('s' * 50_000)\n"
+                                "from IPython.display import display, update_display\n"
+                                "display({'text/plain': 'a'}, raw=True, display_id='one')\n"
+                                "update_display({'text/plain': 'u' * 60_000}, raw=True, display_id='one')\n"
+                                "'r' * 10", timeout=60)
+    assert len(result.stdout) == 50_001
+    assert len(result.of_type("display_data")) == 1
+    assert not result.of_type("update_display_data") and not result.of_type("execute_result")
+    truncated = [n for n in _notes(result) if "output truncated at 100 KiB" in n]
+    assert len(truncated) == 1 and "update_display_data" in truncated[0]
+
+
+def test_stream_past_the_limit_drops_later_displays(limited_ws):
+    result = limited_ws.execute("print('p' * 150_000)\n" + DISPLAY_60K, timeout=60)
+    assert not result.of_type("display_data")
+    assert len([n for n in _notes(result) if "output truncated" in n]) == 1
