@@ -126,7 +126,9 @@ static size_t close_reason_length(const char *reason)
 
 /* After a protocol error, the next frame wslay starts is its close frame (it finishes a frame
    already begun, sends Close before anything queued, then nothing): its header and payload
-   are dropped. True when these bytes were. */
+   are dropped. (A message whose header `out` had refused is retried before the close, and is
+   dropped whole the same way: the stream stays whole frames, and the connection is closing.)
+   True when these bytes were. */
 static bool skip_wslay_close_frame(websocket *socket, int flags)
 {
     if (socket->skipping_payload) {
@@ -140,14 +142,13 @@ static bool skip_wslay_close_frame(websocket *socket, int flags)
 }
 
 static const char *rejection_reason(const websocket *socket, unsigned short code, char *scratch,
-                                     size_t scratch_size)
+                                    size_t scratch_size)
 {
     switch (code) {
     case WEBSOCKET_PROTOCOL_ERROR:
         return "protocol error: a frame unmasked, with reserved bits set or an unknown opcode, "
                "out of fragment order, or a bad close code";
-    case WEBSOCKET_INVALID_PAYLOAD:
-        return "invalid UTF-8 in a text message or in a close reason";
+    case WEBSOCKET_INVALID_PAYLOAD: return "invalid UTF-8 in a text message or in a close reason";
     case WEBSOCKET_MESSAGE_TOO_BIG:
         snprintf(scratch, scratch_size, "message over the %zu-byte limit (--max-message-size)",
                  socket->max_message);

@@ -301,9 +301,9 @@ static void on_process_exit(void *owner, uint32_t events);
 static size_t size_output_pipe(const kernel *k, int fd)
 {
     long long limit = k->sandbox.limits.output_bytes;
-    long long wanted = limit <= 0 || limit > MAX_OUTPUT_PIPE_BYTES ? MAX_OUTPUT_PIPE_BYTES
-                       : limit < MIN_OUTPUT_PIPE_BYTES           ? MIN_OUTPUT_PIPE_BYTES
-                                                                 : limit;
+    long long wanted = limit > 0 && limit < MAX_OUTPUT_PIPE_BYTES ? limit : MAX_OUTPUT_PIPE_BYTES;
+    if (wanted < MIN_OUTPUT_PIPE_BYTES)
+        wanted = MIN_OUTPUT_PIPE_BYTES;
     if (fcntl(fd, F_SETPIPE_SZ, (int)wanted) < 0)
         log_debug("kernel %s: output pipe stays at its default size: %s", k->id, strerror(errno));
     int size = fcntl(fd, F_GETPIPE_SZ);
@@ -484,11 +484,13 @@ static void note_output_truncated(kernel *k, const char *what, long long what_by
         limits_format_size(what_bytes, size, sizeof size);
         n = snprintf(marker, sizeof marker,
                      "\n[cellbox: output truncated at %s; this %s (%s) and the rest of this cell's "
-                     "output are dropped]\n", limit, what, size);
+                     "output are dropped]\n",
+                     limit, what, size);
     } else {
-        n = snprintf(marker, sizeof marker,
-                     "\n[cellbox: output truncated at %s; the rest of this cell's output is dropped]\n",
-                     limit);
+        n = snprintf(
+            marker, sizeof marker,
+            "\n[cellbox: output truncated at %s; the rest of this cell's output is dropped]\n",
+            limit);
     }
     emit_stream(k, "stderr", marker, (size_t)n);
 }
@@ -503,9 +505,8 @@ static void publish_text(kernel *k, const char *name, const char *text, size_t l
         return;
     }
     if (k->execution.dropped_bytes == 0) {
-        long long limit = k->sandbox.limits.output_bytes;
-        size_t room = text_utf8_prefix(
-            text, length, (size_t)(limit > k->execution.output_bytes ? limit - k->execution.output_bytes : 0));
+        long long left = k->sandbox.limits.output_bytes - k->execution.output_bytes;
+        size_t room = text_utf8_prefix(text, length, left > 0 ? (size_t)left : 0);
         if (room > 0)
             emit_stream(k, name, text, room);
         k->execution.output_bytes += (long long)room;
