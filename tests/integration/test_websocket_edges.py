@@ -37,11 +37,11 @@ def frame(opcode, payload=b"", fin=True, rsv=0, masked=True, length_bytes=None):
     return head + MASK + bytes(b ^ MASK[i % 4] for i, b in enumerate(payload))
 
 
-def read_close(sock, timeout=30):
+def read_close(sock, timeout=30, data=b""):
     """Read server frames up to the close frame: (code, reason bytes), then whether the server
-    half-closed (end of file follows the close frame without the client closing)."""
+    half-closed (end of file follows the close frame without the client closing). `data`: bytes
+    of the stream already read."""
     sock.settimeout(timeout)
-    data = b""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         while len(data) >= 2:
@@ -284,3 +284,23 @@ def test_stream_past_the_limit_drops_later_displays(limited_ws):
     result = limited_ws.execute("print('p' * 150_000)\n" + DISPLAY_60K, timeout=60)
     assert not result.of_type("display_data")
     assert len([n for n in _notes(result) if "output truncated" in n]) == 1
+
+
+def test_protocol_error_with_a_backlog_still_closes_with_whole_frames(make_daemon):
+    """The client stops reading while the kernel floods output, so the server's frames back up
+    (a message waits to go, its header refused), then sends a bad frame: what arrives is still
+    whole frames, then one close frame with 1002 and a reason."""
+    d = make_daemon(args=["--output-limit", "64M"])
+    c = d.client()
+    k = c.create_kernel()
+    with c.ready_ws(k["id"]) as conn:
+        sock = conn.ws.sock
+        conn.send_execute("for i in range(24):\n    print(str(i % 10) * 1_000_000)")
+        sock.settimeout(30)
+        first = sock.recv(1)  # output is flowing; from here on the client reads nothing
+        time.sleep(2)         # (not an assertion: lets the backlog pass the server's 1 MiB buffer)
+        sock.sendall(frame(0x9, b"ping", fin=False))  # a fragmented control frame
+        code, reason, half_closed = read_close(sock, timeout=120, data=first)
+    c.cleanup()
+    assert first == b"\x81"  # a text frame's first byte: the stream started on a frame boundary
+    assert code == 1002 and reason, (code, reason)
