@@ -37,6 +37,9 @@
 #define OUTPUT_COALESCE_MS 50
 /* A kernel whose channel closed is given this long to exit by itself (and report its status). */
 #define HANGUP_GRACE_MS 2000
+/* How long a kernel has to exit after a shutdown_request before it is killed (jupyter_client's
+   shutdown_wait_time): a kernel busy with a cell does not read the request until the cell ends. */
+#define SHUTDOWN_GRACE_MS 5000
 
 typedef struct output_pipe {
     int fd;
@@ -72,6 +75,9 @@ struct kernel {
     char setup_failure[128];    /* what the sandbox's setup said when it failed, if it did */
     bool shutdown_requested;    /* a client asked it to shut down: exit 0 is expected */
     bool restart_requested;     /* ... with restart: true: start it again once it exits */
+    bool shutdown_replied;      /* the kernel sent its shutdown_reply */
+    json_t *shutdown_request;   /* that request's header, until the process is gone */
+    loop_timer *shutdown_timer; /* kills a kernel still there SHUTDOWN_GRACE_MS after it */
     kernel_sandbox sandbox;
     long long oom_kills_at_start;   /* cgroup counter when this process started */
     int64_t spawned_at_ms;          /* monotonic, for the start-up time in the log */
@@ -441,7 +447,7 @@ static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t wh
     k->state = KERNEL_STARTING;
     k->death_reason[0] = '\0';
     k->setup_failure[0] = '\0';
-    k->shutdown_requested = k->restart_requested = false;
+    k->shutdown_requested = k->restart_requested = k->shutdown_replied = false;
     if (via_zygote)
         send_environment(k, k->env);
     return 0;
@@ -817,6 +823,8 @@ static void handle_kernel_message(kernel *k, const char *bytes, size_t length)
     }
     const char *channel = json_string_value(json_object_get(message, "channel"));
     const char *type = message_type(message);
+    if (strcmp(channel, "control") == 0 && strcmp(type, "shutdown_reply") == 0)
+        k->shutdown_replied = true;
     if (strcmp(channel, "iopub") == 0) {
         track_state(k, type, message);
         if (!admit_rich_output(k, type, message)) {
@@ -935,16 +943,50 @@ static void on_channel_ready(void *owner, uint32_t events)
         read_channel(k);
 }
 
+/* ---- shutdown_request ---- */
+
+/* The reply a kernel still busy with a cell could not send, as ipykernel sends it: on control to
+   the client that asked, and a copy on iopub. */
+static void answer_shutdown_request(kernel *k)
+{
+    k->shutdown_replied = true;
+    json_t *content = json_pack("{s:s, s:b}", "status", "ok", "restart", k->restart_requested);
+    emit(k, "control", message_new("shutdown_reply", k->session, k->shutdown_request,
+                                   json_deep_copy(content)));
+    emit(k, "iopub", message_new("shutdown_reply", k->session, k->shutdown_request, content));
+}
+
+static void on_shutdown_grace_over(void *arg)
+{
+    kernel *k = arg;
+    k->shutdown_timer = NULL;
+    if (!k->shutdown_replied)
+        answer_shutdown_request(k);
+    if (!k->restart_requested && !k->death_reason[0])
+        snprintf(k->death_reason, sizeof k->death_reason,
+                 "kernel shut down on request (still running %d s later, it was killed)",
+                 SHUTDOWN_GRACE_MS / 1000);
+    kill_process_group(k, SIGKILL);
+}
+
+static void note_shutdown_request(kernel *k, json_t *message)
+{
+    k->shutdown_requested = true;
+    k->restart_requested = json_is_true(json_object_get(json_object_get(message, "content"), "restart"));
+    k->shutdown_replied = false;
+    json_decref(k->shutdown_request);
+    k->shutdown_request = json_incref(json_object_get(message, "header"));
+    if (!k->shutdown_timer)
+        k->shutdown_timer = loop_timer_add(SHUTDOWN_GRACE_MS, on_shutdown_grace_over, k);
+}
+
 int kernel_send(kernel *k, json_t *message)
 {
     if (k->state == KERNEL_DEAD || k->channel_fd < 0)
         return -1;
     const char *type = message_type(message);
-    if (type && strcmp(type, "shutdown_request") == 0) {
-        k->shutdown_requested = true;
-        k->restart_requested =
-            json_is_true(json_object_get(json_object_get(message, "content"), "restart"));
-    }
+    if (type && strcmp(type, "shutdown_request") == 0)
+        note_shutdown_request(k, message);
     char *text = json_dumps(message, JSON_COMPACT);
     if (!text)
         die("out of memory encoding a message");
@@ -1043,6 +1085,12 @@ static void release_process(kernel *k)
         loop_timer_cancel(k->hangup_timer);
         k->hangup_timer = NULL;
     }
+    if (k->shutdown_timer) {
+        loop_timer_cancel(k->shutdown_timer);
+        k->shutdown_timer = NULL;
+    }
+    json_decref(k->shutdown_request);
+    k->shutdown_request = NULL;
     k->pid = 0;
 }
 
@@ -1052,6 +1100,9 @@ static void release_process(kernel *k)
 static void restart_after_shutdown(kernel *k)
 {
     log_info("kernel %s: restarting, as a client asked (shutdown_request with restart)", k->id);
+    snprintf(k->death_reason, sizeof k->death_reason,
+             "kernel restarted on request: this cell was stopped");
+    fail_running_request(k); /* a cell it was still running (killed after the grace period) */
     release_process(k); /* the process is reaped already: nothing to kill or wait for */
     char why[160];
     if (kernel_restart(k, why, sizeof why) < 0) {

@@ -184,6 +184,39 @@ def test_shutdown_request_without_restart_leaves_the_kernel_dead(cb, kernel):
     assert cb.kernel_model(kernel["id"])["execution_state"] == "dead"
 
 
+def test_shutdown_request_with_restart_while_a_cell_runs(cb, kernel):
+    """ipykernel answers on its control thread while a cell runs, and jupyter_client kills a kernel
+    that has not exited 5 s after the request. A busy cellbox kernel cannot answer: the daemon
+    answers for it when it kills it, then restarts it."""
+    with cb.ready_ws(kernel["id"]) as conn:
+        cell = conn.send_execute("import time; time.sleep(600)")
+        conn.wait_for(lambda m: m["msg_type"] == "execute_input", what="the cell running")
+        request = conn.send(conn.new("shutdown_request", {"restart": True}, channel="control"))
+        reply = conn.wait_for(lambda m: m["msg_type"] == "shutdown_reply" and m["channel"] == "control",
+                              timeout=60, what="shutdown_reply")
+        assert reply["parent_header"]["msg_id"] == request["header"]["msg_id"]
+        assert reply["content"] == {"status": "ok", "restart": True}
+        conn.wait_for(_state("restarting"), timeout=60, what="status restarting")
+        stopped = conn.wait_for(lambda m: m["msg_type"] == "execute_reply"
+                                and m["parent_header"].get("msg_id") == cell["header"]["msg_id"],
+                                what="the stopped cell's reply")
+        assert stopped["content"]["status"] == "error"
+        assert "restarted on request" in stopped["content"]["evalue"]
+        assert conn.execute("print('x' in globals())", timeout=60).stdout == "False\n"
+
+
+def test_shutdown_request_while_a_cell_runs_ends_the_cell_and_the_kernel(cb, kernel):
+    with cb.ready_ws(kernel["id"]) as conn:
+        cell = conn.send_execute("import time; time.sleep(600)")
+        conn.wait_for(lambda m: m["msg_type"] == "execute_input", what="the cell running")
+        conn.send(conn.new("shutdown_request", {"restart": False}, channel="control"))
+        result = conn.collect(cell, timeout=60)
+    assert result.statuses[-1] == "dead"
+    assert "shut down on request" in result.reply["content"]["evalue"]
+    model = cb.kernel_model(kernel["id"])
+    assert model["execution_state"] == "dead"
+
+
 # ------------------------------------------------------------------ a request to a dead kernel
 
 def test_execute_on_a_dead_kernel_ends_with_busy_error_reply_idle(cb, kernel):
