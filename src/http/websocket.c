@@ -40,7 +40,7 @@ struct websocket {
     bool rejecting;               /* wslay queued a close of its own after a protocol error */
     bool frame_open;              /* a frame's header is in `out`, its payload not yet */
     bool skipping_payload;        /* the payload of wslay's own close frame is being dropped */
-    size_t max_message;
+    size_t max_message;           /* the largest message taken, named in a 1009's reason */
     bool draining;                /* close sent: discard input until EOF */
     bool finished;                /* on_close called; freeing is deferred */
     bool failed;                  /* a write failed; finishing is deferred */
@@ -326,8 +326,6 @@ static void on_socket_ready(void *owner, uint32_t events)
             websocket_finish(socket);
             return;
         }
-        if (socket->finished)
-            return;
         notice_rejection(socket);
     }
     if (socket->finished)

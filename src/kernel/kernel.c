@@ -972,7 +972,8 @@ static void on_shutdown_grace_over(void *arg)
 static void note_shutdown_request(kernel *k, json_t *message)
 {
     k->shutdown_requested = true;
-    k->restart_requested = json_is_true(json_object_get(json_object_get(message, "content"), "restart"));
+    json_t *content = json_object_get(message, "content");
+    k->restart_requested = json_is_true(json_object_get(content, "restart"));
     k->shutdown_replied = false;
     json_decref(k->shutdown_request);
     k->shutdown_request = json_incref(json_object_get(message, "header"));
