@@ -136,7 +136,17 @@ static void on_kernel_message(kernel *k, const char *channel, json_t *message)
     }
 }
 
-/* A client talking to a dead kernel is told so, instead of waiting forever for a reply. */
+static void publish_status(kernel *k, json_t *parent, const char *state)
+{
+    json_t *status = message_status(kernel_session(k), parent, state);
+    json_object_set_new(status, "channel", json_string("iopub"));
+    on_kernel_message(k, "iopub", status);
+    json_decref(status);
+}
+
+/* A client talking to a dead kernel is told so, instead of waiting forever: what ipykernel's
+   clients wait for, as a kernel sends it for a cell that failed (busy, the error, the reply,
+   idle; the request as parent), the error naming the death and what to do. */
 static void answer_for_dead_kernel(connection *c, kernel *k, json_t *request)
 {
     const char *type = message_type(request);
@@ -146,10 +156,11 @@ static void answer_for_dead_kernel(connection *c, kernel *k, json_t *request)
     snprintf(why, sizeof why, "%s; restart the kernel to run code again",
              kernel_death_reason(k)[0] ? kernel_death_reason(k) : "kernel is dead");
     json_t *header = json_object_get(request, "header");
+    publish_status(k, header, "busy");
     json_t *error = message_new("error", kernel_session(k), header,
                                 message_error_content("DeadKernelError", why));
     json_object_set_new(error, "channel", json_string("iopub"));
-    send_to(c, error);
+    on_kernel_message(k, "iopub", error);
     json_decref(error);
     json_t *content = message_error_content("DeadKernelError", why);
     json_object_set_new(content, "status", json_string("error"));
@@ -158,14 +169,7 @@ static void answer_for_dead_kernel(connection *c, kernel *k, json_t *request)
     json_object_set_new(reply, "channel", json_string("shell"));
     send_to(c, reply);
     json_decref(reply);
-}
-
-static void publish_status(kernel *k, json_t *parent, const char *state)
-{
-    json_t *status = message_status(kernel_session(k), parent, state);
-    json_object_set_new(status, "channel", json_string("iopub"));
-    on_kernel_message(k, "iopub", status);
-    json_decref(status);
+    publish_status(k, header, "idle");
 }
 
 /* Answered here: a busy single-threaded kernel could not. Wrapped in busy/idle with the request

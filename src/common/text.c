@@ -90,10 +90,7 @@ void text_append_without_ansi(buffer *out, const char *in)
 
 int text_utf8_prefix(const char *text, size_t max)
 {
-    size_t n = strnlen(text, max);
-    while (n > 0 && ((unsigned char)text[n] & 0xc0) == 0x80) /* text[n]: the first byte left out */
-        n--;
-    return (int)n;
+    return (int)text_utf8_fit(text, strnlen(text, max + 1), max); /* one more: is text[max] a continuation? */
 }
 
 void text_scrub_utf8(char *text)
@@ -109,4 +106,14 @@ void text_scrub_utf8(char *text)
             *at++ = '?'; /* the bytes after it are looked at again as a new start */
         }
     }
+}
+
+size_t text_utf8_fit(const char *text, size_t length, size_t limit)
+{
+    if (length <= limit)
+        return length;
+    size_t cut = limit;
+    while (cut > 0 && ((unsigned char)text[cut] & 0xc0) == 0x80)
+        cut--; /* text[cut] continues a character: cut before the character starts */
+    return cut;
 }

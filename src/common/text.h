@@ -12,6 +12,9 @@
    (the caller keeps them for the next chunk); 0 when `final` is set. */
 size_t text_append_utf8(buffer *out, const unsigned char *in, size_t n, int final);
 
+/* How many of the first `length` bytes of `text` (UTF-8) fit in `limit` bytes without cutting a
+   character in two: `length` when it fits, else `limit` or less, ending before a character. */
+size_t text_utf8_fit(const char *text, size_t length, size_t limit);
 /* Appends the NUL-terminated `in` to `out` without its ANSI escape sequences (CSI: ESC '['
    parameters and a final byte, as IPython's coloured tracebacks use; an ESC followed by one
    other byte is dropped too). An unfinished sequence at the end is dropped. */

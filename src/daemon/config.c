@@ -63,7 +63,7 @@ static const option_spec options[] = {
     {"max-open-files-limit", OPT_INT, FIELD(max_open_files_limit), "65536", "most open files a sandbox may ask for"},
     {"execution-timeout", OPT_INT, FIELD(execution_timeout), "0", "seconds a cell may run before it is interrupted; 0 = no limit"},
     {"max-execution-timeout", OPT_INT, FIELD(max_execution_timeout), "0", "longest timeout a sandbox may ask for; 0 = any"},
-    {"output-limit", OPT_SIZE, FIELD(output_limit), "1M", "stdout+stderr bytes per execution before the rest is dropped"},
+    {"output-limit", OPT_SIZE, FIELD(output_limit), "1M", "output bytes per execution (stream text, rich output) before the rest is dropped"},
     {"max-output-limit", OPT_SIZE, FIELD(max_output_limit), "256M", "most output a sandbox may ask for"},
     {"zygote", OPT_BOOL, FIELD(zygote), "true", "start Python kernels by cloning a preloaded interpreter (false = exec each one)"},
     {"preload", OPT_STRING, FIELD(preload), "numpy,pandas,matplotlib,IPython", "modules the python3 template's zygote imports once for every kernel"},

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/rand.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -17,6 +18,7 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "http/outbound.h"
+#include "common/text.h"
 
 /* How long a closing connection waits for the peer's close before the socket is dropped. */
 #define CLOSE_LINGER_MS 2000
@@ -26,6 +28,7 @@
 /* What an evicted client reads in its close frame (at most 123 bytes, RFC 6455 5.5). */
 #define EVICTED_REASON "server-wide output queue limit reached (--max-queued-bytes): this client read too slowly"
 #define OUT_LIMIT (1u << 20) /* unsent bytes collected before wslay is told to wait */
+#define MAX_CLOSE_REASON 123 /* RFC 6455 5.5: a control frame's payload is at most 125 bytes */
 
 struct websocket {
     int fd;
@@ -40,6 +43,11 @@ struct websocket {
     void *close_arg;
     bool drained;                 /* a short read this wakeup: the socket has nothing more */
     bool closing;                 /* our close is queued: nothing more is queued behind it */
+    bool peer_gone;               /* recv() saw end of file or an error */
+    bool rejecting;               /* wslay queued a close of its own after a protocol error */
+    bool frame_open;              /* a frame's header is in `out`, its payload not yet */
+    bool skipping_payload;        /* the payload of wslay's own close frame is being dropped */
+    size_t max_message;           /* the largest message taken, named in a 1009's reason */
     bool draining;                /* close sent: discard input until EOF */
     bool finished;                /* on_close called; freeing is deferred */
     bool failed;                  /* a write failed; finishing is deferred */
@@ -85,6 +93,7 @@ static ssize_t on_wslay_recv(wslay_event_context_ptr ctx, uint8_t *data, size_t 
         return -1;
     }
     if (n <= 0) {
+        socket->peer_gone = true;
         wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
         return -1;
     }
@@ -107,6 +116,103 @@ static bool flush_out(websocket *socket)
     return true;
 }
 
+/* ---- closes with a reason ----
+
+   wslay answers a protocol error itself, with a close frame that carries no reason (1002,
+   1007, 1009) or, for a frame header it cannot parse (a 64-bit length with the top bit set, a
+   length not in its shortest form, a control frame over 125 bytes or fragmented), an empty
+   close frame and an error. A client is owed what was wrong, so that frame never leaves:
+   wslay still "sends" it (it then stops writing, and tells which code it chose), its bytes are
+   dropped here, and our own close frame, with the same code and a reason, takes its place. */
+
+/* The length of `reason` as a close frame can carry it: at most 123 bytes, cut before a
+   character rather than inside one (a cut UTF-8 sequence makes the client fail with 1007). */
+static size_t close_reason_length(const char *reason)
+{
+    return reason ? text_utf8_fit(reason, strlen(reason), MAX_CLOSE_REASON) : 0;
+}
+
+/* After a protocol error, the next frame wslay starts is its close frame (it finishes a frame
+   already begun, sends Close before anything queued, then nothing): its header and payload
+   are dropped. (A message whose header `out` had refused is retried before the close, and is
+   dropped whole the same way: the stream stays whole frames, and the connection is closing.)
+   True when these bytes were. */
+static bool skip_wslay_close_frame(websocket *socket, int flags)
+{
+    if (socket->skipping_payload) {
+        socket->skipping_payload = false;
+        return true;
+    }
+    if (!socket->rejecting || socket->frame_open)
+        return false;
+    socket->skipping_payload = (flags & WSLAY_MSG_MORE) != 0;
+    return true;
+}
+
+static const char *rejection_reason(const websocket *socket, unsigned short code, char *scratch,
+                                    size_t scratch_size)
+{
+    switch (code) {
+    case WEBSOCKET_PROTOCOL_ERROR:
+        return "protocol error: a frame unmasked, with reserved bits set or an unknown opcode, "
+               "out of fragment order, or a bad close code";
+    case WEBSOCKET_INVALID_PAYLOAD: return "invalid UTF-8 in a text message or in a close reason";
+    case WEBSOCKET_MESSAGE_TOO_BIG:
+        snprintf(scratch, scratch_size, "message over the %zu-byte limit (--max-message-size)",
+                 socket->max_message);
+        return scratch;
+    default:
+        return "bad frame header: a control frame fragmented or over 125 bytes, or a payload "
+               "length not in its shortest form or over 2^63-1";
+    }
+}
+
+static ssize_t append_to_out(const uint8_t *data, size_t length, int flags, void *user)
+{
+    websocket *socket = user;
+    buffer_append(&socket->out, data, length);
+    return (ssize_t)length;
+}
+
+/* Our close frame in place of the one wslay dropped: its code (1002 where it sent none), and
+   a reason. Written with wslay's frame layer, straight into `out`. */
+static void send_rejection(websocket *socket)
+{
+    socket->rejecting = false;
+    unsigned short code = wslay_event_get_status_code_sent(socket->wslay);
+    if (code == WSLAY_CODE_NO_STATUS_RCVD)
+        code = WEBSOCKET_PROTOCOL_ERROR;
+    char scratch[96];
+    const char *reason = rejection_reason(socket, code, scratch, sizeof scratch);
+    size_t reason_length = close_reason_length(reason);
+    uint8_t payload[2 + MAX_CLOSE_REASON] = {code >> 8, code & 0xff};
+    memcpy(payload + 2, reason, reason_length);
+    struct wslay_frame_iocb frame = {
+        .fin = 1,
+        .opcode = WSLAY_CONNECTION_CLOSE,
+        .payload_length = 2 + reason_length,
+        .data = payload,
+        .data_length = 2 + reason_length,
+    };
+    static const struct wslay_frame_callbacks frame_callbacks = {.send_callback = append_to_out};
+    wslay_frame_context_ptr writer;
+    if (wslay_frame_context_init(&writer, &frame_callbacks, socket) != 0)
+        die("out of memory closing a WebSocket");
+    wslay_frame_send(writer, &frame);
+    wslay_frame_context_free(writer);
+    log_info("websocket: closed with %u after a protocol error: %s", code, reason);
+}
+
+/* After wslay read: did it stop reading to close on its own (a protocol error), rather than
+   because the peer closed or we did? */
+static void notice_rejection(websocket *socket)
+{
+    if (!wslay_event_get_read_enabled(socket->wslay) &&
+        !wslay_event_get_close_received(socket->wslay) && !socket->closing &&
+        !wslay_event_get_close_sent(socket->wslay))
+        socket->rejecting = true;
+}
+
 /* wslay's frames are collected in `out` and leave in one send() per batch (flush_out): a cell's
    busy, execute_input, result, reply and idle are five frames, and a system call each costs more
    than the copy. Past OUT_LIMIT unsent bytes wslay is told to wait, as the socket would. */
@@ -114,6 +220,8 @@ static ssize_t on_wslay_send(wslay_event_context_ptr ctx, const uint8_t *data, s
                              int flags, void *user)
 {
     websocket *socket = user;
+    if (skip_wslay_close_frame(socket, flags))
+        return (ssize_t)length;
     if (buffer_size(&socket->out) >= OUT_LIMIT && !flush_out(socket)) {
         wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
         return -1;
@@ -123,6 +231,9 @@ static ssize_t on_wslay_send(wslay_event_context_ptr ctx, const uint8_t *data, s
         return -1;
     }
     buffer_append(&socket->out, data, length);
+    /* wslay hands a frame over as its header (flagged "more" when a payload follows), then
+       the payload in one piece: between the two the frame is open. */
+    socket->frame_open = (flags & WSLAY_MSG_MORE) != 0;
     return (ssize_t)length;
 }
 
@@ -134,8 +245,10 @@ static void report_queued(websocket *socket)
 /* Everything wslay has queued, out to the socket as far as it takes it. */
 static bool transmit(websocket *socket)
 {
-    bool sent = (!wslay_event_want_write(socket->wslay) || wslay_event_send(socket->wslay) == 0) &&
-                flush_out(socket);
+    bool sent = !wslay_event_want_write(socket->wslay) || wslay_event_send(socket->wslay) == 0;
+    if (sent && socket->rejecting && wslay_event_get_close_sent(socket->wslay))
+        send_rejection(socket);
+    sent = sent && flush_out(socket);
     report_queued(socket);
     return sent;
 }
@@ -222,9 +335,14 @@ static void on_socket_ready(void *owner, uint32_t events)
         return;
     }
     socket->drained = false;
-    if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && wslay_event_recv(socket->wslay) != 0) {
-        websocket_finish(socket);
-        return;
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+        /* wslay fails the read for a frame header it cannot parse as well as for a peer that
+           went away: only the second has no one left to tell. */
+        if (wslay_event_recv(socket->wslay) != 0 && socket->peer_gone) {
+            websocket_finish(socket);
+            return;
+        }
+        notice_rejection(socket);
     }
     if (socket->finished)
         return;
@@ -290,6 +408,7 @@ websocket *websocket_start(int fd, const char *extra, size_t extra_length, size_
     if (wslay_event_context_server_init(&socket->wslay, &wslay_callbacks, socket) != 0)
         die("out of memory starting a WebSocket");
     wslay_event_config_set_max_recv_msg_length(socket->wslay, max_message);
+    socket->max_message = max_message;
     loop_watch_add(&socket->watch, fd, EPOLLIN, on_socket_ready, socket);
     if (extra_length > 0)
         loop_defer(read_extra_deferred, socket);
@@ -325,7 +444,7 @@ void websocket_close(websocket *socket, unsigned short code, const char *reason)
         return;
     socket->closing = true;
     if (wslay_event_queue_close(socket->wslay, code, (const uint8_t *)reason,
-                                reason ? strlen(reason) : 0) == 0 &&
+                                close_reason_length(reason)) == 0 &&
         !socket->linger_timer)
         socket->linger_timer = loop_timer_add(CLOSE_DEADLINE_MS, on_linger_expired, socket);
     if (!transmit(socket)) {

@@ -1,11 +1,12 @@
 /* websocket — RFC 6455 connections on upgraded sockets: wslay does the framing, loop.c the I/O.
  *
  * A connection reads and writes without blocking; messages larger than its limit close it with
- * 1009, protocol errors with 1002 (wslay's doing). After a close frame is sent the socket is
- * half-closed and drained so the peer reads the close code instead of a reset; a close frame
- * stuck behind frames the client does not read is given 10 s, then the socket is dropped. What a
- * connection has queued counts toward the daemon-wide ceiling (outbound.h): past it, the biggest
- * queue's connection is closed with 1008. */
+ * 1009, protocol errors with 1002, invalid UTF-8 with 1007: wslay finds them, and the close frame
+ * is ours, with a reason. Every reason is cut to 123 bytes before a character. After a close
+ * frame is sent the socket is half-closed and drained so the peer reads the close code instead
+ * of a reset; a close frame stuck behind frames the client does not read is given 10 s, then the
+ * socket is dropped. What a connection has queued counts toward the daemon-wide ceiling
+ * (outbound.h): past it, the biggest queue's connection is closed with 1008. */
 #ifndef CELLBOX_HTTP_WEBSOCKET_H
 #define CELLBOX_HTTP_WEBSOCKET_H
 

@@ -25,17 +25,26 @@
 
 #define READ_CHUNK 65536
 #define MAX_READ_PER_WAKEUP (1u << 20) /* one noisy kernel must not starve the others */
+/* The kernel's stdout/stderr pipes are made as large as its output limit, within these: a
+   write() that fits lands in the pipe whole and is read whole, so one print is one message.
+   The pages are the writer's (charged to the sandbox's memory cgroup) and only while full. */
+#define MIN_OUTPUT_PIPE_BYTES 65536
+#define MAX_OUTPUT_PIPE_BYTES MAX_READ_PER_WAKEUP
 #define CHANNEL_FD 3
 /* After a timeout's interrupt, how long a cell gets to stop before the kernel is killed. */
 #define INTERRUPT_GRACE_MS 3000
 #define OUTPUT_COALESCE_MS 50
 /* A kernel whose channel closed is given this long to exit by itself (and report its status). */
 #define HANGUP_GRACE_MS 2000
+/* How long a kernel has to exit after a shutdown_request before it is killed (jupyter_client's
+   shutdown_wait_time): a kernel busy with a cell does not read the request until the cell ends. */
+#define SHUTDOWN_GRACE_MS 5000
 
 typedef struct output_pipe {
     int fd;
     loop_watch watch;
     buffer pending;     /* read, not yet published (coalesced; may end mid-character) */
+    size_t capacity;    /* the pipe's size: more pending than this is not one write() */
     const char *name;   /* "stdout" or "stderr" */
     struct kernel *owner;
 } output_pipe;
@@ -64,13 +73,17 @@ struct kernel {
     char death_reason[192];
     char setup_failure[128];    /* what the sandbox's setup said when it failed, if it did */
     bool shutdown_requested;    /* a client asked it to shut down: exit 0 is expected */
+    bool restart_requested;     /* ... with restart: true: start it again once it exits */
+    bool shutdown_replied;      /* the kernel sent its shutdown_reply */
+    json_t *shutdown_request;   /* that request's header, until the process is gone */
+    loop_timer *shutdown_timer; /* kills a kernel still there SHUTDOWN_GRACE_MS after it */
     kernel_sandbox sandbox;
     long long oom_kills_at_start;   /* cgroup counter when this process started */
     int64_t spawned_at_ms;          /* monotonic, for the start-up time in the log */
     struct {
         bool active;                /* an execute_request is running */
-        long long output_bytes;     /* stream bytes published for it */
-        long long dropped_bytes;    /* stream bytes past the output limit */
+        long long output_bytes;     /* stream text and rich output bytes published for it */
+        long long dropped_bytes;    /* bytes past the output limit: all output after the first */
         long long pids_hits_at_start;
         long long oom_kills_at_start;
         loop_timer *timer;          /* timeout, then the grace period after the interrupt */
@@ -288,11 +301,26 @@ static void on_channel_ready(void *owner, uint32_t events);
 static void on_output_ready(void *owner, uint32_t events);
 static void on_process_exit(void *owner, uint32_t events);
 
+/* Sizes the pipe for the kernel's output limit (see MAX_OUTPUT_PIPE_BYTES); the kernel rounds
+   up to a power of two pages. A refusal leaves the default, 64 KiB. */
+static size_t size_output_pipe(const kernel *k, int fd)
+{
+    long long limit = k->sandbox.limits.output_bytes;
+    long long wanted = limit > 0 && limit < MAX_OUTPUT_PIPE_BYTES ? limit : MAX_OUTPUT_PIPE_BYTES;
+    if (wanted < MIN_OUTPUT_PIPE_BYTES)
+        wanted = MIN_OUTPUT_PIPE_BYTES;
+    if (fcntl(fd, F_SETPIPE_SZ, (int)wanted) < 0)
+        log_debug("kernel %s: output pipe stays at its default size: %s", k->id, strerror(errno));
+    int size = fcntl(fd, F_GETPIPE_SZ);
+    return size > 0 ? (size_t)size : MIN_OUTPUT_PIPE_BYTES;
+}
+
 static void watch_output(kernel *k, output_pipe *pipe_end, int fd, const char *name)
 {
     pipe_end->fd = fd;
     pipe_end->name = name;
     pipe_end->owner = k;
+    pipe_end->capacity = size_output_pipe(k, fd);
     fcntl(fd, F_SETFL, O_NONBLOCK);
     loop_watch_add(&pipe_end->watch, fd, EPOLLIN, on_output_ready, pipe_end);
 }
@@ -418,7 +446,7 @@ static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t wh
     k->state = KERNEL_STARTING;
     k->death_reason[0] = '\0';
     k->setup_failure[0] = '\0';
-    k->shutdown_requested = false;
+    k->shutdown_requested = k->restart_requested = k->shutdown_replied = false;
     if (via_zygote)
         send_environment(k, k->env);
     return 0;
@@ -436,32 +464,86 @@ static void emit_stream(kernel *k, const char *name, const char *text, size_t le
     emit(k, "iopub", message_stream(k->session, k->current_request, name, text, length));
 }
 
-/* Stream output beyond the per-execution limit is dropped, with one marker saying so. */
-static void publish_text(kernel *k, const char *name, const char *text, size_t length)
+/* ---- the per-execution output limit ----
+
+   A cell's output (stream text, and the data of display_data, update_display_data and
+   execute_result) counts against one limit. From the first output that does not fit, the rest
+   of the cell's output is dropped, with one note saying what was dropped and at which limit;
+   finish_execution says how many bytes were dropped in all. */
+
+static bool output_fits(const kernel *k, long long length)
 {
     long long limit = k->sandbox.limits.output_bytes;
-    if (!k->execution.active || limit <= 0 || k->execution.output_bytes + (long long)length <= limit) {
+    return !k->execution.active || limit <= 0 ||
+           (k->execution.dropped_bytes == 0 && k->execution.output_bytes + length <= limit);
+}
+
+/* `what` is what the first dropped output was, when it was dropped whole (NULL: stream text cut
+   at the limit). */
+static void note_output_truncated(kernel *k, const char *what, long long what_bytes)
+{
+    char limit[32], size[32], marker[224];
+    limits_format_size(k->sandbox.limits.output_bytes, limit, sizeof limit);
+    int n;
+    if (what) {
+        limits_format_size(what_bytes, size, sizeof size);
+        n = snprintf(marker, sizeof marker,
+                     "\n[cellbox: output truncated at %s; this %s (%s) and the rest of this cell's "
+                     "output are dropped]\n",
+                     limit, what, size);
+    } else {
+        n = snprintf(
+            marker, sizeof marker,
+            "\n[cellbox: output truncated at %s; the rest of this cell's output is dropped]\n",
+            limit);
+    }
+    emit_stream(k, "stderr", marker, (size_t)n);
+}
+
+/* Stream text: what fits is published, the first text that does not is cut at the limit (on a
+   character boundary). */
+static void publish_text(kernel *k, const char *name, const char *text, size_t length)
+{
+    if (output_fits(k, (long long)length)) {
         k->execution.output_bytes += (long long)length;
         emit_stream(k, name, text, length);
         return;
     }
     if (k->execution.dropped_bytes == 0) {
-        size_t room = (size_t)(limit > k->execution.output_bytes ? limit - k->execution.output_bytes : 0);
-        while (room > 0 && room < length && (text[room] & 0xc0) == 0x80)
-            room--; /* cut on a character boundary */
+        long long left = k->sandbox.limits.output_bytes - k->execution.output_bytes;
+        size_t room = text_utf8_fit(text, length, left > 0 ? (size_t)left : 0);
         if (room > 0)
             emit_stream(k, name, text, room);
         k->execution.output_bytes += (long long)room;
-        char size[32], marker[160];
-        limits_format_size(limit, size, sizeof size);
-        int n = snprintf(marker, sizeof marker,
-                         "\n[cellbox: output truncated at %s; the rest of this cell's output is dropped]\n",
-                         size);
-        emit_stream(k, "stderr", marker, (size_t)n);
         k->execution.dropped_bytes += (long long)(length - room);
+        note_output_truncated(k, NULL, 0);
         return;
     }
     k->execution.dropped_bytes += (long long)length;
+}
+
+static bool is_rich_output(const char *type)
+{
+    return strcmp(type, "display_data") == 0 || strcmp(type, "update_display_data") == 0 ||
+           strcmp(type, "execute_result") == 0;
+}
+
+/* Rich output from the kernel: published whole or dropped whole. Its size is that of its MIME
+   bundle as JSON (what a client receives). False when it is dropped. */
+static bool admit_rich_output(kernel *k, const char *type, json_t *message)
+{
+    if (!k->execution.active || !is_rich_output(type))
+        return true;
+    json_t *data = json_object_get(json_object_get(message, "content"), "data");
+    long long length = data ? (long long)json_dumpb(data, NULL, 0, JSON_COMPACT) : 0;
+    if (output_fits(k, length)) {
+        k->execution.output_bytes += length;
+        return true;
+    }
+    if (k->execution.dropped_bytes == 0)
+        note_output_truncated(k, type, length);
+    k->execution.dropped_bytes += length;
+    return false;
 }
 
 /* Publishes what has been read from the pipe as one stream message (valid UTF-8; an incomplete
@@ -519,7 +601,9 @@ static void close_output(output_pipe *p)
     buffer_free(&p->pending);
 }
 
-/* Reads what the pipe holds now (bounded) into its pending bytes; closes it at end of file. */
+/* Reads what the pipe holds now (until it is empty, bounded) into its pending bytes; closes it
+   at end of file. What one write() put in the pipe is then pending whole: it is published at
+   once only when more is pending than one write() can be (a pipe's worth). */
 static void drain_output(output_pipe *p)
 {
     unsigned char chunk[READ_CHUNK];
@@ -535,7 +619,7 @@ static void drain_output(output_pipe *p)
             break;
         }
     }
-    if (buffer_size(&p->pending) >= READ_CHUNK)
+    if (buffer_size(&p->pending) >= p->capacity)
         flush_output(p, 0);
 }
 
@@ -717,8 +801,15 @@ static void handle_kernel_message(kernel *k, const char *bytes, size_t length)
     }
     const char *channel = json_string_value(json_object_get(message, "channel"));
     const char *type = message_type(message);
-    if (strcmp(channel, "iopub") == 0)
+    if (strcmp(channel, "control") == 0 && strcmp(type, "shutdown_reply") == 0)
+        k->shutdown_replied = true;
+    if (strcmp(channel, "iopub") == 0) {
         track_state(k, type, message);
+        if (!admit_rich_output(k, type, message)) {
+            json_decref(message);
+            return;
+        }
+    }
     if (!message_type_is_untracked(message_parent_type(message)))
         kernel_touch(k);
     deliver(k, channel, message);
@@ -831,13 +922,51 @@ static void on_channel_ready(void *owner, uint32_t events)
         read_channel(k);
 }
 
+/* ---- shutdown_request ---- */
+
+/* The reply a kernel still busy with a cell could not send, as ipykernel sends it: on control to
+   the client that asked, and a copy on iopub. */
+static void answer_shutdown_request(kernel *k)
+{
+    k->shutdown_replied = true;
+    json_t *content = json_pack("{s:s, s:b}", "status", "ok", "restart", k->restart_requested);
+    emit(k, "control", message_new("shutdown_reply", k->session, k->shutdown_request,
+                                   json_deep_copy(content)));
+    emit(k, "iopub", message_new("shutdown_reply", k->session, k->shutdown_request, content));
+}
+
+static void on_shutdown_grace_over(void *arg)
+{
+    kernel *k = arg;
+    k->shutdown_timer = NULL;
+    if (!k->shutdown_replied)
+        answer_shutdown_request(k);
+    if (!k->restart_requested && !k->death_reason[0])
+        snprintf(k->death_reason, sizeof k->death_reason,
+                 "kernel shut down on request (still running %d s later, it was killed)",
+                 SHUTDOWN_GRACE_MS / 1000);
+    kill_process_group(k, SIGKILL);
+}
+
+static void note_shutdown_request(kernel *k, json_t *message)
+{
+    k->shutdown_requested = true;
+    json_t *content = json_object_get(message, "content");
+    k->restart_requested = json_is_true(json_object_get(content, "restart"));
+    k->shutdown_replied = false;
+    json_decref(k->shutdown_request);
+    k->shutdown_request = json_incref(json_object_get(message, "header"));
+    if (!k->shutdown_timer)
+        k->shutdown_timer = loop_timer_add(SHUTDOWN_GRACE_MS, on_shutdown_grace_over, k);
+}
+
 int kernel_send(kernel *k, json_t *message)
 {
     if (k->state == KERNEL_DEAD || k->channel_fd < 0)
         return -1;
     const char *type = message_type(message);
     if (type && strcmp(type, "shutdown_request") == 0)
-        k->shutdown_requested = true;
+        note_shutdown_request(k, message);
     char *text = json_dumps(message, JSON_COMPACT);
     if (!text)
         die("out of memory encoding a message");
@@ -937,7 +1066,30 @@ static void release_process(kernel *k)
         loop_timer_cancel(k->hangup_timer);
         k->hangup_timer = NULL;
     }
+    if (k->shutdown_timer) {
+        loop_timer_cancel(k->shutdown_timer);
+        k->shutdown_timer = NULL;
+    }
+    json_decref(k->shutdown_request);
+    k->shutdown_request = NULL;
     k->pid = 0;
+}
+
+/* jupyter_client restarts a kernel by asking it to shut down with restart: true, then starting
+   a new one when it has exited; a client that sends that request itself expects the same. The
+   kernel's connections stay attached: they see status restarting, then the new kernel's. */
+static void restart_after_shutdown(kernel *k)
+{
+    log_info("kernel %s: restarting, as a client asked (shutdown_request with restart)", k->id);
+    snprintf(k->death_reason, sizeof k->death_reason,
+             "kernel restarted on request: this cell was stopped");
+    kernel_fail_running_cell(k, "KernelDied", k->death_reason); /* a cell it was still running (killed after the grace period) */
+    release_process(k); /* the process is reaped already: nothing to kill or wait for */
+    char why[160];
+    if (kernel_restart(k, why, sizeof why) < 0) {
+        log_warn("kernel %s: %s", k->id, k->death_reason);
+        emit(k, "iopub", message_status(k->session, NULL, "dead"));
+    }
 }
 
 static void on_process_exit(void *owner, uint32_t events)
@@ -953,6 +1105,10 @@ static void on_process_exit(void *owner, uint32_t events)
     drain_output(&k->err);
     flush_outputs(k); /* and the setup's complaint, if any, is known to describe_exit */
     kill_process_group(k, SIGKILL); /* children it left behind */
+    if (k->restart_requested) {
+        restart_after_shutdown(k);
+        return;
+    }
     describe_exit(k, &info);
     log_info("kernel %s: %s", k->id, k->death_reason);
     cancel_execution_timer(k);

@@ -46,7 +46,10 @@ typedef struct kernel_sandbox {
 kernel *kernel_start(const char *id, const kernelspec *spec, const char *workspace, json_t *env,
                      const kernel_sandbox *sandbox, char *why, size_t why_size);
 const sandbox_limits *kernel_limits(const kernel *k);
-int kernel_send(kernel *k, json_t *message); /* message carries "channel"; -1 if the kernel is dead */
+/* `message` carries "channel"; -1 if the kernel is dead. A shutdown_request is watched: a kernel
+   still there 5 s later is killed (its shutdown_reply sent for it), and with restart: true the
+   kernel is started again once it has exited, as jupyter_client does. */
+int kernel_send(kernel *k, json_t *message);
 void kernel_interrupt(kernel *k);
 /* Adds variables to a running kernel's environment (a kernel handed out from the warm pool). */
 void kernel_set_environment(kernel *k, json_t *env);

@@ -87,6 +87,33 @@ static void test_ansi_colours_are_taken_out(void)
     buffer_free(&out);
 }
 
+/* A prefix that must fit a limit (a close reason's 123 bytes) ends before a character, never
+   inside one; what fits is left whole. */
+static void test_utf8_fit_never_cuts_a_character(void)
+{
+    const char *euros = "\xe2\x82\xac\xe2\x82\xac\xe2\x82\xac"; /* three 3-byte characters */
+    CHECK(text_utf8_fit(euros, 9, 9) == 9);
+    CHECK(text_utf8_fit(euros, 9, 8) == 6);
+    CHECK(text_utf8_fit(euros, 9, 7) == 6);
+    CHECK(text_utf8_fit(euros, 9, 6) == 6);
+    CHECK(text_utf8_fit(euros, 9, 2) == 0);
+    CHECK(text_utf8_fit("abc\xf0\x9f\x98\x80", 7, 5) == 3); /* a 4-byte emoji */
+    CHECK(text_utf8_fit("plain ascii", 11, 5) == 5);
+    char channel[130];
+    memset(channel, 0, sizeof channel);
+    for (int i = 0; i < 42; i++)
+        memcpy(channel + 3 * i, "\xe2\x82\xac", 3);
+    static const char *const channels[] = {"shell", NULL};
+    char why[200];
+    json_t *m = json_pack("{s:s, s:{s:s}}", "channel", channel, "header", "msg_type", "x");
+    CHECK(!message_check(m, channels, why, sizeof why));
+    buffer repaired = {0};
+    CHECK(text_append_utf8(&repaired, (const unsigned char *)why, strlen(why), 1) == 0);
+    CHECK(buffer_size(&repaired) == strlen(why)); /* nothing needed replacing: valid UTF-8 */
+    buffer_free(&repaired);
+    json_decref(m);
+}
+
 static void test_iso_time_has_six_digits_and_z(void)
 {
     char text[ISO_TIME_BUFFER];
@@ -186,6 +213,7 @@ int main(void)
     RUN(test_untracked_types);
     RUN(test_utf8_repair_and_split_sequences);
     RUN(test_ansi_colours_are_taken_out);
+    RUN(test_utf8_fit_never_cuts_a_character);
     RUN(test_iso_time_has_six_digits_and_z);
     RUN(test_remove_tree_does_not_follow_links);
     RUN(test_kernel_frames_split_and_checked);
