@@ -861,6 +861,15 @@ static void on_hangup_grace_over(void *arg)
 
 static void read_channel(kernel *k)
 {
+    /* A zygote's clone can speak before the zygote's answer with its pid is read (two sockets,
+       no order between them). Its messages wait in the socket until the answer
+       (on_zygote_answer watches the channel again): read now, a "ready" made a kernel without a
+       pid look started, and a file call right after its create found no sandbox root. The
+       watch is removed, not muted, so a hang-up meanwhile cannot spin the loop. */
+    if (k->spawn) {
+        loop_watch_remove(&k->channel_watch);
+        return;
+    }
     char chunk[READ_CHUNK];
     size_t total = 0;
     while (k->channel_fd >= 0 && total < MAX_READ_PER_WAKEUP) {
@@ -1135,6 +1144,8 @@ static void on_zygote_answer(void *arg, pid_t pid, const char *why)
         if (k->signal_on_spawn)
             kill(-pid, k->signal_on_spawn);
         k->signal_on_spawn = 0;
+        if (k->channel_watch.fd < 0) /* read_channel let go of it until now */
+            loop_watch_add(&k->channel_watch, k->channel_fd, EPOLLIN, on_channel_ready, k);
         flush_channel(k);
         return;
     }
