@@ -11,6 +11,7 @@
 #include "api/v1_files.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/text.h"
 #include "kernel/box.h"
 #include "kernel/kernelspec.h"
 #include "kernel/manager.h"
@@ -38,7 +39,8 @@ static void respond_error(http_request *request, int status, const char *fmt, ..
     va_start(args, fmt);
     vsnprintf(message, sizeof message, fmt, args);
     va_end(args);
-    http_respond_json(request, status, json_pack("{s:i, s:s}", "code", status, "message", message));
+    http_respond_json(request, status, json_pack("{s:i, s:o}", "code", status, "message",
+                                                 text_json_string(message)));
 }
 
 static void respond_method_not_allowed(http_request *request)
@@ -47,20 +49,11 @@ static void respond_method_not_allowed(http_request *request)
                   http_path(request));
 }
 
-/* Percent-decoding in place ('+' stays: the SDK encodes spaces as %20). */
-static void url_decode(char *text)
+/* Percent-decoding in place, by libmicrohttpd ('+' stays: the SDK encodes spaces as %20).
+   False when the result holds a NUL or control byte: it would name another key or file. */
+static bool url_decode(char *text)
 {
-    char *out = text;
-    for (char *in = text; *in; in++) {
-        unsigned value;
-        if (in[0] == '%' && in[1] && in[2] && sscanf(in + 1, "%2x", &value) == 1) {
-            *out++ = (char)value;
-            in += 2;
-        } else {
-            *out++ = *in;
-        }
-    }
-    *out = '\0';
+    return !text_has_control_bytes(text, http_unescape(text));
 }
 
 /* ---- the control plane: sandboxes ---- */
@@ -176,9 +169,11 @@ static json_t *metadata_filter(http_request *request)
         if (!equals)
             continue;
         *equals = '\0';
-        url_decode(pair);
-        url_decode(equals + 1);
-        json_object_set_new(filter, pair, json_string(equals + 1));
+        if (!url_decode(pair) || !url_decode(equals + 1))
+            continue; /* no sandbox's metadata holds a control byte: nothing would match */
+        json_t *key = text_json_string(pair);
+        json_object_set_new(filter, json_string_value(key), text_json_string(equals + 1));
+        json_decref(key);
     }
     free(copy);
     return filter;
@@ -411,6 +406,7 @@ static bool header_parameter(const char *header, const char *name, char *out, si
 
 typedef struct upload_part {
     char filename[4096]; /* the path, as the SDK names each part */
+    bool filename_refused; /* it holds a NUL or control byte once decoded */
     const char *data;
     size_t length;
 } upload_part;
@@ -459,7 +455,8 @@ static int parse_multipart(const char *body, size_t length, const char *boundary
                 if (line_end)
                     *line_end = '\r';
             }
-        url_decode(part->filename); /* undici escapes '"', CR and LF as %22, %0D, %0A */
+        /* undici escapes '"', CR and LF as %22, %0D, %0A */
+        part->filename_refused = !url_decode(part->filename);
         part->data = data;
         part->length = (size_t)(next - data);
         at = next + 2;
@@ -511,9 +508,16 @@ static void write_files(http_request *request, box *b)
                           MAX_UPLOAD_FILES);
         for (int i = 0; i < count && written; i++) {
             const char *target = path && *path && count == 1 ? path : parts[i].filename;
-            json_t *entry =
-                *target ? v1_files_write(request, b, target, parts[i].data, parts[i].length) : NULL;
-            if (!*target)
+            bool refused = target == parts[i].filename && parts[i].filename_refused;
+            json_t *entry = *target && !refused
+                                ? v1_files_write(request, b, target, parts[i].data, parts[i].length)
+                                : NULL;
+            if (refused)
+                respond_error(request, 400,
+                              "the filename of file %d of the form holds a NUL or control byte: "
+                              "paths cannot contain them",
+                              i + 1);
+            else if (!*target)
                 respond_error(request, 400,
                               "file %d of the form has no path: pass ?path= or "
                               "give the part a filename",

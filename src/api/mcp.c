@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/ids.h"
 #include "common/log.h"
+#include "common/text.h"
 
 #define SESSION_IDLE_US (3600LL * 1000000) /* an hour without a request ends a session */
 #define CELLBOX_VERSION "0.1.0"
@@ -59,7 +60,8 @@ static void respond_rpc(http_request *request, int status, json_t *id, json_t *r
     if (result)
         json_object_set_new(answer, "result", result);
     else
-        json_object_set_new(answer, "error", json_pack("{s:i, s:s}", "code", code, "message", message));
+        json_object_set_new(answer, "error", json_pack("{s:i, s:o}", "code", code, "message",
+                                                       text_json_string(message)));
     http_respond_json(request, status, answer);
 }
 
@@ -170,8 +172,9 @@ static void call_tool(http_request *request, mcp_session *session, json_t *id, j
         char message[160];
         snprintf(message, sizeof message, "unknown tool '%.100s' (see tools/list)", name);
         http_stream_finish_json(call->stream,
-                                json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id,
-                                          "error", "code", INVALID_PARAMS, "message", message));
+                                json_pack("{s:s, s:O, s:{s:i, s:o}}", "jsonrpc", "2.0", "id", id,
+                                          "error", "code", INVALID_PARAMS, "message",
+                                          text_json_string(message)));
     }
     json_decref(args);
 }

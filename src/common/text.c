@@ -1,5 +1,9 @@
 #include "common/text.h"
 
+#include <string.h>
+
+#include "common/log.h"
+
 static const char replacement[] = "\xef\xbf\xbd";
 
 /* Length of the sequence starting at lead byte c, or 0 if c cannot start one. */
@@ -62,4 +66,28 @@ size_t text_append_utf8(buffer *out, const unsigned char *in, size_t n, int fina
     }
     buffer_append(out, in + run_start, n - run_start);
     return 0;
+}
+
+json_t *text_json_stringn(const char *text, size_t length)
+{
+    json_t *string = json_stringn(text, length);
+    if (string)
+        return string;
+    buffer clean = {0};
+    text_append_utf8(&clean, (const unsigned char *)text, length, 1);
+    string = json_stringn(buffer_size(&clean) ? buffer_head(&clean) : "", buffer_size(&clean));
+    buffer_free(&clean);
+    if (!string)
+        die("out of memory");
+    return string;
+}
+
+json_t *text_json_string(const char *text) { return text_json_stringn(text, strlen(text)); }
+
+bool text_has_control_bytes(const char *text, size_t length)
+{
+    for (size_t i = 0; i < length; i++)
+        if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f)
+            return true;
+    return false;
 }

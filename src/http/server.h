@@ -48,6 +48,9 @@ const char *http_body(const http_request *request, size_t *length);
 /* Adds every query argument named `prefix`<key> to `out` as key → value (e.g. ?metadata.user=x). */
 void http_query_each(const http_request *request, const char *prefix, json_t *out);
 bool http_is_websocket_upgrade(const http_request *request);
+/* Decodes %XX in place (as libmicrohttpd decodes paths and queries); returns the new length,
+   which a decoded %00 makes larger than strlen(). */
+size_t http_unescape(char *text);
 const char *http_base_url(void);
 /* Splits a path ("/a/b/c") into its segments, written into `copy`; returns their number, or
    max + 1 when there are more than `max`. */

@@ -9,6 +9,7 @@
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "common/text.h"
 #include "kernel/message.h"
 #include "sandbox/cgroup.h"
 
@@ -89,8 +90,8 @@ static void unlink_execution(execution *e)
 static void emit_error(execution *e, const char *name, const char *value, const char *traceback)
 {
     e->errored = true;
-    emit(e, json_pack("{s:s, s:s, s:s, s:s}", "type", "error", "name", name, "value", value,
-                      "traceback", traceback ? traceback : value));
+    emit(e, json_pack("{s:s, s:s, s:o, s:o}", "type", "error", "name", name, "value",
+                      text_json_string(value), "traceback", text_json_string(traceback ? traceback : value)));
 }
 
 /* Accounting, the end, and goodbye. Called once. */

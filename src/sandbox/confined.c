@@ -312,19 +312,6 @@ static char *join_path(const char *dir, const char *name)
 
 /* ---- entries ---- */
 
-/* File names are bytes; JSON strings are UTF-8. Invalid bytes become U+FFFD. */
-static json_t *utf8_string(const char *text)
-{
-    json_t *string = json_string(text);
-    if (string)
-        return string;
-    buffer clean = {0};
-    text_append_utf8(&clean, (const unsigned char *)text, strlen(text), 1);
-    string = json_stringn(buffer_head(&clean), buffer_size(&clean));
-    buffer_free(&clean);
-    return string;
-}
-
 static const char *type_name(mode_t mode)
 {
     if (S_ISREG(mode))
@@ -344,14 +331,14 @@ json_t *confined_entry(const char *path, const struct stat *st, const char *syml
     int64_t modified_us = (int64_t)st->st_mtim.tv_sec * 1000000 + st->st_mtim.tv_nsec / 1000;
     clock_format_iso(modified_us > 0 ? modified_us : 0, modified);
     json_t *entry = json_object();
-    json_object_set_new(entry, "name", utf8_string(name));
-    json_object_set_new(entry, "path", utf8_string(path));
+    json_object_set_new(entry, "name", text_json_string(name));
+    json_object_set_new(entry, "path", text_json_string(path));
     json_object_set_new(entry, "type", json_string(type_name(st->st_mode)));
     json_object_set_new(entry, "size", json_integer((json_int_t)st->st_size));
     json_object_set_new(entry, "mode", json_string(mode));
     json_object_set_new(entry, "modified_at", json_string(modified));
     if (symlink_target)
-        json_object_set_new(entry, "symlink_target", utf8_string(symlink_target));
+        json_object_set_new(entry, "symlink_target", text_json_string(symlink_target));
     return entry;
 }
 

