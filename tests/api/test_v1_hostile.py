@@ -83,6 +83,35 @@ def test_control_byte_in_path_query_touches_nothing(v1, daemon, box, query):
     assert names(v1, sid) == ["/workspace/a"]
 
 
+# ---------------------------------------------------------------- refused deletes
+
+@pytest.mark.parametrize("path", ["/workspace", ".", "/workspace/.", "/tmp", "/"])
+def test_deleting_a_mount_point_or_the_root_removes_nothing(v1, box, path):
+    sid = box["id"]
+    v1.write(sid, "a.txt", "a")
+    v1.write(sid, "dir/b.txt", "b")
+    v1.write(sid, "/tmp/t.txt", "t")
+    r = v1.delete(v1.files_url(sid), params={"path": path, "recursive": "true"})
+    assert_error(r, 409, "cannot be")
+    assert names(v1, sid) == ["/workspace/a.txt", "/workspace/dir", "/workspace/dir/b.txt"]
+    assert "/tmp/t.txt" in names(v1, sid, "/tmp", 1)
+    assert v1.value(sid, "open('/workspace/dir/b.txt').read()") == "'b'"
+
+
+def test_recursive_delete_that_stops_says_what_it_removed(v1, box):
+    # t/ro is read-only: its subdirectory's files go, the subdirectory itself cannot
+    sid = box["id"]
+    v1.write(sid, "t/ro/sub/one", "1")
+    v1.write(sid, "t/ro/sub/two", "2")
+    v1.execute(sid, "import os; os.chmod('/workspace/t/ro', 0o555)")
+    r = v1.delete(v1.files_url(sid), params={"path": "t", "recursive": "true"})
+    assert_error(r, 403, "/workspace/t/ro/sub", "2 entries beneath '/workspace/t'",
+                 "the rest is still there")
+    assert names(v1, sid, "t") == ["/workspace/t/ro", "/workspace/t/ro/sub"]
+    v1.execute(sid, "import os; os.chmod('/workspace/t/ro', 0o755)")
+    expect(v1.delete(v1.files_url(sid), params={"path": "t", "recursive": "true"}), 204)
+
+
 # ---------------------------------------------------------------- not UTF-8
 
 def test_path_not_utf8_is_replaced_in_the_error(v1, daemon, sandbox):
