@@ -90,8 +90,9 @@ bool v1_optional_int(http_request *request, json_t *body, const char *field, int
     double number = json_is_integer(value) ? (double)json_integer_value(value)
                     : json_is_real(value)  ? json_real_value(value) : -1e300;
     if (!json_is_number(value) || number != (double)(long long)number || number < minimum ||
-        number > 1e9) {
-        http_respond_error(request, 400, "'%s' must be an integer of at least %d", field, minimum);
+        number > V1_MAX_INT) {
+        http_respond_error(request, 400, "'%s' must be a whole number from %d to %d", field,
+                           minimum, V1_MAX_INT);
         return false;
     }
     *out = (int)number;
@@ -331,12 +332,9 @@ static void sandbox_action(http_request *request, box *b, const char *action)
 
 static void get_logs(http_request *request, box *b)
 {
-    const char *limit_text = http_query(request, "limit");
-    long limit = limit_text ? strtol(limit_text, NULL, 10) : 200;
-    if (limit <= 0 || limit > BOX_LOG_ENTRIES) {
-        http_respond_error(request, 400, "'limit' must be between 1 and %d", BOX_LOG_ENTRIES);
+    long long limit;
+    if (!http_query_integer(request, "limit", 1, BOX_LOG_ENTRIES, 200, &limit))
         return;
-    }
     http_respond_json(request, 200, box_log_model(b, (size_t)limit));
 }
 

@@ -170,24 +170,13 @@ static void stat_file(http_request *request, box *b)
 static void list_files(http_request *request, box *b)
 {
     const char *path = path_query(request);
-    const char *depth_text = http_query(request, "depth");
-    int depth = 1;
-    if (!path)
+    long long depth;
+    if (!path || !http_query_integer(request, "depth", 1, CONFINED_MAX_DEPTH, 1, &depth))
         return;
-    if (depth_text) {
-        char *end;
-        long value = strtol(depth_text, &end, 10);
-        if (!*depth_text || *end || value < 1 || value > CONFINED_MAX_DEPTH) {
-            http_respond_error(request, 400, "'depth' must be a whole number from 1 to %d",
-                               CONFINED_MAX_DEPTH);
-            return;
-        }
-        depth = (int)value;
-    }
     confined c;
     if (!open_sandbox(request, b, &c))
         return;
-    json_t *entries = confined_list(&c, path, depth);
+    json_t *entries = confined_list(&c, path, (int)depth);
     entries ? http_respond_json(request, 200, entries) : respond_failure(request, &c, 0);
     close_sandbox(&c);
 }

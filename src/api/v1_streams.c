@@ -13,6 +13,7 @@
 
 #define NDJSON "application/x-ndjson"
 #define FOREGROUND_TIMEOUT_S 60
+#define MAX_WAIT_SECONDS (7 * 24 * 3600) /* the longest ?timeout_s= of a wait: a week */
 
 /* ---- POST /v1/sandboxes/{id}/execute ---- */
 
@@ -253,12 +254,9 @@ static void wait_on_closed(void *arg, bool completed)
 
 static void wait_command(http_request *request, command *c)
 {
-    const char *timeout_text = http_query(request, "timeout_s");
-    long timeout_s = timeout_text ? strtol(timeout_text, NULL, 10) : 0;
-    if (timeout_s < 0) {
-        http_respond_error(request, 400, "'timeout_s' must be a non-negative number of seconds");
+    long long timeout_s; /* 0: wait as long as the command runs */
+    if (!http_query_integer(request, "timeout_s", 0, MAX_WAIT_SECONDS, 0, &timeout_s))
         return;
-    }
     if (!command_running(c)) {
         http_respond_json(request, 200, command_model(c, true));
         return;

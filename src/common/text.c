@@ -1,5 +1,7 @@
 #include "common/text.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
@@ -90,4 +92,17 @@ bool text_has_control_bytes(const char *text, size_t length)
         if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f)
             return true;
     return false;
+}
+
+bool text_parse_integer(const char *text, long long minimum, long long maximum, long long *out)
+{
+    if (!text || !(*text == '-' || (*text >= '0' && *text <= '9')))
+        return false; /* strtoll would skip spaces and take '+' */
+    char *end;
+    errno = 0;
+    long long value = strtoll(text, &end, 10);
+    if (errno || end == text || *end || value < minimum || value > maximum)
+        return false;
+    *out = value;
+    return true;
 }

@@ -24,4 +24,8 @@ json_t *text_json_stringn(const char *text, size_t length);
    path or query value the daemon acts on may contain. */
 bool text_has_control_bytes(const char *text, size_t length);
 
+/* Parses all of `text` as a decimal integer within [minimum, maximum]: no sign-less garbage, no
+   trailing bytes, no overflow (strtol alone takes "abc" as 0 and "5x" as 5). */
+bool text_parse_integer(const char *text, long long minimum, long long maximum, long long *out);
+
 #endif

@@ -118,6 +118,21 @@ const char *http_query(const http_request *request, const char *name)
     return MHD_lookup_connection_value(request->connection, MHD_GET_ARGUMENT_KIND, name);
 }
 
+bool http_query_integer(http_request *request, const char *name, long long minimum,
+                        long long maximum, long long fallback, long long *value)
+{
+    const char *text = http_query(request, name);
+    if (!text) {
+        *value = fallback;
+        return true;
+    }
+    if (text_parse_integer(text, minimum, maximum, value))
+        return true;
+    http_respond_error(request, 400, "query parameter '%s' must be a whole number from %lld to %lld "
+                                     "(got '%.64s')", name, minimum, maximum, text);
+    return false;
+}
+
 typedef struct query_collector {
     const char *prefix;
     json_t *out;

@@ -44,6 +44,10 @@ bool http_method_is(const http_request *request, const char *method);
 const char *http_path(const http_request *request);
 const char *http_header(const http_request *request, const char *name);
 const char *http_query(const http_request *request, const char *name);
+/* The query parameter `name` as an integer within [minimum, maximum] (`fallback` when absent).
+   False after answering 400 naming the parameter and the range, for any other value. */
+bool http_query_integer(http_request *request, const char *name, long long minimum,
+                        long long maximum, long long fallback, long long *value);
 const char *http_body(const http_request *request, size_t *length);
 /* Adds every query argument named `prefix`<key> to `out` as key → value (e.g. ?metadata.user=x). */
 void http_query_each(const http_request *request, const char *prefix, json_t *out);

@@ -112,6 +112,47 @@ def test_recursive_delete_that_stops_says_what_it_removed(v1, box):
     expect(v1.delete(v1.files_url(sid), params={"path": "t", "recursive": "true"}), 204)
 
 
+# ---------------------------------------------------------------- numbers
+
+BAD_NUMBERS = ["abc", "5x", "", " 5", "+5", "1.5", "-1", "99999999999999999999", "%ff"]
+
+
+@pytest.mark.parametrize("value", BAD_NUMBERS)
+def test_query_numbers_are_parsed_whole(v1, daemon, sandbox, value):
+    sid = sandbox["id"]
+    command = v1.background(sid, "true")
+    for target, name, accepted in (
+            (f"v1/sandboxes/{sid}/commands/{command['id']}/wait?timeout_s=", "timeout_s",
+             "from 0 to 604800"),
+            (f"v1/sandboxes/{sid}/logs?limit=", "limit", "from 1 to 1000"),
+            (f"v1/sandboxes/{sid}/files/list?path=.&depth=", "depth", "from 1 to 10")):
+        message = refused(raw(daemon, "GET", target.encode() + value.encode()), f"'{name}'",
+                          accepted)
+        if value == "%ff":
+            assert "\ufffd" in message  # the value is quoted, not as raw bytes
+
+
+def test_query_numbers_in_range_still_work(v1, sandbox):
+    sid = sandbox["id"]
+    expect(v1.get(f"v1/sandboxes/{sid}/logs", params={"limit": "3"}), 200)
+    expect(v1.get(v1.files_url(sid, "list"), params={"path": ".", "depth": "10"}), 200)
+    command = v1.background(sid, "true")
+    expect(v1.get(f"v1/sandboxes/{sid}/commands/{command['id']}/wait",
+                  params={"timeout_s": "30"}), 200)
+
+
+@pytest.mark.parametrize("memory", ["nan", "inf", "0x10000000", " 256M", "-256M"])
+def test_sizes_are_parsed_whole(v1, memory):
+    before = kernel_count(v1)
+    assert_error(v1.post("v1/sandboxes", json={"limits": {"memory": memory}}), 400, "memory")
+    assert kernel_count(v1) == before
+
+
+def test_body_number_out_of_range_names_the_range(v1):
+    assert_error(v1.post("v1/sandboxes", json={"timeout_s": 10 ** 12}), 400, "timeout_s",
+                 "from 0 to 1000000000")
+
+
 # ---------------------------------------------------------------- not UTF-8
 
 def test_path_not_utf8_is_replaced_in_the_error(v1, daemon, sandbox):
