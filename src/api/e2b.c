@@ -43,10 +43,11 @@ static void respond_error(http_request *request, int status, const char *fmt, ..
                                                  text_json_string(message)));
 }
 
-static void respond_method_not_allowed(http_request *request)
+static void respond_method_not_allowed(http_request *request, const char *allow)
 {
-    respond_error(request, 405, "%s is not allowed on %s", http_method(request),
-                  http_path(request));
+    http_add_response_header(request, "Allow", allow);
+    respond_error(request, 405, "%s is not allowed on %s: use %s", http_method(request),
+                  http_path(request), allow);
 }
 
 /* Percent-decoding in place, by libmicrohttpd ('+' stays: the SDK encodes spaces as %20).
@@ -305,11 +306,11 @@ static void route_sandbox(http_request *request, box *b, const char *action)
             manager_delete(box_default_kernel(b));
             http_respond(request, 204, NULL, "", 0);
         } else
-            respond_method_not_allowed(request);
+            respond_method_not_allowed(request, "GET, DELETE");
     } else if (strcmp(action, "metrics") == 0) {
-        http_method_is(request, "GET") ? get_metrics(request, b) : respond_method_not_allowed(request);
+        http_method_is(request, "GET") ? get_metrics(request, b) : respond_method_not_allowed(request, "GET");
     } else if (!http_method_is(request, "POST")) {
-        respond_method_not_allowed(request);
+        respond_method_not_allowed(request, "POST");
     } else if (strcmp(action, "timeout") == 0) {
         set_timeout(request, b);
     } else if (strcmp(action, "pause") == 0) {
@@ -340,7 +341,7 @@ static void route_control_plane(http_request *request)
         else if (http_method_is(request, "POST"))
             create_sandbox(request);
         else
-            respond_method_not_allowed(request);
+            respond_method_not_allowed(request, "GET, POST");
         return;
     }
     box *b = n <= 3 ? box_find(rest[1]) : NULL;
@@ -360,14 +361,14 @@ static void route_interpreter(http_request *request, box *b, char **s, int n)
         http_respond(request, 200, "text/plain", "OK", 2);
     } else if (n == 1 && strcmp(s[0], "execute") == 0) {
         if (!http_method_is(request, "POST"))
-            respond_method_not_allowed(request);
+            respond_method_not_allowed(request, "POST");
         else if (v1_require_running(request, b))
             v1_execute(request, b); /* the body and the stream are E2B's already */
     } else if (n == 1 && strcmp(s[0], "contexts") == 0) {
         if (http_method_is(request, "GET"))
             http_respond_json(request, 200, box_contexts_model(b));
         else if (!http_method_is(request, "POST"))
-            respond_method_not_allowed(request);
+            respond_method_not_allowed(request, "GET, POST");
         else if (v1_require_running(request, b))
             v1_create_context(request, b);
     } else if (n <= 3 && strcmp(s[0], "contexts") == 0) {
@@ -555,7 +556,7 @@ static void route_envd(http_request *request, box *b, char **s, int n)
         } else if (http_method_is(request, "POST")) {
             write_files(request, b);
         } else {
-            respond_method_not_allowed(request);
+            respond_method_not_allowed(request, "GET, POST");
         }
     } else if (n == 2 && strchr(s[0], '.')) {
         /* Connect-RPC (filesystem.Filesystem, process.Process): "unimplemented" in

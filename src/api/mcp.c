@@ -286,8 +286,7 @@ void mcp_dispatch(http_request *request)
         return;
     }
     if (strcmp(method, "POST") != 0) {
-        http_add_response_header(request, "Allow", "POST, DELETE");
-        http_respond_error(request, 405, "%s is not allowed on /mcp", method);
+        http_respond_method_not_allowed(request, "POST, DELETE");
         return;
     }
     const char *version = http_header(request, "MCP-Protocol-Version");

@@ -298,7 +298,7 @@ static void sandbox_action(http_request *request, box *b, const char *action)
 {
     char why[256];
     if (!http_method_is(request, "POST")) {
-        http_respond_method_not_allowed(request);
+        http_respond_method_not_allowed(request, "POST");
         return;
     }
     if (strcmp(action, "timeout") == 0) {
@@ -390,7 +390,7 @@ void v1_route_context(http_request *request, box *b, const char *context_id, con
     } else if (action && strcmp(action, "restart") != 0) {
         http_respond_error(request, 404, "no such context endpoint: %s", action);
     } else {
-        http_respond_method_not_allowed(request);
+        http_respond_method_not_allowed(request, action ? "POST" : "GET, DELETE");
     }
 }
 
@@ -414,22 +414,22 @@ static void route_sandbox(http_request *request, box *b, char **s, int n)
             manager_delete(box_default_kernel(b));
             http_respond(request, 204, NULL, "", 0);
         } else
-            http_respond_method_not_allowed(request);
+            http_respond_method_not_allowed(request, "GET, DELETE");
     } else if (n == 4 && (strcmp(what, "timeout") == 0 || strcmp(what, "pause") == 0 ||
                           strcmp(what, "resume") == 0)) {
         sandbox_action(request, b, what);
     } else if (n == 4 && strcmp(what, "logs") == 0) {
-        http_method_is(request, "GET") ? get_logs(request, b) : http_respond_method_not_allowed(request);
+        http_method_is(request, "GET") ? get_logs(request, b) : http_respond_method_not_allowed(request, "GET");
     } else if (n == 4 && strcmp(what, "execute") == 0) {
         if (!http_method_is(request, "POST"))
-            http_respond_method_not_allowed(request);
+            http_respond_method_not_allowed(request, "POST");
         else if (v1_require_running(request, b))
             v1_execute(request, b);
     } else if (strcmp(what, "contexts") == 0 && n == 4) {
         if (http_method_is(request, "GET"))
             http_respond_json(request, 200, box_contexts_model(b));
         else if (!http_method_is(request, "POST"))
-            http_respond_method_not_allowed(request);
+            http_respond_method_not_allowed(request, "GET, POST");
         else if (v1_require_running(request, b))
             v1_create_context(request, b);
     } else if (strcmp(what, "contexts") == 0 && n <= 6) {
@@ -450,16 +450,16 @@ void v1_dispatch(http_request *request)
     char *s[MAX_SEGMENTS];
     int n = http_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
     if (n == 2 && strcmp(s[1], "templates") == 0) {
-        http_method_is(request, "GET") ? list_templates(request) : http_respond_method_not_allowed(request);
+        http_method_is(request, "GET") ? list_templates(request) : http_respond_method_not_allowed(request, "GET");
     } else if (n == 2 && strcmp(s[1], "run") == 0) {
-        http_method_is(request, "POST") ? v1_run(request) : http_respond_method_not_allowed(request);
+        http_method_is(request, "POST") ? v1_run(request) : http_respond_method_not_allowed(request, "POST");
     } else if (n == 2 && strcmp(s[1], "sandboxes") == 0) {
         if (http_method_is(request, "GET"))
             list_sandboxes(request);
         else if (http_method_is(request, "POST"))
             create_sandbox(request);
         else
-            http_respond_method_not_allowed(request);
+            http_respond_method_not_allowed(request, "GET, POST");
     } else if (n >= 3 && n <= MAX_SEGMENTS && strcmp(s[1], "sandboxes") == 0) {
         box *b = box_find(s[2]);
         if (!b)

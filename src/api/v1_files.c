@@ -579,7 +579,6 @@ bool v1_files_streams_body(const char *method, const char *rest)
 
 void v1_files_route(http_request *request, box *b, const char *rest)
 {
-    const char *method = http_method(request);
     bool get = http_method_is(request, "GET"), put = http_method_is(request, "PUT");
     bool post = http_method_is(request, "POST");
     if (strcmp(rest, "") == 0 || strcmp(rest, "/") == 0) {
@@ -590,24 +589,23 @@ void v1_files_route(http_request *request, box *b, const char *rest)
         else if (http_method_is(request, "DELETE"))
             delete_file(request, b);
         else
-            http_respond_error(request, 405, "%s is not allowed on files (GET, PUT or DELETE)",
-                               method);
+            http_respond_method_not_allowed(request, "GET, PUT, DELETE");
     } else if (strcmp(rest, "/tar") == 0) {
         if (get)
             get_tar(request, b);
         else if (put)
             start_upload(request, b, true);
         else
-            http_respond_error(request, 405, "%s is not allowed on files/tar (GET or PUT)", method);
+            http_respond_method_not_allowed(request, "GET, PUT");
     } else if (strcmp(rest, "/stat") == 0 || strcmp(rest, "/list") == 0) {
         if (!get)
-            http_respond_error(request, 405, "%s is not allowed on files%s (GET)", method, rest);
+            http_respond_method_not_allowed(request, "GET");
         else
             strcmp(rest, "/stat") == 0 ? stat_file(request, b) : list_files(request, b);
     } else if (strcmp(rest, "/mkdir") == 0 || strcmp(rest, "/move") == 0 ||
                strcmp(rest, "/batch") == 0) {
         if (!post)
-            http_respond_error(request, 405, "%s is not allowed on files%s (POST)", method, rest);
+            http_respond_method_not_allowed(request, "POST");
         else if (strcmp(rest, "/mkdir") == 0)
             make_directory(request, b);
         else

@@ -276,11 +276,11 @@ static void command_action(http_request *request, box *b, command *c, const char
     if (strcmp(action, "wait") == 0) {
         strcmp(http_method(request), "GET") == 0
             ? wait_command(request, c)
-            : http_respond_error(request, 405, "use GET for wait");
+            : http_respond_method_not_allowed(request, "GET");
         return;
     }
     if (strcmp(http_method(request), "POST") != 0) {
-        http_respond_error(request, 405, "%s is not allowed on %s", http_method(request), http_path(request));
+        http_respond_method_not_allowed(request, "POST");
         return;
     }
     if (strcmp(action, "stdin") == 0) {
@@ -331,7 +331,7 @@ void v1_commands_route(http_request *request, box *b, char **segments, int count
             if (v1_require_running(request, b))
                 start_command(request, b);
         } else
-            http_respond_error(request, 405, "%s is not allowed on %s", method, http_path(request));
+            http_respond_method_not_allowed(request, "GET, POST");
         return;
     }
     command *c = command_find(b, segments[1]);
@@ -346,7 +346,7 @@ void v1_commands_route(http_request *request, box *b, char **segments, int count
             command_forget(c);
             http_respond(request, 204, NULL, "", 0);
         } else {
-            http_respond_error(request, 405, "%s is not allowed on %s", method, http_path(request));
+            http_respond_method_not_allowed(request, "GET, DELETE");
         }
         return;
     }

@@ -382,9 +382,11 @@ void http_respond_error(http_request *request, int status, const char *fmt, ...)
                                 text_json_string(message)));
 }
 
-void http_respond_method_not_allowed(http_request *request)
+void http_respond_method_not_allowed(http_request *request, const char *allow)
 {
-    http_respond_error(request, 405, "%s is not allowed on %s", request->method, request->path);
+    http_add_response_header(request, "Allow", allow);
+    http_respond_error(request, 405, "%s is not allowed on %s: use %s", request->method,
+                       request->path, allow);
 }
 
 /* ---- streaming responses ---- */

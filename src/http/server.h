@@ -65,7 +65,8 @@ void http_add_response_header(http_request *request, const char *name, const cha
 void http_respond(http_request *request, int status, const char *content_type, const void *body,
                   size_t length);
 void http_respond_json(http_request *request, int status, json_t *body); /* steals body */
-void http_respond_method_not_allowed(http_request *request); /* 405 naming method and path */
+/* 405 naming the method and path, with the Allow header listing `allow` ("GET, DELETE"). */
+void http_respond_method_not_allowed(http_request *request, const char *allow);
 /* Errors carry Kernel Gateway's body: {"reason": "<HTTP reason phrase>", "message": "..."} */
 void http_respond_error(http_request *request, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

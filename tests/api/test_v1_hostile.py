@@ -177,6 +177,48 @@ def test_sandbox_bytes_not_utf8_are_replaced(v1, daemon, sandbox):
     assert daemon.alive()
 
 
+# ---------------------------------------------------------------- 405
+
+SANDBOX_405 = [
+    ("PUT", "", "GET, DELETE"),
+    ("GET", "execute", "POST"),
+    ("GET", "pause", "POST"),
+    ("POST", "logs", "GET"),
+    ("DELETE", "contexts", "GET, POST"),
+    ("PUT", "commands", "GET, POST"),
+    ("POST", "files", "GET, PUT, DELETE"),
+    ("POST", "files/tar", "GET, PUT"),
+    ("POST", "files/list", "GET"),
+    ("GET", "files/mkdir", "POST"),
+]
+
+
+@pytest.mark.parametrize("method,sub,allow", SANDBOX_405, ids=[f"{m} {s}" for m, s, _ in SANDBOX_405])
+def test_405_on_a_sandbox_says_what_is_allowed(v1, sandbox, method, sub, allow):
+    path = f"v1/sandboxes/{sandbox['id']}" + (f"/{sub}" if sub else "")
+    r = v1.request(method, path)
+    assert_error(r, 405, method)
+    assert r.headers.get("Allow") == allow
+
+
+def test_405_on_a_command_and_a_context_says_what_is_allowed(v1, sandbox):
+    sid = sandbox["id"]
+    command = v1.background(sid, "true")
+    base = f"v1/sandboxes/{sid}/commands/{command['id']}"
+    for method, path, allow in (("PUT", base, "GET, DELETE"), ("POST", base + "/wait", "GET"),
+                                ("GET", base + "/kill", "POST")):
+        r = v1.request(method, path)
+        assert_error(r, 405)
+        assert r.headers.get("Allow") == allow, (method, path, r.headers)
+    context = expect(v1.post(f"v1/sandboxes/{sid}/contexts", json={}), 201).json()
+    base = f"v1/sandboxes/{sid}/contexts/{context['id']}"
+    for method, path, allow in (("PUT", base, "GET, DELETE"), ("GET", base + "/restart", "POST")):
+        r = v1.request(method, path)
+        assert_error(r, 405)
+        assert r.headers.get("Allow") == allow, (method, path, r.headers)
+    expect(v1.delete(base), 204)
+
+
 # ---------------------------------------------------------------- E2B's uploads
 
 @pytest.mark.parametrize("filename", ["a%00b", "a%0Ab"])

@@ -166,3 +166,35 @@ def test_client_reads_the_413_while_still_uploading(make_daemon):
         assert r.status_code == 413, r.text
         assert "65536" in r.json()["message"]
     assert requests.get(f"http://{d.host}:{d.port}/api", headers=headers, timeout=30).ok
+
+
+# ---------------------------------------------------------------- 405
+
+METHOD_NOT_ALLOWED = [
+    ("DELETE", "api", "GET"),
+    ("PUT", "api/kernels", "GET, POST"),
+    ("POST", "api/kernelspecs", "GET"),
+    ("PUT", "api/sessions", "GET, POST"),
+    ("PUT", "v1/sandboxes", "GET, POST"),
+    ("GET", "v1/run", "POST"),
+    ("POST", "v1/templates", "GET"),
+    ("GET", "mcp", "POST, DELETE"),
+    ("PUT", "mcp", "POST, DELETE"),
+    ("PUT", "sandboxes", "GET, POST"),  # E2B's control plane
+]
+
+
+@pytest.mark.parametrize("method,path,allow", METHOD_NOT_ALLOWED,
+                         ids=[f"{m} {p}" for m, p, _ in METHOD_NOT_ALLOWED])
+def test_405_says_what_is_allowed(daemon, cb, method, path, allow):
+    r = cb.request(method, path)
+    assert r.status_code == 405, r.text
+    assert r.headers.get("Allow") == allow
+    assert allow.split(",")[0] in r.json()["message"]  # and says what to use
+
+
+def test_405_on_a_kernel_says_what_is_allowed(cb, kernel):
+    r = cb.request("PUT", f"api/kernels/{kernel['id']}")
+    assert r.status_code == 405 and r.headers.get("Allow") == "GET, DELETE", r.text
+    r = cb.request("GET", f"api/kernels/{kernel['id']}/restart")
+    assert r.status_code == 405 and r.headers.get("Allow") == "POST", r.text
