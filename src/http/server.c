@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "common/text.h"
+#include "http/linger.h"
 
 /* Headers added to one response, kept until it is queued. */
 typedef struct response_header {
@@ -222,82 +223,14 @@ static bool request_has_body(const http_request *request)
     return (length && strcmp(length, "0") != 0) || http_header(request, "Transfer-Encoding");
 }
 
-/* ---- lingering close ----
- *
- * An answer given before the body was read (413, or an upload refused at once) is followed by
- * libmicrohttpd closing the connection while the client still sends; closing a socket with
- * unread data makes the kernel send a reset, which discards our answer on the client's side
- * (python-requests reported "connection reset" instead of the 413). So, as web servers do, the
- * socket is kept (a duplicate of its descriptor), our side is shut for writing once the answer
- * is out, and what the client still sends is read and dropped, up to a bound in bytes and time,
- * before the socket is closed. */
-
-#define LINGER_MAX_BYTES (64 * 1024 * 1024)
-#define LINGER_MAX_MS 10000
-
-typedef struct lingering_close {
-    int fd;                     /* our duplicate of the client's socket */
-    loop_watch watch;
-    loop_timer *timer;          /* ends the linger after LINGER_MAX_MS */
-    size_t discarded;
-    struct lingering_close *next, **link; /* in `lingers` (link: what points at us) */
-} lingering_close;
-
-static lingering_close *lingers; /* ended by http_server_stop */
-
-static void free_linger(void *arg) { free(arg); }
-
-static void end_linger(lingering_close *linger)
-{
-    *linger->link = linger->next;
-    if (linger->next)
-        linger->next->link = linger->link;
-    loop_watch_remove(&linger->watch);
-    if (linger->timer)
-        loop_timer_cancel(linger->timer);
-    close(linger->fd);
-    loop_defer(free_linger, linger); /* an event of this batch may still name it */
-}
-
-static void on_linger_timeout(void *arg)
-{
-    lingering_close *linger = arg;
-    linger->timer = NULL; /* the loop frees a timer that fired */
-    end_linger(linger);
-}
-
-static void on_linger_readable(void *owner, uint32_t events)
-{
-    lingering_close *linger = owner;
-    char sink[16384];
-    ssize_t n = read(linger->fd, sink, sizeof sink);
-    if (n > 0 && (linger->discarded += (size_t)n) < LINGER_MAX_BYTES)
-        return;
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-    end_linger(linger); /* the client is done (EOF), gone (error), or sent too much */
-}
-
+/* Our answer went out before the client's body was read: the socket is kept a while longer
+   (http/linger.c) so that the client reads the answer instead of a reset. */
 static void linger_after_answer(struct MHD_Connection *connection)
 {
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-    int fd = info ? fcntl(info->connect_fd, F_DUPFD_CLOEXEC, 3) : -1;
-    if (fd < 0)
-        return;
-    lingering_close *linger = calloc(1, sizeof *linger);
-    if (!linger)
-        die("out of memory");
-    linger->fd = fd;
-    linger->next = lingers;
-    linger->link = &lingers;
-    if (lingers)
-        lingers->link = &linger->next;
-    lingers = linger;
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    shutdown(fd, SHUT_WR); /* the answer is out: the client sees its end */
-    loop_watch_add(&linger->watch, fd, EPOLLIN | EPOLLRDHUP, on_linger_readable, linger);
-    linger->timer = loop_timer_add(LINGER_MAX_MS, on_linger_timeout, linger);
+    if (info)
+        linger_start(info->connect_fd);
 }
 
 static void queue_response(http_request *request, int status, struct MHD_Response *response)
@@ -1022,8 +955,7 @@ void http_server_stop(void)
     if (!server.daemon)
         return;
     loop_watch_remove(&server.watch);
-    while (lingers)
-        end_linger(lingers);
+    linger_stop_all();
     MHD_stop_daemon(server.daemon);
     server.daemon = NULL;
 }

@@ -1,9 +1,11 @@
 /* http server — HTTP/1.1 through libmicrohttpd, driven by the daemon's event loop.
  *
  * libmicrohttpd parses requests and writes responses; this module plugs its epoll descriptor into
- * loop.c, gathers request bodies (with a size limit), checks the token, adds CORS headers, and
- * hands each complete request to one dispatch function. WebSocket upgrades are accepted here and
- * handed to websocket.c. */
+ * loop.c, refuses requests that could be read two ways (ambiguous framing, NUL or control bytes
+ * in the path or query, heads too large) before anything acts on them, gathers request bodies
+ * (with a size limit), checks the token, adds CORS headers, and hands each complete request to
+ * one dispatch function. An answer sent before the body was read is followed by a lingering
+ * close (linger.c). WebSocket upgrades are accepted here and handed to websocket.c. */
 #ifndef CELLBOX_HTTP_SERVER_H
 #define CELLBOX_HTTP_SERVER_H
 
