@@ -184,6 +184,13 @@ int confined_normalize(confined *c, const char *path, char *out, size_t size)
                               "the path is empty; give a path inside the sandbox "
                               "(relative paths are relative to %s)",
                               CONFINED_WORKSPACE);
+    /* A query value cannot carry one (the server refuses it), a JSON string can: every API's
+       paths come through here, so the rule is the same for all of them. */
+    if (text_has_control_bytes(path, strlen(path)))
+        return confined_failf(c, EINVAL,
+                              "'%s' holds a control byte (below 0x20, or 0x7f): paths cannot "
+                              "contain them",
+                              path);
     size_t length = 0;
     if (path[0] != '/') {
         length = strlen(CONFINED_WORKSPACE);

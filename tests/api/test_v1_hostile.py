@@ -83,6 +83,19 @@ def test_control_byte_in_path_query_touches_nothing(v1, daemon, box, query):
     assert names(v1, sid) == ["/workspace/a"]
 
 
+@pytest.mark.parametrize("bad", ["a\x01b", "a\nb", "a\x7f", "dir/\x1b[2J"])
+def test_control_byte_in_a_json_path_touches_nothing(v1, box, bad):
+    sid = box["id"]
+    v1.write(sid, "a", "keep")
+    assert_error(v1.post(v1.files_url(sid, "mkdir"), json={"path": bad}), 400, "control byte")
+    assert_error(v1.post(v1.files_url(sid, "move"), json={"from": "a", "to": bad}), 400,
+                 "control byte")
+    assert_error(v1.post(v1.files_url(sid, "batch"),
+                         json={"files": [{"path": bad, "content": "x"}]}), 400, "control byte")
+    assert v1.read(sid, "a") == b"keep"
+    assert names(v1, sid) == ["/workspace/a"]
+
+
 # ---------------------------------------------------------------- refused deletes
 
 @pytest.mark.parametrize("path", ["/workspace", ".", "/workspace/.", "/tmp", "/"])
