@@ -308,7 +308,10 @@ static void route_sandbox(http_request *request, box *b, const char *action)
         } else
             respond_method_not_allowed(request, "GET, DELETE");
     } else if (strcmp(action, "metrics") == 0) {
-        http_method_is(request, "GET") ? get_metrics(request, b) : respond_method_not_allowed(request, "GET");
+        if (http_method_is(request, "GET"))
+            get_metrics(request, b);
+        else
+            respond_method_not_allowed(request, "GET");
     } else if (!http_method_is(request, "POST")) {
         respond_method_not_allowed(request, "POST");
     } else if (strcmp(action, "timeout") == 0) {

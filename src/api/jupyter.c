@@ -266,7 +266,10 @@ static void route_kernel(http_request *request, const char *id, const char *acti
 static void route_api(http_request *request, char **s, int n)
 {
     if (n == 1) {
-        http_method_is(request, "GET") ? get_api(request) : http_respond_method_not_allowed(request, "GET");
+        if (http_method_is(request, "GET"))
+            get_api(request);
+        else
+            http_respond_method_not_allowed(request, "GET");
     } else if (strcmp(s[1], "kernelspecs") == 0 && n <= 3) {
         if (!http_method_is(request, "GET"))
             http_respond_method_not_allowed(request, "GET");

@@ -419,7 +419,10 @@ static void route_sandbox(http_request *request, box *b, char **s, int n)
                           strcmp(what, "resume") == 0)) {
         sandbox_action(request, b, what);
     } else if (n == 4 && strcmp(what, "logs") == 0) {
-        http_method_is(request, "GET") ? get_logs(request, b) : http_respond_method_not_allowed(request, "GET");
+        if (http_method_is(request, "GET"))
+            get_logs(request, b);
+        else
+            http_respond_method_not_allowed(request, "GET");
     } else if (n == 4 && strcmp(what, "execute") == 0) {
         if (!http_method_is(request, "POST"))
             http_respond_method_not_allowed(request, "POST");
@@ -450,9 +453,15 @@ void v1_dispatch(http_request *request)
     char *s[MAX_SEGMENTS];
     int n = http_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
     if (n == 2 && strcmp(s[1], "templates") == 0) {
-        http_method_is(request, "GET") ? list_templates(request) : http_respond_method_not_allowed(request, "GET");
+        if (http_method_is(request, "GET"))
+            list_templates(request);
+        else
+            http_respond_method_not_allowed(request, "GET");
     } else if (n == 2 && strcmp(s[1], "run") == 0) {
-        http_method_is(request, "POST") ? v1_run(request) : http_respond_method_not_allowed(request, "POST");
+        if (http_method_is(request, "POST"))
+            v1_run(request);
+        else
+            http_respond_method_not_allowed(request, "POST");
     } else if (n == 2 && strcmp(s[1], "sandboxes") == 0) {
         if (http_method_is(request, "GET"))
             list_sandboxes(request);

@@ -129,8 +129,10 @@ bool http_query_integer(http_request *request, const char *name, long long minim
     }
     if (text_parse_integer(text, minimum, maximum, value))
         return true;
-    http_respond_error(request, 400, "query parameter '%s' must be a whole number from %lld to %lld "
-                                     "(got '%.64s')", name, minimum, maximum, text);
+    http_respond_error(request, 400,
+                       "query parameter '%s' must be a whole number from %lld to %lld "
+                       "(got '%.64s')",
+                       name, minimum, maximum, text);
     return false;
 }
 
@@ -682,8 +684,12 @@ typedef struct header_scan {
     const char *content_length;     /* the first Content-Length */
     bool content_lengths_differ;    /* a second one with another value */
     const char *transfer_encoding;
-    char bad_parameter[128];        /* a query parameter holding a control byte */
 } header_scan;
+
+typedef struct query_scan {
+    bool refused;                   /* a key or value holds a control byte */
+    char parameter[128];            /* its key, up to the first NUL */
+} query_scan;
 
 static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
                                    size_t key_size, const char *value, size_t value_size)
@@ -706,16 +712,18 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
 static enum MHD_Result scan_query_argument(void *cls, enum MHD_ValueKind kind, const char *key,
                                            size_t key_size, const char *value, size_t value_size)
 {
-    header_scan *scan = cls;
-    if (!text_has_control_bytes(key, key_size) && !(value && text_has_control_bytes(value, value_size)))
+    query_scan *scan = cls;
+    if (!text_has_control_bytes(key, key_size) &&
+        !(value && text_has_control_bytes(value, value_size)))
         return MHD_YES;
-    snprintf(scan->bad_parameter, sizeof scan->bad_parameter, "%.*s", (int)strnlen(key, key_size), key);
+    scan->refused = true;
+    snprintf(scan->parameter, sizeof scan->parameter, "%.*s", (int)strnlen(key, key_size), key);
     return MHD_NO;
 }
 
 /* Answers (and returns true) a request whose head is too large, whose framing a proxy in front
    could read differently (request smuggling), or whose body coding we cannot read. */
-static bool refuse_ambiguous_framing(http_request *request, bool url_refused)
+static bool refuse_unreadable_head(http_request *request, bool url_refused)
 {
     header_scan scan = {0};
     MHD_get_connection_values_n(request->connection, MHD_HEADER_KIND, scan_header, &scan);
@@ -745,7 +753,7 @@ static bool refuse_ambiguous_framing(http_request *request, bool url_refused)
    file path or value the daemon acts on may contain one, and a C string would end at a NUL. */
 static bool refuse_control_bytes(http_request *request, bool in_path)
 {
-    header_scan scan = {0};
+    query_scan scan = {0};
     if (in_path) {
         http_respond_error(request, 400, "the URL path holds a NUL or control byte (%%00-%%1F or "
                                          "%%7F): ids and paths cannot contain them");
@@ -753,10 +761,10 @@ static bool refuse_control_bytes(http_request *request, bool in_path)
     }
     MHD_get_connection_values_n(request->connection, MHD_GET_ARGUMENT_KIND, scan_query_argument,
                                 &scan);
-    if (!scan.bad_parameter[0])
+    if (!scan.refused)
         return false;
     http_respond_error(request, 400, "query parameter '%s' holds a NUL or control byte (%%00-%%1F "
-                                     "or %%7F): values cannot contain them", scan.bad_parameter);
+                                     "or %%7F): values cannot contain them", scan.parameter);
     return true;
 }
 
@@ -777,7 +785,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         bool url_refused = request == (const void *)&url_too_long;
         request = request_new(connection, url, method);
         *con_cls = request;
-        if (refuse_ambiguous_framing(request, url_refused)) {
+        if (refuse_unreadable_head(request, url_refused)) {
             request->framing_refused = true; /* closed without reading: its body is not trusted */
         } else if (refuse_control_bytes(request, path_refused)) {
             /* answered; the body, if any, is not read */

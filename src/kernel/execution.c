@@ -91,7 +91,8 @@ static void emit_error(execution *e, const char *name, const char *value, const 
 {
     e->errored = true;
     emit(e, json_pack("{s:s, s:s, s:o, s:o}", "type", "error", "name", name, "value",
-                      text_json_string(value), "traceback", text_json_string(traceback ? traceback : value)));
+                      text_json_string(value), "traceback",
+                      text_json_string(traceback ? traceback : value)));
 }
 
 /* Accounting, the end, and goodbye. Called once. */

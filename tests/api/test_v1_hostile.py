@@ -35,9 +35,16 @@ def kernel_count(v1):
 
 @pytest.fixture
 def box(v1, fresh):
-    """A fresh sandbox that has started (the files API answers 409 while it starts)."""
+    """A fresh sandbox that has started (files and commands answer 409 while it starts)."""
     v1.execute(fresh["id"], "1")
     return fresh
+
+
+@pytest.fixture(scope="module")
+def shared(v1, sandbox):
+    """The module's shared sandbox, started."""
+    v1.execute(sandbox["id"], "1")
+    return sandbox
 
 
 def names(v1, sid, path="/workspace", depth=3):
@@ -131,8 +138,8 @@ BAD_NUMBERS = ["abc", "5x", "", " 5", "+5", "1.5", "-1", "99999999999999999999",
 
 
 @pytest.mark.parametrize("value", BAD_NUMBERS)
-def test_query_numbers_are_parsed_whole(v1, daemon, sandbox, value):
-    sid = sandbox["id"]
+def test_query_numbers_are_parsed_whole(v1, daemon, shared, value):
+    sid = shared["id"]
     command = v1.background(sid, "true")
     for target, name, accepted in (
             (f"v1/sandboxes/{sid}/commands/{command['id']}/wait?timeout_s=", "timeout_s",
@@ -145,8 +152,8 @@ def test_query_numbers_are_parsed_whole(v1, daemon, sandbox, value):
             assert "\ufffd" in message  # the value is quoted, not as raw bytes
 
 
-def test_query_numbers_in_range_still_work(v1, sandbox):
-    sid = sandbox["id"]
+def test_query_numbers_in_range_still_work(v1, shared):
+    sid = shared["id"]
     expect(v1.get(f"v1/sandboxes/{sid}/logs", params={"limit": "3"}), 200)
     expect(v1.get(v1.files_url(sid, "list"), params={"path": ".", "depth": "10"}), 200)
     command = v1.background(sid, "true")
@@ -168,16 +175,16 @@ def test_body_number_out_of_range_names_the_range(v1):
 
 # ---------------------------------------------------------------- not UTF-8
 
-def test_path_not_utf8_is_replaced_in_the_error(v1, daemon, sandbox):
-    r = raw(daemon, "GET", f"v1/sandboxes/{sandbox['id']}/files?path=%ff%fe".encode())
+def test_path_not_utf8_is_replaced_in_the_error(v1, daemon, shared):
+    r = raw(daemon, "GET", f"v1/sandboxes/{shared['id']}/files?path=%ff%fe".encode())
     assert r.status == 404, r
     assert "\ufffd\ufffd" in json.loads(r.body.decode("utf-8"))["message"]
     r = raw(daemon, "GET", b"v1/sandboxes/\xff")
     assert r.status == 404 and "\ufffd" in json.loads(r.body.decode("utf-8"))["message"], r
 
 
-def test_sandbox_bytes_not_utf8_are_replaced(v1, daemon, sandbox):
-    sid = sandbox["id"]
+def test_sandbox_bytes_not_utf8_are_replaced(v1, daemon, shared):
+    sid = shared["id"]
     ev = v1.execute(sid, "import os, sys\n"
                          "sys.stdout.flush(); os.write(1, b'out \\xff\\xfe end\\n')\n"
                          "open(b'/workspace/n\\xffme', 'w').close()\n"
@@ -207,15 +214,15 @@ SANDBOX_405 = [
 
 
 @pytest.mark.parametrize("method,sub,allow", SANDBOX_405, ids=[f"{m} {s}" for m, s, _ in SANDBOX_405])
-def test_405_on_a_sandbox_says_what_is_allowed(v1, sandbox, method, sub, allow):
-    path = f"v1/sandboxes/{sandbox['id']}" + (f"/{sub}" if sub else "")
+def test_405_on_a_sandbox_says_what_is_allowed(v1, shared, method, sub, allow):
+    path = f"v1/sandboxes/{shared['id']}" + (f"/{sub}" if sub else "")
     r = v1.request(method, path)
     assert_error(r, 405, method)
     assert r.headers.get("Allow") == allow
 
 
-def test_405_on_a_command_and_a_context_says_what_is_allowed(v1, sandbox):
-    sid = sandbox["id"]
+def test_405_on_a_command_and_a_context_says_what_is_allowed(v1, shared):
+    sid = shared["id"]
     command = v1.background(sid, "true")
     base = f"v1/sandboxes/{sid}/commands/{command['id']}"
     for method, path, allow in (("PUT", base, "GET, DELETE"), ("POST", base + "/wait", "GET"),
