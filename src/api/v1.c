@@ -138,20 +138,17 @@ bool v1_optional_string_map(http_request *request, json_t *body, const char *fie
     return true;
 }
 
-static bool query_is_true(http_request *request, const char *name)
-{
-    const char *value = http_query(request, name);
-    return value && (strcmp(value, "true") == 0 || strcmp(value, "1") == 0);
-}
-
 bool v1_require_running(http_request *request, box *b)
 {
     char why[256];
+    bool auto_resume;
     switch (box_get_state(b)) {
     case BOX_RUNNING:
         return true;
     case BOX_PAUSED:
-        if (query_is_true(request, "auto_resume")) {
+        if (!http_query_flag(request, "auto_resume", &auto_resume))
+            return false;
+        if (auto_resume) {
             if (box_resume(b, why, sizeof why) == 0)
                 return true;
             http_respond_error(request, 500, "%s", why);

@@ -110,12 +110,6 @@ static const char *required_string(http_request *request, json_t *object, const 
     return value;
 }
 
-static bool query_is_true(http_request *request, const char *name)
-{
-    const char *value = http_query(request, name);
-    return value && (strcmp(value, "true") == 0 || strcmp(value, "1") == 0);
-}
-
 /* A file in the daemon's /tmp that has no name, so nothing is left behind if we crash. */
 static int open_spool(http_request *request)
 {
@@ -146,10 +140,11 @@ static void get_file(http_request *request, box *b)
 static void delete_file(http_request *request, box *b)
 {
     const char *path = path_query(request);
+    bool recursive;
     confined c;
-    if (!path || !open_sandbox(request, b, &c))
+    if (!path || !http_query_flag(request, "recursive", &recursive) || !open_sandbox(request, b, &c))
         return;
-    if (confined_remove(&c, path, query_is_true(request, "recursive")) < 0)
+    if (confined_remove(&c, path, recursive) < 0)
         respond_failure(request, &c, 0);
     else
         http_respond(request, 204, NULL, "", 0);

@@ -136,6 +136,17 @@ bool http_query_integer(http_request *request, const char *name, long long minim
     return false;
 }
 
+bool http_query_flag(http_request *request, const char *name, bool *value)
+{
+    const char *text = http_query(request, name);
+    *value = text && (strcasecmp(text, "true") == 0 || strcmp(text, "1") == 0);
+    if (!text || *value || strcasecmp(text, "false") == 0 || strcmp(text, "0") == 0)
+        return true;
+    http_respond_error(request, 400, "query parameter '%s' must be true or false (got '%.64s')",
+                       name, text);
+    return false;
+}
+
 typedef struct query_collector {
     const char *prefix;
     json_t *out;

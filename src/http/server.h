@@ -50,6 +50,9 @@ const char *http_query(const http_request *request, const char *name);
    False after answering 400 naming the parameter and the range, for any other value. */
 bool http_query_integer(http_request *request, const char *name, long long minimum,
                         long long maximum, long long fallback, long long *value);
+/* The query parameter `name` as a flag: true/1 or false/0 (any case), false when absent. False
+   after answering 400 naming the parameter for any other value ("yes" is not silently "no"). */
+bool http_query_flag(http_request *request, const char *name, bool *value);
 const char *http_body(const http_request *request, size_t *length);
 /* Adds every query argument named `prefix`<key> to `out` as key → value (e.g. ?metadata.user=x). */
 void http_query_each(const http_request *request, const char *prefix, json_t *out);

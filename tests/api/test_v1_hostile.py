@@ -152,6 +152,23 @@ def test_query_numbers_are_parsed_whole(v1, daemon, shared, value):
             assert "\ufffd" in message  # the value is quoted, not as raw bytes
 
 
+@pytest.mark.parametrize("value", ["yes", "2", "", "truee"])
+def test_query_flags_are_true_or_false(v1, box, value):
+    # 'recursive=yes' was silently 'no'
+    sid = box["id"]
+    v1.write(sid, "d/f", "keep")
+    r = v1.delete(v1.files_url(sid), params={"path": "d", "recursive": value})
+    assert_error(r, 400, "'recursive'", "true or false")
+    assert v1.read(sid, "d/f") == b"keep"
+
+
+def test_query_flags_take_any_case(v1, box):
+    sid = box["id"]
+    v1.write(sid, "d/f", "x")
+    assert_error(v1.delete(v1.files_url(sid), params={"path": "d", "recursive": "FALSE"}), 409)
+    expect(v1.delete(v1.files_url(sid), params={"path": "d", "recursive": "True"}), 204)
+
+
 def test_query_numbers_in_range_still_work(v1, shared):
     sid = shared["id"]
     expect(v1.get(f"v1/sandboxes/{sid}/logs", params={"limit": "3"}), 200)
