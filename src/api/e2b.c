@@ -39,8 +39,9 @@ static void respond_error(http_request *request, int status, const char *fmt, ..
     va_start(args, fmt);
     vsnprintf(message, sizeof message, fmt, args);
     va_end(args);
-    http_respond_json(request, status, json_pack("{s:i, s:o}", "code", status, "message",
-                                                 text_json_string(message)));
+    http_respond_json(
+        request, status,
+        json_pack("{s:i, s:o}", "code", status, "message", text_json_string(message)));
 }
 
 static void respond_method_not_allowed(http_request *request, const char *allow)

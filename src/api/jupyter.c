@@ -312,7 +312,7 @@ void jupyter_dispatch(http_request *request)
         route_api(request, segments, n);
     } else if (n == 3 && strcmp(segments[0], "kernelspecs") == 0) {
         http_method_is(request, "GET") ? get_kernelspec_resource(request, segments[1], segments[2])
-                                  : http_respond_method_not_allowed(request, "GET");
+                                       : http_respond_method_not_allowed(request, "GET");
     } else {
         http_respond_error(request, 404, "no such endpoint: %s", http_path(request));
     }

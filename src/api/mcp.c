@@ -60,8 +60,9 @@ static void respond_rpc(http_request *request, int status, json_t *id, json_t *r
     if (result)
         json_object_set_new(answer, "result", result);
     else
-        json_object_set_new(answer, "error", json_pack("{s:i, s:o}", "code", code, "message",
-                                                       text_json_string(message)));
+        json_object_set_new(
+            answer, "error",
+            json_pack("{s:i, s:o}", "code", code, "message", text_json_string(message)));
     http_respond_json(request, status, answer);
 }
 
@@ -171,10 +172,9 @@ static void call_tool(http_request *request, mcp_session *session, json_t *id, j
         call->finished = true;
         char message[160];
         snprintf(message, sizeof message, "unknown tool '%.100s' (see tools/list)", name);
-        http_stream_finish_json(call->stream,
-                                json_pack("{s:s, s:O, s:{s:i, s:o}}", "jsonrpc", "2.0", "id", id,
-                                          "error", "code", INVALID_PARAMS, "message",
-                                          text_json_string(message)));
+        http_stream_finish_json(
+            call->stream, json_pack("{s:s, s:O, s:{s:i, s:o}}", "jsonrpc", "2.0", "id", id, "error",
+                                    "code", INVALID_PARAMS, "message", text_json_string(message)));
     }
     json_decref(args);
 }

@@ -142,7 +142,8 @@ static void delete_file(http_request *request, box *b)
     const char *path = path_query(request);
     bool recursive;
     confined c;
-    if (!path || !http_query_flag(request, "recursive", &recursive) || !open_sandbox(request, b, &c))
+    if (!path || !http_query_flag(request, "recursive", &recursive) ||
+        !open_sandbox(request, b, &c))
         return;
     if (confined_remove(&c, path, recursive) < 0)
         respond_failure(request, &c, 0);

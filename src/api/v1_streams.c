@@ -274,9 +274,8 @@ static void wait_command(http_request *request, command *c)
 static void command_action(http_request *request, box *b, command *c, const char *action)
 {
     if (strcmp(action, "wait") == 0) {
-        strcmp(http_method(request), "GET") == 0
-            ? wait_command(request, c)
-            : http_respond_method_not_allowed(request, "GET");
+        strcmp(http_method(request), "GET") == 0 ? wait_command(request, c)
+                                                 : http_respond_method_not_allowed(request, "GET");
         return;
     }
     if (strcmp(http_method(request), "POST") != 0) {

@@ -84,7 +84,10 @@ json_t *text_json_stringn(const char *text, size_t length)
     return string;
 }
 
-json_t *text_json_string(const char *text) { return text_json_stringn(text, strlen(text)); }
+json_t *text_json_string(const char *text)
+{
+    return text_json_stringn(text, strlen(text));
+}
 
 bool text_has_control_bytes(const char *text, size_t length)
 {

@@ -11,9 +11,9 @@
 #include "common/loop.h"
 
 typedef struct lingering_close {
-    int fd;                     /* our duplicate of the client's socket */
+    int fd; /* our duplicate of the client's socket */
     loop_watch watch;
-    loop_timer *timer;          /* ends the linger after LINGER_MAX_MS */
+    loop_timer *timer; /* ends the linger after LINGER_MAX_MS */
     size_t discarded;
     struct lingering_close *next, **link; /* in `lingers` (link: what points at us) */
 } lingering_close;
@@ -21,7 +21,10 @@ typedef struct lingering_close {
 static lingering_close *lingers; /* ended by linger_stop_all */
 static int linger_count;
 
-static void free_linger(void *arg) { free(arg); }
+static void free_linger(void *arg)
+{
+    free(arg);
+}
 
 static void end_linger(lingering_close *linger)
 {

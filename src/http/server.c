@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <openssl/crypto.h>
@@ -14,7 +15,6 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include "common/buffer.h"
@@ -192,7 +192,10 @@ static bool header_lists(const char *value, const char *token)
     return false;
 }
 
-size_t http_unescape(char *text) { return MHD_http_unescape(text); }
+size_t http_unescape(char *text)
+{
+    return MHD_http_unescape(text);
+}
 
 bool http_is_websocket_upgrade(const http_request *request)
 {
@@ -265,8 +268,8 @@ static void queue_response(http_request *request, int status, struct MHD_Respons
         log_warn("could not queue a %d response for %s %s", status, request->method, request->path);
     MHD_destroy_response(response);
     request->responded = true;
-    request->answered_early = !request->body_read && status != MHD_HTTP_SWITCHING_PROTOCOLS &&
-                              request_has_body(request);
+    request->answered_early =
+        !request->body_read && status != MHD_HTTP_SWITCHING_PROTOCOLS && request_has_body(request);
 }
 
 void http_respond(http_request *request, int status, const char *content_type, const void *body,
@@ -691,15 +694,15 @@ static void *inspect_request_line(void *cls, const char *uri, struct MHD_Connect
 }
 
 typedef struct header_scan {
-    size_t header_bytes;            /* names and values, with ": " and CRLF */
-    const char *content_length;     /* the first Content-Length */
-    bool content_lengths_differ;    /* a second one with another value */
+    size_t header_bytes;         /* names and values, with ": " and CRLF */
+    const char *content_length;  /* the first Content-Length */
+    bool content_lengths_differ; /* a second one with another value */
     const char *transfer_encoding;
 } header_scan;
 
 typedef struct query_scan {
-    bool refused;                   /* a key or value holds a control byte */
-    char parameter[128];            /* its key, up to the first NUL */
+    bool refused;        /* a key or value holds a control byte */
+    char parameter[128]; /* its key, up to the first NUL */
 } query_scan;
 
 static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -739,20 +742,27 @@ static bool refuse_unreadable_head(http_request *request, bool url_refused)
     header_scan scan = {0};
     MHD_get_connection_values_n(request->connection, MHD_HEADER_KIND, scan_header, &scan);
     if (url_refused) {
-        http_respond_error(request, 414, "the URL is longer than %d bytes: send long values in "
-                                         "a request body", MAX_URL_BYTES);
+        http_respond_error(request, 414,
+                           "the URL is longer than %d bytes: send long values in "
+                           "a request body",
+                           MAX_URL_BYTES);
     } else if (scan.header_bytes > MAX_HEADER_BYTES) {
-        http_respond_error(request, 431, "the request's headers add up to more than %d bytes: "
-                                         "send fewer or shorter ones", MAX_HEADER_BYTES);
+        http_respond_error(request, 431,
+                           "the request's headers add up to more than %d bytes: "
+                           "send fewer or shorter ones",
+                           MAX_HEADER_BYTES);
     } else if (scan.content_lengths_differ) {
-        http_respond_error(request, 400, "the request has two different Content-Length headers: "
-                                         "send one");
+        http_respond_error(request, 400,
+                           "the request has two different Content-Length headers: "
+                           "send one");
     } else if (scan.transfer_encoding && scan.content_length) {
-        http_respond_error(request, 400, "the request has both Content-Length and "
-                                         "Transfer-Encoding: send one of them");
+        http_respond_error(request, 400,
+                           "the request has both Content-Length and "
+                           "Transfer-Encoding: send one of them");
     } else if (scan.transfer_encoding && strcasecmp(scan.transfer_encoding, "chunked") != 0) {
-        http_respond_error(request, 501, "Transfer-Encoding: %s is not supported: send the body "
-                                         "with Content-Length or Transfer-Encoding: chunked",
+        http_respond_error(request, 501,
+                           "Transfer-Encoding: %s is not supported: send the body "
+                           "with Content-Length or Transfer-Encoding: chunked",
                            scan.transfer_encoding);
     } else {
         return false;
@@ -766,16 +776,19 @@ static bool refuse_control_bytes(http_request *request, bool in_path)
 {
     query_scan scan = {0};
     if (in_path) {
-        http_respond_error(request, 400, "the URL path holds a NUL or control byte (%%00-%%1F or "
-                                         "%%7F): ids and paths cannot contain them");
+        http_respond_error(request, 400,
+                           "the URL path holds a NUL or control byte (%%00-%%1F or "
+                           "%%7F): ids and paths cannot contain them");
         return true;
     }
     MHD_get_connection_values_n(request->connection, MHD_GET_ARGUMENT_KIND, scan_query_argument,
                                 &scan);
     if (!scan.refused)
         return false;
-    http_respond_error(request, 400, "query parameter '%s' holds a NUL or control byte (%%00-%%1F "
-                                     "or %%7F): values cannot contain them", scan.parameter);
+    http_respond_error(request, 400,
+                       "query parameter '%s' holds a NUL or control byte (%%00-%%1F "
+                       "or %%7F): values cannot contain them",
+                       scan.parameter);
     return true;
 }
 
@@ -957,8 +970,8 @@ int http_server_start(const http_server_options *options, http_dispatch dispatch
         (struct sockaddr *)&address, MHD_OPTION_NOTIFY_COMPLETED, on_request_completed, NULL,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)65536, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)CONNECTION_MEMORY, MHD_OPTION_URI_LOG_CALLBACK,
-        inspect_request_line, NULL, MHD_OPTION_END);
+        (size_t)CONNECTION_MEMORY, MHD_OPTION_URI_LOG_CALLBACK, inspect_request_line, NULL,
+        MHD_OPTION_END);
     if (!server.daemon)
         die("cannot listen on %s port %d: %s (is another server using it?)", options->ip,
             options->port, strerror(errno));

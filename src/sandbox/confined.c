@@ -754,8 +754,7 @@ static int remove_contents(confined *c, int dirfd, const char *path, int depth, 
 
 /* Entries removed while readdir runs may hide others from it: a few passes, then the directory's
    own removal says whether it is empty. */
-static int remove_tree(confined *c, int parent, const char *name, const char *path,
-                       size_t *removed)
+static int remove_tree(confined *c, int parent, const char *name, const char *path, size_t *removed)
 {
     for (int pass = 0; pass < 3; pass++) {
         int dirfd =
@@ -795,8 +794,10 @@ static int remove_as_user(confined *c, const char *path, bool recursive)
     else
         rc = unlinkat(parent, name, AT_REMOVEDIR) < 0 ? confined_fail(c, errno, path) : 0;
     if (rc < 0 && removed > 0) /* a walk that stopped half-way says so */
-        append_why(c, "; %zu entr%s beneath '%s' had been removed before that, the rest is "
-                   "still there", removed, removed == 1 ? "y" : "ies", path);
+        append_why(c,
+                   "; %zu entr%s beneath '%s' had been removed before that, the rest is "
+                   "still there",
+                   removed, removed == 1 ? "y" : "ies", path);
     close(parent);
     return rc;
 }
