@@ -40,13 +40,23 @@ static void respond_error(http_request *request, int status, const char *fmt, ..
     va_start(args, fmt);
     vsnprintf(message, sizeof message, fmt, args);
     va_end(args);
-    http_respond_json(request, status, json_pack("{s:i, s:s}", "code", status, "message", message));
+    http_respond_json(
+        request, status,
+        json_pack("{s:i, s:o}", "code", status, "message", text_json_string(message)));
 }
 
-static void respond_method_not_allowed(http_request *request)
+static void respond_method_not_allowed(http_request *request, const char *allow)
 {
-    respond_error(request, 405, "%s is not allowed on %s", http_method(request),
-                  http_path(request));
+    http_add_response_header(request, "Allow", allow);
+    respond_error(request, 405, "%s is not allowed on %s: use %s", http_method(request),
+                  http_path(request), allow);
+}
+
+/* Percent-decoding in place (url.h).
+   False when the result holds a NUL or control byte: it would name another key or file. */
+static bool url_decode(char *text)
+{
+    return !text_has_control_bytes(text, url_percent_decode(text));
 }
 
 /* ---- the control plane: sandboxes ---- */
@@ -162,9 +172,11 @@ static json_t *metadata_filter(http_request *request)
         if (!equals)
             continue;
         *equals = '\0';
-        url_percent_decode(pair);
-        url_percent_decode(equals + 1);
-        json_object_set_new(filter, pair, json_string(equals + 1));
+        if (!url_decode(pair) || !url_decode(equals + 1))
+            continue; /* no sandbox's metadata holds a control byte: nothing would match */
+        json_t *key = text_json_string(pair);
+        json_object_set_new(filter, json_string_value(key), text_json_string(equals + 1));
+        json_decref(key);
     }
     free(copy);
     return filter;
@@ -296,11 +308,14 @@ static void route_sandbox(http_request *request, box *b, const char *action)
             manager_delete(box_default_kernel(b));
             http_respond(request, 204, NULL, "", 0);
         } else
-            respond_method_not_allowed(request);
+            respond_method_not_allowed(request, "GET, DELETE");
     } else if (strcmp(action, "metrics") == 0) {
-        http_method_is(request, "GET") ? get_metrics(request, b) : respond_method_not_allowed(request);
+        if (http_method_is(request, "GET"))
+            get_metrics(request, b);
+        else
+            respond_method_not_allowed(request, "GET");
     } else if (!http_method_is(request, "POST")) {
-        respond_method_not_allowed(request);
+        respond_method_not_allowed(request, "POST");
     } else if (strcmp(action, "timeout") == 0) {
         set_timeout(request, b);
     } else if (strcmp(action, "pause") == 0) {
@@ -331,7 +346,7 @@ static void route_control_plane(http_request *request)
         else if (http_method_is(request, "POST"))
             create_sandbox(request);
         else
-            respond_method_not_allowed(request);
+            respond_method_not_allowed(request, "GET, POST");
         return;
     }
     box *b = n <= 3 ? box_find(rest[1]) : NULL;
@@ -351,14 +366,14 @@ static void route_interpreter(http_request *request, box *b, char **s, int n)
         http_respond(request, 200, "text/plain", "OK", 2);
     } else if (n == 1 && strcmp(s[0], "execute") == 0) {
         if (!http_method_is(request, "POST"))
-            respond_method_not_allowed(request);
+            respond_method_not_allowed(request, "POST");
         else if (v1_require_running(request, b))
             v1_execute(request, b, true); /* E2B's body and stream already, colours too */
     } else if (n == 1 && strcmp(s[0], "contexts") == 0) {
         if (http_method_is(request, "GET"))
             http_respond_json(request, 200, box_contexts_model(b));
         else if (!http_method_is(request, "POST"))
-            respond_method_not_allowed(request);
+            respond_method_not_allowed(request, "GET, POST");
         else if (v1_require_running(request, b))
             v1_create_context(request, b);
     } else if (n <= 3 && strcmp(s[0], "contexts") == 0) {
@@ -397,6 +412,7 @@ static bool header_parameter(const char *header, const char *name, char *out, si
 
 typedef struct upload_part {
     char filename[4096]; /* the path, as the SDK names each part */
+    bool filename_refused; /* it holds a NUL or control byte once decoded */
     const char *data;
     size_t length;
 } upload_part;
@@ -445,7 +461,8 @@ static int parse_multipart(const char *body, size_t length, const char *boundary
                 if (line_end)
                     *line_end = '\r';
             }
-        url_percent_decode(part->filename); /* undici escapes '"', CR and LF as %22, %0D, %0A */
+        /* undici escapes '"', CR and LF as %22, %0D, %0A */
+        part->filename_refused = !url_decode(part->filename);
         part->data = data;
         part->length = (size_t)(next - data);
         at = next + 2;
@@ -497,9 +514,16 @@ static void write_files(http_request *request, box *b)
                           MAX_UPLOAD_FILES);
         for (int i = 0; i < count && written; i++) {
             const char *target = path && *path && count == 1 ? path : parts[i].filename;
-            json_t *entry =
-                *target ? v1_files_write(request, b, target, parts[i].data, parts[i].length) : NULL;
-            if (!*target)
+            bool refused = target == parts[i].filename && parts[i].filename_refused;
+            json_t *entry = *target && !refused
+                                ? v1_files_write(request, b, target, parts[i].data, parts[i].length)
+                                : NULL;
+            if (refused)
+                respond_error(request, 400,
+                              "the filename of file %d of the form holds a NUL or control byte: "
+                              "paths cannot contain them",
+                              i + 1);
+            else if (!*target)
                 respond_error(request, 400,
                               "file %d of the form has no path: pass ?path= or "
                               "give the part a filename",
@@ -537,7 +561,7 @@ static void route_envd(http_request *request, box *b, char **s, int n)
         } else if (http_method_is(request, "POST")) {
             write_files(request, b);
         } else {
-            respond_method_not_allowed(request);
+            respond_method_not_allowed(request, "GET, POST");
         }
     } else if (n == 2 && strchr(s[0], '.')) {
         /* Connect-RPC (filesystem.Filesystem, process.Process): "unimplemented" in

@@ -223,7 +223,7 @@ static void post_kernel(http_request *request)
 static void kernel_action(http_request *request, kernel *k, const char *action)
 {
     if (!http_method_is(request, "POST")) {
-        http_respond_method_not_allowed(request);
+        http_respond_method_not_allowed(request, "POST");
         return;
     }
     if (strcmp(action, "interrupt") == 0) {
@@ -253,7 +253,7 @@ static void route_kernel(http_request *request, const char *id, const char *acti
             jupyter_delete_kernel(k);
             http_respond(request, 204, NULL, "", 0);
         } else {
-            http_respond_method_not_allowed(request);
+            http_respond_method_not_allowed(request, "GET, DELETE");
         }
     } else if (strcmp(action, "channels") == 0) {
         if (!http_is_websocket_upgrade(request))
@@ -272,10 +272,13 @@ static void route_kernel(http_request *request, const char *id, const char *acti
 static void route_api(http_request *request, char **s, int n)
 {
     if (n == 1) {
-        http_method_is(request, "GET") ? get_api(request) : http_respond_method_not_allowed(request);
+        if (http_method_is(request, "GET"))
+            get_api(request);
+        else
+            http_respond_method_not_allowed(request, "GET");
     } else if (strcmp(s[1], "kernelspecs") == 0 && n <= 3) {
         if (!http_method_is(request, "GET"))
-            http_respond_method_not_allowed(request);
+            http_respond_method_not_allowed(request, "GET");
         else
             n == 2 ? get_kernelspecs(request) : get_kernelspec(request, s[2]);
     } else if (strcmp(s[1], "kernels") == 0 && n == 2) {
@@ -284,7 +287,7 @@ static void route_api(http_request *request, char **s, int n)
         else if (http_method_is(request, "POST"))
             post_kernel(request);
         else
-            http_respond_method_not_allowed(request);
+            http_respond_method_not_allowed(request, "GET, POST");
     } else if (strcmp(s[1], "kernels") == 0 && n <= 4) {
         route_kernel(request, s[2], n == 4 ? s[3] : NULL);
     } else if (strcmp(s[1], "sessions") == 0 && n <= 3) {
@@ -315,7 +318,7 @@ void jupyter_dispatch(http_request *request)
         route_api(request, segments, n);
     } else if (n == 3 && strcmp(segments[0], "kernelspecs") == 0) {
         http_method_is(request, "GET") ? get_kernelspec_resource(request, segments[1], segments[2])
-                                  : http_respond_method_not_allowed(request);
+                                       : http_respond_method_not_allowed(request, "GET");
     } else {
         http_respond_error(request, 404, "no such endpoint: %s", http_path(request));
     }

@@ -60,7 +60,9 @@ static void respond_rpc(http_request *request, int status, json_t *id, json_t *r
     if (result)
         json_object_set_new(answer, "result", result);
     else
-        json_object_set_new(answer, "error", json_pack("{s:i, s:s}", "code", code, "message", message));
+        json_object_set_new(
+            answer, "error",
+            json_pack("{s:i, s:o}", "code", code, "message", text_json_string(message)));
     http_respond_json(request, status, answer);
 }
 
@@ -171,9 +173,9 @@ static void call_tool(http_request *request, mcp_session *session, json_t *id, j
         char message[160];
         snprintf(message, sizeof message, "unknown tool '%.*s' (see tools/list)",
                  text_utf8_prefix(name, 100), name);
-        http_stream_finish_json(call->stream,
-                                json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id,
-                                          "error", "code", INVALID_PARAMS, "message", message));
+        http_stream_finish_json(
+            call->stream, json_pack("{s:s, s:O, s:{s:i, s:o}}", "jsonrpc", "2.0", "id", id, "error",
+                                    "code", INVALID_PARAMS, "message", text_json_string(message)));
     }
     json_decref(args);
 }
@@ -286,8 +288,7 @@ void mcp_dispatch(http_request *request)
         return;
     }
     if (strcmp(method, "POST") != 0) {
-        http_add_response_header(request, "Allow", "POST, DELETE");
-        http_respond_error(request, 405, "%s is not allowed on /mcp", method);
+        http_respond_method_not_allowed(request, "POST, DELETE");
         return;
     }
     const char *version = http_header(request, "MCP-Protocol-Version");

@@ -136,7 +136,10 @@ json_t *mcp_tools_list(void)
 
 /* ---- results ---- */
 
-static json_t *text_block(const char *text) { return json_pack("{s:s, s:s}", "type", "text", "text", text); }
+static json_t *text_block(const char *text)
+{
+    return json_pack("{s:s, s:o}", "type", "text", "text", text_json_string(text));
+}
 
 static void finish_text(mcp_call *call, bool is_error, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -173,7 +176,7 @@ static void append_section(buffer *out, const char *label, const buffer *part)
 
 static json_t *buffer_string(const buffer *b)
 {
-    return json_stringn(buffer_size(b) ? buffer_head(b) : "", buffer_size(b));
+    return text_json_stringn(buffer_size(b) ? buffer_head(b) : "", buffer_size(b));
 }
 
 /* ---- which sandbox ---- */

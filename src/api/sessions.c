@@ -186,7 +186,7 @@ void sessions_route(http_request *request, const char *session_id)
         } else if (strcmp(method, "POST") == 0) {
             post_session(request);
         } else {
-            http_respond_error(request, 405, "%s is not allowed on /api/sessions", method);
+            http_respond_method_not_allowed(request, "GET, POST");
         }
         return;
     }
@@ -203,6 +203,6 @@ void sessions_route(http_request *request, const char *session_id)
         jupyter_delete_kernel(s->kernel); /* deleting a session shuts its kernel down */
         http_respond(request, 204, NULL, "", 0);
     } else {
-        http_respond_error(request, 405, "%s is not allowed on a session", method);
+        http_respond_method_not_allowed(request, "GET, PATCH, DELETE");
     }
 }

@@ -7,6 +7,7 @@
 #include "api/v1_files.h"
 #include "common/log.h"
 #include "common/text.h"
+#include "http/query.h"
 #include "http/url.h"
 #include "kernel/command.h"
 #include "kernel/execution.h"
@@ -93,9 +94,10 @@ bool v1_optional_int(http_request *request, json_t *body, const char *field, int
     double number = json_is_integer(value) ? (double)json_integer_value(value)
                     : json_is_real(value)  ? json_real_value(value) : -1e300;
     /* the range first: converting a number past long long (1e300) is undefined behaviour */
-    if (!json_is_number(value) || number < minimum || number > 1e9 ||
+    if (!json_is_number(value) || number < minimum || number > V1_MAX_INT ||
         number != (double)(long long)number) {
-        http_respond_error(request, 400, "'%s' must be an integer of at least %d", field, minimum);
+        http_respond_error(request, 400, "'%s' must be a whole number from %d to %d", field,
+                           minimum, V1_MAX_INT);
         return false;
     }
     *out = (int)number;
@@ -142,20 +144,17 @@ bool v1_optional_string_map(http_request *request, json_t *body, const char *fie
     return true;
 }
 
-static bool query_is_true(http_request *request, const char *name)
-{
-    const char *value = http_query(request, name);
-    return value && (strcmp(value, "true") == 0 || strcmp(value, "1") == 0);
-}
-
 bool v1_require_running(http_request *request, box *b)
 {
     char why[256];
+    bool auto_resume;
     switch (box_get_state(b)) {
     case BOX_RUNNING:
         return true;
     case BOX_PAUSED:
-        if (query_is_true(request, "auto_resume")) {
+        if (!http_query_flag(request, "auto_resume", &auto_resume))
+            return false;
+        if (auto_resume) {
             if (box_resume(b, why, sizeof why) == 0)
                 return true;
             http_respond_error(request, 500, "%s", why);
@@ -305,7 +304,7 @@ static void sandbox_action(http_request *request, box *b, const char *action)
 {
     char why[256];
     if (!http_method_is(request, "POST")) {
-        http_respond_method_not_allowed(request);
+        http_respond_method_not_allowed(request, "POST");
         return;
     }
     if (strcmp(action, "timeout") == 0) {
@@ -339,12 +338,9 @@ static void sandbox_action(http_request *request, box *b, const char *action)
 
 static void get_logs(http_request *request, box *b)
 {
-    const char *limit_text = http_query(request, "limit");
-    long limit = limit_text ? strtol(limit_text, NULL, 10) : 200;
-    if (limit <= 0 || limit > BOX_LOG_ENTRIES) {
-        http_respond_error(request, 400, "'limit' must be between 1 and %d", BOX_LOG_ENTRIES);
+    long long limit;
+    if (!http_query_integer(request, "limit", 1, BOX_LOG_ENTRIES, 200, &limit))
         return;
-    }
     http_respond_json(request, 200, box_log_model(b, (size_t)limit));
 }
 
@@ -401,7 +397,7 @@ void v1_route_context(http_request *request, box *b, const char *context_id, con
     } else if (action && strcmp(action, "restart") != 0) {
         http_respond_error(request, 404, "no such context endpoint: %s", action);
     } else {
-        http_respond_method_not_allowed(request);
+        http_respond_method_not_allowed(request, action ? "POST" : "GET, DELETE");
     }
 }
 
@@ -425,22 +421,25 @@ static void route_sandbox(http_request *request, box *b, char **s, int n)
             manager_delete(box_default_kernel(b));
             http_respond(request, 204, NULL, "", 0);
         } else
-            http_respond_method_not_allowed(request);
+            http_respond_method_not_allowed(request, "GET, DELETE");
     } else if (n == 4 && (strcmp(what, "timeout") == 0 || strcmp(what, "pause") == 0 ||
                           strcmp(what, "resume") == 0)) {
         sandbox_action(request, b, what);
     } else if (n == 4 && strcmp(what, "logs") == 0) {
-        http_method_is(request, "GET") ? get_logs(request, b) : http_respond_method_not_allowed(request);
+        if (http_method_is(request, "GET"))
+            get_logs(request, b);
+        else
+            http_respond_method_not_allowed(request, "GET");
     } else if (n == 4 && strcmp(what, "execute") == 0) {
         if (!http_method_is(request, "POST"))
-            http_respond_method_not_allowed(request);
+            http_respond_method_not_allowed(request, "POST");
         else if (v1_require_running(request, b))
             v1_execute(request, b, false);
     } else if (strcmp(what, "contexts") == 0 && n == 4) {
         if (http_method_is(request, "GET"))
             http_respond_json(request, 200, box_contexts_model(b));
         else if (!http_method_is(request, "POST"))
-            http_respond_method_not_allowed(request);
+            http_respond_method_not_allowed(request, "GET, POST");
         else if (v1_require_running(request, b))
             v1_create_context(request, b);
     } else if (strcmp(what, "contexts") == 0 && n <= 6) {
@@ -461,16 +460,22 @@ void v1_dispatch(http_request *request)
     char *s[MAX_SEGMENTS];
     int n = url_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
     if (n == 2 && strcmp(s[1], "templates") == 0) {
-        http_method_is(request, "GET") ? list_templates(request) : http_respond_method_not_allowed(request);
+        if (http_method_is(request, "GET"))
+            list_templates(request);
+        else
+            http_respond_method_not_allowed(request, "GET");
     } else if (n == 2 && strcmp(s[1], "run") == 0) {
-        http_method_is(request, "POST") ? v1_run(request) : http_respond_method_not_allowed(request);
+        if (http_method_is(request, "POST"))
+            v1_run(request);
+        else
+            http_respond_method_not_allowed(request, "POST");
     } else if (n == 2 && strcmp(s[1], "sandboxes") == 0) {
         if (http_method_is(request, "GET"))
             list_sandboxes(request);
         else if (http_method_is(request, "POST"))
             create_sandbox(request);
         else
-            http_respond_method_not_allowed(request);
+            http_respond_method_not_allowed(request, "GET, POST");
     } else if (n >= 3 && n <= MAX_SEGMENTS && strcmp(s[1], "sandboxes") == 0) {
         box *b = box_find(s[2]);
         if (!b)

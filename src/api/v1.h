@@ -15,7 +15,9 @@ bool v1_owns(const char *path); /* "/v1" or below */
 void v1_dispatch(http_request *request);
 bool v1_streams_body(const char *method, const char *path);
 
-/* Body checks: each returns false after answering 400 with a message naming the field. */
+/* Body checks: each returns false after answering 400 with a message naming the field (and,
+   for numbers, the accepted range: whole numbers from `minimum` to V1_MAX_INT). */
+#define V1_MAX_INT 1000000000
 json_t *v1_parse_body(http_request *request, const char *const *allowed_fields);
 bool v1_optional_string(http_request *request, json_t *body, const char *field, const char **out);
 bool v1_optional_int(http_request *request, json_t *body, const char *field, int minimum,

@@ -11,6 +11,7 @@
 
 #include "api/v1.h"
 #include "common/log.h"
+#include "http/query.h"
 #include "sandbox/confined.h"
 #include "sandbox/confined_tar.h"
 #include "sandbox/limits.h"
@@ -92,12 +93,6 @@ static const char *required_string(http_request *request, json_t *object, const 
     return value;
 }
 
-static bool query_is_true(http_request *request, const char *name)
-{
-    const char *value = http_query(request, name);
-    return value && (strcmp(value, "true") == 0 || strcmp(value, "1") == 0);
-}
-
 /* A file in the daemon's /tmp that has no name, so nothing is left behind if we crash. */
 static int open_spool(http_request *request)
 {
@@ -128,10 +123,12 @@ static void get_file(http_request *request, box *b)
 static void delete_file(http_request *request, box *b)
 {
     const char *path = path_query(request);
+    bool recursive;
     confined c;
-    if (!path || !open_sandbox(request, b, &c))
+    if (!path || !http_query_flag(request, "recursive", &recursive) ||
+        !open_sandbox(request, b, &c))
         return;
-    if (confined_remove(&c, path, query_is_true(request, "recursive")) < 0)
+    if (confined_remove(&c, path, recursive) < 0)
         respond_failure(request, &c, 0);
     else
         http_respond(request, 204, NULL, "", 0);
@@ -152,24 +149,13 @@ static void stat_file(http_request *request, box *b)
 static void list_files(http_request *request, box *b)
 {
     const char *path = path_query(request);
-    const char *depth_text = http_query(request, "depth");
-    int depth = 1;
-    if (!path)
+    long long depth;
+    if (!path || !http_query_integer(request, "depth", 1, CONFINED_MAX_DEPTH, 1, &depth))
         return;
-    if (depth_text) {
-        char *end;
-        long value = strtol(depth_text, &end, 10);
-        if (!*depth_text || *end || value < 1 || value > CONFINED_MAX_DEPTH) {
-            http_respond_error(request, 400, "'depth' must be a whole number from 1 to %d",
-                               CONFINED_MAX_DEPTH);
-            return;
-        }
-        depth = (int)value;
-    }
     confined c;
     if (!open_sandbox(request, b, &c))
         return;
-    json_t *entries = confined_list(&c, path, depth);
+    json_t *entries = confined_list(&c, path, (int)depth);
     entries ? http_respond_json(request, 200, entries) : respond_failure(request, &c, 0);
     close_sandbox(&c);
 }
@@ -572,7 +558,6 @@ bool v1_files_streams_body(const char *method, const char *rest)
 
 void v1_files_route(http_request *request, box *b, const char *rest)
 {
-    const char *method = http_method(request);
     bool get = http_method_is(request, "GET"), put = http_method_is(request, "PUT");
     bool post = http_method_is(request, "POST");
     if (strcmp(rest, "") == 0 || strcmp(rest, "/") == 0) {
@@ -583,24 +568,23 @@ void v1_files_route(http_request *request, box *b, const char *rest)
         else if (http_method_is(request, "DELETE"))
             delete_file(request, b);
         else
-            http_respond_error(request, 405, "%s is not allowed on files (GET, PUT or DELETE)",
-                               method);
+            http_respond_method_not_allowed(request, "GET, PUT, DELETE");
     } else if (strcmp(rest, "/tar") == 0) {
         if (get)
             get_tar(request, b);
         else if (put)
             start_upload(request, b, true);
         else
-            http_respond_error(request, 405, "%s is not allowed on files/tar (GET or PUT)", method);
+            http_respond_method_not_allowed(request, "GET, PUT");
     } else if (strcmp(rest, "/stat") == 0 || strcmp(rest, "/list") == 0) {
         if (!get)
-            http_respond_error(request, 405, "%s is not allowed on files%s (GET)", method, rest);
+            http_respond_method_not_allowed(request, "GET");
         else
             strcmp(rest, "/stat") == 0 ? stat_file(request, b) : list_files(request, b);
     } else if (strcmp(rest, "/mkdir") == 0 || strcmp(rest, "/move") == 0 ||
                strcmp(rest, "/batch") == 0) {
         if (!post)
-            http_respond_error(request, 405, "%s is not allowed on files%s (POST)", method, rest);
+            http_respond_method_not_allowed(request, "POST");
         else if (strcmp(rest, "/mkdir") == 0)
             make_directory(request, b);
         else

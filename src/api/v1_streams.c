@@ -8,11 +8,13 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "http/query.h"
 #include "kernel/command.h"
 #include "kernel/execution.h"
 
 #define NDJSON "application/x-ndjson"
 #define FOREGROUND_TIMEOUT_S 60
+#define MAX_WAIT_SECONDS (7 * 24 * 3600) /* the longest ?timeout_s= of a wait: a week */
 
 /* ---- POST /v1/sandboxes/{id}/execute ---- */
 
@@ -259,12 +261,9 @@ static void wait_on_closed(void *arg, bool completed)
 
 static void wait_command(http_request *request, command *c)
 {
-    const char *timeout_text = http_query(request, "timeout_s");
-    long timeout_s = timeout_text ? strtol(timeout_text, NULL, 10) : 0;
-    if (timeout_s < 0) {
-        http_respond_error(request, 400, "'timeout_s' must be a non-negative number of seconds");
+    long long timeout_s; /* 0: wait as long as the command runs */
+    if (!http_query_integer(request, "timeout_s", 0, MAX_WAIT_SECONDS, 0, &timeout_s))
         return;
-    }
     if (!command_running(c)) {
         http_respond_json(request, 200, command_model(c, true));
         return;
@@ -282,13 +281,12 @@ static void wait_command(http_request *request, command *c)
 static void command_action(http_request *request, box *b, command *c, const char *action)
 {
     if (strcmp(action, "wait") == 0) {
-        strcmp(http_method(request), "GET") == 0
-            ? wait_command(request, c)
-            : http_respond_error(request, 405, "use GET for wait");
+        strcmp(http_method(request), "GET") == 0 ? wait_command(request, c)
+                                                 : http_respond_method_not_allowed(request, "GET");
         return;
     }
     if (strcmp(http_method(request), "POST") != 0) {
-        http_respond_error(request, 405, "%s is not allowed on %s", http_method(request), http_path(request));
+        http_respond_method_not_allowed(request, "POST");
         return;
     }
     if (strcmp(action, "stdin") == 0) {
@@ -339,7 +337,7 @@ void v1_commands_route(http_request *request, box *b, char **segments, int count
             if (v1_require_running(request, b))
                 start_command(request, b);
         } else
-            http_respond_error(request, 405, "%s is not allowed on %s", method, http_path(request));
+            http_respond_method_not_allowed(request, "GET, POST");
         return;
     }
     command *c = command_find(b, segments[1]);
@@ -354,7 +352,7 @@ void v1_commands_route(http_request *request, box *b, char **segments, int count
             command_forget(c);
             http_respond(request, 204, NULL, "", 0);
         } else {
-            http_respond_error(request, 405, "%s is not allowed on %s", method, http_path(request));
+            http_respond_method_not_allowed(request, "GET, DELETE");
         }
         return;
     }

@@ -1,6 +1,10 @@
 #include "common/text.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "common/log.h"
 
 static const char replacement[] = "\xef\xbf\xbd";
 
@@ -116,4 +120,44 @@ size_t text_utf8_fit(const char *text, size_t length, size_t limit)
     while (cut > 0 && ((unsigned char)text[cut] & 0xc0) == 0x80)
         cut--; /* text[cut] continues a character: cut before the character starts */
     return cut;
+}
+
+json_t *text_json_stringn(const char *text, size_t length)
+{
+    json_t *string = json_stringn(text, length);
+    if (string)
+        return string;
+    buffer clean = {0};
+    text_append_utf8(&clean, (const unsigned char *)text, length, 1);
+    string = json_stringn(buffer_size(&clean) ? buffer_head(&clean) : "", buffer_size(&clean));
+    buffer_free(&clean);
+    if (!string)
+        die("out of memory");
+    return string;
+}
+
+json_t *text_json_string(const char *text)
+{
+    return text_json_stringn(text, strlen(text));
+}
+
+bool text_has_control_bytes(const char *text, size_t length)
+{
+    for (size_t i = 0; i < length; i++)
+        if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f)
+            return true;
+    return false;
+}
+
+bool text_parse_integer(const char *text, long long minimum, long long maximum, long long *out)
+{
+    if (!text || !(*text == '-' || (*text >= '0' && *text <= '9')))
+        return false; /* strtoll would skip spaces and take '+' */
+    char *end;
+    errno = 0;
+    long long value = strtoll(text, &end, 10);
+    if (errno || end == text || *end || value < minimum || value > maximum)
+        return false;
+    *out = value;
+    return true;
 }

@@ -1,8 +1,11 @@
-/* text — UTF-8 hygiene for bytes that come out of a sandbox (hostile until checked), and
- * terminal colours taken out of text meant for a program or a model. */
+/* text — UTF-8 hygiene for bytes from outside: a sandbox's output, a request's path, query and
+ * headers, a file name (all hostile until checked); terminal colours taken out of text meant for a
+ * program or a model. */
 #ifndef CELLBOX_COMMON_TEXT_H
 #define CELLBOX_COMMON_TEXT_H
 
+#include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "common/buffer.h"
@@ -28,5 +31,19 @@ int text_utf8_prefix(const char *text, size_t max);
    for messages that quote hostile bytes. jansson's error text quotes the input near the error
    and may cut a character there, and a reason that is not UTF-8 cannot go into JSON. */
 void text_scrub_utf8(char *text);
+
+/* A JSON string holding `text`, bytes from outside: invalid UTF-8, or a character cut short by a
+   fixed-size message buffer, becomes U+FFFD. Never NULL (json_string() is NULL for such bytes,
+   and an answer built from that NULL could not be sent). */
+json_t *text_json_string(const char *text);
+json_t *text_json_stringn(const char *text, size_t length);
+
+/* Whether `text` holds a NUL or another control byte (below 0x20, or 0x7f): bytes that no id,
+   path or query value the daemon acts on may contain. */
+bool text_has_control_bytes(const char *text, size_t length);
+
+/* Parses all of `text` as a decimal integer within [minimum, maximum]: no sign-less garbage, no
+   trailing bytes, no overflow (strtol alone takes "abc" as 0 and "5x" as 5). */
+bool text_parse_integer(const char *text, long long minimum, long long maximum, long long *out);
 
 #endif

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <openssl/crypto.h>
@@ -13,7 +14,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
-#include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/buffer.h"
@@ -22,6 +23,8 @@
 #include "common/loop.h"
 #include "http/admission.h"
 #include "http/outbound.h"
+#include "common/text.h"
+#include "http/linger.h"
 
 /* Headers added to one response, kept until it is queued. */
 typedef struct response_header {
@@ -67,6 +70,9 @@ struct http_request {
     char *path;                 /* relative to the base URL */
     buffer body;
     bool body_too_large;
+    bool body_read;             /* libmicrohttpd has passed us the whole body */
+    bool framing_refused;       /* answered 400/501 for its framing: its body is not trusted */
+    bool answered_early;        /* answered while the client still had a body to send */
     bool responded;
     response_header *headers;
     pending_upgrade *upgrade;   /* set once a WebSocket handshake was answered */
@@ -117,7 +123,7 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const c
     query_collector *collector = cls;
     size_t n = strlen(collector->prefix);
     if (key && strncmp(key, collector->prefix, n) == 0 && key[n])
-        json_object_set_new(collector->out, key + n, json_string(value ? value : ""));
+        json_object_set_new(collector->out, key + n, text_json_string(value ? value : ""));
     return MHD_YES;
 }
 
@@ -186,6 +192,23 @@ static void add_cors_headers(struct MHD_Response *response)
     }
 }
 
+/* Whether the client announced a body (which it may still be sending when we answer). */
+static bool request_has_body(const http_request *request)
+{
+    const char *length = http_header(request, "Content-Length");
+    return (length && strcmp(length, "0") != 0) || http_header(request, "Transfer-Encoding");
+}
+
+/* Our answer went out before the client's body was read: the socket is kept a while longer
+   (http/linger.c) so that the client reads the answer instead of a reset. */
+static void linger_after_answer(struct MHD_Connection *connection)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (info)
+        linger_start(info->connect_fd);
+}
+
 static void queue_response(http_request *request, int status, struct MHD_Response *response)
 {
     if (!response)
@@ -205,6 +228,8 @@ static void queue_response(http_request *request, int status, struct MHD_Respons
         log_warn("could not queue a %d response for %s %s", status, request->method, request->path);
     MHD_destroy_response(response);
     request->responded = true;
+    request->answered_early =
+        !request->body_read && status != MHD_HTTP_SWITCHING_PROTOCOLS && request_has_body(request);
 }
 
 void http_respond(http_request *request, int status, const char *content_type, const void *body,
@@ -221,12 +246,33 @@ void http_respond(http_request *request, int status, const char *content_type, c
     queue_response(request, status, response);
 }
 
-void http_respond_json(http_request *request, int status, json_t *body)
+/* Compact JSON text of `value` (stolen), or NULL when there is no value: json_pack() gives NULL
+   for a string that is not UTF-8, so outside text must go through text_json_string(); a site
+   that forgot costs that one answer, never the daemon. */
+static char *encode_json(json_t *value, const http_request *request)
 {
-    char *text = json_dumps(body, JSON_COMPACT);
-    json_decref(body);
+    if (!value) {
+        log_error("BUG: the answer to %s %s could not be built (text that is not UTF-8?)",
+                  request->method, request->path);
+        return NULL;
+    }
+    char *text = json_dumps(value, JSON_COMPACT);
+    json_decref(value);
     if (!text)
         die("out of memory encoding JSON");
+    return text;
+}
+
+void http_respond_json(http_request *request, int status, json_t *body)
+{
+    char *text = encode_json(body, request);
+    if (!text) {
+        static const char fallback[] =
+            "{\"reason\":\"Internal Server Error\",\"message\":\"the answer could not be "
+            "encoded as JSON; this is a bug in cellboxd: please report the request\"}";
+        http_respond(request, 500, "application/json", fallback, sizeof fallback - 1);
+        return;
+    }
     http_respond(request, status, "application/json", text, strlen(text));
     free(text);
 }
@@ -238,13 +284,18 @@ void http_respond_error(http_request *request, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
+    /* The message quotes the request (paths, ids, values), and vsnprintf may have cut a
+       character in two: text_json_string keeps it a valid JSON string either way. */
     http_respond_json(request, status,
-                      json_pack("{s:s, s:s}", "reason", reason_phrase(status), "message", message));
+                      json_pack("{s:s, s:o}", "reason", reason_phrase(status), "message",
+                                text_json_string(message)));
 }
 
-void http_respond_method_not_allowed(http_request *request)
+void http_respond_method_not_allowed(http_request *request, const char *allow)
 {
-    http_respond_error(request, 405, "%s is not allowed on %s", request->method, request->path);
+    http_add_response_header(request, "Allow", allow);
+    http_respond_error(request, 405, "%s is not allowed on %s: use %s", request->method,
+                       request->path, allow);
 }
 
 /* ---- streaming responses ---- */
@@ -377,10 +428,9 @@ void http_stream_write(http_stream *stream, const void *data, size_t length)
 
 void http_stream_write_line(http_stream *stream, json_t *value)
 {
-    char *text = json_dumps(value, JSON_COMPACT);
-    json_decref(value);
+    char *text = encode_json(value, stream->request);
     if (!text)
-        die("out of memory encoding JSON");
+        return;
     size_t n = strlen(text);
     http_stream_write(stream, text, n);
     http_stream_write(stream, "\n", 1);
@@ -402,11 +452,9 @@ void http_stream_end(http_stream *stream)
 
 void http_stream_finish_json(http_stream *stream, json_t *value)
 {
-    char *text = json_dumps(value, JSON_COMPACT);
-    json_decref(value);
-    if (!text)
-        die("out of memory encoding JSON");
-    http_stream_write(stream, text, strlen(text));
+    char *text = encode_json(value, stream->request);
+    if (text)
+        http_stream_write(stream, text, strlen(text));
     free(text);
     http_stream_end(stream);
 }
@@ -607,6 +655,134 @@ static http_request *request_new(struct MHD_Connection *connection, const char *
     return request;
 }
 
+/* ---- requests that could be read two ways ---- */
+
+/* libmicrohttpd decodes %XX in the path in place and hands the access handler a C string, so a
+   %00 used to end the path early (DELETE /v1/sandboxes/ID%00/files deleted the sandbox ID). The
+   raw request line is only seen here, before that decoding: its path is decoded once more, on a
+   copy and by the library's own decoder, and checked whole. What this returns becomes the first
+   *con_cls of the request: the address of one of these markers when the line is refused. */
+static const char path_has_control_bytes = 1, url_too_long = 1;
+
+/* libmicrohttpd answers a request line or headers that do not fit a connection's memory itself,
+   with a fixed HTML page. Its memory is made larger than these limits so that the daemon is the
+   one that refuses (414, 431), with its JSON body; only heads past the memory still get HTML. */
+#define CONNECTION_MEMORY (128 * 1024)
+#define MAX_URL_BYTES (24 * 1024)
+#define MAX_HEADER_BYTES (32 * 1024)
+
+static void *inspect_request_line(void *cls, const char *uri, struct MHD_Connection *connection)
+{
+    if (strlen(uri) > MAX_URL_BYTES)
+        return (void *)&url_too_long;
+    char *path = strndup(uri, strcspn(uri, "?"));
+    if (!path)
+        die("out of memory");
+    size_t length = MHD_http_unescape(path);
+    bool refused = text_has_control_bytes(path, length);
+    free(path);
+    return refused ? (void *)&path_has_control_bytes : NULL;
+}
+
+typedef struct header_scan {
+    size_t header_bytes;         /* names and values, with ": " and CRLF */
+    const char *content_length;  /* the first Content-Length */
+    bool content_lengths_differ; /* a second one with another value */
+    const char *transfer_encoding;
+} header_scan;
+
+typedef struct query_scan {
+    bool refused;        /* a key or value holds a control byte */
+    char parameter[128]; /* its key, up to the first NUL */
+} query_scan;
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   size_t key_size, const char *value, size_t value_size)
+{
+    header_scan *scan = cls;
+    scan->header_bytes += key_size + value_size + 4;
+    if (!value)
+        return MHD_YES;
+    if (strcasecmp(key, "Content-Length") == 0) {
+        if (scan->content_length && strcmp(scan->content_length, value) != 0)
+            scan->content_lengths_differ = true;
+        scan->content_length = scan->content_length ? scan->content_length : value;
+    } else if (strcasecmp(key, "Transfer-Encoding") == 0) {
+        scan->transfer_encoding = value;
+    }
+    return MHD_YES;
+}
+
+/* The query's keys and values come decoded with their lengths, so a %00 inside one shows. */
+static enum MHD_Result scan_query_argument(void *cls, enum MHD_ValueKind kind, const char *key,
+                                           size_t key_size, const char *value, size_t value_size)
+{
+    query_scan *scan = cls;
+    if (!text_has_control_bytes(key, key_size) &&
+        !(value && text_has_control_bytes(value, value_size)))
+        return MHD_YES;
+    scan->refused = true;
+    snprintf(scan->parameter, sizeof scan->parameter, "%.*s", (int)strnlen(key, key_size), key);
+    return MHD_NO;
+}
+
+/* Answers (and returns true) a request whose head is too large, whose framing a proxy in front
+   could read differently (request smuggling), or whose body coding we cannot read. */
+static bool refuse_unreadable_head(http_request *request, bool url_refused)
+{
+    header_scan scan = {0};
+    MHD_get_connection_values_n(request->connection, MHD_HEADER_KIND, scan_header, &scan);
+    if (url_refused) {
+        http_respond_error(request, 414,
+                           "the URL is longer than %d bytes: send long values in "
+                           "a request body",
+                           MAX_URL_BYTES);
+    } else if (scan.header_bytes > MAX_HEADER_BYTES) {
+        http_respond_error(request, 431,
+                           "the request's headers add up to more than %d bytes: "
+                           "send fewer or shorter ones",
+                           MAX_HEADER_BYTES);
+    } else if (scan.content_lengths_differ) {
+        http_respond_error(request, 400,
+                           "the request has two different Content-Length headers: "
+                           "send one");
+    } else if (scan.transfer_encoding && scan.content_length) {
+        http_respond_error(request, 400,
+                           "the request has both Content-Length and "
+                           "Transfer-Encoding: send one of them");
+    } else if (scan.transfer_encoding && strcasecmp(scan.transfer_encoding, "chunked") != 0) {
+        http_respond_error(request, 501,
+                           "Transfer-Encoding: %s is not supported: send the body "
+                           "with Content-Length or Transfer-Encoding: chunked",
+                           scan.transfer_encoding);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* Answers (and returns true) a request whose path or query holds a NUL or control byte: no id,
+   file path or value the daemon acts on may contain one, and a C string would end at a NUL. */
+static bool refuse_control_bytes(http_request *request, bool in_path)
+{
+    query_scan scan = {0};
+    if (in_path) {
+        http_respond_error(request, 400,
+                           "the URL path holds a NUL or control byte (%%00-%%1F or "
+                           "%%7F): ids and paths cannot contain them");
+        return true;
+    }
+    MHD_get_connection_values_n(request->connection, MHD_GET_ARGUMENT_KIND, scan_query_argument,
+                                &scan);
+    if (!scan.refused)
+        return false;
+    http_respond_error(request, 400,
+                       "query parameter '%s' holds a NUL or control byte (%%00-%%1F "
+                       "or %%7F): values cannot contain them",
+                       scan.parameter);
+    return true;
+}
+
 static bool declared_body_too_large(struct MHD_Connection *connection)
 {
     const char *length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Content-Length");
@@ -637,12 +813,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
                                   size_t *upload_data_size, void **con_cls)
 {
     http_request *request = *con_cls;
-    if (!request) {
+    if (!request || request == (const void *)&path_has_control_bytes ||
+        request == (const void *)&url_too_long) {
+        bool path_refused = request == (const void *)&path_has_control_bytes;
+        bool url_refused = request == (const void *)&url_too_long;
         request = request_new(connection, url, method);
         *con_cls = request;
         if (refuse_over_limit(request))
             return MHD_YES;
-        if (!request->path) {
+        if (refuse_unreadable_head(request, url_refused)) {
+            request->framing_refused = true; /* closed without reading: its body is not trusted */
+        } else if (refuse_control_bytes(request, path_refused)) {
+            /* answered; the body, if any, is not read */
+        } else if (!request->path) {
             http_respond_error(request, 404, "%s is outside the base URL %s", url,
                                server.options.base_url);
         } else if (server.options.streams_body &&
@@ -667,6 +850,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         }
         if (!request->body_complete) {
             request->body_complete = true;
+            request->body_read = true;
             if (request->deferred) {
                 if (MHD_queue_response(connection, (unsigned)request->deferred_status,
                                        request->deferred) != MHD_YES)
@@ -694,6 +878,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         *upload_data_size = 0;
         return MHD_YES;
     }
+    request->body_read = true;
     if (!request->responded)
         handle_complete_request(request);
     return MHD_YES;
@@ -705,6 +890,9 @@ static void on_request_completed(void *cls, struct MHD_Connection *connection, v
     http_request *request = *con_cls;
     if (!request)
         return;
+    if (request->answered_early && !request->framing_refused &&
+        code == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        linger_after_answer(connection);
     if (request->streams_body && !request->body_complete && request->receiver &&
         request->receiver->on_abort)
         request->receiver->on_abort(request->receiver_arg);
@@ -801,7 +989,9 @@ int http_server_start(const http_server_options *options, http_dispatch dispatch
         MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         options->max_connections_per_ip ? options->max_connections_per_ip + ADMISSION_HEADROOM : 0u,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_END);
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)CONNECTION_MEMORY, MHD_OPTION_URI_LOG_CALLBACK, inspect_request_line, NULL,
+        MHD_OPTION_END);
     if (!server.daemon)
         die("cannot listen on %s port %d: %s (is another server using it?)", options->ip,
             options->port, strerror(errno));
@@ -817,6 +1007,7 @@ void http_server_stop(void)
     if (!server.daemon)
         return;
     loop_watch_remove(&server.watch);
+    linger_stop_all();
     MHD_stop_daemon(server.daemon);
     server.daemon = NULL;
 }

@@ -1,9 +1,11 @@
 /* http server — HTTP/1.1 through libmicrohttpd, driven by the daemon's event loop.
  *
  * libmicrohttpd parses requests and writes responses; this module plugs its epoll descriptor into
- * loop.c, gathers request bodies (with a size limit), checks the token, adds CORS headers, and
- * hands each complete request to one dispatch function. WebSocket upgrades are accepted here and
- * handed to websocket.c. */
+ * loop.c, refuses requests that could be read two ways (ambiguous framing, NUL or control bytes
+ * in the path or query, heads too large) before anything acts on them, gathers request bodies
+ * (with a size limit), checks the token, adds CORS headers, and hands each complete request to
+ * one dispatch function. An answer sent before the body was read is followed by a lingering
+ * close (linger.c). WebSocket upgrades are accepted here and handed to websocket.c. */
 #ifndef CELLBOX_HTTP_SERVER_H
 #define CELLBOX_HTTP_SERVER_H
 
@@ -57,7 +59,8 @@ void http_add_response_header(http_request *request, const char *name, const cha
 void http_respond(http_request *request, int status, const char *content_type, const void *body,
                   size_t length);
 void http_respond_json(http_request *request, int status, json_t *body); /* steals body */
-void http_respond_method_not_allowed(http_request *request); /* 405 naming method and path */
+/* 405 naming the method and path, with the Allow header listing `allow` ("GET, DELETE"). */
+void http_respond_method_not_allowed(http_request *request, const char *allow);
 /* Errors carry Kernel Gateway's body: {"reason": "<HTTP reason phrase>", "message": "..."} */
 void http_respond_error(http_request *request, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

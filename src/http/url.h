@@ -12,8 +12,9 @@
    copy_size - 1 bytes); returns their number, or max + 1 when there are more than `max`. */
 int url_split_path(const char *path, char *copy, size_t copy_size, char *segments[], int max);
 
-/* Decodes %XX escapes in place ('+' stays: E2B's SDK encodes spaces as %20). A '%' not
-   followed by two hex digits is kept as it is. */
-void url_percent_decode(char *text);
+/* Decodes %XX escapes in place, with libmicrohttpd's decoder ('+' stays: E2B's SDK encodes
+   spaces as %20; a '%' not followed by two hex digits is kept as it is). Returns the decoded
+   length: a %00 makes it shorter than strlen says. */
+size_t url_percent_decode(char *text);
 
 #endif

@@ -462,7 +462,7 @@ json_t *box_context_model(box *b, kernel *context)
                               "python", "cwd", cwd, "default", context == b->primary, "state",
                               kernel_state_name(kernel_get_state(context)));
     if (kernel_get_state(context) == KERNEL_DEAD && kernel_death_reason(context)[0])
-        json_object_set_new(model, "reason", json_string(kernel_death_reason(context)));
+        json_object_set_new(model, "reason", text_json_string(kernel_death_reason(context)));
     return model;
 }
 
@@ -517,7 +517,7 @@ json_t *box_model(box *b)
         b->timeout_s, "metadata", b->metadata, "limits", limits_model(box_limits(b)), "usage",
         usage_model(b), "contexts", box_contexts_model(b));
     if (state == BOX_DEAD)
-        json_object_set_new(model, "reason", json_string(kernel_death_reason(b->primary)));
+        json_object_set_new(model, "reason", text_json_string(kernel_death_reason(b->primary)));
     return model;
 }
 

@@ -91,8 +91,9 @@ static void unlink_execution(execution *e)
 static void emit_error(execution *e, const char *name, const char *value, const char *traceback)
 {
     e->errored = true;
-    emit(e, json_pack("{s:s, s:s, s:s, s:s}", "type", "error", "name", name, "value", value,
-                      "traceback", traceback ? traceback : value));
+    emit(e, json_pack("{s:s, s:s, s:o, s:o}", "type", "error", "name", name, "value",
+                      text_json_string(value), "traceback",
+                      text_json_string(traceback ? traceback : value)));
 }
 
 /* Accounting, the end, and goodbye. Called once. */

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/text.h"
 #include "common/loop.h"
+#include "common/text.h"
 #include "kernel/kernelspec.h"
 #include "kernel/zygote.h"
 #include "sandbox/cgroup.h"
@@ -574,7 +575,7 @@ json_t *manager_kernel_model(const kernel *k)
                               kernel_state_name(kernel_get_state(k)), "connections",
                               kernel_connection_count(k));
     if (kernel_get_state(k) == KERNEL_DEAD && kernel_death_reason(k)[0])
-        json_object_set_new(model, "reason", json_string(kernel_death_reason(k)));
+        json_object_set_new(model, "reason", text_json_string(kernel_death_reason(k)));
     return model;
 }
 

@@ -37,7 +37,7 @@ json_t *message_stream(const char *session, json_t *parent_header, const char *n
 {
     json_t *content = json_object();
     json_object_set_new(content, "name", json_string(name));
-    json_object_set_new(content, "text", json_stringn(text, length));
+    json_object_set_new(content, "text", text_json_stringn(text, length));
     return message_new("stream", session, parent_header, content);
 }
 
@@ -45,7 +45,9 @@ json_t *message_error_content(const char *ename, const char *evalue)
 {
     char line[1024];
     snprintf(line, sizeof line, "%s: %s", ename, evalue);
-    return json_pack("{s:s, s:s, s:[s]}", "ename", ename, "evalue", evalue, "traceback", line);
+    /* evalue may quote a request or be cut by a fixed-size buffer: kept valid UTF-8 */
+    return json_pack("{s:s, s:o, s:[o]}", "ename", ename, "evalue", text_json_string(evalue),
+                     "traceback", text_json_string(line));
 }
 
 static const char *string_at(json_t *message, const char *part, const char *field)

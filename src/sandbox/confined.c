@@ -64,6 +64,17 @@ static long long inode_limit_reached(confined *c, const char *path)
     return 0;
 }
 
+/* Adds to the last failure's sentence (cut at the end of c->why if it is long). */
+static void append_why(confined *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void append_why(confined *c, const char *fmt, ...)
+{
+    size_t used = strlen(c->why);
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(c->why + used, sizeof c->why - used, fmt, args);
+    va_end(args);
+}
+
 int confined_fail(confined *c, int error, const char *path)
 {
     long long inode_limit;
@@ -208,6 +219,13 @@ int confined_normalize(confined *c, const char *path, char *out, size_t size)
                               "the path is empty; give a path inside the sandbox "
                               "(relative paths are relative to %s)",
                               CONFINED_WORKSPACE);
+    /* A query value cannot carry one (the server refuses it), a JSON string can: every API's
+       paths come through here, so the rule is the same for all of them. */
+    if (text_has_control_bytes(path, strlen(path)))
+        return confined_failf(c, EINVAL,
+                              "'%s' holds a control byte (below 0x20, or 0x7f): paths cannot "
+                              "contain them",
+                              path);
     size_t length = 0;
     if (path[0] != '/') {
         length = strlen(CONFINED_WORKSPACE);
@@ -347,19 +365,6 @@ static char *join_path(const char *dir, const char *name)
 
 /* ---- entries ---- */
 
-/* File names are bytes; JSON strings are UTF-8. Invalid bytes become U+FFFD. */
-static json_t *utf8_string(const char *text)
-{
-    json_t *string = json_string(text);
-    if (string)
-        return string;
-    buffer clean = {0};
-    text_append_utf8(&clean, (const unsigned char *)text, strlen(text), 1);
-    string = json_stringn(buffer_head(&clean), buffer_size(&clean));
-    buffer_free(&clean);
-    return string;
-}
-
 static const char *type_name(mode_t mode)
 {
     if (S_ISREG(mode))
@@ -379,14 +384,14 @@ json_t *confined_entry(const char *path, const struct stat *st, const char *syml
     int64_t modified_us = (int64_t)st->st_mtim.tv_sec * 1000000 + st->st_mtim.tv_nsec / 1000;
     clock_format_iso(modified_us > 0 ? modified_us : 0, modified);
     json_t *entry = json_object();
-    json_object_set_new(entry, "name", utf8_string(name));
-    json_object_set_new(entry, "path", utf8_string(path));
+    json_object_set_new(entry, "name", text_json_string(name));
+    json_object_set_new(entry, "path", text_json_string(path));
     json_object_set_new(entry, "type", json_string(type_name(st->st_mode)));
     json_object_set_new(entry, "size", json_integer((json_int_t)st->st_size));
     json_object_set_new(entry, "mode", json_string(mode));
     json_object_set_new(entry, "modified_at", json_string(modified));
     if (symlink_target)
-        json_object_set_new(entry, "symlink_target", utf8_string(symlink_target));
+        json_object_set_new(entry, "symlink_target", text_json_string(symlink_target));
     return entry;
 }
 
@@ -699,10 +704,31 @@ json_t *confined_move(confined *c, const char *from, const char *to)
     return entry;
 }
 
+/* Whether the entry `name` in dirfd ("": dirfd itself) is where a filesystem is mounted:
+   /workspace, /tmp, a volume. Removing one fails only at the very end (EBUSY, or EROFS from its
+   read-only parent), after everything in it is gone: so it is refused before anything is
+   touched, and a walk does not enter one. */
+static bool is_mount_point(int dirfd, const char *name)
+{
+    struct statx stx;
+    int flags = AT_SYMLINK_NOFOLLOW | (*name ? 0 : AT_EMPTY_PATH);
+    return statx(dirfd, name, flags, 0, &stx) == 0 &&
+           (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+           (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+}
+
+static int fail_mount_point(confined *c, const char *path)
+{
+    return confined_failf(c, EBUSY,
+                          "'%s' is a mount point (the workspace, /tmp or a volume) and cannot be "
+                          "removed; remove the files in it instead",
+                          path);
+}
+
 /* Empties the directory open at dirfd (which this function closes). Each child is removed by name
    in dirfd, and subdirectories are opened relative to dirfd with O_NOFOLLOW: a link, even one
    swapped in while we work, is removed as a link and never entered. */
-static int remove_contents(confined *c, int dirfd, const char *path, int depth)
+static int remove_contents(confined *c, int dirfd, const char *path, int depth, size_t *removed)
 {
     if (depth > MAX_REMOVE_DEPTH) {
         close(dirfd);
@@ -726,20 +752,32 @@ static int remove_contents(confined *c, int dirfd, const char *path, int depth)
         const char *name = child->d_name;
         if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
             continue;
-        if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
+        /* a directory is entered first (as rm -r does), so that a walk that stops says what
+           it removed beneath; d_type is only a hint, unlinkat's EISDIR has the last word */
+        if (child->d_type != DT_DIR && unlinkat(dirfd, name, 0) == 0) {
+            ++*removed;
+            continue;
+        }
+        if (child->d_type != DT_DIR && errno == ENOENT)
             continue;
         char *child_path = join_path(path, name);
-        if (errno != EISDIR) {
+        if (child->d_type != DT_DIR && errno != EISDIR) {
             result = confined_fail(c, errno, child_path);
         } else {
             int subdir =
                 openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-            if (subdir < 0)
+            if (subdir < 0) {
                 result = errno == ENOENT ? 0 : confined_fail(c, errno, child_path);
-            else if (remove_contents(c, subdir, child_path, depth + 1) < 0)
+            } else if (is_mount_point(subdir, "")) {
+                close(subdir);
+                result = fail_mount_point(c, child_path);
+            } else if (remove_contents(c, subdir, child_path, depth + 1, removed) < 0) {
                 result = -1;
-            else if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+            } else if (unlinkat(dirfd, name, AT_REMOVEDIR) == 0) {
+                ++*removed;
+            } else if (errno != ENOENT) {
                 result = confined_fail(c, errno, child_path);
+            }
         }
         free(child_path);
     }
@@ -751,14 +789,14 @@ static int remove_contents(confined *c, int dirfd, const char *path, int depth)
 
 /* Entries removed while readdir runs may hide others from it: a few passes, then the directory's
    own removal says whether it is empty. */
-static int remove_tree(confined *c, int parent, const char *name, const char *path)
+static int remove_tree(confined *c, int parent, const char *name, const char *path, size_t *removed)
 {
     for (int pass = 0; pass < 3; pass++) {
         int dirfd =
             openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (dirfd < 0)
             return confined_fail(c, errno, path);
-        if (remove_contents(c, dirfd, path, 1) < 0)
+        if (remove_contents(c, dirfd, path, 1, removed) < 0)
             return -1;
         if (unlinkat(parent, name, AT_REMOVEDIR) == 0)
             return 0;
@@ -779,14 +817,22 @@ static int remove_as_user(confined *c, const char *path, bool recursive)
     if (parent < 0)
         return -1;
     int rc;
+    size_t removed = 0;
     if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         rc = confined_fail(c, errno, path);
     else if (!S_ISDIR(st.st_mode)) /* a link is removed, never its target */
         rc = unlinkat(parent, name, 0) < 0 ? confined_fail(c, errno, path) : 0;
+    else if (is_mount_point(parent, name))
+        rc = fail_mount_point(c, path);
     else if (recursive)
-        rc = remove_tree(c, parent, name, path);
+        rc = remove_tree(c, parent, name, path, &removed);
     else
         rc = unlinkat(parent, name, AT_REMOVEDIR) < 0 ? confined_fail(c, errno, path) : 0;
+    if (rc < 0 && removed > 0) /* a walk that stopped half-way says so */
+        append_why(c,
+                   "; %zu entr%s beneath '%s' had been removed before that, the rest is "
+                   "still there",
+                   removed, removed == 1 ? "y" : "ies", path);
     close(parent);
     return rc;
 }

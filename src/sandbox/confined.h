@@ -45,7 +45,7 @@ typedef struct confined {
 void confined_init(confined *c, int root_fd, uid_t uid, gid_t gid);
 
 /* The absolute, normalized sandbox path ("a/./b" → "/workspace/a/b"); -1 (EINVAL) for "..",
-   an empty path or one too long. */
+   a control byte, an empty path or one too long. */
 int confined_normalize(confined *c, const char *path, char *out, size_t size);
 
 /* A regular file opened for reading (O_NONBLOCK: a FIFO or device swapped in never blocks us and

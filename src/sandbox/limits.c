@@ -7,15 +7,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 long long limits_parse_size(const char *text)
 {
-    if (!text || !*text)
+    /* strtod alone would also take " 1", "0x10", "nan" and "inf" */
+    if (!text || !isdigit((unsigned char)*text))
         return -1;
     char *end;
     errno = 0;
     double number = strtod(text, &end);
-    if (errno || end == text || number < 0)
+    if (errno || end == text || !isfinite(number) || strncasecmp(text, "0x", 2) == 0)
         return -1;
     while (*end == ' ')
         end++;
@@ -103,6 +105,8 @@ static double parse_value(const field *f, json_t *value)
         return -1;
     if (f->kind == FIELD_SIZE)
         return (double)limits_parse_size(text);
+    if (!isdigit((unsigned char)*text) || strncasecmp(text, "0x", 2) == 0)
+        return -1;
     char *end;
     double number = strtod(text, &end);
     /* "nan" and "inf" parse too: NaN would pass every range check below. */

@@ -112,3 +112,33 @@ def websocket_handshake(host, port, path, headers=None, protocols=None, timeout=
         raise AssertionError(f"no handshake response (got {data[:200]!r})")
     status, reason, headers, rest = _parse_head(data)
     return RawResponse(status, reason, headers, rest)
+
+
+def exchange(host, port, data, timeout=30):
+    """Send `data` (a whole request, bytes as they are: NULs, bytes >= 0x80, duplicated or odd
+    headers) and read until the server closes or the response is complete. Returns the
+    RawResponse, or None when the server closed without answering."""
+    sock = socket.create_connection((host, port), timeout=timeout)
+    received = b""
+    deadline = time.monotonic() + timeout
+    try:
+        sock.sendall(data)
+        while time.monotonic() < deadline:
+            if b"\r\n\r\n" in received:
+                status, reason, headers, rest = _parse_head(received)
+                length = headers.get("content-length")
+                if length is not None and len(rest) >= int(length):
+                    return RawResponse(status, reason, headers, rest[:int(length)])
+            try:
+                piece = sock.recv(65536)
+            except (ConnectionResetError, socket.timeout):
+                piece = b""
+            if not piece:
+                break
+            received += piece
+    finally:
+        sock.close()
+    if b"\r\n\r\n" not in received:
+        return None
+    status, reason, headers, rest = _parse_head(received)
+    return RawResponse(status, reason, headers, rest)

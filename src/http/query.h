@@ -1,0 +1,20 @@
+/* query — a request's query parameters read strictly, with the 400 that names the parameter.
+ *
+ * Built on server.h's http_query and http_respond_error only, so the fuzzers' stand-in for the
+ * server (tests/fuzz/http_stub.c) runs this very code. */
+#ifndef CELLBOX_HTTP_QUERY_H
+#define CELLBOX_HTTP_QUERY_H
+
+#include <stdbool.h>
+
+#include "http/server.h"
+
+/* The query parameter `name` as an integer within [minimum, maximum] (`fallback` when absent).
+   False after answering 400 naming the parameter and the range, for any other value. */
+bool http_query_integer(http_request *request, const char *name, long long minimum,
+                        long long maximum, long long fallback, long long *value);
+/* The query parameter `name` as a flag: true/1 or false/0 (any case), false when absent. False
+   after answering 400 naming the parameter for any other value ("yes" is not silently "no"). */
+bool http_query_flag(http_request *request, const char *name, bool *value);
+
+#endif
