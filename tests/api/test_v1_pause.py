@@ -46,9 +46,8 @@ def test_paused_sandbox_uses_no_cpu(v1, fresh):
     pause(v1, sid)
     resume(v1, sid)
     c = cpu(v1, sid)
-    time.sleep(1.0)
-    d = cpu(v1, sid)
-    assert d - c > 0.3, f"after resume the busy loop used only {d - c:.3f} s of CPU in 1 s"
+    # runs again: CPU time grows (how fast depends on the machine's load, so no rate is asserted)
+    wait_until(lambda: cpu(v1, sid) > c + 0.3, timeout=10, message="the resumed busy loop to use CPU")
     r = v1.get(f"v1/sandboxes/{sid}/commands/{cmd['id']}")
     assert r.status_code == 200 and r.json()["state"] == "running", r.text
 
