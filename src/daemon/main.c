@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "daemon/config.h"
+#include "daemon/data_dir.h"
 #include "http/server.h"
 #include "kernel/kernelspec.h"
 #include "kernel/manager.h"
@@ -27,6 +28,7 @@
 #include "sandbox/limits.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/seccomp_filter.h"
+#include "sandbox/uid_block.h"
 
 static loop_watch signal_watch;
 
@@ -125,6 +127,16 @@ int main(int argc, char **argv)
     char why[512];
     if (sandbox_check_privileges(why, sizeof why) < 0)
         die("%s", why);
+    /* Before anything is made in the data directory or handed out: one daemon per data
+       directory, and sandbox uids no other daemon on the host uses. */
+    if (data_dir_lock(cfg.data_dir, why, sizeof why) < 0)
+        die("%s", why);
+    uid_block uids;
+    if (uid_block_claim(cfg.data_dir, &uids, why, sizeof why) < 0)
+        die("%s", why);
+    if (uids.previous >= 0 && !uids.same_as_before)
+        log_warn("uid block %d (this data directory's last) is taken by another daemon or used by "
+                 "running processes: sandboxes get block %d now", uids.previous, uids.number);
     if (cgroup_init(why, sizeof why) < 0)
         die("%s", why);
     /* Once here, not in each helper forked to join a sandbox. */
@@ -164,6 +176,7 @@ int main(int argc, char **argv)
                        .output_bytes = cfg.max_output_limit},
         .allow_network = cfg.allow_network,
         .workspace_kind = workspace_kind,
+        .first_uid = uids.first,
     });
     if (!kernelspec_find(cfg.default_kernel))
         die("--default-kernel %s is not a known kernelspec (python3 is, and the names of "
@@ -198,8 +211,9 @@ int main(int argc, char **argv)
         },
         jupyter_dispatch);
     print_banner(&cfg, port, generated_token);
-    log_info("sandboxes: cgroup %s, workspaces on %s, zygote %s, warm pool of %d", cgroup_version_name(),
-             cfg.workspace_fs, cfg.zygote ? "on" : "off", cfg.pool_size);
+    log_info("sandboxes: cgroup %s, workspaces on %s, zygote %s, warm pool of %d, uids %u-%u (block %d)",
+             cgroup_version_name(), cfg.workspace_fs, cfg.zygote ? "on" : "off", cfg.pool_size,
+             (unsigned)uids.first, (unsigned)(uids.first + UID_BLOCK_SIZE - 1), uids.number);
     for (size_t i = 1; i < kernelspec_count(); i++)
         log_info("template %s: preloads '%s', warm pool of %d", kernelspec_at(i)->name,
                  kernelspec_at(i)->preload, kernelspec_at(i)->pool_size);

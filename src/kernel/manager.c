@@ -13,12 +13,13 @@
 #include "kernel/zygote.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/uid_block.h"
 #include "sandbox/volume.h"
 #include "sandbox/volume_worker.h"
 
-/* Each live sandbox runs as its own uid (and gid) so none can signal or read another's files. */
-#define SANDBOX_UID_BASE 200000
-#define SANDBOX_UID_SLOTS 65536
+/* Each live sandbox runs as its own uid (and gid) so none can signal or read another's files:
+   one of the daemon's block (uid_block.h), unique on the host. */
+#define SANDBOX_UID_SLOTS UID_BLOCK_SIZE
 
 /* What the manager owns for each kernel besides the kernel itself. */
 typedef struct sandbox_resources {
@@ -129,7 +130,7 @@ static int claim_identity(const char *id, sandbox_resources *r, char *why, size_
     return 0;
 }
 
-static uid_t sandbox_uid(const sandbox_resources *r) { return SANDBOX_UID_BASE + (uid_t)r->uid_slot; }
+static uid_t sandbox_uid(const sandbox_resources *r) { return options.first_uid + (uid_t)r->uid_slot; }
 
 static int create_cgroup(const char *id, const sandbox_limits *limits, sandbox_resources *r,
                          char *why, size_t why_size)
@@ -336,7 +337,7 @@ static kernel *start_sandboxed(const kernelspec *spec, json_t *env, const sandbo
     char *workspace = data_path("workspaces", id, "");
     kernel *k = NULL;
     if (ready || prepare_sandbox(id, limits, r, workspace, why, why_size) == 0) {
-        kernel_sandbox sandbox = {.uid = SANDBOX_UID_BASE + (uid_t)r->uid_slot,
+        kernel_sandbox sandbox = {.uid = sandbox_uid(r),
                                   .cgroup = r->cgroup,
                                   .limits = *limits,
                                   .root_mount_point = root_mount_point,
@@ -524,7 +525,7 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *limits_json, 
     }
     remember(k, &r);
     log_info("kernel %s %s (%s, uid %d)", kernel_id(k), pooled.kernel ? "taken from the warm pool" : "started",
-             spec->name, SANDBOX_UID_BASE + r.uid_slot);
+             spec->name, (int)sandbox_uid(&r));
     return k;
 }
 

@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "kernel/kernel.h"
 #include "sandbox/limits.h"
@@ -23,6 +24,7 @@ typedef struct manager_options {
     sandbox_limits max_limits;  /* 0 fields = unbounded */
     bool allow_network;         /* may a sandbox ask for network access at all */
     volume_kind workspace_kind; /* what /workspace is made of */
+    uid_t first_uid;            /* of the daemon's block of UID_BLOCK_SIZE sandbox uids */
 } manager_options;
 
 void manager_init(const manager_options *options);
