@@ -10,6 +10,8 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "kernel/kernelspec.h"
+#include "kernel/reconcile.h"
+#include "kernel/registry.h"
 #include "kernel/zygote.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
@@ -24,6 +26,7 @@
 /* What the manager owns for each kernel besides the kernel itself. */
 typedef struct sandbox_resources {
     kernel *kernel;
+    char id[UUID_STRING_LENGTH + 1]; /* its record's in the registry; "" before one is written */
     int uid_slot;
     sandbox_cgroup *cgroup;
     char *image;            /* the workspace volume's image file */
@@ -60,6 +63,11 @@ void manager_init(const manager_options *opts)
         *strrchr(runtime_dir, '/') = '\0';
     if (fs_mkdir_p(root_mount_point, 0700) < 0)
         die("cannot create %s: %s", root_mount_point, strerror(errno));
+    if (registry_init(options.data_dir) < 0)
+        die("cannot create %s/sandboxes: %s", options.data_dir, strerror(errno));
+    /* Before the volume helper, the zygotes and the first request: what a dead daemon left
+       goes first, so nothing of it is mistaken for ours or competes with us. */
+    reconcile_data_dir(options.data_dir, options.keep_workspaces);
     if (options.workspace_kind == VOLUME_EXT4 && volume_worker_start() < 0)
         log_warn("cannot start the volume helper (%s): workspace volumes are made in the daemon",
                  strerror(errno));
@@ -113,9 +121,32 @@ static void release_resources(sandbox_resources *r, const char *workspace, bool 
         volume_worker_destroy(r->image, workspace, false);
     if (r->uid_slot >= 0)
         uid_in_use[r->uid_slot] = 0;
+    if (r->id[0])
+        registry_remove(r->id);
     free(r->image);
     memset(r, 0, sizeof *r);
     r->uid_slot = -1;
+}
+
+static uid_t sandbox_uid(const sandbox_resources *r) { return options.first_uid + (uid_t)r->uid_slot; }
+
+static void add_cgroup_path(const char *path, void *arg) { json_array_append_new(arg, json_string(path)); }
+
+/* What the next daemon needs to clean up after this one (reconcile.h): written before any piece
+   exists, rewritten when a kernel is handed out (`kernel_spec`: then its workspace is the user's,
+   kept with --keep-workspaces), removed once every piece is released. */
+static void record_sandbox(const sandbox_resources *r, const char *kernel_spec)
+{
+    char name[64];
+    snprintf(name, sizeof name, "kernel-%s", r->id);
+    json_t *cgroups = json_array();
+    cgroup_each_path(name, add_cgroup_path, cgroups);
+    json_t *record = json_pack("{s:s, s:i, s:s, s:o, s:b}", "id", r->id, "uid", (json_int_t)sandbox_uid(r),
+                               "image", r->image, "cgroups", cgroups, "in_use", kernel_spec != NULL);
+    if (kernel_spec)
+        json_object_set_new(record, "kernelspec", json_string(kernel_spec));
+    registry_write(r->id, record);
+    json_decref(record);
 }
 
 /* A sandbox's identity: its uid and the path of its volume's image. */
@@ -127,10 +158,10 @@ static int claim_identity(const char *id, sandbox_resources *r, char *why, size_
         return -1;
     }
     r->image = data_path("volumes", id, ".img");
+    snprintf(r->id, sizeof r->id, "%s", id);
+    record_sandbox(r, NULL);
     return 0;
 }
-
-static uid_t sandbox_uid(const sandbox_resources *r) { return options.first_uid + (uid_t)r->uid_slot; }
 
 static int create_cgroup(const char *id, const sandbox_limits *limits, sandbox_resources *r,
                          char *why, size_t why_size)
@@ -178,6 +209,7 @@ static void remember(kernel *k, const sandbox_resources *r)
     resources[kernel_count] = *r;
     resources[kernel_count].kernel = k;
     kernel_count++;
+    record_sandbox(r, kernel_spec(k)->name);
 }
 
 /* ---- the next sandboxes' pieces, prepared ahead ----

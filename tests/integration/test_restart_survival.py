@@ -4,11 +4,14 @@ left on the host after it dies (issue 18, "Nothing lost").
 Every daemon is stopped by pid (tests/helpers/daemon.py); a daemon killed with SIGKILL is
 followed by a new one on the same data directory, which must clean up after it.
 """
+import contextlib
 import os
+import signal
+import subprocess
 
 import pytest
 
-from helpers.daemon import free_port, run_daemon_to_exit
+from helpers.daemon import free_port, mounts_under, run_daemon_to_exit
 
 pytestmark = pytest.mark.cellbox_only
 
@@ -31,6 +34,20 @@ def block_of(uid):
 def recorded_block(d):
     with open(os.path.join(d.data_dir, "uid-block")) as f:
         return int(f.read())
+
+
+def kill_hard(d):
+    """SIGKILL the daemon by pid (a crash: nothing of its shutdown runs) and wait for it."""
+    d.stopped_by_us = True  # its finish() must not report the death as a crash
+    os.kill(d.pid, signal.SIGKILL)
+    d.proc.wait(timeout=10)
+
+
+def restart_on(make_daemon, old, **kw):
+    """A new daemon on `old`'s data directory (`old` has exited)."""
+    new = make_daemon(start=False, **kw)
+    new.data_dir = old.data_dir
+    return new.start()
 
 
 def test_second_daemon_on_the_same_data_dir_is_refused_naming_the_holder(make_daemon):
@@ -56,3 +73,178 @@ def test_daemons_on_different_data_dirs_never_share_a_uid(make_daemon):
         with open(f"/run/cellbox/uids/{recorded_block(d)}.lock") as f:
             pid, data_dir = f.read().split(maxsplit=1)
         assert int(pid) == d.pid and data_dir.strip() == d.data_dir
+
+
+def test_next_daemon_on_a_data_dir_takes_its_uid_block_again(make_daemon):
+    first = make_daemon()
+    block = block_of(sandbox_uid(first))
+    kill_hard(first)
+    second = restart_on(make_daemon, first)
+    try:
+        assert recorded_block(second) == block
+        assert block_of(sandbox_uid(second)) == block
+    finally:
+        assert second.finish() is None
+
+
+# ------------------------------------------------------------------ nothing left behind
+
+def known_ids(d):
+    """Every sandbox id the data directory knows now: its records and its workspaces (warm-pool
+    kernels and prepared pieces included, which no API lists)."""
+    ids = {name[:-5] for name in os.listdir(os.path.join(d.data_dir, "sandboxes")) if name.endswith(".json")}
+    ids |= set(os.listdir(os.path.join(d.data_dir, "workspaces")))
+    return ids
+
+
+def cgroups_named(ids, top="/sys/fs/cgroup", depth=8):
+    """Directories kernel-<id> anywhere in the cgroup hierarchies, for these ids."""
+    names = {f"kernel-{i}" for i in ids}
+    found = []
+    base = top.count("/")
+    for root, dirs, _ in os.walk(top):
+        if root.count("/") - base >= depth:
+            dirs[:] = []
+            continue
+        found += [os.path.join(root, n) for n in dirs if n in names]
+    return found
+
+
+def loops_backed_in(data_dir, ids=None):
+    """Loop devices whose backing file lies in this data directory (and is one of these ids')."""
+    real = os.path.realpath(data_dir) + "/"
+    found = []
+    for name in os.listdir("/sys/block"):
+        path = f"/sys/block/{name}/loop/backing_file"
+        with contextlib.suppress(OSError):
+            with open(path) as f:
+                backing = f.read().strip()
+            if backing.startswith(real) and (ids is None or os.path.basename(backing)[:36] in ids):
+                found.append(f"{name}: {backing}")
+    return found
+
+
+def start_time(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[19]
+
+
+def processes_in(groups):
+    """(pid, start time) of every process in these cgroups."""
+    found = set()
+    for group in groups:
+        with contextlib.suppress(OSError):
+            with open(os.path.join(group, "cgroup.procs")) as f:
+                for line in f:
+                    with contextlib.suppress(OSError, IndexError):
+                        found.add((int(line), start_time(int(line))))
+    return found
+
+
+def still_running(processes):
+    """Those of these processes still running. One that has exited but waits to be reaped has
+    ended: a zombie, or a sandbox's pid 1 waiting in the kernel for its namespace's zombies to be
+    reaped (its memory is gone: no VmRSS), which a host whose pid 1 does not reap keeps forever."""
+    alive = []
+    for pid, started in processes:
+        with contextlib.suppress(OSError, IndexError):
+            with open(f"/proc/{pid}/status") as f:
+                status = f.read()
+            if start_time(pid) == started and "\nState:\tZ" not in status and "\nVmRSS:" in status:
+                alive.append(pid)
+    return alive
+
+
+def traces(d, ids):
+    """What of these sandboxes is on the host: mounts, loop devices, cgroups, images, records."""
+    volumes = os.path.join(d.data_dir, "volumes")
+    return {"mounts": [m for m in mounts_under(d.data_dir) if os.path.basename(m) in ids],
+            "loops": loops_backed_in(d.data_dir, ids),
+            "cgroups": cgroups_named(ids),
+            "images": [n for n in os.listdir(volumes) if n[:36] in ids],
+            "records": [n for n in os.listdir(os.path.join(d.data_dir, "sandboxes")) if n[:36] in ids]}
+
+
+def fill_with_work(d):
+    """A busy kernel, a paused sandbox, a background command, and a process that left the
+    kernel's session (no parent-death signal reaches it)."""
+    cb = d.client()
+    busy = cb.create_kernel()
+    ws = cb.ready_ws(busy["id"])
+    ws.execute("import subprocess; subprocess.Popen(['sleep', '1000'], start_new_session=True)")
+    ws.send_execute("while True:\n    pass")
+    v1 = cb.post("v1/sandboxes", json={"timeout_s": 0}).json()
+    r = cb.post(f"v1/sandboxes/{v1['id']}/commands", json={"cmd": "sleep 1000", "background": True})
+    assert r.status_code == 201, r.text
+    paused = cb.post("v1/sandboxes", json={"timeout_s": 0}).json()
+    assert cb.post(f"v1/sandboxes/{paused['id']}/pause").json()["state"] == "paused"
+    return ws
+
+
+def test_nothing_of_killed_daemons_is_left_after_deaths_restarts_and_a_stop(make_daemon):
+    neighbour = make_daemon()
+    ncb = neighbour.client()
+    nkernel = ncb.create_kernel()
+    with ncb.ready_ws(nkernel["id"]) as nws:
+        nws.execute("mine = 'untouched'")
+    neighbour_groups = cgroups_named({nkernel["id"]})
+    assert neighbour_groups
+
+    d = make_daemon()
+    everyone = set()
+    for death in range(2):
+        ws = fill_with_work(d)
+        ids = known_ids(d)
+        everyone |= ids
+        before = traces(d, ids)
+        # the test means something: the dying daemon had all of these on the host
+        assert before["mounts"] and before["loops"] and before["cgroups"] and before["images"]
+        processes = processes_in(before["cgroups"])
+        assert processes
+        kill_hard(d)
+        ws.close()
+        # what made it matter: a paused sandbox's processes outlive the daemon (frozen)
+        assert still_running(processes)
+        d = restart_on(make_daemon, d)
+        after = traces(d, ids)
+        assert after == {"mounts": [], "loops": [], "cgroups": [], "images": [], "records": []}, after
+        assert still_running(processes) == []
+        assert f"removed {len(ids)} sandbox(es) a previous daemon left" in d.log_text()
+        # the new daemon works
+        with d.client().kernel() as model:
+            with d.client().ready_ws(model["id"]) as fresh:
+                assert fresh.execute("print(6 * 7)").stdout.strip() == "42"
+
+    everyone |= known_ids(d)
+    assert d.finish() is None  # a clean stop removes the rest
+    assert mounts_under(d.data_dir) == [] and loops_backed_in(d.data_dir) == []
+    assert cgroups_named(everyone) == []
+    assert [n for n in os.listdir(os.path.join(d.data_dir, "volumes")) if n.endswith(".img")] == [] \
+        if os.path.isdir(os.path.join(d.data_dir, "volumes")) else True
+
+    # the neighbour on its own data directory was never touched
+    assert neighbour.alive() and cgroups_named({nkernel["id"]}) == neighbour_groups
+    with ncb.ready_ws(nkernel["id"]) as nws:
+        assert nws.execute("print(mine)").stdout.strip() == "untouched"
+
+
+def test_kept_workspaces_of_a_killed_daemon_stay_readable_and_nothing_else_does(make_daemon):
+    d = make_daemon(args=["--keep-workspaces"])
+    cb = d.client()
+    kernel = cb.create_kernel()
+    with cb.ready_ws(kernel["id"]) as ws:
+        ws.execute("open('/workspace/kept.txt', 'w').write('still here')")
+    ids = known_ids(d)
+    assert kernel["id"] in ids and len(ids) > 1  # the warm pool's and prepared ones too
+    kill_hard(d)
+    d = restart_on(make_daemon, d, args=["--keep-workspaces"])
+    volumes = os.path.join(d.data_dir, "volumes")
+    image = os.path.join(volumes, f"{kernel['id']}.img")
+    # the user's workspace is a plain ext4 image, synced, holding the file...
+    shown = subprocess.run(["/sbin/debugfs", "-R", "cat /kept.txt", image], capture_output=True, text=True)
+    assert shown.stdout == "still here"
+    # ...and nothing of the sandboxes nobody was given is kept, nor anything mounted
+    assert [n for n in os.listdir(volumes) if n[:36] in ids] == [f"{kernel['id']}.img"]
+    left = traces(d, ids)
+    assert left["mounts"] == [] and left["loops"] == [] and left["cgroups"] == [] and left["records"] == []
+    assert d.finish() is None
