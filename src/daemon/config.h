@@ -22,6 +22,7 @@ typedef struct config {
     int max_age;
     char *data_dir;
     bool keep_workspaces;
+    bool keep_sandboxes;    /* a stop leaves the sandboxes to the next daemon */
     long long max_body_size, max_message_size;
     char *log_level;
     /* per-sandbox defaults and the most a request may ask for (0 = unbounded) */

@@ -31,6 +31,7 @@
 #include "sandbox/uid_block.h"
 
 static loop_watch signal_watch;
+static bool leave_sandboxes; /* SIGUSR2, or a stop with --keep-sandboxes */
 
 static bool is_loopback(const char *ip)
 {
@@ -72,7 +73,12 @@ static void on_signal(void *owner, uint32_t events)
 {
     struct signalfd_siginfo info;
     if (read(signal_watch.fd, &info, sizeof info) == sizeof info) {
-        log_info("received %s; shutting down", strsignal((int)info.ssi_signo));
+        /* SIGUSR2: a restart (an upgrade): the sandboxes wait for the next daemon. */
+        if (info.ssi_signo == SIGUSR2)
+            leave_sandboxes = true;
+        log_info("received %s; %s", strsignal((int)info.ssi_signo),
+                 leave_sandboxes ? "stopping, leaving every sandbox to the next cellboxd"
+                                 : "shutting down");
         loop_stop();
     }
 }
@@ -84,6 +90,7 @@ static void watch_signals(void)
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR2);
     sigprocmask(SIG_BLOCK, &set, NULL);
     int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     if (fd < 0)
@@ -148,6 +155,7 @@ int main(int argc, char **argv)
         die("--workspace-fs takes ext4 or tmpfs, not '%s'", cfg.workspace_fs);
     loop_init();
     watch_signals();
+    leave_sandboxes = cfg.keep_sandboxes;
     kernelspec_init(cfg.preload, cfg.pool_size);
     if (kernelspec_add_templates(cfg.templates, why, sizeof why) < 0)
         die("--templates: %s", why);
@@ -220,7 +228,10 @@ int main(int argc, char **argv)
 
     loop_run();
 
-    manager_shutdown_all();
+    if (leave_sandboxes)
+        manager_detach_all();
+    else
+        manager_shutdown_all();
     kernel_reap_all();
     volume_worker_stop(); /* after the last removal was sent: it finishes them first */
     for (size_t i = 0; i < kernelspec_count(); i++)

@@ -314,6 +314,7 @@ void box_set_timeout(box *b, int timeout_s)
 {
     b->timeout_s = timeout_s;
     arm_ttl(b);
+    manager_record(b->primary);
 }
 
 /* ---- pause and resume: the cgroup freezer ---- */
@@ -331,6 +332,7 @@ int box_pause(box *b, char *why, size_t why_size)
     b->paused = true;
     arm_ttl(b); /* stopped while paused */
     log_event(b, "paused");
+    manager_record(b->primary);
     return 0;
 }
 
@@ -345,7 +347,46 @@ int box_resume(box *b, char *why, size_t why_size)
     b->paused = false;
     arm_ttl(b);
     log_event(b, "resumed");
+    manager_record(b->primary);
     return 0;
+}
+
+/* ---- what survives a restart of the daemon (manager.c's record of the sandbox) ---- */
+
+json_t *box_persisted(const box *b)
+{
+    size_t contexts = 0;
+    for (box_context *c = b->contexts; c; c = c->next)
+        contexts++;
+    return json_pack("{s:O, s:O, s:i, s:I, s:I, s:b, s:I}", "metadata", b->metadata, "env", b->env,
+                     "timeout_s", b->timeout_s, "started_at_us", (json_int_t)b->started_at_us,
+                     "ends_at_us", (json_int_t)b->ends_at_us, "paused", b->paused,
+                     "other_contexts", (json_int_t)contexts);
+}
+
+void box_restore(box *b, json_t *saved)
+{
+    json_t *metadata = json_object_get(saved, "metadata"), *env = json_object_get(saved, "env");
+    if (json_is_object(metadata))
+        json_object_update(b->metadata, metadata);
+    if (json_is_object(env))
+        json_object_update(b->env, env);
+    json_t *started = json_object_get(saved, "started_at_us");
+    if (json_is_integer(started))
+        b->started_at_us = json_integer_value(started);
+    b->timeout_s = (int)json_integer_value(json_object_get(saved, "timeout_s"));
+    /* Still frozen in its cgroup: the freezer outlived the daemon. */
+    b->paused = json_is_true(json_object_get(saved, "paused"));
+    int64_t ends_at = json_integer_value(json_object_get(saved, "ends_at_us"));
+    if (b->timeout_s > 0 && !b->paused && ends_at > 0) {
+        /* The deadline is wall-clock time: the time the daemon was away counts. */
+        int64_t left_ms = (ends_at - clock_wall_us()) / 1000;
+        b->ends_at_us = ends_at;
+        b->ttl = loop_timer_add(left_ms > 0 ? left_ms : 0, on_ttl_expired, b);
+    }
+    json_int_t contexts = json_integer_value(json_object_get(saved, "other_contexts"));
+    log_event(b, "adopted by a new cellboxd%s", contexts > 0 ? "; its other contexts and its "
+              "commands ended with the previous one" : "; its commands ended with the previous one");
 }
 
 /* ---- contexts ---- */

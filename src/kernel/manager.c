@@ -4,11 +4,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "kernel/box.h"
+#include "kernel/keeper.h"
 #include "kernel/kernelspec.h"
 #include "kernel/reconcile.h"
 #include "kernel/registry.h"
@@ -43,6 +47,9 @@ static void (*delete_hook)(kernel *k);
 static void schedule_cull(void);
 static void schedule_refill(int64_t delay_ms);
 static void schedule_prepare(int64_t delay_ms);
+static void adopt_sandboxes(void);
+static bool was_adopted(const char *id);
+static void on_kernel_started(kernel *k);
 
 void manager_init(const manager_options *opts)
 {
@@ -65,9 +72,13 @@ void manager_init(const manager_options *opts)
         die("cannot create %s: %s", root_mount_point, strerror(errno));
     if (registry_init(options.data_dir) < 0)
         die("cannot create %s/sandboxes: %s", options.data_dir, strerror(errno));
-    /* Before the volume helper, the zygotes and the first request: what a dead daemon left
-       goes first, so nothing of it is mistaken for ours or competes with us. */
-    reconcile_data_dir(options.data_dir, options.keep_workspaces);
+    /* Before the volume helper, the zygotes and the first request: the sandboxes a previous
+       daemon left are adopted, and what cannot be goes, so nothing of it competes with us. */
+    kernel_set_started_hook(on_kernel_started);
+    if (keeper_start(options.data_dir) < 0)
+        log_warn("no keeper: sandboxes end with this daemon, whatever the way it stops");
+    adopt_sandboxes();
+    reconcile_data_dir(options.data_dir, options.keep_workspaces, was_adopted);
     if (options.workspace_kind == VOLUME_EXT4 && volume_worker_start() < 0)
         log_warn("cannot start the volume helper (%s): workspace volumes are made in the daemon",
                  strerror(errno));
@@ -132,21 +143,110 @@ static uid_t sandbox_uid(const sandbox_resources *r) { return options.first_uid 
 
 static void add_cgroup_path(const char *path, void *arg) { json_array_append_new(arg, json_string(path)); }
 
-/* What the next daemon needs to clean up after this one (reconcile.h): written before any piece
-   exists, rewritten when a kernel is handed out (`kernel_spec`: then its workspace is the user's,
-   kept with --keep-workspaces), removed once every piece is released. */
-static void record_sandbox(const sandbox_resources *r, const char *kernel_spec)
+/* When a process started, in clock ticks after boot (/proc/PID/stat's 22nd field): with the pid,
+   it names one process for good, where a pid alone may be reused. -1 if there is none. */
+static long long process_start_time(pid_t pid)
+{
+    char path[64], text[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *after_name = strrchr(text, ')'); /* the name may hold spaces and parentheses */
+    long long start = -1;
+    if (after_name && sscanf(after_name + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u "
+                             "%*u %*d %*d %*d %*d %*d %*d %lld", &start) != 1)
+        start = -1;
+    return start;
+}
+
+static json_t *limits_json(const sandbox_limits *l)
+{
+    return json_pack("{s:I, s:i, s:f, s:I, s:i, s:i, s:I, s:b}", "memory_bytes",
+                     (json_int_t)l->memory_bytes, "pids", l->pids, "cpus", l->cpus, "disk_bytes",
+                     (json_int_t)l->disk_bytes, "open_files", l->open_files, "timeout_seconds",
+                     l->timeout_seconds, "output_bytes", (json_int_t)l->output_bytes, "network",
+                     l->network);
+}
+
+static sandbox_limits limits_from_json(json_t *j)
+{
+    return (sandbox_limits){
+        .memory_bytes = json_integer_value(json_object_get(j, "memory_bytes")),
+        .pids = (int)json_integer_value(json_object_get(j, "pids")),
+        .cpus = json_number_value(json_object_get(j, "cpus")),
+        .disk_bytes = json_integer_value(json_object_get(j, "disk_bytes")),
+        .open_files = (int)json_integer_value(json_object_get(j, "open_files")),
+        .timeout_seconds = (int)json_integer_value(json_object_get(j, "timeout_seconds")),
+        .output_bytes = json_integer_value(json_object_get(j, "output_bytes")),
+        .network = json_is_true(json_object_get(j, "network")),
+    };
+}
+
+/* What the next daemon needs to clean up after this one (reconcile.h) or to adopt the sandbox:
+   written before any piece exists, rewritten when a kernel is handed out (`k`: then its workspace
+   is the user's, kept with --keep-workspaces) and whenever what survives a restart changes (its
+   pid, its box), removed once every piece is released. */
+static void record_sandbox(const sandbox_resources *r, kernel *k)
 {
     char name[64];
     snprintf(name, sizeof name, "kernel-%s", r->id);
     json_t *cgroups = json_array();
     cgroup_each_path(name, add_cgroup_path, cgroups);
     json_t *record = json_pack("{s:s, s:i, s:s, s:o, s:b}", "id", r->id, "uid", (json_int_t)sandbox_uid(r),
-                               "image", r->image, "cgroups", cgroups, "in_use", kernel_spec != NULL);
-    if (kernel_spec)
-        json_object_set_new(record, "kernelspec", json_string(kernel_spec));
+                               "image", r->image, "cgroups", cgroups, "in_use", k != NULL);
+    if (k) {
+        json_object_set_new(record, "kernelspec", json_string(kernel_spec(k)->name));
+        json_object_set(record, "env", kernel_request_env(k));
+        json_object_set_new(record, "limits", limits_json(kernel_limits(k)));
+        pid_t pid = kernel_pid(k);
+        if (pid > 0 && kernel_get_state(k) != KERNEL_DEAD) {
+            json_object_set_new(record, "pid", json_integer(pid));
+            json_object_set_new(record, "pid_start", json_integer(process_start_time(pid)));
+        }
+        if (kernel_box(k))
+            json_object_set_new(record, "box", box_persisted(kernel_box(k)));
+    }
     registry_write(r->id, record);
     json_decref(record);
+}
+
+static sandbox_resources *resources_of(const kernel *k)
+{
+    for (size_t i = 0; i < kernel_count; i++)
+        if (kernels[i] == k)
+            return &resources[i];
+    return NULL;
+}
+
+void manager_record(kernel *k)
+{
+    sandbox_resources *r = resources_of(k);
+    if (r)
+        record_sandbox(r, k);
+}
+
+/* The keeper holds the daemon's ends of a handed-out kernel's channel and pipes, so that they
+   outlive the daemon (keeper.h). */
+static void keep_channels(kernel *k)
+{
+    int fds[KEEPER_FDS];
+    kernel_daemon_fds(k, fds);
+    keeper_hold(kernel_id(k), fds);
+}
+
+/* A handed-out kernel got a (new) process: its pid is recorded and its channels kept. Warm-pool
+   kernels and other contexts are neither. */
+static void on_kernel_started(kernel *k)
+{
+    sandbox_resources *r = resources_of(k);
+    if (!r)
+        return;
+    record_sandbox(r, k);
+    keep_channels(k);
 }
 
 /* A sandbox's identity: its uid and the path of its volume's image. */
@@ -209,7 +309,8 @@ static void remember(kernel *k, const sandbox_resources *r)
     resources[kernel_count] = *r;
     resources[kernel_count].kernel = k;
     kernel_count++;
-    record_sandbox(r, kernel_spec(k)->name);
+    record_sandbox(r, k);
+    keep_channels(k);
 }
 
 /* ---- the next sandboxes' pieces, prepared ahead ----
@@ -575,6 +676,7 @@ void manager_delete(kernel *k)
     }
     if (delete_hook)
         delete_hook(k);
+    keeper_drop(kernel_id(k));
     kernel_destroy(k); /* kills the sandbox first: nothing may be writing while we remove it */
     release_resources(&r, kernel_workspace(k), options.keep_workspaces);
     log_info("kernel %s deleted", kernel_id(k));
@@ -639,4 +741,168 @@ void manager_shutdown_all(void)
         discard_pooled(&pool[--pool_count]);
     while (kernel_count > 0)
         manager_delete(kernels[kernel_count - 1]);
+    keeper_stop(); /* nothing is left for it to hold */
+}
+
+void manager_detach_all(void)
+{
+    if (refill_timer)
+        loop_timer_cancel(refill_timer);
+    refill_timer = NULL;
+    discard_prepared();
+    while (pool_count > 0)
+        discard_pooled(&pool[--pool_count]);
+    for (size_t i = 0; i < kernel_count; i++)
+        record_sandbox(&resources[i], kernels[i]); /* as they are now: TTL, pause, pid */
+    log_info("leaving %zu sandbox(es) running for the next cellboxd on %s", kernel_count,
+             options.data_dir);
+    keeper_detach();
+}
+
+/* ---- adoption: the sandboxes a previous daemon on this data directory left running ----
+   A sandbox is adopted when its record says a client had it, the keeper still holds its
+   channels, its pid 1 is the very process recorded (pid and start time: a pid reused since is
+   never taken for it), its uid is in our block and its cgroup is there. Anything else of the
+   previous daemon is removed by reconcile_data_dir. */
+
+typedef struct saved_sandbox {
+    char id[UUID_STRING_LENGTH + 1];
+    json_t *record;
+} saved_sandbox;
+
+typedef struct saved_sandboxes {
+    saved_sandbox *items;
+    size_t count;
+} saved_sandboxes;
+
+static char (*adopted_ids)[UUID_STRING_LENGTH + 1];
+static size_t adopted_count;
+
+static bool was_adopted(const char *id)
+{
+    for (size_t i = 0; i < adopted_count; i++)
+        if (strcmp(adopted_ids[i], id) == 0)
+            return true;
+    return false;
+}
+
+static void collect_record(const char *id, json_t *record, void *arg)
+{
+    saved_sandboxes *all = arg;
+    if (!record || !json_is_true(json_object_get(record, "in_use")))
+        return;
+    all->items = realloc(all->items, (all->count + 1) * sizeof *all->items);
+    if (!all->items)
+        die("out of memory");
+    snprintf(all->items[all->count].id, sizeof all->items[all->count].id, "%s", id);
+    all->items[all->count++].record = json_incref(record);
+}
+
+/* pid 1 of the recorded sandbox as a pidfd, if it is still that process; -1 otherwise. */
+static int open_recorded_process(json_t *record, pid_t *pid)
+{
+    *pid = (pid_t)json_integer_value(json_object_get(record, "pid"));
+    long long start = json_integer_value(json_object_get(record, "pid_start"));
+    if (*pid <= 0 || start <= 0)
+        return -1;
+    int pidfd = (int)syscall(SYS_pidfd_open, *pid, 0);
+    /* Checked after the pidfd is open: the pidfd then names the process that was checked. */
+    if (pidfd >= 0 && process_start_time(*pid) != start) {
+        close(pidfd);
+        return -1;
+    }
+    return pidfd;
+}
+
+static const char *adopt_one(const saved_sandbox *saved, keeper_entry *entry, int64_t gone_at_us)
+{
+    json_t *record = saved->record;
+    const kernelspec *spec = kernelspec_find(json_string_value(json_object_get(record, "kernelspec")));
+    if (!spec)
+        return "its template is no longer known";
+    json_int_t uid = json_integer_value(json_object_get(record, "uid"));
+    if (uid < (json_int_t)options.first_uid || uid >= (json_int_t)options.first_uid + SANDBOX_UID_SLOTS ||
+        uid_in_use[uid - options.first_uid])
+        return "its uid is not in this daemon's block";
+    pid_t pid;
+    int pidfd = open_recorded_process(record, &pid);
+    if (pidfd < 0)
+        return "its process is gone";
+    sandbox_limits limits = limits_from_json(json_object_get(record, "limits"));
+    char name[64], why[256];
+    snprintf(name, sizeof name, "kernel-%s", saved->id);
+    sandbox_cgroup *cgroup = cgroup_adopt(name, limits.pids);
+    if (!cgroup) {
+        close(pidfd);
+        return "its cgroup is gone";
+    }
+    sandbox_resources r = {.uid_slot = (int)(uid - options.first_uid), .cgroup = cgroup,
+                           .image = data_path("volumes", saved->id, ".img")};
+    snprintf(r.id, sizeof r.id, "%s", saved->id);
+    char *workspace = data_path("workspaces", saved->id, "");
+    kernel_adoption adoption = {
+        .id = saved->id, .spec = spec, .workspace = workspace,
+        .env = json_object_get(record, "env"),
+        .sandbox = {.uid = sandbox_uid(&r), .cgroup = cgroup, .limits = limits,
+                    .root_mount_point = root_mount_point, .runtime_dir = runtime_dir},
+        .pid = pid, .pidfd = pidfd, .fds = {entry->fds[0], entry->fds[1], entry->fds[2]},
+        .previous_daemon_gone_at_us = gone_at_us};
+    kernel *k = kernel_adopt(&adoption, why, sizeof why);
+    free(workspace);
+    if (!k) {
+        close(pidfd);
+        free(r.image);
+        cgroup_destroy(cgroup); /* reconcile_data_dir removes the rest */
+        return "no new channel could be made";
+    }
+    for (int i = 0; i < KEEPER_FDS; i++)
+        entry->fds[i] = -1; /* the kernel's now */
+    uid_in_use[r.uid_slot] = 1;
+    remember(k, &r); /* rewrites the record and hands the new channel to the keeper */
+    box *b = box_of(k);
+    box_restore(b, json_object_get(record, "box"));
+    manager_record(k);
+    log_info("sandbox %s adopted from the previous cellboxd (pid %d, uid %d%s)", saved->id,
+             (int)pid, (int)uid, box_get_state(b) == BOX_PAUSED ? ", paused" : "");
+    return NULL;
+}
+
+static keeper_entry *entry_for(keeper_entry *entries, size_t count, const char *id)
+{
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(entries[i].id, id) == 0)
+            return &entries[i];
+    return NULL;
+}
+
+static void adopt_sandboxes(void)
+{
+    keeper_entry *entries;
+    int64_t gone_at_us;
+    size_t entry_count = keeper_take_all(&entries, &gone_at_us);
+    saved_sandboxes saved = {0};
+    registry_each(collect_record, &saved); /* all first: adopting rewrites records */
+    adopted_ids = calloc(saved.count + 1, sizeof *adopted_ids);
+    if (!adopted_ids)
+        die("out of memory");
+    for (size_t i = 0; i < saved.count; i++) {
+        keeper_entry *entry = entry_for(entries, entry_count, saved.items[i].id);
+        const char *why_not = entry ? adopt_one(&saved.items[i], entry, gone_at_us)
+                                    : "no keeper holds its channels";
+        if (why_not)
+            log_info("sandbox %s of the previous cellboxd cannot be adopted (%s): it is removed",
+                     saved.items[i].id, why_not);
+        else
+            snprintf(adopted_ids[adopted_count++], sizeof *adopted_ids, "%s", saved.items[i].id);
+        json_decref(saved.items[i].record);
+    }
+    free(saved.items);
+    for (size_t i = 0; i < entry_count; i++) {
+        if (!was_adopted(entries[i].id))
+            keeper_drop(entries[i].id);
+        for (int fd = 0; fd < KEEPER_FDS; fd++)
+            if (entries[i].fds[fd] >= 0)
+                close(entries[i].fds[fd]);
+    }
+    free(entries);
 }

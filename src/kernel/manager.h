@@ -47,6 +47,14 @@ json_t *manager_kernel_model(const kernel *k);
 const char *manager_default_kernel(void);
 /* Called before a kernel is deleted, so that connections and sessions let go of it. */
 void manager_set_delete_hook(void (*hook)(kernel *k));
+/* Rewrites kernel k's record (registry.h) after what survives a restart changed: its box's
+   metadata, TTL or pause state. Nothing for a kernel the manager did not hand out. */
+void manager_record(kernel *k);
+/* At exit. Shutdown: every sandbox ends, paused ones too, and the keeper with them. Detach (a
+   restart for an upgrade, or --keep-sandboxes): every handed-out sandbox is left running, paused
+   ones paused, for the next daemon on the data directory to adopt; warm-pool kernels and prepared
+   pieces end. */
 void manager_shutdown_all(void);
+void manager_detach_all(void);
 
 #endif

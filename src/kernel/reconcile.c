@@ -66,14 +66,16 @@ static void add_workspaces(leftovers *all, const char *data_dir)
 }
 
 typedef struct kill_tally {
-    int processes;
+    int processes;   /* in all sandboxes */
+    int in_sandbox;  /* in this one: the most any hierarchy listed (v1 lists each in every one) */
 } kill_tally;
 
 static void kill_group(const char *path, void *arg)
 {
+    kill_tally *tally = arg;
     int signalled = cgroup_kill_leftover(path);
-    if (signalled > 0)
-        ((kill_tally *)arg)->processes += signalled;
+    if (signalled > tally->in_sandbox)
+        tally->in_sandbox = signalled;
 }
 
 static void remove_group(const char *path, void *arg) { cgroup_remove_leftover(path); }
@@ -109,15 +111,26 @@ static void remove_volume(const leftover *item, const char *data_dir, bool keep_
     volume_remove_leftover(image, workspace, keep_workspaces && someones);
 }
 
-void reconcile_data_dir(const char *data_dir, bool keep_workspaces)
+void reconcile_data_dir(const char *data_dir, bool keep_workspaces, bool (*adopted)(const char *id))
 {
     leftovers all = {0};
     registry_each(add_recorded, &all);
     add_workspaces(&all, data_dir);
+    for (size_t i = 0; i < all.count;) {
+        if (!adopted(all.items[i].id)) {
+            i++;
+            continue;
+        }
+        json_decref(all.items[i].record);
+        all.items[i] = all.items[--all.count];
+    }
     /* Every process first, in every hierarchy, then the directories (see cgroup.h). */
     kill_tally tally = {0};
-    for (size_t i = 0; i < all.count; i++)
+    for (size_t i = 0; i < all.count; i++) {
+        tally.in_sandbox = 0;
         each_cgroup(&all.items[i], kill_group, &tally);
+        tally.processes += tally.in_sandbox;
+    }
     for (size_t i = 0; i < all.count; i++) {
         each_cgroup(&all.items[i], remove_group, NULL);
         remove_volume(&all.items[i], data_dir, keep_workspaces);

@@ -12,7 +12,8 @@
 
 #include <stdbool.h>
 
-/* Called once at start, after cgroup_init and registry_init, with the data directory locked. */
-void reconcile_data_dir(const char *data_dir, bool keep_workspaces);
+/* Called once at start, after cgroup_init and registry_init, with the data directory locked,
+   once the sandboxes that can be adopted were (`adopted(id)` says which: they are left alone). */
+void reconcile_data_dir(const char *data_dir, bool keep_workspaces, bool (*adopted)(const char *id));
 
 #endif

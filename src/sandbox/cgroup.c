@@ -373,6 +373,26 @@ sandbox_cgroup *cgroup_create(const char *name, const cgroup_limits *limits, cha
     return group;
 }
 
+sandbox_cgroup *cgroup_adopt(const char *name, int pids_limit)
+{
+    sandbox_cgroup *group = calloc(1, sizeof *group);
+    if (!group)
+        die("out of memory");
+    group->limit_event_fds[0] = group->limit_event_fds[1] = -1;
+    group->pids_limit = pids_limit;
+    for (size_t i = 0; i < V1_COUNT; i++) {
+        if (!state.present[i])
+            continue;
+        snprintf(group->path[i], PATH_MAX, "%.3900s/%.64s", state.parent[i], name);
+        snprintf(group->procs[i], sizeof group->procs[i], "%.4000s/cgroup.procs", group->path[i]);
+        if (access(group->path[i], F_OK) < 0) {
+            free(group);
+            return NULL;
+        }
+    }
+    return group;
+}
+
 void cgroup_setup_window(sandbox_cgroup *group, bool open)
 {
     /* 100 times the default weight (v1 cpu.shares 1024, at most 262144; v2 cpu.weight 100, at

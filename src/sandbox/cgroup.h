@@ -30,6 +30,9 @@ typedef struct sandbox_cgroup sandbox_cgroup;
 int cgroup_init(char *why, size_t why_size);
 const char *cgroup_version_name(void);      /* "v1" or "v2" */
 sandbox_cgroup *cgroup_create(const char *name, const cgroup_limits *limits, char *why, size_t why_size);
+/* The group `name` a previous daemon made and left running (its sandbox is adopted), with the
+   pids limit it was given; NULL if it is not there in every hierarchy. */
+sandbox_cgroup *cgroup_adopt(const char *name, int pids_limit);
 /* While the zygote waits for a new sandbox's pid 1 (cgroup join, mounts, the fork of the
    kernel: our own code only), that pid 1 holds up every other create. As an ordinary group it
    gets a 1/N share of the CPU that N starting neighbours compete for, and under load its ~9 ms

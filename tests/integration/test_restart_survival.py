@@ -5,13 +5,17 @@ Every daemon is stopped by pid (tests/helpers/daemon.py); a daemon killed with S
 followed by a new one on the same data directory, which must clean up after it.
 """
 import contextlib
+import json
 import os
+import re
 import signal
 import subprocess
 
 import pytest
 
 from helpers.daemon import free_port, mounts_under, run_daemon_to_exit
+from helpers.snippets import release, wait_for_file
+from helpers.wait import wait_until
 
 pytestmark = pytest.mark.cellbox_only
 
@@ -181,7 +185,7 @@ def fill_with_work(d):
     return ws
 
 
-def test_nothing_of_killed_daemons_is_left_after_deaths_restarts_and_a_stop(make_daemon):
+def test_nothing_of_killed_daemons_and_keepers_is_left_after_deaths_restarts_and_a_stop(make_daemon):
     neighbour = make_daemon()
     ncb = neighbour.client()
     nkernel = ncb.create_kernel()
@@ -201,7 +205,10 @@ def test_nothing_of_killed_daemons_is_left_after_deaths_restarts_and_a_stop(make
         assert before["mounts"] and before["loops"] and before["cgroups"] and before["images"]
         processes = processes_in(before["cgroups"])
         assert processes
+        # the daemon and its keeper die together (as in a power cut, minus the reboot): no
+        # sandbox can be adopted, so the next daemon must remove them all
         kill_hard(d)
+        stop_keeper(d)
         ws.close()
         # what made it matter: a paused sandbox's processes outlive the daemon (frozen)
         assert still_running(processes)
@@ -209,7 +216,9 @@ def test_nothing_of_killed_daemons_is_left_after_deaths_restarts_and_a_stop(make
         after = traces(d, ids)
         assert after == {"mounts": [], "loops": [], "cgroups": [], "images": [], "records": []}, after
         assert still_running(processes) == []
-        assert f"removed {len(ids)} sandbox(es) a previous daemon left" in d.log_text()
+        # (a warm-pool kernel or prepared piece begun after `ids` was read is removed too)
+        removed = re.search(r"removed (\d+) sandbox\(es\) a previous daemon left", d.log_text())
+        assert removed and int(removed.group(1)) >= len(ids), d.log_text()
         # the new daemon works
         with d.client().kernel() as model:
             with d.client().ready_ws(model["id"]) as fresh:
@@ -237,6 +246,7 @@ def test_kept_workspaces_of_a_killed_daemon_stay_readable_and_nothing_else_does(
     ids = known_ids(d)
     assert kernel["id"] in ids and len(ids) > 1  # the warm pool's and prepared ones too
     kill_hard(d)
+    stop_keeper(d)  # nothing is adopted: the workspaces are what is left
     d = restart_on(make_daemon, d, args=["--keep-workspaces"])
     volumes = os.path.join(d.data_dir, "volumes")
     image = os.path.join(volumes, f"{kernel['id']}.img")
@@ -248,3 +258,138 @@ def test_kept_workspaces_of_a_killed_daemon_stay_readable_and_nothing_else_does(
     left = traces(d, ids)
     assert left["mounts"] == [] and left["loops"] == [] and left["cgroups"] == [] and left["records"] == []
     assert d.finish() is None
+
+
+# ------------------------------------------------------------------ adoption
+
+def keeper_pid(d):
+    with open(os.path.join(d.data_dir, "keeper.pid")) as f:
+        return int(f.read())
+
+
+def stop_keeper(d):
+    """The keeper outlives its daemons by design: a test stops it by its pid."""
+    with contextlib.suppress(OSError, ValueError):
+        os.kill(keeper_pid(d), signal.SIGKILL)
+
+
+def test_kernels_survive_kill_9_with_their_variables_and_files(make_daemon):
+    d = make_daemon()
+    cb = d.client()
+    kernel = cb.create_kernel()
+    with cb.ready_ws(kernel["id"]) as ws:
+        ws.execute("kept = 41 + 1\nopen('/workspace/note.txt', 'w').write('written before')")
+    kill_hard(d)
+    try:
+        d = restart_on(make_daemon, d)
+        cb = d.client()
+        assert [k["id"] for k in cb.get("api/kernels").json()] == [kernel["id"]]
+        with cb.ready_ws(kernel["id"]) as ws:
+            assert ws.execute("print(kept)").stdout.strip() == "42"
+            assert ws.execute("print(open('/workspace/note.txt').read())").stdout.strip() == "written before"
+        assert f"sandbox {kernel['id']} adopted" in d.log_text()
+        assert d.finish() is None
+    finally:
+        stop_keeper(d)
+
+
+def test_kill_9_leaves_busy_paused_and_timed_sandboxes_to_the_next_daemon(make_daemon):
+    d = make_daemon()
+    cb = d.client()
+    # a busy kernel: its cell waits for a file, so it is running across the restart
+    busy = cb.create_kernel()
+    ws = cb.ready_ws(busy["id"])
+    ws.execute("x = 'kept across the restart'")
+    running = ws.send_execute(wait_for_file("go", before="print('before', flush=True)",
+                                            after="print('after', flush=True)"))
+    ws.wait_for(lambda m: m["msg_type"] == "stream" and "before" in m["content"]["text"],
+                timeout=30, what="the running cell's first output")
+    # a paused /v1 sandbox with metadata, and one with a TTL
+    paused = cb.post("v1/sandboxes", json={"timeout_s": 0, "metadata": {"who": "ann"}}).json()
+    r = cb.post(f"v1/sandboxes/{paused['id']}/execute", json={"code": "y = 7"})
+    assert r.status_code == 200
+    assert cb.post(f"v1/sandboxes/{paused['id']}/pause").json()["state"] == "paused"
+    timed = cb.post("v1/sandboxes", json={"timeout_s": 3600}).json()
+    ends_at = cb.get(f"v1/sandboxes/{timed['id']}").json()["ends_at"]
+    kill_hard(d)
+    ws.close()
+    try:
+        d = restart_on(make_daemon, d)
+        cb = d.client()
+        listed = {s["id"]: s for s in cb.get("v1/sandboxes").json()}
+        assert set(listed) == {busy["id"], paused["id"], timed["id"]}
+        assert listed[paused["id"]]["state"] == "paused" and listed[paused["id"]]["metadata"] == {"who": "ann"}
+        assert listed[timed["id"]]["ends_at"] == ends_at  # a wall-clock deadline, not restarted
+        # the busy cell: what it sent while no daemon listened is reported lost, with a reason;
+        # it finishes, and the kernel is usable afterwards with its state
+        ws = cb.ws(busy["id"])
+        release(d, busy["id"], "go")
+        note = ws.wait_for(lambda m: m["msg_type"] == "stream" and "cellboxd restarted while this "
+                           "cell ran" in m["content"]["text"], timeout=60, what="the lost-output note")
+        assert note["parent_header"]["msg_id"] == running["header"]["msg_id"]
+        assert "was lost" in note["content"]["text"]
+        # what the cell printed after the restart is not lost: it comes under its request
+        after = ws.wait_for(lambda m: m["msg_type"] == "stream" and "after" in m["content"]["text"],
+                            timeout=60, what="the cell's output after the restart")
+        assert after["parent_header"]["msg_id"] == running["header"]["msg_id"]
+        # its reply went to the client that asked (gone with the old daemon); iopub says it ended
+        ws.wait_for(lambda m: m["msg_type"] == "status" and m["content"]["execution_state"] == "idle"
+                    and m["parent_header"].get("msg_id") == running["header"]["msg_id"],
+                    timeout=60, what="the running cell's idle")
+        assert ws.execute("print(x)").stdout.strip() == "kept across the restart"
+        ws.close()
+        # the paused sandbox is still frozen; resumed, its state is there
+        assert cb.post(f"v1/sandboxes/{paused['id']}/resume").json()["state"] == "running"
+        r = cb.post(f"v1/sandboxes/{paused['id']}/execute", json={"code": "print(y * 6)"})
+        lines = [json.loads(line) for line in r.text.splitlines() if line.strip()]
+        assert [e["text"] for e in lines if e["type"] == "stdout"] == ["42\n"], lines
+        assert d.finish() is None  # a plain stop ends them all
+        assert cgroups_named({busy["id"], paused["id"], timed["id"]}) == []
+    finally:
+        stop_keeper(d)
+
+
+# ------------------------------------------------------------------ stops
+
+def stop_with(d, signal_number):
+    """Stop the daemon with this signal by pid and wait for it to exit; its status."""
+    d.stopped_by_us = True
+    os.kill(d.pid, signal_number)
+    return d.proc.wait(timeout=30)
+
+
+def pid_alive(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "\nState:\tZ" not in f.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("how", ["SIGUSR2", "SIGTERM with --keep-sandboxes"])
+def test_a_restart_leaves_every_sandbox_and_a_plain_stop_ends_them_and_the_keeper(make_daemon, how):
+    args = ["--keep-sandboxes"] if "keep" in how else []
+    d = make_daemon(args=args)
+    cb = d.client()
+    kernel = cb.create_kernel()
+    with cb.ready_ws(kernel["id"]) as ws:
+        ws.execute("kept = 'yes'")
+    paused = cb.post("v1/sandboxes", json={"timeout_s": 0}).json()
+    assert cb.post(f"v1/sandboxes/{paused['id']}/pause").json()["state"] == "paused"
+    keeper = keeper_pid(d)
+    assert stop_with(d, signal.SIGUSR2 if how == "SIGUSR2" else signal.SIGTERM) == 0
+    assert "leaving 2 sandbox(es) running for the next cellboxd" in d.log_text()
+    assert pid_alive(keeper)
+    try:
+        d = restart_on(make_daemon, d)
+        cb = d.client()
+        states = {s["id"]: s["state"] for s in cb.get("v1/sandboxes").json()}
+        assert states == {kernel["id"]: "running", paused["id"]: "paused"}
+        with cb.ready_ws(kernel["id"]) as ws:
+            assert ws.execute("print(kept)").stdout.strip() == "yes"
+        ids = known_ids(d)
+        assert d.finish() is None  # a plain stop: every sandbox ends, and the keeper with them
+        wait_until(lambda: not pid_alive(keeper), timeout=10, message="the keeper to exit")
+        assert traces(d, ids) == {"mounts": [], "loops": [], "cgroups": [], "images": [], "records": []}
+    finally:
+        stop_keeper(d)
