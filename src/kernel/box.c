@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "common/text.h"
+#include "kernel/keeper.h"
 #include "kernel/manager.h"
 #include "kernel/message.h"
 #include "sandbox/cgroup.h"
@@ -355,13 +356,32 @@ int box_resume(box *b, char *why, size_t why_size)
 
 json_t *box_persisted(const box *b)
 {
-    size_t contexts = 0;
-    for (box_context *c = b->contexts; c; c = c->next)
-        contexts++;
-    return json_pack("{s:O, s:O, s:i, s:I, s:I, s:b, s:I}", "metadata", b->metadata, "env", b->env,
+    json_t *contexts = json_array();
+    for (box_context *c = b->contexts; c; c = c->next) {
+        pid_t pid = kernel_pid(c->k);
+        if (pid <= 0 || kernel_get_state(c->k) == KERNEL_DEAD)
+            continue; /* nothing to adopt */
+        json_array_append_new(contexts, json_pack("{s:s, s:s, s:i, s:I}", "id", kernel_id(c->k),
+                                                  "cwd", c->cwd, "pid", (int)pid, "pid_start",
+                                                  (json_int_t)kernel_process_start_time(pid)));
+    }
+    return json_pack("{s:O, s:O, s:i, s:I, s:I, s:b, s:o}", "metadata", b->metadata, "env", b->env,
                      "timeout_s", b->timeout_s, "started_at_us", (json_int_t)b->started_at_us,
                      "ends_at_us", (json_int_t)b->ends_at_us, "paused", b->paused,
-                     "other_contexts", (json_int_t)contexts);
+                     "contexts", contexts);
+}
+
+int box_adopt_context(box *b, kernel *k, const char *cwd)
+{
+    box_context *c = calloc(1, sizeof *c);
+    if (!c || !(c->cwd = strdup(cwd)))
+        die("out of memory");
+    c->k = k;
+    kernel_set_box(k, b);
+    c->next = b->contexts;
+    b->contexts = c;
+    log_event(b, "context %s adopted", kernel_id(k));
+    return 0;
 }
 
 void box_restore(box *b, json_t *saved)
@@ -384,9 +404,7 @@ void box_restore(box *b, json_t *saved)
         b->ends_at_us = ends_at;
         b->ttl = loop_timer_add(left_ms > 0 ? left_ms : 0, on_ttl_expired, b);
     }
-    json_int_t contexts = json_integer_value(json_object_get(saved, "other_contexts"));
-    log_event(b, "adopted by a new cellboxd%s", contexts > 0 ? "; its other contexts and its "
-              "commands ended with the previous one" : "; its commands ended with the previous one");
+    log_event(b, "adopted by a new cellboxd; its commands ended with the previous one");
 }
 
 /* ---- contexts ---- */
@@ -422,11 +440,13 @@ kernel *box_add_context(box *b, const char *cwd, char *why, size_t why_size)
     c->next = b->contexts;
     b->contexts = c;
     log_event(b, "context %s started", id);
+    manager_record(b->primary); /* a context outlives the daemon with its sandbox */
     return c->k;
 }
 
 static void destroy_context(box_context *c)
 {
+    keeper_drop(kernel_id(c->k));
     kernel_gone(c->k);
     kernel_destroy(c->k);
     free(c->cwd);
@@ -443,6 +463,7 @@ int box_delete_context(box *b, kernel *context)
             *at = c->next;
             log_event(b, "context %s deleted", kernel_id(context));
             destroy_context(c);
+            manager_record(b->primary);
             return 0;
         }
     }

@@ -79,6 +79,8 @@ void box_kernel_deleted(kernel *k);
    re-armed for what is left of it, a paused box still paused). */
 json_t *box_persisted(const box *b);
 void box_restore(box *b, json_t *saved);
+/* An adopted kernel (kernel_adopt) becomes one of the box's other contexts again. 0. */
+int box_adopt_context(box *b, kernel *k, const char *cwd);
 
 /* Where the commands module keeps a box's list of commands. */
 void **box_commands_slot(box *b);

@@ -126,6 +126,24 @@ void kernel_add_message_handler(kernel_message_handler handler)
 const kernel_sandbox *kernel_get_sandbox(const kernel *k) { return &k->sandbox; }
 json_t *kernel_request_env(const kernel *k) { return k->env; }
 
+long long kernel_process_start_time(pid_t pid)
+{
+    char path[64], text[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *after_name = strrchr(text, ')'); /* the name may hold spaces and parentheses */
+    long long start = -1;
+    if (after_name && sscanf(after_name + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u "
+                             "%*u %*d %*d %*d %*d %*d %*d %lld", &start) != 1)
+        start = -1;
+    return start;
+}
+
 void kernel_daemon_fds(const kernel *k, int fds[3])
 {
     fds[0] = k->channel_fd;
@@ -390,6 +408,7 @@ static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t wh
         .envp = env.entries,
         .fds = {devnull, out[1], err[1], channel[1]},
         .cwd = k->sandbox.cwd,
+        .outlives_daemon = true, /* another context: adopted as the sandbox is */
     };
     cgroup_procs_files(k->sandbox.cgroup, spec.cgroup_procs, SANDBOX_MAX_CGROUP_FILES);
     spec.memory_cgroup_procs = cgroup_memory_procs_file(k->sandbox.cgroup);

@@ -67,6 +67,9 @@ void kernel_set_started_hook(void (*hook)(kernel *k));
 /* The daemon's ends of its channel, stdout and stderr (-1 where closed): for the keeper. */
 void kernel_daemon_fds(const kernel *k, int fds[3]);
 json_t *kernel_request_env(const kernel *k); /* borrowed: the variables it was created with */
+/* When process `pid` started, in clock ticks after boot (/proc/PID/stat's 22nd field): with the
+   pid it names one process for good, where a pid alone may be reused. -1 if there is none. */
+long long kernel_process_start_time(pid_t pid);
 const sandbox_limits *kernel_limits(const kernel *k);
 int kernel_send(kernel *k, json_t *message); /* message carries "channel"; -1 if the kernel is dead */
 void kernel_interrupt(kernel *k);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -143,26 +144,6 @@ static uid_t sandbox_uid(const sandbox_resources *r) { return options.first_uid 
 
 static void add_cgroup_path(const char *path, void *arg) { json_array_append_new(arg, json_string(path)); }
 
-/* When a process started, in clock ticks after boot (/proc/PID/stat's 22nd field): with the pid,
-   it names one process for good, where a pid alone may be reused. -1 if there is none. */
-static long long process_start_time(pid_t pid)
-{
-    char path[64], text[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -1;
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
-    char *after_name = strrchr(text, ')'); /* the name may hold spaces and parentheses */
-    long long start = -1;
-    if (after_name && sscanf(after_name + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u "
-                             "%*u %*d %*d %*d %*d %*d %*d %lld", &start) != 1)
-        start = -1;
-    return start;
-}
-
 static json_t *limits_json(const sandbox_limits *l)
 {
     return json_pack("{s:I, s:i, s:f, s:I, s:i, s:i, s:I, s:b}", "memory_bytes",
@@ -205,7 +186,7 @@ static void record_sandbox(const sandbox_resources *r, kernel *k)
         pid_t pid = kernel_pid(k);
         if (pid > 0 && kernel_get_state(k) != KERNEL_DEAD) {
             json_object_set_new(record, "pid", json_integer(pid));
-            json_object_set_new(record, "pid_start", json_integer(process_start_time(pid)));
+            json_object_set_new(record, "pid_start", json_integer(kernel_process_start_time(pid)));
         }
         if (kernel_box(k))
             json_object_set_new(record, "box", box_persisted(kernel_box(k)));
@@ -238,15 +219,16 @@ static void keep_channels(kernel *k)
     keeper_hold(kernel_id(k), fds);
 }
 
-/* A handed-out kernel got a (new) process: its pid is recorded and its channels kept. Warm-pool
-   kernels and other contexts are neither. */
+/* A handed-out kernel, or another context of its sandbox, got a (new) process: its pid is
+   recorded and its channels kept. Warm-pool kernels are neither. */
 static void on_kernel_started(kernel *k)
 {
-    sandbox_resources *r = resources_of(k);
+    const kernel *host = kernel_get_sandbox(k)->host;
+    sandbox_resources *r = resources_of(host ? host : k);
     if (!r)
         return;
-    record_sandbox(r, k);
     keep_channels(k);
+    record_sandbox(r, r->kernel);
 }
 
 /* A sandbox's identity: its uid and the path of its volume's image. */
@@ -807,14 +789,60 @@ static int open_recorded_process(json_t *record, pid_t *pid)
         return -1;
     int pidfd = (int)syscall(SYS_pidfd_open, *pid, 0);
     /* Checked after the pidfd is open: the pidfd then names the process that was checked. */
-    if (pidfd >= 0 && process_start_time(*pid) != start) {
+    if (pidfd >= 0 && kernel_process_start_time(*pid) != start) {
         close(pidfd);
         return -1;
     }
     return pidfd;
 }
 
-static const char *adopt_one(const saved_sandbox *saved, keeper_entry *entry, int64_t gone_at_us)
+static void remember_adopted(const char *id);
+static keeper_entry *entry_for(keeper_entry *entries, size_t count, const char *id);
+
+/* The other contexts of an adopted sandbox: each is adopted as its default one was, or ended. */
+static void adopt_contexts(kernel *primary, json_t *saved_box, keeper_entry *entries,
+                           size_t entry_count, int64_t gone_at_us)
+{
+    size_t i;
+    json_t *saved;
+    json_array_foreach(json_object_get(saved_box, "contexts"), i, saved) {
+        const char *id = json_string_value(json_object_get(saved, "id"));
+        const char *cwd = json_string_value(json_object_get(saved, "cwd"));
+        keeper_entry *entry = id ? entry_for(entries, entry_count, id) : NULL;
+        pid_t pid;
+        int pidfd = open_recorded_process(saved, &pid);
+        kernel *k = NULL;
+        char why[256] = "no keeper holds its channels";
+        if (entry && pidfd >= 0 && cwd) {
+            kernel_sandbox sandbox = *kernel_get_sandbox(primary);
+            sandbox.host = primary;
+            kernel_adoption adoption = {
+                .id = id, .spec = kernel_spec(primary), .workspace = kernel_workspace(primary),
+                .env = box_env(box_of(primary)), .sandbox = sandbox, .pid = pid, .pidfd = pidfd,
+                .fds = {entry->fds[0], entry->fds[1], entry->fds[2]},
+                .previous_daemon_gone_at_us = gone_at_us};
+            k = kernel_adopt(&adoption, why, sizeof why);
+        } else if (pidfd < 0) {
+            snprintf(why, sizeof why, "its process is gone");
+        }
+        if (k && box_adopt_context(box_of(primary), k, cwd) == 0) {
+            for (int fd = 0; fd < KEEPER_FDS; fd++)
+                entry->fds[fd] = -1; /* the kernel's now */
+            remember_adopted(id);
+            keep_channels(k);
+            continue;
+        }
+        log_info("context %s of sandbox %s cannot be adopted (%s): it is ended", id ? id : "?",
+                 kernel_id(primary), why);
+        if (pidfd >= 0) { /* the very process recorded: ended through its pidfd */
+            syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+            close(pidfd);
+        }
+    }
+}
+
+static const char *adopt_one(const saved_sandbox *saved, keeper_entry *entry, int64_t gone_at_us,
+                             keeper_entry *entries, size_t entry_count)
 {
     json_t *record = saved->record;
     const kernelspec *spec = kernelspec_find(json_string_value(json_object_get(record, "kernelspec")));
@@ -861,10 +889,20 @@ static const char *adopt_one(const saved_sandbox *saved, keeper_entry *entry, in
     remember(k, &r); /* rewrites the record and hands the new channel to the keeper */
     box *b = box_of(k);
     box_restore(b, json_object_get(record, "box"));
+    adopt_contexts(k, json_object_get(record, "box"), entries, entry_count, gone_at_us);
     manager_record(k);
     log_info("sandbox %s adopted from the previous cellboxd (pid %d, uid %d%s)", saved->id,
              (int)pid, (int)uid, box_get_state(b) == BOX_PAUSED ? ", paused" : "");
     return NULL;
+}
+
+static void remember_adopted(const char *id)
+{
+    char (*grown)[UUID_STRING_LENGTH + 1] = realloc(adopted_ids, (adopted_count + 1) * sizeof *adopted_ids);
+    if (!grown)
+        die("out of memory");
+    adopted_ids = grown;
+    snprintf(adopted_ids[adopted_count++], sizeof *adopted_ids, "%s", id);
 }
 
 static keeper_entry *entry_for(keeper_entry *entries, size_t count, const char *id)
@@ -882,18 +920,15 @@ static void adopt_sandboxes(void)
     size_t entry_count = keeper_take_all(&entries, &gone_at_us);
     saved_sandboxes saved = {0};
     registry_each(collect_record, &saved); /* all first: adopting rewrites records */
-    adopted_ids = calloc(saved.count + 1, sizeof *adopted_ids);
-    if (!adopted_ids)
-        die("out of memory");
     for (size_t i = 0; i < saved.count; i++) {
         keeper_entry *entry = entry_for(entries, entry_count, saved.items[i].id);
-        const char *why_not = entry ? adopt_one(&saved.items[i], entry, gone_at_us)
+        const char *why_not = entry ? adopt_one(&saved.items[i], entry, gone_at_us, entries, entry_count)
                                     : "no keeper holds its channels";
         if (why_not)
             log_info("sandbox %s of the previous cellboxd cannot be adopted (%s): it is removed",
                      saved.items[i].id, why_not);
         else
-            snprintf(adopted_ids[adopted_count++], sizeof *adopted_ids, "%s", saved.items[i].id);
+            remember_adopted(saved.items[i].id);
         json_decref(saved.items[i].record);
     }
     free(saved.items);

@@ -256,7 +256,7 @@ static void join_and_clone(int supervisor_pidfd, const sandbox_spec *spec, int r
         const char *cwd = spec->cwd ? spec->cwd : "/workspace";
         if (chdir(cwd) < 0)
             setup_failed("cannot change to the working directory", cwd);
-        become_sandbox_user(spec, true);
+        become_sandbox_user(spec, !spec->outlives_daemon);
         execve(spec->argv[0], spec->argv, spec->envp);
         setup_failed("cannot execute", spec->argv[0]);
     }

@@ -311,6 +311,10 @@ def test_kill_9_leaves_busy_paused_and_timed_sandboxes_to_the_next_daemon(make_d
     assert cb.post(f"v1/sandboxes/{paused['id']}/pause").json()["state"] == "paused"
     timed = cb.post("v1/sandboxes", json={"timeout_s": 3600}).json()
     ends_at = cb.get(f"v1/sandboxes/{timed['id']}").json()["ends_at"]
+    # ...which has a second context with a state of its own
+    context = cb.post(f"v1/sandboxes/{timed['id']}/contexts", json={"cwd": "/tmp"}).json()
+    r = cb.post(f"v1/sandboxes/{timed['id']}/execute", json={"code": "z = 5", "context_id": context["id"]})
+    assert r.status_code == 200 and '"error"' not in r.text, r.text
     kill_hard(d)
     ws.close()
     try:
@@ -338,6 +342,13 @@ def test_kill_9_leaves_busy_paused_and_timed_sandboxes_to_the_next_daemon(make_d
                     timeout=60, what="the running cell's idle")
         assert ws.execute("print(x)").stdout.strip() == "kept across the restart"
         ws.close()
+        # the other context is back, with its state and working directory
+        contexts = cb.get(f"v1/sandboxes/{timed['id']}/contexts").json()
+        assert [(c["id"], c["cwd"]) for c in contexts if not c["default"]] == [(context["id"], "/tmp")]
+        r = cb.post(f"v1/sandboxes/{timed['id']}/execute",
+                    json={"code": "import os; print(z * 2, os.getcwd())", "context_id": context["id"]})
+        lines = [json.loads(line) for line in r.text.splitlines() if line.strip()]
+        assert [e["text"] for e in lines if e["type"] == "stdout"] == ["10 /tmp\n"], lines
         # the paused sandbox is still frozen; resumed, its state is there
         assert cb.post(f"v1/sandboxes/{paused['id']}/resume").json()["state"] == "running"
         r = cb.post(f"v1/sandboxes/{paused['id']}/execute", json={"code": "print(y * 6)"})
