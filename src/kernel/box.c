@@ -404,7 +404,7 @@ void box_restore(box *b, json_t *saved)
         b->ends_at_us = ends_at;
         b->ttl = loop_timer_add(left_ms > 0 ? left_ms : 0, on_ttl_expired, b);
     }
-    log_event(b, "adopted by a new cellboxd; its commands ended with the previous one");
+    log_event(b, "adopted by a new cellboxd");
 }
 
 /* ---- contexts ---- */

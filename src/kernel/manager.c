@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "kernel/box.h"
+#include "kernel/command.h"
 #include "kernel/keeper.h"
 #include "kernel/kernelspec.h"
 #include "kernel/reconcile.h"
@@ -188,8 +189,10 @@ static void record_sandbox(const sandbox_resources *r, kernel *k)
             json_object_set_new(record, "pid", json_integer(pid));
             json_object_set_new(record, "pid_start", json_integer(kernel_process_start_time(pid)));
         }
-        if (kernel_box(k))
+        if (kernel_box(k)) {
             json_object_set_new(record, "box", box_persisted(kernel_box(k)));
+            json_object_set_new(record, "commands", command_persisted(kernel_box(k)));
+        }
     }
     registry_write(r->id, record);
     json_decref(record);
@@ -841,6 +844,33 @@ static void adopt_contexts(kernel *primary, json_t *saved_box, keeper_entry *ent
     }
 }
 
+/* Its running background commands: each adopted, or ended if it cannot be. */
+static void adopt_commands(kernel *primary, json_t *saved_commands, keeper_entry *entries,
+                           size_t entry_count, int64_t gone_at_us)
+{
+    size_t i;
+    json_t *saved;
+    json_array_foreach(saved_commands, i, saved) {
+        const char *id = json_string_value(json_object_get(saved, "id"));
+        keeper_entry *entry = id ? entry_for(entries, entry_count, id) : NULL;
+        pid_t pid;
+        int pidfd = open_recorded_process(saved, &pid);
+        if (entry && pidfd >= 0) {
+            command_adopt(box_of(primary), saved, pidfd, entry->fds, gone_at_us);
+            for (int fd = 0; fd < KEEPER_FDS; fd++)
+                entry->fds[fd] = -1; /* the command's now */
+            remember_adopted(id);
+            continue;
+        }
+        log_info("command %s of sandbox %s cannot be adopted (%s): it is ended", id ? id : "?",
+                 kernel_id(primary), pidfd < 0 ? "its process is gone" : "no keeper holds its pipes");
+        if (pidfd >= 0) {
+            syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+            close(pidfd);
+        }
+    }
+}
+
 static const char *adopt_one(const saved_sandbox *saved, keeper_entry *entry, int64_t gone_at_us,
                              keeper_entry *entries, size_t entry_count)
 {
@@ -890,6 +920,7 @@ static const char *adopt_one(const saved_sandbox *saved, keeper_entry *entry, in
     box *b = box_of(k);
     box_restore(b, json_object_get(record, "box"));
     adopt_contexts(k, json_object_get(record, "box"), entries, entry_count, gone_at_us);
+    adopt_commands(k, json_object_get(record, "commands"), entries, entry_count, gone_at_us);
     manager_record(k);
     log_info("sandbox %s adopted from the previous cellboxd (pid %d, uid %d%s)", saved->id,
              (int)pid, (int)uid, box_get_state(b) == BOX_PAUSED ? ", paused" : "");

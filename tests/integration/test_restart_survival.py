@@ -315,6 +315,12 @@ def test_kill_9_leaves_busy_paused_and_timed_sandboxes_to_the_next_daemon(make_d
     context = cb.post(f"v1/sandboxes/{timed['id']}/contexts", json={"cwd": "/tmp"}).json()
     r = cb.post(f"v1/sandboxes/{timed['id']}/execute", json={"code": "z = 5", "context_id": context["id"]})
     assert r.status_code == 200 and '"error"' not in r.text, r.text
+    # ...and a background command that runs across the restart
+    command = cb.post(f"v1/sandboxes/{timed['id']}/commands", json={
+        "cmd": "echo before; while [ ! -e /workspace/cmd-go ]; do sleep 0.05; done; echo after",
+        "background": True}).json()
+    wait_until(lambda: "before" in cb.get(f"v1/sandboxes/{timed['id']}/commands/{command['id']}").json()["stdout"],
+               timeout=30, message="the command's first output")
     kill_hard(d)
     ws.close()
     try:
@@ -349,6 +355,16 @@ def test_kill_9_leaves_busy_paused_and_timed_sandboxes_to_the_next_daemon(make_d
                     json={"code": "import os; print(z * 2, os.getcwd())", "context_id": context["id"]})
         lines = [json.loads(line) for line in r.text.splitlines() if line.strip()]
         assert [e["text"] for e in lines if e["type"] == "stdout"] == ["10 /tmp\n"], lines
+        # the background command is still running, under its id and pid; it finishes
+        model = cb.get(f"v1/sandboxes/{timed['id']}/commands/{command['id']}").json()
+        assert (model["state"], model["pid"]) == ("running", command["pid"]), model
+        release(d, timed["id"], "cmd-go")
+        ended = cb.get(f"v1/sandboxes/{timed['id']}/commands/{command['id']}/wait",
+                       params={"timeout_s": 60}).json()
+        assert ended["state"] == "exited" and ended["exit_code"] is None  # its status went to pid 1
+        ended = cb.get(f"v1/sandboxes/{timed['id']}/commands/{command['id']}").json()
+        assert ended["stdout"] == "after\n"  # what it printed before the restart was not kept...
+        assert "cellboxd restarted at" in ended["stderr"] and "not kept" in ended["stderr"]  # ...as it says
         # the paused sandbox is still frozen; resumed, its state is there
         assert cb.post(f"v1/sandboxes/{paused['id']}/resume").json()["state"] == "running"
         r = cb.post(f"v1/sandboxes/{paused['id']}/execute", json={"code": "print(y * 6)"})
