@@ -414,6 +414,13 @@ def test_a_restart_leaves_every_sandbox_and_a_plain_stop_ends_them_and_the_keepe
         assert states == {kernel["id"]: "running", paused["id"]: "paused"}
         with cb.ready_ws(kernel["id"]) as ws:
             assert ws.execute("print(kept)").stdout.strip() == "yes"
+        # and again: an adopted sandbox is left and adopted like any other
+        assert stop_with(d, signal.SIGUSR2) == 0
+        d = restart_on(make_daemon, d)
+        cb = d.client()
+        with cb.ready_ws(kernel["id"]) as ws:
+            assert ws.execute("print(kept)").stdout.strip() == "yes"
+        assert cb.get(f"v1/sandboxes/{paused['id']}").json()["state"] == "paused"
         ids = known_ids(d)
         assert d.finish() is None  # a plain stop: every sandbox ends, and the keeper with them
         wait_until(lambda: not pid_alive(keeper), timeout=10, message="the keeper to exit")
