@@ -400,7 +400,7 @@ command *command_start(box *b, const command_request *request, const command_sin
         .cwd = request->cwd,
         /* A background command outlives a daemon that dies, for the next one to adopt; a
            foreground one's client goes with the daemon, and so does it. */
-        .outlives_daemon = sink == NULL,
+        .outlives_daemon = sink == NULL && keeper_running(),
     };
     cgroup_procs_files(ks->cgroup, spec.cgroup_procs, SANDBOX_MAX_CGROUP_FILES);
     int pidfd = -1;

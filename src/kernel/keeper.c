@@ -308,6 +308,8 @@ size_t keeper_take_all(keeper_entry **out, int64_t *daemon_gone_at_us)
     return count;
 }
 
+bool keeper_running(void) { return connection >= 0; }
+
 void keeper_hold(const char *id, const int fds[KEEPER_FDS])
 {
     char text[MESSAGE_MAX];

@@ -11,6 +11,7 @@
 #ifndef CELLBOX_KERNEL_KEEPER_H
 #define CELLBOX_KERNEL_KEEPER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,9 @@ typedef struct keeper_entry {
 /* Called once at start, after the data directory is locked: connects to the keeper a previous
    daemon left, or starts one. 0, or -1 (then nothing is held and nothing survives us). */
 int keeper_start(const char *data_dir);
+/* Whether a keeper holds what we give it: without one, what would outlive the daemon for
+   nothing (a command, another context) dies with it instead. */
+bool keeper_running(void);
 /* Every kernel's descriptors the keeper holds (it keeps its own copies), and when the daemon
    that gave them went away (wall-clock µs; 0 if unknown); the caller closes the fds it does not
    use and frees the array. Called once, right after keeper_start. */

@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "common/text.h"
+#include "kernel/keeper.h"
 #include "kernel/message.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/volume.h"
@@ -408,7 +409,7 @@ static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t wh
         .envp = env.entries,
         .fds = {devnull, out[1], err[1], channel[1]},
         .cwd = k->sandbox.cwd,
-        .outlives_daemon = true, /* another context: adopted as the sandbox is */
+        .outlives_daemon = keeper_running(), /* another context: adopted as the sandbox is */
     };
     cgroup_procs_files(k->sandbox.cgroup, spec.cgroup_procs, SANDBOX_MAX_CGROUP_FILES);
     spec.memory_cgroup_procs = cgroup_memory_procs_file(k->sandbox.cgroup);
