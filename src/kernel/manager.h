@@ -57,4 +57,13 @@ void manager_record(kernel *k);
 void manager_shutdown_all(void);
 void manager_detach_all(void);
 
+/* ---- for adoption.c, at start: taking over what a previous daemon left ---- */
+bool manager_uid_available(uid_t uid);          /* one of this daemon's block, and free */
+void manager_sandbox_base(kernel_sandbox *base); /* its root mount point and runtime directory */
+char *manager_workspace_of(const char *id);     /* DATA_DIR/workspaces/<id>, malloc'd */
+/* An adopted kernel becomes one the manager handed out, with this uid and cgroup: remembered,
+   its record rewritten, its channels given to the keeper. */
+void manager_take_over(kernel *k, uid_t uid, sandbox_cgroup *cgroup);
+void manager_keep_channels(kernel *k); /* hands its channel and pipes to the keeper */
+
 #endif
