@@ -45,6 +45,7 @@ static const option_spec options[] = {
     {"max-age", OPT_INT, FIELD(max_age), "0", "CORS Access-Control-Max-Age in seconds"},
     {"data-dir", OPT_STRING, FIELD(data_dir), NULL, "where workspaces live (default /var/lib/cellbox as root, else ~/.local/share/cellbox)"},
     {"keep-workspaces", OPT_BOOL, FIELD(keep_workspaces), "false", "keep a kernel's files after it is deleted"},
+    {"keep-sandboxes", OPT_BOOL, FIELD(keep_sandboxes), "false", "a stop (SIGINT, SIGTERM) leaves every sandbox running for the next cellboxd on the data directory, as SIGUSR2 always does"},
     {"max-body-size", OPT_SIZE, FIELD(max_body_size), "16777216", "largest request body in bytes (413 beyond)"},
     {"max-message-size", OPT_SIZE, FIELD(max_message_size), "67108864", "largest WebSocket message in bytes (closed with 1009 beyond)"},
     {"max-queued-bytes", OPT_SIZE, FIELD(max_queued_bytes), "512M", "output waiting on clients that do not read, all connections together; past it the connection queuing the most is closed (WebSocket 1008, an error line ending an NDJSON stream); 0 = no ceiling (each WebSocket still has its own 256 MiB)"},

@@ -22,6 +22,7 @@ typedef struct config {
     int max_age;
     char *data_dir;
     bool keep_workspaces;
+    bool keep_sandboxes;    /* a stop leaves the sandboxes to the next daemon */
     long long max_body_size, max_message_size;
     long long max_queued_bytes;     /* output waiting on slow clients, all connections together */
     int max_connections, max_connections_per_ip;

@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "daemon/config.h"
+#include "daemon/data_dir.h"
 #include "http/admission.h"
 #include "http/outbound.h"
 #include "http/server.h"
@@ -31,8 +32,10 @@
 #include "sandbox/limits.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/seccomp_filter.h"
+#include "sandbox/uid_block.h"
 
 static loop_watch signal_watch;
+static bool leave_sandboxes; /* SIGUSR2, or a stop with --keep-sandboxes */
 
 static bool is_loopback(const char *ip)
 {
@@ -109,7 +112,12 @@ static void on_signal(void *owner, uint32_t events)
 {
     struct signalfd_siginfo info;
     if (read(signal_watch.fd, &info, sizeof info) == sizeof info) {
-        log_info("received %s; shutting down", strsignal((int)info.ssi_signo));
+        /* SIGUSR2: a restart (an upgrade): the sandboxes wait for the next daemon. */
+        if (info.ssi_signo == SIGUSR2)
+            leave_sandboxes = true;
+        log_info("received %s; %s", strsignal((int)info.ssi_signo),
+                 leave_sandboxes ? "stopping, leaving every sandbox to the next cellboxd"
+                                 : "shutting down");
         loop_stop();
     }
 }
@@ -121,6 +129,7 @@ static void watch_signals(void)
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR2);
     sigprocmask(SIG_BLOCK, &set, NULL);
     int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     if (fd < 0)
@@ -169,6 +178,16 @@ int main(int argc, char **argv)
     char why[512];
     if (sandbox_check_privileges(why, sizeof why) < 0)
         die("%s", why);
+    /* Before anything is made in the data directory or handed out: one daemon per data
+       directory, and sandbox uids no other daemon on the host uses. */
+    if (data_dir_lock(cfg.data_dir, why, sizeof why) < 0)
+        die("%s", why);
+    uid_block uids;
+    if (uid_block_claim(cfg.data_dir, &uids, why, sizeof why) < 0)
+        die("%s", why);
+    if (uids.previous >= 0 && !uids.same_as_before)
+        log_warn("uid block %d (this data directory's last) is taken by another daemon or used by "
+                 "running processes: sandboxes get block %d now", uids.previous, uids.number);
     if (cgroup_init(why, sizeof why) < 0)
         die("%s", why);
     /* Once here, not in each helper forked to join a sandbox. */
@@ -180,6 +199,7 @@ int main(int argc, char **argv)
         die("--workspace-fs takes ext4 or tmpfs, not '%s'", cfg.workspace_fs);
     loop_init();
     watch_signals();
+    leave_sandboxes = cfg.keep_sandboxes;
     kernelspec_init(cfg.preload, cfg.pool_size);
     if (kernelspec_add_templates(cfg.templates, why, sizeof why) < 0)
         die("--templates: %s", why);
@@ -208,6 +228,7 @@ int main(int argc, char **argv)
                        .output_bytes = cfg.max_output_limit},
         .allow_network = cfg.allow_network,
         .workspace_kind = workspace_kind,
+        .first_uid = uids.first,
     });
     if (!kernelspec_find(cfg.default_kernel))
         die("--default-kernel %s is not a known kernelspec (python3 is, and the names of "
@@ -244,15 +265,19 @@ int main(int argc, char **argv)
         },
         jupyter_dispatch);
     print_banner(&cfg, port, generated_token);
-    log_info("sandboxes: cgroup %s, workspaces on %s, zygote %s, warm pool of %d", cgroup_version_name(),
-             cfg.workspace_fs, cfg.zygote ? "on" : "off", cfg.pool_size);
+    log_info("sandboxes: cgroup %s, workspaces on %s, zygote %s, warm pool of %d, uids %u-%u (block %d)",
+             cgroup_version_name(), cfg.workspace_fs, cfg.zygote ? "on" : "off", cfg.pool_size,
+             (unsigned)uids.first, (unsigned)(uids.first + UID_BLOCK_SIZE - 1), uids.number);
     for (size_t i = 1; i < kernelspec_count(); i++)
         log_info("template %s: preloads '%s', warm pool of %d", kernelspec_at(i)->name,
                  kernelspec_at(i)->preload, kernelspec_at(i)->pool_size);
 
     loop_run();
 
-    manager_shutdown_all();
+    if (leave_sandboxes)
+        manager_detach_all();
+    else
+        manager_shutdown_all();
     kernel_reap_all();
     volume_worker_stop(); /* after the last removal was sent: it finishes them first */
     for (size_t i = 0; i < kernelspec_count(); i++)

@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "common/text.h"
+#include "kernel/keeper.h"
 #include "kernel/manager.h"
 #include "kernel/message.h"
 #include "sandbox/cgroup.h"
@@ -354,6 +355,7 @@ void box_set_timeout(box *b, int timeout_s)
 {
     b->timeout_s = timeout_s;
     arm_ttl(b);
+    manager_record(b->primary);
 }
 
 /* ---- pause and resume: the cgroup freezer ---- */
@@ -371,6 +373,7 @@ int box_pause(box *b, char *why, size_t why_size)
     b->paused = true;
     arm_ttl(b); /* stopped while paused */
     log_event(b, "paused");
+    manager_record(b->primary);
     return 0;
 }
 
@@ -385,7 +388,63 @@ int box_resume(box *b, char *why, size_t why_size)
     b->paused = false;
     arm_ttl(b);
     log_event(b, "resumed");
+    manager_record(b->primary);
     return 0;
+}
+
+/* ---- what survives a restart of the daemon (manager.c's record of the sandbox) ---- */
+
+json_t *box_persisted(const box *b)
+{
+    json_t *contexts = json_array();
+    for (box_context *c = b->contexts; c; c = c->next) {
+        pid_t pid = kernel_pid(c->k);
+        if (pid <= 0 || kernel_get_state(c->k) == KERNEL_DEAD)
+            continue; /* nothing to adopt */
+        json_array_append_new(contexts, json_pack("{s:s, s:s, s:i, s:I}", "id", kernel_id(c->k),
+                                                  "cwd", c->cwd, "pid", (int)pid, "pid_start",
+                                                  (json_int_t)kernel_process_start_time(pid)));
+    }
+    return json_pack("{s:O, s:O, s:i, s:I, s:I, s:b, s:o}", "metadata", b->metadata, "env", b->env,
+                     "timeout_s", b->timeout_s, "started_at_us", (json_int_t)b->started_at_us,
+                     "ends_at_us", (json_int_t)b->ends_at_us, "paused", b->paused,
+                     "contexts", contexts);
+}
+
+int box_adopt_context(box *b, kernel *k, const char *cwd)
+{
+    box_context *c = calloc(1, sizeof *c);
+    if (!c || !(c->cwd = strdup(cwd)))
+        die("out of memory");
+    c->k = k;
+    kernel_set_box(k, b);
+    c->next = b->contexts;
+    b->contexts = c;
+    log_event(b, "context %s adopted", kernel_id(k));
+    return 0;
+}
+
+void box_restore(box *b, json_t *saved)
+{
+    json_t *metadata = json_object_get(saved, "metadata"), *env = json_object_get(saved, "env");
+    if (json_is_object(metadata))
+        json_object_update(b->metadata, metadata);
+    if (json_is_object(env))
+        json_object_update(b->env, env);
+    json_t *started = json_object_get(saved, "started_at_us");
+    if (json_is_integer(started))
+        b->started_at_us = json_integer_value(started);
+    b->timeout_s = (int)json_integer_value(json_object_get(saved, "timeout_s"));
+    /* Still frozen in its cgroup: the freezer outlived the daemon. */
+    b->paused = json_is_true(json_object_get(saved, "paused"));
+    int64_t ends_at = json_integer_value(json_object_get(saved, "ends_at_us"));
+    if (b->timeout_s > 0 && !b->paused && ends_at > 0) {
+        /* The deadline is wall-clock time: the time the daemon was away counts. */
+        int64_t left_ms = (ends_at - clock_wall_us()) / 1000;
+        b->ends_at_us = ends_at;
+        b->ttl = loop_timer_add(left_ms > 0 ? left_ms : 0, on_ttl_expired, b);
+    }
+    log_event(b, "adopted by a new cellboxd");
 }
 
 /* ---- contexts ---- */
@@ -425,11 +484,13 @@ kernel *box_add_context(box *b, const char *cwd, int *status, char *why, size_t 
     c->next = b->contexts;
     b->contexts = c;
     log_event(b, "context %s started", id);
+    manager_record(b->primary); /* a context outlives the daemon with its sandbox */
     return c->k;
 }
 
 static void destroy_context(box_context *c)
 {
+    keeper_drop(kernel_id(c->k));
     kernel_gone(c->k);
     kernel_destroy(c->k);
     free(c->cwd);
@@ -446,6 +507,7 @@ int box_delete_context(box *b, kernel *context)
             *at = c->next;
             log_event(b, "context %s deleted", kernel_id(context));
             destroy_context(c);
+            manager_record(b->primary);
             return 0;
         }
     }

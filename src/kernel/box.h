@@ -87,6 +87,14 @@ void box_start_wait_cancel(box_start_wait *wait);
 /* The manager is deleting kernel k (the default context of its box, if it has one). */
 void box_kernel_deleted(kernel *k);
 
+/* What a restart of the daemon keeps of a box (metadata, env, TTL deadline as wall-clock
+   time, pause state), for manager.c's record; and, in the next daemon, putting it back (the TTL
+   re-armed for what is left of it, a paused box still paused). */
+json_t *box_persisted(const box *b);
+void box_restore(box *b, json_t *saved);
+/* An adopted kernel (kernel_adopt) becomes one of the box's other contexts again. 0. */
+int box_adopt_context(box *b, kernel *k, const char *cwd);
+
 /* Where the commands module keeps a box's list of commands. */
 void **box_commands_slot(box *b);
 

@@ -9,6 +9,7 @@
 #include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/buffer.h"
@@ -18,7 +19,9 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "common/text.h"
+#include "kernel/keeper.h"
 #include "kernel/kernel.h"
+#include "kernel/manager.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/volume.h"
@@ -61,6 +64,9 @@ struct command {
     bool detached;           /* forget it once it exited */
     bool notifying;          /* telling the sink and waiters that it exited */
     bool exited, timed_out;
+    bool kept;               /* background: the keeper holds its pipes, its record lists it */
+    bool adopted;            /* started by a previous daemon: not our child */
+    bool status_unknown;     /* adopted and exited: its status went to the sandbox's pid 1 */
     int exit_code, signal_number;
     char *end_reason;        /* why its sandbox ended it (expired), or NULL */
     int64_t started_us, ended_us, started_ms;
@@ -164,6 +170,8 @@ static void on_output_ready(void *owner, uint32_t events) { read_output(owner); 
 
 /* ---- stdin ---- */
 
+static void keep(command *c);
+
 static void close_stdin(command *c)
 {
     if (c->stdin_fd < 0)
@@ -172,6 +180,8 @@ static void close_stdin(command *c)
     close(c->stdin_fd);
     c->stdin_fd = -1;
     buffer_free(&c->stdin_pending);
+    if (c->kept && !c->exited)
+        keep(c); /* the keeper's copy of stdin goes too: else the command never sees its end */
 }
 
 static void flush_stdin(command *c)
@@ -234,8 +244,29 @@ static void unlink_command(command *c)
     }
 }
 
+/* A background command's pipes and record outlive the daemon while it runs (keeper.h). */
+static void keep(command *c)
+{
+    int fds[KEEPER_FDS] = {c->out.fd, c->err.fd, c->stdin_fd};
+    keeper_hold(c->id, fds);
+    bool first = !c->kept;
+    c->kept = true; /* before the record: it lists the kept ones */
+    if (first)
+        manager_record(box_default_kernel(c->box));
+}
+
+static void let_go(command *c)
+{
+    if (!c->kept)
+        return;
+    c->kept = false;
+    keeper_drop(c->id);
+    manager_record(box_default_kernel(c->box));
+}
+
 static void drop(command *c)
 {
+    let_go(c);
     unlink_command(c);
     close_stdin(c);
     close_output(&c->out);
@@ -269,8 +300,14 @@ static void on_process_exit(void *owner, uint32_t events)
 {
     command *c = owner;
     siginfo_t info = {0};
-    if (waitid(P_PIDFD, (id_t)c->pidfd, &info, WEXITED | WNOHANG) < 0 || info.si_pid == 0)
+    /* An adopted command is not our child (ECHILD): its pidfd turning readable is its exit. */
+    if (waitid(P_PIDFD, (id_t)c->pidfd, &info, WEXITED | WNOHANG) < 0) {
+        if (!c->adopted || errno != ECHILD)
+            return;
+        c->status_unknown = true;
+    } else if (info.si_pid == 0) {
         return;
+    }
     /* What it printed before exiting comes first; its children may still hold the pipes, but
        they belong to it: the group goes with it. */
     kill(-c->pid, SIGKILL);
@@ -287,7 +324,10 @@ static void on_process_exit(void *owner, uint32_t events)
     c->timeout = NULL;
     c->exited = true;
     c->ended_us = clock_wall_us();
-    if (info.si_code == CLD_EXITED) {
+    let_go(c);
+    if (c->status_unknown) {
+        /* nothing to decode */
+    } else if (info.si_code == CLD_EXITED) {
         c->exit_code = info.si_status;
     } else {
         c->signal_number = info.si_status;
@@ -373,6 +413,9 @@ command *command_start(box *b, const command_request *request, const command_sin
         .envp = envp,
         .fds = {in[0], out[1], err[1], -1},
         .cwd = request->cwd,
+        /* A background command outlives a daemon that dies, for the next one to adopt; a
+           foreground one's client goes with the daemon, and so does it. */
+        .outlives_daemon = sink == NULL && keeper_running(),
     };
     cgroup_procs_files(ks->cgroup, spec.cgroup_procs, SANDBOX_MAX_CGROUP_FILES);
     int pidfd = -1;
@@ -422,6 +465,73 @@ command *command_start(box *b, const command_request *request, const command_sin
         command_write_stdin(c, request->stdin_data, request->stdin_length, !request->stdin_open);
     else if (!request->stdin_open)
         close_stdin(c);
+    if (!sink)
+        keep(c);
+    return c;
+}
+
+/* ---- surviving a restart of the daemon ---- */
+
+json_t *command_persisted(box *b)
+{
+    json_t *list = json_array();
+    for (command *c = *list_of(b); c; c = c->next) {
+        if (!c->kept || c->exited)
+            continue;
+        json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:i, s:i, s:I, s:I}", "id", c->id,
+                                              "cmd", c->cmd, "cwd", c->cwd, "pid", (int)c->pid,
+                                              "sandbox_pid", c->sandbox_pid, "pid_start",
+                                              (json_int_t)kernel_process_start_time(c->pid),
+                                              "started_us", (json_int_t)c->started_us));
+    }
+    return list;
+}
+
+command *command_adopt(box *b, json_t *saved, int pidfd, const int fds[3], int64_t gone_at_us)
+{
+    command *c = calloc(1, sizeof *c);
+    const char *id = json_string_value(json_object_get(saved, "id"));
+    const char *cmd = json_string_value(json_object_get(saved, "cmd"));
+    const char *cwd = json_string_value(json_object_get(saved, "cwd"));
+    if (!c || !(c->cmd = strdup(cmd ? cmd : "")) || !(c->cwd = strdup(cwd ? cwd : "/workspace")))
+        die("out of memory");
+    snprintf(c->id, sizeof c->id, "%s", id ? id : "");
+    c->box = b;
+    c->adopted = true;
+    c->pid = (pid_t)json_integer_value(json_object_get(saved, "pid"));
+    c->sandbox_pid = (int)json_integer_value(json_object_get(saved, "sandbox_pid"));
+    c->pidfd = pidfd;
+    c->started_us = json_integer_value(json_object_get(saved, "started_us"));
+    c->started_ms = clock_monotonic_ms();
+    c->stdin_fd = fds[2];
+    if (c->stdin_fd >= 0) {
+        fcntl(c->stdin_fd, F_SETFL, O_NONBLOCK);
+        loop_watch_add(&c->stdin_watch, c->stdin_fd, 0, on_stdin_ready, c);
+    }
+    output *outputs[2] = {&c->out, &c->err};
+    const char *names[2] = {"stdout", "stderr"};
+    for (int i = 0; i < 2; i++) {
+        outputs[i]->fd = fds[i];
+        outputs[i]->name = names[i];
+        outputs[i]->owner = c;
+        if (fds[i] < 0)
+            continue;
+        fcntl(fds[i], F_SETFL, O_NONBLOCK);
+        loop_watch_add(&outputs[i]->watch, fds[i], EPOLLIN, on_output_ready, outputs[i]);
+    }
+    /* What it printed before the restart was the previous daemon's to keep: say so where it
+       would have been. What it printed since waits in its pipes and follows. */
+    time_t seconds = (time_t)((gone_at_us ? gone_at_us : clock_wall_us()) / 1000000);
+    struct tm utc;
+    gmtime_r(&seconds, &utc);
+    char note[160];
+    int n = snprintf(note, sizeof note, "[cellbox: cellboxd restarted at %02d:%02d:%02d UTC; this "
+                     "command's output before then was not kept]\n", utc.tm_hour, utc.tm_min, utc.tm_sec);
+    deliver(c, "stderr", note, (size_t)n);
+    loop_watch_add(&c->pid_watch, pidfd, EPOLLIN, on_process_exit, c);
+    c->next = *list_of(b);
+    *list_of(b) = c;
+    keep(c);
     return c;
 }
 
@@ -443,7 +553,7 @@ json_t *command_model(const command *c, bool with_output)
     json_t *model = json_pack(
         "{s:s, s:i, s:s, s:s, s:s, s:o, s:o, s:b, s:o, s:o, s:I}", "id", c->id, "pid", c->sandbox_pid,
         "cmd", c->cmd, "cwd", c->cwd, "state", c->exited ? "exited" : "running", "exit_code",
-        c->exited ? json_integer(c->exit_code) : json_null(), "signal",
+        c->exited && !c->status_unknown ? json_integer(c->exit_code) : json_null(), "signal",
         c->signal_number ? json_sprintf("SIG%s", sigabbrev_np(c->signal_number)
                                                      ? sigabbrev_np(c->signal_number) : "?")
                          : json_null(),

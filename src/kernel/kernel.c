@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/buffer.h"
@@ -18,6 +19,7 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "common/text.h"
+#include "kernel/keeper.h"
 #include "kernel/message.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/volume.h"
@@ -90,6 +92,16 @@ struct kernel {
         bool timed_out;
     } execution;
     long long last_dropped_bytes;   /* output dropped by the last finished execution */
+    /* Adopted from a previous daemon (kernel_adopt): its process is not our child, and its old
+       channel is drained until the kernel switches to the new one. */
+    bool adopted;
+    int old_channel_fd;             /* -1 once the kernel has let go of it */
+    loop_watch old_channel_watch;
+    int new_channel_for_kernel;     /* its end of the new channel, until sent (-1 then) */
+    long long old_channel_bytes;    /* what it wrote on the old channel, discarded */
+    int64_t lost_since_us;          /* when the previous daemon went away; 0 once reported */
+    bool awaiting_first_word;       /* adopted, nothing heard on the new channel yet: output
+                                       waits, to go out with the request it belongs to */
     int connections;
     void *subscribers;
     void *box;
@@ -97,6 +109,15 @@ struct kernel {
 
 #define MAX_MESSAGE_HANDLERS 8
 static kernel_message_handler message_handlers[MAX_MESSAGE_HANDLERS];
+static void (*started_hook)(kernel *k);
+
+void kernel_set_started_hook(void (*hook)(kernel *k)) { started_hook = hook; }
+
+static void announce_started(kernel *k)
+{
+    if (started_hook)
+        started_hook(k);
+}
 
 static void deliver(kernel *k, const char *channel, json_t *message)
 {
@@ -116,6 +137,32 @@ void kernel_add_message_handler(kernel_message_handler handler)
 }
 
 const kernel_sandbox *kernel_get_sandbox(const kernel *k) { return &k->sandbox; }
+json_t *kernel_request_env(const kernel *k) { return k->env; }
+
+long long kernel_process_start_time(pid_t pid)
+{
+    char path[64], text[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *after_name = strrchr(text, ')'); /* the name may hold spaces and parentheses */
+    long long start = -1;
+    if (after_name && sscanf(after_name + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u "
+                             "%*u %*d %*d %*d %*d %*d %*d %lld", &start) != 1)
+        start = -1;
+    return start;
+}
+
+void kernel_daemon_fds(const kernel *k, int fds[3])
+{
+    fds[0] = k->channel_fd;
+    fds[1] = k->out.fd;
+    fds[2] = k->err.fd;
+}
 int kernel_pidfd(const kernel *k) { return k->pidfd; }
 pid_t kernel_pid(const kernel *k) { return k->pid; }
 long long kernel_last_dropped_bytes(const kernel *k) { return k->last_dropped_bytes; }
@@ -389,6 +436,7 @@ static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t wh
         .envp = env.entries,
         .fds = {devnull, out[1], err[1], channel[1]},
         .cwd = k->sandbox.cwd,
+        .outlives_daemon = keeper_running(), /* another context: adopted as the sandbox is */
     };
     cgroup_procs_files(k->sandbox.cgroup, spec.cgroup_procs, SANDBOX_MAX_CGROUP_FILES);
     spec.memory_cgroup_procs = cgroup_memory_procs_file(k->sandbox.cgroup);
@@ -447,8 +495,12 @@ static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t wh
     k->death_reason[0] = '\0';
     k->setup_failure[0] = '\0';
     k->shutdown_requested = k->restart_requested = k->shutdown_replied = false;
+    k->adopted = false;
+    k->lost_since_us = 0;
     if (via_zygote)
         send_environment(k, k->env);
+    if (pid > 0)
+        announce_started(k);
     return 0;
 }
 
@@ -552,6 +604,8 @@ static void flush_output(output_pipe *p, int final)
 {
     if (buffer_size(&p->pending) == 0)
         return;
+    if (p->owner->awaiting_first_word && !final && buffer_size(&p->pending) < MAX_READ_PER_WAKEUP)
+        return; /* its parent is not known yet (kernel_adopt) */
     buffer text = {0};
     size_t kept = text_append_utf8(&text, (const unsigned char *)buffer_head(&p->pending),
                                    buffer_size(&p->pending), final);
@@ -762,6 +816,23 @@ static bool is_execute(json_t *header)
     return type && strcmp(type, "execute_request") == 0;
 }
 
+/* The first word of an adopted kernel on its new channel says it is in the middle of a request
+   (runtime/python/cellbox_kernel/channel.py, docs/kernel-protocol.md): what that request sent
+   while no daemon listened went into the old channel and is gone. Said once, to its clients. */
+static void report_lost_output(kernel *k)
+{
+    time_t seconds = (time_t)(k->lost_since_us / 1000000);
+    struct tm utc;
+    gmtime_r(&seconds, &utc);
+    char text[200];
+    snprintf(text, sizeof text, "\n[cellbox: cellboxd restarted while this cell ran; its output "
+             "after %02d:%02d:%02d UTC was lost]\n", utc.tm_hour, utc.tm_min, utc.tm_sec);
+    note(k, text);
+    log_info("kernel %s: adopted in the middle of a request; the client was told its output "
+             "after %02d:%02d:%02d UTC was lost", k->id, utc.tm_hour, utc.tm_min, utc.tm_sec);
+    k->lost_since_us = 0;
+}
+
 static void track_state(kernel *k, const char *type, json_t *message)
 {
     json_t *content = json_object_get(message, "content");
@@ -775,7 +846,18 @@ static void track_state(kernel *k, const char *type, json_t *message)
             k->state = KERNEL_BUSY;
             if (is_execute(k->current_request))
                 start_execution(k);
+            if (k->lost_since_us)
+                report_lost_output(k);
+            if (k->awaiting_first_word) {
+                k->awaiting_first_word = false;
+                flush_outputs(k); /* what it printed meanwhile, under the request it ran for */
+            }
         } else if (strcmp(state, "idle") == 0 || strcmp(state, "starting") == 0) {
+            k->lost_since_us = 0; /* it reported in between requests: nothing ran unseen */
+            if (k->awaiting_first_word) {
+                k->awaiting_first_word = false;
+                flush_outputs(k);
+            }
             if (k->state == KERNEL_STARTING)
                 log_debug("kernel %s: ready %lld ms after its sandbox was requested", k->id,
                           (long long)(clock_monotonic_ms() - k->spawned_at_ms));
@@ -793,7 +875,8 @@ static void track_state(kernel *k, const char *type, json_t *message)
 static void handle_kernel_message(kernel *k, const char *bytes, size_t length)
 {
     char why[160];
-    flush_outputs(k); /* output read before this message belongs before it */
+    if (!k->awaiting_first_word) /* else track_state knows first whose it is */
+        flush_outputs(k); /* output read before this message belongs before it */
     json_t *message = message_from_kernel(bytes, length, why, sizeof why);
     if (!message) {
         reject_kernel(k, why);
@@ -1016,6 +1099,12 @@ static void describe_exit(kernel *k, const siginfo_t *info)
                  "limit, then restart the kernel", size);
         return;
     }
+    if (!info) { /* adopted: its exit status went to whoever reaps it, not to us */
+        snprintf(k->death_reason, sizeof k->death_reason,
+                 "kernel died: it exited (its exit status is unknown: it was started by a "
+                 "previous cellboxd)");
+        return;
+    }
     int code = info->si_status, signal_number = 0;
     if (info->si_code == CLD_EXITED)
         sandbox_decode_status(info->si_status, &code, &signal_number);
@@ -1057,8 +1146,21 @@ void kernel_fail_running_cell(kernel *k, const char *ename, const char *evalue)
     emit(k, "shell", message_new("execute_reply", k->session, request, reply));
 }
 
+static void close_old_channel(kernel *k)
+{
+    if (k->old_channel_fd >= 0) {
+        loop_watch_remove(&k->old_channel_watch);
+        close(k->old_channel_fd);
+        k->old_channel_fd = -1;
+    }
+    if (k->new_channel_for_kernel >= 0)
+        close(k->new_channel_for_kernel);
+    k->new_channel_for_kernel = -1;
+}
+
 static void release_process(kernel *k)
 {
+    close_old_channel(k);
     if (k->pidfd >= 0) {
         loop_watch_remove(&k->pid_watch);
         close(k->pidfd);
@@ -1105,8 +1207,15 @@ static void on_process_exit(void *owner, uint32_t events)
 {
     kernel *k = owner;
     siginfo_t info = {0};
-    if (waitid(P_PIDFD, (id_t)k->pidfd, &info, WEXITED | WNOHANG) < 0 || info.si_pid == 0)
+    /* An adopted process is not our child (ECHILD): its pidfd turning readable is its exit. */
+    bool status_known = true;
+    if (waitid(P_PIDFD, (id_t)k->pidfd, &info, WEXITED | WNOHANG) < 0) {
+        if (!k->adopted || errno != ECHILD)
+            return;
+        status_known = false;
+    } else if (info.si_pid == 0) {
         return;
+    }
     /* Whatever it said before dying is still worth delivering, in order. */
     if (k->channel_fd >= 0)
         read_channel(k);
@@ -1118,7 +1227,7 @@ static void on_process_exit(void *owner, uint32_t events)
         restart_after_shutdown(k);
         return;
     }
-    describe_exit(k, &info);
+    describe_exit(k, status_known ? &info : NULL);
     log_info("kernel %s: %s", k->id, k->death_reason);
     cancel_execution_timer(k);
     k->execution.active = false;
@@ -1147,6 +1256,7 @@ static void on_zygote_answer(void *arg, pid_t pid, const char *why)
         if (k->channel_watch.fd < 0) /* read_channel let go of it until now */
             loop_watch_add(&k->channel_watch, k->channel_fd, EPOLLIN, on_channel_ready, k);
         flush_channel(k);
+        announce_started(k);
         return;
     }
     if (pid > 0) { /* no pidfd (out of descriptors): a process we cannot watch is no kernel */
@@ -1214,6 +1324,7 @@ kernel *kernel_start(const char *id, const kernelspec *spec, const char *workspa
     k->sandbox = *sandbox;
     k->env = env ? json_incref(env) : json_object();
     k->pidfd = k->channel_fd = k->out.fd = k->err.fd = -1;
+    k->old_channel_fd = k->new_channel_for_kernel = -1;
     k->last_activity_us = clock_wall_us();
     if (spawn_process(k, why, why_size) < 0) {
         json_decref(k->env);
@@ -1266,4 +1377,99 @@ void kernel_destroy(kernel *k)
     stop_process(k);
     k->state = KERNEL_DEAD;
     loop_defer(kernel_free, k);
+}
+
+/* ---- adoption: a kernel a previous daemon started ----
+   The old channel may hold half a frame in either direction (the dead daemon read or wrote
+   part of one), so neither side parses it again. The kernel gets a new channel instead: its end
+   is passed over the old one with SCM_RIGHTS, attached to one marker byte; the kernel (which
+   reads with recvmsg) keeps the whole frames it had, drops the partial rest and the marker, and
+   continues on the new channel, where it first says whether it is idle or in a request
+   (docs/kernel-protocol.md, "Adoption"). Whatever it still writes on the old channel until then
+   was meant for a daemon that is gone: it is read and discarded here. */
+
+/* Sends the kernel its new channel: one byte with the descriptor attached. */
+static bool send_new_channel(kernel *k)
+{
+    char marker = 'A';
+    struct iovec iov = {.iov_base = &marker, .iov_len = 1};
+    union {
+        char buffer[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } control = {0};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buffer,
+                         .msg_controllen = sizeof control.buffer};
+    struct cmsghdr *header = CMSG_FIRSTHDR(&msg);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(header), &k->new_channel_for_kernel, sizeof(int));
+    if (sendmsg(k->old_channel_fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
+        return false; /* EAGAIN: its buffer is full (a paused kernel); EPOLLOUT says when */
+    close(k->new_channel_for_kernel);
+    k->new_channel_for_kernel = -1;
+    return true;
+}
+
+static void on_old_channel(void *owner, uint32_t events)
+{
+    kernel *k = owner;
+    if (k->new_channel_for_kernel >= 0 && (events & EPOLLOUT) && send_new_channel(k))
+        loop_watch_modify(&k->old_channel_watch, EPOLLIN);
+    if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+        return;
+    char chunk[READ_CHUNK];
+    for (int reads = 0; reads < 16; reads++) {
+        ssize_t n = recv(k->old_channel_fd, chunk, sizeof chunk, MSG_DONTWAIT);
+        if (n > 0) {
+            k->old_channel_bytes += n;
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        /* End of file: the kernel has switched and closed the old channel. */
+        if (k->old_channel_bytes > 0)
+            log_info("kernel %s: %lld bytes it sent while no daemon listened were discarded",
+                     k->id, k->old_channel_bytes);
+        close_old_channel(k);
+        return;
+    }
+}
+
+kernel *kernel_adopt(const kernel_adoption *adoption, char *why, size_t why_size)
+{
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0) {
+        snprintf(why, why_size, "cannot create a new channel: %s", strerror(errno));
+        return NULL;
+    }
+    kernel *k = calloc(1, sizeof *k);
+    if (!k || !(k->workspace = strdup(adoption->workspace)))
+        die("out of memory");
+    snprintf(k->id, sizeof k->id, "%s", adoption->id);
+    id_uuid4(k->session);
+    k->spec = adoption->spec;
+    k->sandbox = adoption->sandbox;
+    k->env = adoption->env ? json_incref(adoption->env) : json_object();
+    k->last_activity_us = clock_wall_us();
+    k->adopted = true;
+    k->awaiting_first_word = true;
+    k->lost_since_us = adoption->previous_daemon_gone_at_us ? adoption->previous_daemon_gone_at_us
+                                                            : clock_wall_us();
+    k->pid = adoption->pid;
+    k->pidfd = adoption->pidfd;
+    k->oom_kills_at_start = current_oom_kills(k);
+    loop_watch_add(&k->pid_watch, k->pidfd, EPOLLIN, on_process_exit, k);
+    k->channel_fd = pair[0];
+    fcntl(k->channel_fd, F_SETFL, O_NONBLOCK);
+    loop_watch_add(&k->channel_watch, k->channel_fd, EPOLLIN, on_channel_ready, k);
+    k->new_channel_for_kernel = pair[1];
+    k->old_channel_fd = adoption->fds[0];
+    loop_watch_add(&k->old_channel_watch, k->old_channel_fd, EPOLLIN | EPOLLOUT, on_old_channel, k);
+    watch_output(k, &k->out, adoption->fds[1], "stdout");
+    watch_output(k, &k->err, adoption->fds[2], "stderr");
+    /* Idle until it says otherwise: requests sent meanwhile wait on the new channel, which it
+       reads once it has switched. */
+    k->state = KERNEL_IDLE;
+    return k;
 }

@@ -45,6 +45,31 @@ typedef struct kernel_sandbox {
    may be NULL) adds variables. NULL on failure, with `why` filled. */
 kernel *kernel_start(const char *id, const kernelspec *spec, const char *workspace, json_t *env,
                      const kernel_sandbox *sandbox, char *why, size_t why_size);
+/* A kernel a previous daemon on this data directory started (manager.c, at start): its pid 1
+   (checked against the record: never a reused pid), the daemon's ends of its channel, stdout and
+   stderr as the keeper held them (taken over), and when that daemon went away. */
+typedef struct kernel_adoption {
+    const char *id;
+    const kernelspec *spec;
+    const char *workspace;
+    json_t *env;                   /* borrowed: its request's variables, for restarts */
+    kernel_sandbox sandbox;
+    pid_t pid;
+    int pidfd;                     /* taken over */
+    int fds[3];                    /* taken over: channel, stdout, stderr */
+    int64_t previous_daemon_gone_at_us; /* wall clock; 0 if unknown (then: now) */
+} kernel_adoption;
+/* The kernel is switched to a new channel (docs/kernel-protocol.md, "Adoption"); NULL with `why`
+   (nothing taken over) if no channel can be made. */
+kernel *kernel_adopt(const kernel_adoption *adoption, char *why, size_t why_size);
+/* Called whenever a kernel's process has its pid (started, restarted, cloned by the zygote). */
+void kernel_set_started_hook(void (*hook)(kernel *k));
+/* The daemon's ends of its channel, stdout and stderr (-1 where closed): for the keeper. */
+void kernel_daemon_fds(const kernel *k, int fds[3]);
+json_t *kernel_request_env(const kernel *k); /* borrowed: the variables it was created with */
+/* When process `pid` started, in clock ticks after boot (/proc/PID/stat's 22nd field): with the
+   pid it names one process for good, where a pid alone may be reused. -1 if there is none. */
+long long kernel_process_start_time(pid_t pid);
 const sandbox_limits *kernel_limits(const kernel *k);
 /* `message` carries "channel"; -1 if the kernel is dead. A shutdown_request is watched: a kernel
    still there 5 s later is killed (its shutdown_reply sent for it), and with restart: true the

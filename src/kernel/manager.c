@@ -10,19 +10,25 @@
 #include "common/fs.h"
 #include "common/heap.h"
 #include "common/log.h"
-#include "common/text.h"
 #include "common/loop.h"
 #include "common/text.h"
+#include "kernel/adoption.h"
+#include "kernel/box.h"
+#include "kernel/command.h"
+#include "kernel/keeper.h"
 #include "kernel/kernelspec.h"
+#include "kernel/reconcile.h"
+#include "kernel/registry.h"
 #include "kernel/zygote.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/uid_block.h"
 #include "sandbox/volume.h"
 #include "sandbox/volume_worker.h"
 
-/* Each live sandbox runs as its own uid (and gid) so none can signal or read another's files. */
-#define SANDBOX_UID_BASE 200000
-#define SANDBOX_UID_SLOTS 65536
+/* Each live sandbox runs as its own uid (and gid) so none can signal or read another's files:
+   one of the daemon's block (uid_block.h), unique on the host. */
+#define SANDBOX_UID_SLOTS UID_BLOCK_SIZE
 /* What starting one more sandbox may open in the daemon at most: its channel, pidfds, pipes,
    the helpers' descriptors while it starts, its commands' pipes (measured: 6 when idle). */
 #define DESCRIPTORS_PER_SANDBOX 24
@@ -30,6 +36,7 @@
 /* What the manager owns for each kernel besides the kernel itself. */
 typedef struct sandbox_resources {
     kernel *kernel;
+    char id[UUID_STRING_LENGTH + 1]; /* its record's in the registry; "" before one is written */
     int uid_slot;
     sandbox_cgroup *cgroup;
     char *image;            /* the workspace volume's image file */
@@ -46,6 +53,7 @@ static void (*delete_hook)(kernel *k);
 static void schedule_cull(void);
 static void schedule_refill(int64_t delay_ms);
 static void schedule_prepare(int64_t delay_ms);
+static void on_kernel_started(kernel *k);
 
 void manager_init(const manager_options *opts)
 {
@@ -66,6 +74,15 @@ void manager_init(const manager_options *opts)
         *strrchr(runtime_dir, '/') = '\0';
     if (fs_mkdir_p(root_mount_point, 0700) < 0)
         die("cannot create %s: %s", root_mount_point, strerror(errno));
+    if (registry_init(options.data_dir) < 0)
+        die("cannot create %s/sandboxes: %s", options.data_dir, strerror(errno));
+    /* Before the volume helper, the zygotes and the first request: the sandboxes a previous
+       daemon left are adopted, and what cannot be goes, so nothing of it competes with us. */
+    kernel_set_started_hook(on_kernel_started);
+    if (keeper_start(options.data_dir) < 0)
+        log_warn("no keeper: sandboxes end with this daemon, whatever the way it stops");
+    adoption_adopt_all();
+    reconcile_data_dir(options.data_dir, options.keep_workspaces, adoption_took);
     if (options.workspace_kind == VOLUME_EXT4 && volume_worker_start() < 0)
         log_warn("cannot start the volume helper (%s): workspace volumes are made in the daemon",
                  strerror(errno));
@@ -119,9 +136,90 @@ static void release_resources(sandbox_resources *r, const char *workspace, bool 
         volume_worker_destroy(r->image, workspace, false);
     if (r->uid_slot >= 0)
         uid_in_use[r->uid_slot] = 0;
+    if (r->id[0])
+        registry_remove(r->id);
     free(r->image);
     memset(r, 0, sizeof *r);
     r->uid_slot = -1;
+}
+
+static uid_t sandbox_uid(const sandbox_resources *r) { return options.first_uid + (uid_t)r->uid_slot; }
+
+static void add_cgroup_path(const char *path, void *arg) { json_array_append_new(arg, json_string(path)); }
+
+static json_t *limits_json(const sandbox_limits *l)
+{
+    return json_pack("{s:I, s:i, s:f, s:I, s:i, s:i, s:I, s:b}", "memory_bytes",
+                     (json_int_t)l->memory_bytes, "pids", l->pids, "cpus", l->cpus, "disk_bytes",
+                     (json_int_t)l->disk_bytes, "open_files", l->open_files, "timeout_seconds",
+                     l->timeout_seconds, "output_bytes", (json_int_t)l->output_bytes, "network",
+                     l->network);
+}
+
+/* What the next daemon needs to clean up after this one (reconcile.h) or to adopt the sandbox:
+   written before any piece exists, rewritten when a kernel is handed out (`k`: then its workspace
+   is the user's, kept with --keep-workspaces) and whenever what survives a restart changes (its
+   pid, its box), removed once every piece is released. */
+static void record_sandbox(const sandbox_resources *r, kernel *k)
+{
+    char name[64];
+    snprintf(name, sizeof name, "kernel-%s", r->id);
+    json_t *cgroups = json_array();
+    cgroup_each_path(name, add_cgroup_path, cgroups);
+    json_t *record = json_pack("{s:s, s:i, s:s, s:o, s:b}", "id", r->id, "uid", (json_int_t)sandbox_uid(r),
+                               "image", r->image, "cgroups", cgroups, "in_use", k != NULL);
+    if (k) {
+        json_object_set_new(record, "kernelspec", json_string(kernel_spec(k)->name));
+        json_object_set(record, "env", kernel_request_env(k));
+        json_object_set_new(record, "limits", limits_json(kernel_limits(k)));
+        pid_t pid = kernel_pid(k);
+        if (pid > 0 && kernel_get_state(k) != KERNEL_DEAD) {
+            json_object_set_new(record, "pid", json_integer(pid));
+            json_object_set_new(record, "pid_start", json_integer(kernel_process_start_time(pid)));
+        }
+        if (kernel_box(k)) {
+            json_object_set_new(record, "box", box_persisted(kernel_box(k)));
+            json_object_set_new(record, "commands", command_persisted(kernel_box(k)));
+        }
+    }
+    registry_write(r->id, record);
+    json_decref(record);
+}
+
+static sandbox_resources *resources_of(const kernel *k)
+{
+    for (size_t i = 0; i < kernel_count; i++)
+        if (kernels[i] == k)
+            return &resources[i];
+    return NULL;
+}
+
+void manager_record(kernel *k)
+{
+    sandbox_resources *r = resources_of(k);
+    if (r)
+        record_sandbox(r, k);
+}
+
+/* The keeper holds the daemon's ends of a handed-out kernel's channel and pipes, so that they
+   outlive the daemon (keeper.h). */
+void manager_keep_channels(kernel *k)
+{
+    int fds[KEEPER_FDS];
+    kernel_daemon_fds(k, fds);
+    keeper_hold(kernel_id(k), fds);
+}
+
+/* A handed-out kernel, or another context of its sandbox, got a (new) process: its pid is
+   recorded and its channels kept. Warm-pool kernels are neither. */
+static void on_kernel_started(kernel *k)
+{
+    const kernel *host = kernel_get_sandbox(k)->host;
+    sandbox_resources *r = resources_of(host ? host : k);
+    if (!r)
+        return;
+    manager_keep_channels(k);
+    record_sandbox(r, r->kernel);
 }
 
 /* A sandbox's identity: its uid and the path of its volume's image. */
@@ -133,10 +231,10 @@ static int claim_identity(const char *id, sandbox_resources *r, char *why, size_
         return -1;
     }
     r->image = data_path("volumes", id, ".img");
+    snprintf(r->id, sizeof r->id, "%s", id);
+    record_sandbox(r, NULL);
     return 0;
 }
-
-static uid_t sandbox_uid(const sandbox_resources *r) { return SANDBOX_UID_BASE + (uid_t)r->uid_slot; }
 
 static int create_cgroup(const char *id, const sandbox_limits *limits, sandbox_resources *r,
                          char *why, size_t why_size)
@@ -184,6 +282,8 @@ static void remember(kernel *k, const sandbox_resources *r)
     resources[kernel_count] = *r;
     resources[kernel_count].kernel = k;
     kernel_count++;
+    record_sandbox(r, k);
+    manager_keep_channels(k);
 }
 
 /* ---- the next sandboxes' pieces, prepared ahead ----
@@ -343,7 +443,7 @@ static kernel *start_sandboxed(const kernelspec *spec, json_t *env, const sandbo
     char *workspace = data_path("workspaces", id, "");
     kernel *k = NULL;
     if (ready || prepare_sandbox(id, limits, r, workspace, why, why_size) == 0) {
-        kernel_sandbox sandbox = {.uid = SANDBOX_UID_BASE + (uid_t)r->uid_slot,
+        kernel_sandbox sandbox = {.uid = sandbox_uid(r),
                                   .cgroup = r->cgroup,
                                   .limits = *limits,
                                   .root_mount_point = root_mount_point,
@@ -542,7 +642,7 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *limits_json, 
     }
     remember(k, &r);
     log_info("kernel %s %s (%s, uid %d)", kernel_id(k), pooled.kernel ? "taken from the warm pool" : "started",
-             spec->name, SANDBOX_UID_BASE + r.uid_slot);
+             spec->name, (int)sandbox_uid(&r));
     return k;
 }
 
@@ -560,6 +660,7 @@ void manager_delete(kernel *k)
     }
     if (delete_hook)
         delete_hook(k);
+    keeper_drop(kernel_id(k));
     kernel_destroy(k); /* kills the sandbox first: nothing may be writing while we remove it */
     release_resources(&r, kernel_workspace(k), options.keep_workspaces);
     log_info("kernel %s deleted", kernel_id(k));
@@ -625,4 +726,45 @@ void manager_shutdown_all(void)
         discard_pooled(&pool[--pool_count]);
     while (kernel_count > 0)
         manager_delete(kernels[kernel_count - 1]);
+    keeper_stop(); /* nothing is left for it to hold */
+}
+
+void manager_detach_all(void)
+{
+    if (refill_timer)
+        loop_timer_cancel(refill_timer);
+    refill_timer = NULL;
+    discard_prepared();
+    while (pool_count > 0)
+        discard_pooled(&pool[--pool_count]);
+    for (size_t i = 0; i < kernel_count; i++)
+        record_sandbox(&resources[i], kernels[i]); /* as they are now: TTL, pause, pid */
+    log_info("leaving %zu sandbox(es) running for the next cellboxd on %s", kernel_count,
+             options.data_dir);
+    keeper_detach();
+}
+
+/* ---- for adoption.c ---- */
+
+bool manager_uid_available(uid_t uid)
+{
+    return uid >= options.first_uid && uid < options.first_uid + SANDBOX_UID_SLOTS &&
+           !uid_in_use[uid - options.first_uid];
+}
+
+void manager_sandbox_base(kernel_sandbox *base)
+{
+    base->root_mount_point = root_mount_point;
+    base->runtime_dir = runtime_dir;
+}
+
+char *manager_workspace_of(const char *id) { return data_path("workspaces", id, ""); }
+
+void manager_take_over(kernel *k, uid_t uid, sandbox_cgroup *cgroup)
+{
+    sandbox_resources r = {.uid_slot = (int)(uid - options.first_uid), .cgroup = cgroup,
+                           .image = data_path("volumes", kernel_id(k), ".img")};
+    snprintf(r.id, sizeof r.id, "%s", kernel_id(k));
+    uid_in_use[r.uid_slot] = 1;
+    remember(k, &r); /* rewrites the record and hands the new channel to the keeper */
 }

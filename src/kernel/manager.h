@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "kernel/kernel.h"
 #include "sandbox/limits.h"
@@ -23,6 +24,7 @@ typedef struct manager_options {
     sandbox_limits max_limits;  /* 0 fields = unbounded */
     bool allow_network;         /* may a sandbox ask for network access at all */
     volume_kind workspace_kind; /* what /workspace is made of */
+    uid_t first_uid;            /* of the daemon's block of UID_BLOCK_SIZE sandbox uids */
 } manager_options;
 
 void manager_init(const manager_options *options);
@@ -45,6 +47,23 @@ json_t *manager_kernel_model(const kernel *k);
 const char *manager_default_kernel(void);
 /* Called before a kernel is deleted, so that connections and sessions let go of it. */
 void manager_set_delete_hook(void (*hook)(kernel *k));
+/* Rewrites kernel k's record (registry.h) after what survives a restart changed: its box's
+   metadata, TTL or pause state. Nothing for a kernel the manager did not hand out. */
+void manager_record(kernel *k);
+/* At exit. Shutdown: every sandbox ends, paused ones too, and the keeper with them. Detach (a
+   restart for an upgrade, or --keep-sandboxes): every handed-out sandbox is left running, paused
+   ones paused, for the next daemon on the data directory to adopt; warm-pool kernels and prepared
+   pieces end. */
 void manager_shutdown_all(void);
+void manager_detach_all(void);
+
+/* ---- for adoption.c, at start: taking over what a previous daemon left ---- */
+bool manager_uid_available(uid_t uid);          /* one of this daemon's block, and free */
+void manager_sandbox_base(kernel_sandbox *base); /* its root mount point and runtime directory */
+char *manager_workspace_of(const char *id);     /* DATA_DIR/workspaces/<id>, malloc'd */
+/* An adopted kernel becomes one the manager handed out, with this uid and cgroup: remembered,
+   its record rewritten, its channels given to the keeper. */
+void manager_take_over(kernel *k, uid_t uid, sandbox_cgroup *cgroup);
+void manager_keep_channels(kernel *k); /* hands its channel and pipes to the keeper */
 
 #endif

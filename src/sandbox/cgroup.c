@@ -373,6 +373,26 @@ sandbox_cgroup *cgroup_create(const char *name, const cgroup_limits *limits, cha
     return group;
 }
 
+sandbox_cgroup *cgroup_adopt(const char *name, int pids_limit)
+{
+    sandbox_cgroup *group = calloc(1, sizeof *group);
+    if (!group)
+        die("out of memory");
+    group->limit_event_fds[0] = group->limit_event_fds[1] = -1;
+    group->pids_limit = pids_limit;
+    for (size_t i = 0; i < V1_COUNT; i++) {
+        if (!state.present[i])
+            continue;
+        snprintf(group->path[i], PATH_MAX, "%.3900s/%.64s", state.parent[i], name);
+        snprintf(group->procs[i], sizeof group->procs[i], "%.4000s/cgroup.procs", group->path[i]);
+        if (access(group->path[i], F_OK) < 0) {
+            free(group);
+            return NULL;
+        }
+    }
+    return group;
+}
+
 void cgroup_setup_window(sandbox_cgroup *group, bool open)
 {
     /* 100 times the default weight (v1 cpu.shares 1024, at most 262144; v2 cpu.weight 100, at
@@ -549,4 +569,65 @@ void cgroup_shutdown(void)
         }
         rmdir(state.parent[i]);
     }
+}
+
+/* ---- leftovers of a dead daemon ---- */
+
+void cgroup_each_path(const char *name, void (*visit)(const char *path, void *arg), void *arg)
+{
+    for (size_t i = 0; i < V1_COUNT; i++) {
+        if (!state.present[i])
+            continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%.3900s/%.64s", state.parent[i], name);
+        visit(path, arg);
+    }
+}
+
+/* Only what cgroup_create makes: /sys/fs/cgroup/.../cellbox/kernel-<name>, no "..", no link. */
+static bool is_sandbox_group(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    if (strncmp(path, V2_ROOT "/", strlen(V2_ROOT) + 1) != 0 || strstr(path, "/..") || !base ||
+        strncmp(base, "/kernel-", 8) != 0 || base - path < 8 || strncmp(base - 8, "/cellbox", 8) != 0)
+        return false;
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int cgroup_kill_leftover(const char *path)
+{
+    if (!is_sandbox_group(path))
+        return -1;
+    /* Frozen processes cannot die: thaw first (v1 freezer hierarchy, v2 any group). */
+    write_file(path, "freezer.state", "THAWED");
+    write_file(path, "cgroup.freeze", "0");
+    char text[65536];
+    int signalled = 0;
+    if (read_file(path, "cgroup.procs", text, sizeof text) > 0) {
+        for (char *save = NULL, *line = strtok_r(text, "\n", &save); line;
+             line = strtok_r(NULL, "\n", &save))
+            signalled += kill((pid_t)atoi(line), SIGKILL) == 0;
+    }
+    write_file(path, "cgroup.kill", "1"); /* v2, 5.14+: also what forks meanwhile */
+    return signalled;
+}
+
+#define LEFTOVER_ATTEMPTS 200 /* of REMOVE_RETRY_MS each */
+
+bool cgroup_remove_leftover(const char *path)
+{
+    if (!is_sandbox_group(path))
+        return lstat(path, &(struct stat){0}) < 0; /* nothing there is fine; anything else is not ours */
+    for (int attempt = 0; attempt < LEFTOVER_ATTEMPTS; attempt++) {
+        if (rmdir(path) == 0 || errno == ENOENT)
+            return true;
+        if (errno != EBUSY)
+            break;
+        usleep(REMOVE_RETRY_MS * 1000); /* at start, before serving: no one waits on the loop */
+        if (attempt % 20 == 19)
+            cgroup_kill_leftover(path); /* a fork that raced the first kill */
+    }
+    log_warn("cannot remove the cgroup %s a previous daemon left: %s", path, strerror(errno));
+    return false;
 }

@@ -30,6 +30,9 @@ typedef struct sandbox_cgroup sandbox_cgroup;
 int cgroup_init(char *why, size_t why_size);
 const char *cgroup_version_name(void);      /* "v1" or "v2" */
 sandbox_cgroup *cgroup_create(const char *name, const cgroup_limits *limits, char *why, size_t why_size);
+/* The group `name` a previous daemon made and left running (its sandbox is adopted), with the
+   pids limit it was given; NULL if it is not there in every hierarchy. */
+sandbox_cgroup *cgroup_adopt(const char *name, int pids_limit);
 /* While the zygote waits for a new sandbox's pid 1 (cgroup join, mounts, the fork of the
    kernel: our own code only), that pid 1 holds up every other create. As an ordinary group it
    gets a 1/N share of the CPU that N starting neighbours compete for, and under load its ~9 ms
@@ -57,6 +60,19 @@ void cgroup_reset_memory_peak(sandbox_cgroup *group);
 void cgroup_kill_all(sandbox_cgroup *group);
 void cgroup_destroy(sandbox_cgroup *group);  /* kills what is left and removes the group */
 void cgroup_shutdown(void);                  /* removes the parents when empty */
+
+/* ---- at start, what a dead daemon left (reconcile.h) ----
+   The directories a group called `name` has (or would have) under the parents, one per
+   hierarchy, in order. */
+void cgroup_each_path(const char *name, void (*visit)(const char *path, void *arg), void *arg);
+/* For a group of ours a dead daemon left: `path` must be a directory called kernel-* right under
+   a cellbox/ parent in /sys/fs/cgroup (anything else is refused: never someone else's group).
+   Kill: thaws it and SIGKILLs every process in it; the number of processes signalled, or -1 if
+   `path` is not such a group. Remove: waits (at most about 2 s) until its processes are gone and
+   removes it; true when it is gone. Kill every hierarchy's directory before removing any (v1: a
+   process stays frozen in the freezer hierarchy until that one is thawed). */
+int cgroup_kill_leftover(const char *path);
+bool cgroup_remove_leftover(const char *path);
 
 /* From the text of /proc/self/cgroup: the path of the hierarchy holding `controller` (v1), or of
    the unified hierarchy when `controller` is NULL (v2's "0::" line); "" for a root. */

@@ -128,8 +128,11 @@ static int join_cgroup(const sandbox_spec *spec)
 
 /* The last steps into the sandbox, shared by its first program and by every process that joins
    it later: limits, no inherited descriptors, the sandbox user, then no_new_privs, Landlock, and
-   seccomp last, right before the program runs. */
-static void become_sandbox_user(const sandbox_spec *spec)
+   seccomp last, right before the program runs. A process joining later (a command, another
+   context) `dies_with_daemon`; the sandbox's pid 1, and with it its kernel, does not: it
+   outlives a daemon that dies, for the next one to adopt (the keeper holds its channel; see
+   kernel/keeper.h), and ends when its channel does. */
+static void become_sandbox_user(const sandbox_spec *spec, bool dies_with_daemon)
 {
     set_limit(RLIMIT_NOFILE, (rlim_t)spec->open_files);
     set_limit(RLIMIT_FSIZE, (rlim_t)spec->file_size);
@@ -137,8 +140,9 @@ static void become_sandbox_user(const sandbox_spec *spec)
     /* No descriptor of the daemon's survives (CVE-2024-21626: a leaked fd is a way out). */
     syscall(SYS_close_range, 4, ~0U, 0);
     drop_privileges(spec->root.uid, spec->root.gid);
-    /* Cleared by the uid change above, so set only now: the process dies with the daemon. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* Cleared by the uid change above, so set only now. */
+    if (dies_with_daemon)
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         setup_failed("cannot set no_new_privs", strerror(errno));
     if (landlock_restrict() < 0)
@@ -170,7 +174,7 @@ void sandbox_enter(const sandbox_spec *spec)
         setup_failed("cannot set the hostname", strerror(errno));
     if (!spec->network)
         bring_up_loopback();
-    become_sandbox_user(spec);
+    become_sandbox_user(spec, false);
 }
 
 /* The root directory of the process behind `pidfd` (its pid read from our fdinfo), or -1. */
@@ -252,7 +256,7 @@ static void join_and_clone(int supervisor_pidfd, const sandbox_spec *spec, int r
         const char *cwd = spec->cwd ? spec->cwd : "/workspace";
         if (chdir(cwd) < 0)
             setup_failed("cannot change to the working directory", cwd);
-        become_sandbox_user(spec);
+        become_sandbox_user(spec, !spec->outlives_daemon);
         execve(spec->argv[0], spec->argv, spec->envp);
         setup_failed("cannot execute", spec->argv[0]);
     }

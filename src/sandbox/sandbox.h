@@ -33,6 +33,9 @@ typedef struct sandbox_spec {
     /* the memory controller's among them: a zygote stands in it while it clones the sandbox
        (see cgroup_memory_procs_file); NULL: none */
     const char *memory_cgroup_procs;
+    /* for sandbox_join: no parent-death signal (another context: the keeper holds its channel,
+       so it outlives a daemon that dies); a command has one and ends with the daemon */
+    bool outlives_daemon;
 } sandbox_spec;
 
 /* Starts the sandbox; returns the supervisor's pid (as the host sees it) and a pidfd for it, or

@@ -1,9 +1,11 @@
 #include "sandbox/volume.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
@@ -307,4 +309,83 @@ int volume_read_usage(const char *mount_point, volume_usage *out)
     out->inodes_total = (long long)st.f_files;
     out->inodes_free = (long long)st.f_favail;
     return 0;
+}
+
+/* ---- leftovers of a dead daemon ---- */
+
+static bool is_mount_point(const char *path)
+{
+    char parent[4200];
+    snprintf(parent, sizeof parent, "%.4000s/..", path);
+    struct stat here, above;
+    return lstat(path, &here) == 0 && S_ISDIR(here.st_mode) && stat(parent, &above) == 0 &&
+           here.st_dev != above.st_dev;
+}
+
+/* /sys/block/loopN/loop/backing_file names the image (with " (deleted)" once unlinked). */
+static void detach_loops_backed_by(const char *image)
+{
+    DIR *block = opendir("/sys/block");
+    if (!block)
+        return;
+    size_t length = strlen(image);
+    for (struct dirent *entry; (entry = readdir(block));) {
+        if (strncmp(entry->d_name, "loop", 4) != 0)
+            continue;
+        char path[600], backing[4200] = "";
+        snprintf(path, sizeof path, "/sys/block/%.255s/loop/backing_file", entry->d_name);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            continue; /* not attached */
+        bool read = fgets(backing, sizeof backing, f) != NULL;
+        fclose(f);
+        backing[strcspn(backing, "\n")] = '\0';
+        if (!read || strncmp(backing, image, length) != 0 ||
+            (backing[length] != '\0' && strcmp(backing + length, " (deleted)") != 0))
+            continue;
+        snprintf(path, sizeof path, "/dev/%.255s", entry->d_name);
+        int loop = open(path, O_RDWR | O_CLOEXEC);
+        if (loop < 0 || ioctl(loop, LOOP_CLR_FD) < 0)
+            log_warn("cannot detach %s from %s: %s", path, image, strerror(errno));
+        if (loop >= 0)
+            close(loop);
+    }
+    closedir(block);
+}
+
+void volume_remove_leftover(const char *image, const char *mount_point, bool keep)
+{
+    if (is_mount_point(mount_point)) {
+        int fd = keep ? open(mount_point, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+        if (fd >= 0) {
+            syncfs(fd);
+            close(fd);
+        }
+        if (umount2(mount_point, 0) < 0 && umount2(mount_point, MNT_DETACH) < 0)
+            log_warn("cannot unmount %s: %s", mount_point, strerror(errno));
+    }
+    if (image) {
+        char *real = realpath(image, NULL); /* sysfs names the path the loop device was given */
+        detach_loops_backed_by(real ? real : image);
+        free(real);
+    }
+    if (!is_mount_point(mount_point) && fs_remove_tree(mount_point) < 0 && errno != ENOENT)
+        log_warn("cannot remove %s: %s", mount_point, strerror(errno));
+    if (image && !keep && unlink(image) < 0 && errno != ENOENT)
+        log_warn("cannot remove %s: %s", image, strerror(errno));
+}
+
+void volume_remove_leftover_templates(const char *folder)
+{
+    DIR *dir = opendir(folder);
+    if (!dir)
+        return;
+    for (struct dirent *entry; (entry = readdir(dir));) {
+        const char *name = entry->d_name;
+        size_t length = strlen(name);
+        bool partial = length > 8 && strcmp(name + length - 8, ".partial") == 0;
+        if (partial || strncmp(name, "template-", 9) == 0)
+            unlinkat(dirfd(dir), name, 0);
+    }
+    closedir(dir);
 }

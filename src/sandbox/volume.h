@@ -33,6 +33,13 @@ int volume_read_usage(const char *mount_point, volume_usage *out); /* 0, or -1 *
    many small ones run out of inodes with bytes to spare), and what to do; false otherwise. */
 bool volume_describe_full(const char *mount_point, long long disk_bytes, char *out, size_t size);
 void volume_shutdown(void); /* removes the ext4 templates (see volume.c) */
+/* At start, for a volume a dead daemon left (its sandbox's processes already killed): unmounts
+   mount_point (synced first if kept), detaches every loop device still backed by `image` (its
+   auto-clear does not run while another namespace held the mount), removes mount_point and,
+   unless `keep`, the image. Idempotent: what is already gone is skipped. */
+void volume_remove_leftover(const char *image, const char *mount_point, bool keep);
+/* At start: the templates and half-made images (*.partial) a dead daemon left in `folder`. */
+void volume_remove_leftover_templates(const char *folder);
 /* Another process (the volume helper) makes ext4 volumes of `bytes` beside `image`: their
    template is one volume_shutdown() removes too, and one this process may use. */
 void volume_note_template(const char *image, long long bytes);

@@ -21,12 +21,14 @@ _CURRENT_REQUEST = object()  # send()'s default parent: the request being handle
 class Kernel:
     def __init__(self, channel, gate):
         self.channel = channel
+        channel.on_switch = self._announce_after_switch
         self.gate = gate
         self.session = Session()
         self.ident = str(uuid.uuid4())      # ipykernel's engine id (execute_reply metadata)
         self.pending = collections.deque()  # requests read but not handled yet, in order
         self._abort_window = 0              # leading entries of `pending` an error aborts
         self.request = None                 # the request being handled: parent of what we send
+        self._in_request = False            # between its busy and its idle
         self._held = None                   # encoded messages held back (hold()), else None
         self.exit_requested = False
         self.shell = None
@@ -76,6 +78,15 @@ class Kernel:
             self._held.append(body)
         else:
             self.channel.send(body)
+
+    def _announce_after_switch(self):
+        """A new daemon took us over (channel.py): the first thing it reads from us says whether
+        a request is running, and which (docs/kernel-protocol.md, "Adoption")."""
+        busy = self._in_request
+        message = self.session.message("iopub", "status",
+                                       {"execution_state": "busy" if busy else "idle"},
+                                       self.request if busy else None, None)
+        self.channel.send(encode(message))
 
     def hold(self):
         """Messages sent from now on wait for release(), to leave in one write. Only around
@@ -152,6 +163,7 @@ class Kernel:
         if channel not in ("shell", "control"):
             return  # a stale input_reply: ipykernel discards those too
         self.request = message
+        self._in_request = True
         self.gate.install()
         msg_type = message["header"]["msg_type"]
         if msg_type == "execute_request":
@@ -169,6 +181,7 @@ class Kernel:
             self.send("iopub", "status", {"execution_state": "idle"})
         finally:
             self.release()  # the reply and idle (held by Requests.execute) leave together
+            self._in_request = False
 
     @staticmethod
     def _apply_request_environment(message):
