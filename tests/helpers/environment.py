@@ -30,6 +30,7 @@ DROPPED = ("CELLBOX_*", "http_proxy", "https_proxy", "ftp_proxy", "all_proxy", "
            "HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY", "ALL_PROXY", "NO_PROXY",
            "OPENBLAS_*", "OMP_*", "MKL_*", "GOTO_NUM_THREADS", "LC_*", "LANGUAGE",
            "PYTHON*", "JUPYTER_*", "IPYTHONDIR", "MPLBACKEND", "MPLCONFIGDIR", "XDG_*",
+           "PIP_*", "NODE_OPTIONS", "NODE_PATH",
            "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "FORCE_COLOR", "NO_COLOR")
 
 # Sanitizer options for an ASan/UBSan cellboxd: leaks reported, a stack with each UB report.
