@@ -9,7 +9,8 @@
 #
 # The root gets what a machine has: /proc, /sys with the cgroups, /dev with the loop devices,
 # /dev/pts, a fresh /dev/shm, tmpfs on /run and /tmp, the host's /etc/resolv.conf and /etc/hosts
-# (apt and npm download). The commands run as root (installing packages needs root) in a chroot,
+# and its local certificate authorities (/usr/local/share/ca-certificates: a network that inspects
+# TLS needs its CA, and npm downloads over https). The commands run as root (installing packages needs root) in a chroot,
 # inside a private mount namespace and a pid namespace of their own: when the namespace ends,
 # every mount made for it or in it goes and every process left in it is killed. The trap then
 # removes the root by its path, on failure too.
@@ -74,6 +75,10 @@ done
 step "a bare $ID $VERSION_CODENAME (minbase + make) in $root"
 mmdebstrap --quiet --variant=minbase --include=make "$VERSION_CODENAME" "$root" "${sources[@]}"
 cp /etc/resolv.conf /etc/hosts "$root/etc/"
+if [ -d /usr/local/share/ca-certificates ]; then   # ca-certificates, once installed, trusts these
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  cp -r /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/"
+fi
 git clone --quiet --no-hardlinks --no-checkout "$repo" "$root/cellbox"
 git -C "$root/cellbox" checkout --quiet --detach "$(git -C "$repo" rev-parse HEAD)"
 echo "bare-machine-check: $(du -sh --exclude=cellbox "$root" | cut -f1) root, repository at $(git -C "$root/cellbox" log --oneline -1)"
