@@ -46,8 +46,8 @@ cleanup() {
     kill "$namespace_pid" 2>/dev/null || true   # unshare --kill-child ends the namespace's pid 1
     wait "$namespace_pid" 2>/dev/null || true
   fi
-  # Mounts live in the namespace and went with it; anything under the root in this namespace
-  # (none is made here) is detached by path before the root is removed.
+  # The commands' mounts lived in their namespace and went with it; what is left under the root
+  # here (mmdebstrap's own, had it been stopped midway) is detached by path, deepest first.
   local point removing=$SECONDS
   while read -r point; do umount -l "$point" 2>/dev/null || true; done < <(
     awk -v root="$root" '$5 == root || index($5, root "/") == 1 { print $5 }' /proc/self/mountinfo | sort -r)
