@@ -10,10 +10,12 @@
 # The root gets what a machine has: /proc, /sys with the cgroups, /dev with the loop devices,
 # /dev/pts, a fresh /dev/shm, tmpfs on /run and /tmp, the host's /etc/resolv.conf and /etc/hosts
 # and its local certificate authorities (/usr/local/share/ca-certificates: a network that inspects
-# TLS needs its CA, and npm downloads over https). The commands run as root (installing packages needs root) in a chroot,
-# inside a private mount namespace and a pid namespace of their own: when the namespace ends,
-# every mount made for it or in it goes and every process left in it is killed. The trap then
-# removes the root by its path, on failure too.
+# TLS needs its CA, and npm downloads over https). The commands run as root (installing packages
+# needs root) in a private mount namespace and a pid namespace of their own, where the root is
+# pivot_root'ed to and the host's tree detached: / is the namespace's root as on a machine (under a
+# chroot, paths the daemon opened would read as host paths inside sandboxes). When the namespace
+# ends, every mount in it goes and every process left in it is killed; the trap then removes the
+# root by its path, on failure too.
 #
 #   scripts/bare-machine-check.sh [run|test|all]      (default all)
 #     run   make run, with CELLBOX_RUN_CHECK=1: cellboxd must answer a cell over HTTP with the
@@ -91,14 +93,18 @@ in_root() {
   unshare --mount --pid --fork --kill-child --propagation private -- \
     /bin/bash -euc '
       root=$1; shift
-      mount --bind "$root" "$root"     # the root must be a mount point: sandboxes pivot_root from it
+      mount --bind "$root" "$root"     # pivot_root needs the new root to be a mount point
       mount -t proc proc "$root/proc"
       mount --rbind /sys "$root/sys"
       mount --rbind /dev "$root/dev"
       mount -t tmpfs -o mode=1777,nosuid,nodev shm "$root/dev/shm"
       mount -t tmpfs -o mode=755,nosuid,nodev run "$root/run"
       mount -t tmpfs -o mode=1777,nosuid,nodev tmp "$root/tmp"
-      exec chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"
+      cd "$root"
+      pivot_root . mnt                 # /mnt: an empty directory in every Debian root
+      cd /
+      umount -l /mnt                   # the host'"'"'s tree is gone from this namespace
+      exec /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"
     ' bare-root "$root" "$@" /bin/bash -ec "cd /cellbox && $command" &
   namespace_pid=$!
   local status=0
