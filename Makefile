@@ -8,10 +8,19 @@ BUILD       ?= build
 SANITIZE    ?=
 CC          ?= cc
 PKGS        := libmicrohttpd jansson libcrypto libseccomp libarchive
-PY_CFLAGS   := $(shell /usr/bin/pkg-config --cflags python-3.11-embed 2>/dev/null)
-PY_LIBS     := $(shell /usr/bin/pkg-config --libs python-3.11-embed 2>/dev/null)
-DEP_CFLAGS  := $(shell /usr/bin/pkg-config --cflags $(PKGS) 2>/dev/null)
-DEP_LIBS    := $(shell /usr/bin/pkg-config --libs $(PKGS) 2>/dev/null) -lwslay
+# Flags come from pkg-config the first time a recipe uses them, never when make starts: on a bare
+# machine the packages that provide them are not there yet, and a flag read at start stays empty
+# for the whole run (the link then fails with undefined references). `run`, `test` and `bench`
+# install first and build in a second make, which reads the flags then.
+# $(call pkg_config,KEY,ARGS): pkg-config's answer to ARGS, asked once and kept in pkg_config.KEY.
+pkg_config   = $(if $(filter undefined,$(origin pkg_config.$(1))),$(eval pkg_config.$(1) := $(shell \
+               /usr/bin/pkg-config $(2) 2>/dev/null || echo __missing__)))$(if $(filter __missing__,$(pkg_config.$(1))),$(error \
+               pkg-config $(2) failed: the packages are missing; run `make deps` (or `make run`, \
+               `make test`, which install them first)))$(pkg_config.$(1))
+PY_CFLAGS    = $(call pkg_config,python_cflags,--cflags python-3.11-embed)
+PY_LIBS      = $(call pkg_config,python_libs,--libs python-3.11-embed)
+DEP_CFLAGS   = $(call pkg_config,daemon_cflags,--cflags $(PKGS))
+DEP_LIBS     = $(call pkg_config,daemon_libs,--libs $(PKGS)) -lwslay
 CFLAGS      ?= -O2 -g
 CFLAGS      += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
                -Isrc -fno-strict-aliasing $(DEP_CFLAGS)
@@ -30,7 +39,7 @@ KERNEL_SHARED := src/sandbox/sandbox.c src/sandbox/rootfs.c src/sandbox/landlock
                  src/sandbox/supervisor.c
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 CLI_SRCS    := $(wildcard src/cli/*.c)
-CLI_LIBS    := $(shell /usr/bin/pkg-config --libs libcurl jansson 2>/dev/null)
+CLI_LIBS     = $(call pkg_config,cli_libs,--libs libcurl jansson)
 
 OBJ         = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 BIN         := $(BUILD)/bin
@@ -116,7 +125,11 @@ deps:
 test-deps:
 	@scripts/install-deps.sh test
 
-run: deps build
+# run, test and bench install before anything else, then build in a second make (see the top):
+# as prerequisites the install would run beside the build under -j.
+run:
+	@scripts/install-deps.sh run
+	@$(MAKE) --no-print-directory build
 	@scripts/run.sh
 
 unit: $(UNIT_BINS)
@@ -128,7 +141,8 @@ asan:
 integration: build $(TEST_TOOLS)
 	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
-clients: test-deps build
+clients: test-deps
+	@$(MAKE) --no-print-directory build
 	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q -p no:cacheprovider tests/clients
 
 api: build
@@ -143,7 +157,8 @@ pyclient: build
 security: build
 	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q -p no:cacheprovider tests/security
 
-test: test-deps
+test:
+	@scripts/install-deps.sh test
 	@$(MAKE) --no-print-directory build unit $(TEST_TOOLS) fuzz-replay
 	@$(MAKE) --no-print-directory asan
 	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) CELLBOX_DAEMON=$(CURDIR)/build-asan/bin/cellboxd \
@@ -160,7 +175,7 @@ FUZZ_SECONDS ?= 180
 FUZZ_TARGETS := routing json_bodies websocket framing kernel_frames
 FUZZ_STUBBED := routing json_bodies
 # (clang finds missing initializers in libseccomp's SCMP_A0 macro, which gcc does not.)
-FUZZ_CFLAGS  := -g -O1 -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
+FUZZ_CFLAGS   = -g -O1 -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
                 -Wno-missing-field-initializers \
                 -Isrc -Itests/fuzz -fno-strict-aliasing $(DEP_CFLAGS) -fno-omit-frame-pointer \
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined
@@ -192,15 +207,21 @@ fuzz-build: build $(FUZZ_BINS)
 	@ln -sfn $(CURDIR)/$(BIN)/cellbox-kernel $(FUZZ_BUILD)/bin/cellbox-kernel
 	@ln -sfn $(CURDIR)/$(BUILD)/share $(FUZZ_BUILD)/share
 
-fuzz: test-deps fuzz-build
+# Like run and test: install first, then build in a second make that reads the flags.
+fuzz:
+	@scripts/install-deps.sh test
+	@$(MAKE) --no-print-directory fuzz-build
 	@scripts/fuzz.sh run $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
-fuzz-replay: test-deps fuzz-build
+# make test's second make runs this, after the install.
+fuzz-replay: fuzz-build
 	@scripts/fuzz.sh replay 0 $(FUZZ_TARGETS)
 
 -include $(shell find $(FUZZ_BUILD)/obj -name '*.d' 2>/dev/null)
 
-bench: deps build $(BUILD)/bench/pagecost
+bench:
+	@scripts/install-deps.sh bench
+	@$(MAKE) --no-print-directory build $(BUILD)/bench/pagecost
 	@$(PYTHON) bench/bench.py
 
 format:
@@ -219,6 +240,8 @@ SOAK_CLIENTS ?= 200
 SOAK_KERNELS ?= 20
 SOAK_CYCLES  ?= 1000
 .PHONY: soak
-soak: build
+soak:
+	@scripts/install-deps.sh bench
+	@$(MAKE) --no-print-directory build
 	@$(PYTHON) bench/soak.py --minutes $(SOAK_MINUTES) --clients $(SOAK_CLIENTS) \
 		--kernels $(SOAK_KERNELS) --cycles $(SOAK_CYCLES)

@@ -1,20 +1,33 @@
 #!/usr/bin/env bash
 # Installs the Debian packages (and, for tests, the npm packages) cellbox needs, only those missing.
 #   install-deps.sh run    what building and running cellboxd needs
-#   install-deps.sh test   that, plus what the test suites and real-client tests need
+#   install-deps.sh bench  that, plus what make bench needs (Jupyter Server to compare with)
+#   install-deps.sh test   that, plus what the test suites, the real-client tests and the
+#                          bare-machine check (scripts/bare-machine-check.sh) need
+# It asks nothing of the system but dpkg before it installs: the Makefile reads compiler flags
+# only after this script has run (see its top).
 set -euo pipefail
 mode=${1:-run}
 here=$(cd "$(dirname "$0")/.." && pwd)
 
+# procps: a sandbox's commands run the host's /usr, and `ps` is one every agent expects (a bare
+# Debian has none).
 run_pkgs=(build-essential pkg-config libmicrohttpd-dev libwslay-dev libjansson-dev libssl-dev
   libseccomp-dev libpython3.11-dev libcurl4-openssl-dev libarchive-dev e2fsprogs tar python3-ipython python3-numpy python3-pandas
-  python3-matplotlib python3-matplotlib-inline)
-test_pkgs=(python3-pytest python3-websocket python3-requests jupyter-server python3-jupyter-server
-  python3-jupyter-client python3-ipykernel python3-yaml python3-jsonschema nodejs npm
-  python3-pip python3-setuptools python3-wheel clang libclang-rt-14-dev)
+  python3-matplotlib python3-matplotlib-inline procps)
+bench_pkgs=(python3-websocket python3-requests jupyter-server python3-jupyter-server
+  python3-jupyter-client python3-ipykernel)
+# ca-certificates: npm fetches the client-test modules over https (a bare Debian has no CA list).
+test_pkgs=("${bench_pkgs[@]}" python3-pytest python3-yaml python3-jsonschema nodejs npm ca-certificates
+  python3-pip python3-setuptools python3-wheel mmdebstrap clang libclang-rt-14-dev)
 
 pkgs=("${run_pkgs[@]}")
-[ "$mode" = test ] && pkgs+=("${test_pkgs[@]}")
+case $mode in
+  run) ;;
+  bench) pkgs+=("${bench_pkgs[@]}") ;;
+  test) pkgs+=("${test_pkgs[@]}") ;;
+  *) echo "usage: $0 run|bench|test" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -24,7 +37,11 @@ for p in "${pkgs[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "cellbox: installing missing packages: ${missing[*]}" >&2
-  sudo_cmd=(); [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  sudo_cmd=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "cellbox: installing needs root: run this as root, or install sudo" >&2; exit 1; }
+    sudo_cmd=(sudo)
+  fi
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

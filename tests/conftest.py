@@ -24,6 +24,11 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from helpers.daemon import Daemon, JupyterServer, fail_if_dead, serve  # noqa: E402
+from helpers.environment import scrub_session  # noqa: E402
+
+# Before any test: nothing the caller exported (a CELLBOX_PORT, a proxy, thread counts, a
+# locale) reaches the tests' clients or what they start (helpers/environment.py).
+scrub_session()
 
 REFERENCE = os.environ.get("CELLBOX_TEST_REFERENCE", "")
 

@@ -5,5 +5,7 @@
 - wire.py    Jupyter message construction and the two WebSocket framings (legacy JSON and
              v1.kernel.websocket.jupyter.org), written here from the protocol description.
 - client.py  a small REST + WebSocket client built on requests and websocket-client.
+- environment.py  the environment of the test session and of what it starts, whatever the
+             caller exported.
 - wait.py    deadline-based polling (tests never sleep to assert timing).
 """

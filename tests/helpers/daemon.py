@@ -20,6 +20,7 @@ import threading
 import time
 
 from .client import Client
+from .environment import daemon_environ
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -266,11 +267,9 @@ class Daemon(ServerProcess):
         return argv + self.args
 
     def environ(self):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CELLBOX_")}
-        env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
-        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
-        env.update(self.extra_env)
-        return env
+        """Nothing of the caller's: a system PATH, a HOME in the temp dir, a locale, the
+        sanitizer options, then the test's own `env`."""
+        return daemon_environ(self.tmp, self.extra_env)
 
     ready_pattern = r"cellboxd listening on"
 
@@ -394,10 +393,8 @@ class JupyterServer(ServerProcess):
 def run_daemon_to_exit(args, env=None, timeout=20):
     """Run cellboxd with these arguments (nothing added) and wait for it to exit on its own.
     Returns CompletedProcess (stdout/stderr as text). For --help, --version and refusals."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("CELLBOX_")}
-    full_env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
-    full_env.update(env or {})
     tmp = tempfile.mkdtemp(prefix="cellbox-test-exit-")
+    full_env = daemon_environ(tmp, env)
     proc = subprocess.Popen([daemon_binary()] + list(args), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env, cwd=tmp,
                             start_new_session=True, text=True)

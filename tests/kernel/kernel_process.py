@@ -4,16 +4,21 @@ The kernel gets an AF_UNIX socketpair end on fd 3 and pipes on fd 1/2; frames on
 u32 little-endian length plus UTF-8 JSON. Written from the contract, not from the kernel's code.
 
 Binaries: $CELLBOX_BUILD/bin/cellbox-kernel and $CELLBOX_BUILD/share/cellbox/python
-(default <repo>/build; see ensure_built()).
+(default <repo>/build; see ensure_built()). The kernel gets the environment cellboxd gives one
+(helpers/environment.py), nothing of the caller's, with its HOME in a temp dir of its own.
 """
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
+
+from helpers.environment import kernel_environ
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("CELLBOX_BUILD", os.path.join(REPO, "build"))
@@ -57,13 +62,15 @@ def started_kernel():
 
 class KernelProcess:
     def __init__(self, args=None, env=None):
+        """env: the kernel's whole environment; by default what cellboxd gives a kernel."""
         ours, theirs = socket.socketpair()
+        self.home = tempfile.mkdtemp(prefix="cellbox-test-kernel-")
         self.started_at = time.monotonic()
         argv = [KERNEL] + (args if args is not None
                            else ["--channel-fd=3", f"--python-dir={PYTHON_DIR}"])
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, close_fds=False,
+            env=env if env is not None else kernel_environ(self.home), close_fds=False,
             # The channel must be fd 3 in the child; dup2 also makes it inheritable there.
             preexec_fn=lambda: os.dup2(theirs.fileno(), 3))
         theirs.close()
@@ -187,6 +194,7 @@ class KernelProcess:
         self.sock.close()
         self.proc.stdout.close()
         self.proc.stderr.close()
+        shutil.rmtree(self.home, ignore_errors=True)
 
 
 class Exchange:
