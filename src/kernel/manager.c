@@ -716,7 +716,9 @@ static void schedule_cull(void)
     loop_timer_add((int64_t)interval * 1000, cull_pass, NULL);
 }
 
-void manager_shutdown_all(void)
+/* At the end, either way: no more refills, and what was made ahead (prepared sets, warm-pool
+   kernels) is never worth keeping. */
+static void discard_made_ahead(void)
 {
     if (refill_timer)
         loop_timer_cancel(refill_timer);
@@ -724,6 +726,11 @@ void manager_shutdown_all(void)
     discard_prepared();
     while (pool_count > 0)
         discard_pooled(&pool[--pool_count]);
+}
+
+void manager_shutdown_all(void)
+{
+    discard_made_ahead();
     while (kernel_count > 0)
         manager_delete(kernels[kernel_count - 1]);
     keeper_stop(); /* nothing is left for it to hold */
@@ -731,12 +738,7 @@ void manager_shutdown_all(void)
 
 void manager_detach_all(void)
 {
-    if (refill_timer)
-        loop_timer_cancel(refill_timer);
-    refill_timer = NULL;
-    discard_prepared();
-    while (pool_count > 0)
-        discard_pooled(&pool[--pool_count]);
+    discard_made_ahead();
     for (size_t i = 0; i < kernel_count; i++)
         record_sandbox(&resources[i], kernels[i]); /* as they are now: TTL, pause, pid */
     log_info("leaving %zu sandbox(es) running for the next cellboxd on %s", kernel_count,

@@ -33,6 +33,29 @@ def _parse_head(data):
     return status, reason, headers, rest
 
 
+def _read_response(sock, deadline):
+    """The response on `sock`: read until it is complete (its Content-Length), the server closes,
+    or the deadline; None when no whole head came."""
+    received = b""
+    while time.monotonic() < deadline:
+        if b"\r\n\r\n" in received:
+            status, reason, headers, rest = _parse_head(received)
+            length = headers.get("content-length")
+            if length is not None and len(rest) >= int(length):
+                return RawResponse(status, reason, headers, rest[:int(length)])
+        try:
+            piece = sock.recv(65536)
+        except (ConnectionResetError, socket.timeout):
+            piece = b""
+        if not piece:
+            break
+        received += piece
+    if b"\r\n\r\n" not in received:
+        return None
+    status, reason, headers, rest = _parse_head(received)
+    return RawResponse(status, reason, headers, rest)
+
+
 def request(host, port, method, path, headers=None, body_size=0, body_byte=b" ", body_prefix=b"",
             timeout=60, chunk=65536):
     """Send a request whose body is body_prefix + body_byte * (body_size - len(prefix)), with a
@@ -44,7 +67,6 @@ def request(host, port, method, path, headers=None, body_size=0, body_byte=b" ",
         hdrs["Content-Length"] = str(body_size)
     head = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items()) + "\r\n"
     sock = socket.create_connection((host, port), timeout=timeout)
-    received = b""
     deadline = time.monotonic() + timeout
     try:
         sock.sendall(head.encode("latin-1"))
@@ -64,23 +86,10 @@ def request(host, port, method, path, headers=None, body_size=0, body_byte=b" ",
                     sent += sock.send(piece)
                 except (BrokenPipeError, ConnectionResetError):
                     break
-        while time.monotonic() < deadline:
-            if b"\r\n\r\n" in received:
-                status, reason, headers, rest = _parse_head(received)
-                length = headers.get("content-length")
-                if length is not None and len(rest) >= int(length):
-                    return RawResponse(status, reason, headers, rest[:int(length)])
-            try:
-                data = sock.recv(65536)
-            except (ConnectionResetError, socket.timeout):
-                data = b""
-            if not data:
-                break
-            received += data
-        if b"\r\n\r\n" not in received:
-            raise AssertionError(f"no HTTP response to {method} {path} (got {received[:200]!r})")
-        status, reason, headers, rest = _parse_head(received)
-        return RawResponse(status, reason, headers, rest)
+        response = _read_response(sock, deadline)
+        if response is None:
+            raise AssertionError(f"no HTTP response to {method} {path}")
+        return response
     finally:
         with contextlib.suppress(OSError):
             sock.close()
@@ -119,26 +128,8 @@ def exchange(host, port, data, timeout=30):
     headers) and read until the server closes or the response is complete. Returns the
     RawResponse, or None when the server closed without answering."""
     sock = socket.create_connection((host, port), timeout=timeout)
-    received = b""
-    deadline = time.monotonic() + timeout
     try:
         sock.sendall(data)
-        while time.monotonic() < deadline:
-            if b"\r\n\r\n" in received:
-                status, reason, headers, rest = _parse_head(received)
-                length = headers.get("content-length")
-                if length is not None and len(rest) >= int(length):
-                    return RawResponse(status, reason, headers, rest[:int(length)])
-            try:
-                piece = sock.recv(65536)
-            except (ConnectionResetError, socket.timeout):
-                piece = b""
-            if not piece:
-                break
-            received += piece
+        return _read_response(sock, time.monotonic() + timeout)
     finally:
         sock.close()
-    if b"\r\n\r\n" not in received:
-        return None
-    status, reason, headers, rest = _parse_head(received)
-    return RawResponse(status, reason, headers, rest)
