@@ -22,6 +22,10 @@
 #           token it printed, then it is stopped (scripts/run.sh)
 #     test  make test: the whole suite, as on the host
 #   CELLBOX_BARE_KEEP=1 keeps the root (its path is printed) to look into after a failure.
+#   CELLBOX_BARE_ROOT=DIR reuses a root kept so (no mmdebstrap; its /cellbox becomes a fresh clone
+#     of HEAD, what `make` installed there stays) and keeps it again.
+#   CELLBOX_BARE_PYTEST_ARGS='tests/x.py::test_y -x' makes `test` install, build the daemon (and its
+#     ASan build, the one the suite runs) and run only that pytest selection instead of `make test`.
 set -euo pipefail
 what=${1:-all}
 case $what in run | test | all) ;; *) echo "usage: $0 [run|test|all]" >&2; exit 2 ;; esac
@@ -33,7 +37,13 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 [ -z "$(git -C "$repo" status --porcelain --untracked-files=no)" ] ||
   echo "bare-machine-check: note: uncommitted changes are not checked (the root gets a clone of HEAD)" >&2
 
-root=$(mktemp -d "${TMPDIR:-/tmp}/cellbox-bare.XXXXXX")
+if [ -n "${CELLBOX_BARE_ROOT:-}" ]; then
+  [ -x "$CELLBOX_BARE_ROOT/bin/bash" ] || { echo "bare-machine-check: $CELLBOX_BARE_ROOT is no kept root" >&2; exit 1; }
+  root=$(cd "$CELLBOX_BARE_ROOT" && pwd)
+  CELLBOX_BARE_KEEP=1
+else
+  root=$(mktemp -d "${TMPDIR:-/tmp}/cellbox-bare.XXXXXX")
+fi
 namespace_pid=
 step_start=$SECONDS
 step() { # name: announces the next step and starts its clock
@@ -74,12 +84,17 @@ for file in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/source
 done
 [ ${#sources[@]} -gt 0 ] || { echo "bare-machine-check: no apt sources in /etc/apt" >&2; exit 1; }
 
-step "a bare $ID $VERSION_CODENAME (minbase + make) in $root"
-mmdebstrap --quiet --variant=minbase --include=make "$VERSION_CODENAME" "$root" "${sources[@]}"
-cp /etc/resolv.conf /etc/hosts "$root/etc/"
-if [ -d /usr/local/share/ca-certificates ]; then   # ca-certificates, once installed, trusts these
-  mkdir -p "$root/usr/local/share/ca-certificates"
-  cp -r /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/"
+if [ -z "${CELLBOX_BARE_ROOT:-}" ]; then
+  step "a bare $ID $VERSION_CODENAME (minbase + make) in $root"
+  mmdebstrap --quiet --variant=minbase --include=make "$VERSION_CODENAME" "$root" "${sources[@]}"
+  cp /etc/resolv.conf /etc/hosts "$root/etc/"
+  if [ -d /usr/local/share/ca-certificates ]; then   # ca-certificates, once installed, trusts these
+    mkdir -p "$root/usr/local/share/ca-certificates"
+    cp -r /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/"
+  fi
+else
+  step "reusing the root $root"
+  rm -rf --one-file-system "$root/cellbox"
 fi
 git clone --quiet --no-hardlinks --no-checkout "$repo" "$root/cellbox"
 git -C "$root/cellbox" checkout --quiet --detach "$(git -C "$repo" rev-parse HEAD)"
@@ -123,7 +138,16 @@ if [ "$what" != test ]; then
   took "make run"
 fi
 if [ "$what" != run ]; then
-  step "make test"
-  in_root "make test"
-  took "make test"
+  if [ -n "${CELLBOX_BARE_PYTEST_ARGS:-}" ]; then
+    step "pytest $CELLBOX_BARE_PYTEST_ARGS"
+    in_root "scripts/install-deps.sh test && make --no-print-directory build build/tests/without-io-uring &&
+      make --no-print-directory BUILD=build-asan SANITIZE=1 build &&
+      CELLBOX_BUILD=/cellbox/build CELLBOX_DAEMON=/cellbox/build-asan/bin/cellboxd \
+      /usr/bin/python3 -m pytest -q -p no:cacheprovider $CELLBOX_BARE_PYTEST_ARGS"
+    took "pytest"
+  else
+    step "make test"
+    in_root "make test"
+    took "make test"
+  fi
 fi

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef MADV_POPULATE_WRITE
@@ -143,6 +144,106 @@ int hot_pages_add_stack_top(hot_pages *set, uintptr_t address, size_t below)
         if (add_page(set, page, page_size) < 0)
             return -1;
     return 0;
+}
+
+static bool holds(const hot_pages *set, uintptr_t page)
+{
+    for (size_t i = 0; i < set->count; i++)
+        if (set->ranges[i].start <= page && page - set->ranges[i].start < set->ranges[i].length)
+            return true;
+    return false;
+}
+
+/* Adds to `set` (unless it holds them) the present pages of this process's private writable
+   mappings, but the main stack and sparse ones, that are exclusively its own. */
+static int add_exclusive(FILE *maps, int pagemap, hot_pages *set)
+{
+    size_t page_size = (size_t)sysconf(_SC_PAGESIZE);
+    char line[4096];
+    uint64_t entries[64];
+    const uint64_t bits = PAGEMAP_PRESENT | PAGEMAP_EXCLUSIVE;
+    rewind(maps);
+    while (fgets(line, sizeof line, maps)) {
+        unsigned long start, end;
+        char permissions[8];
+        int name_at = 0;
+        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &start, &end, permissions, &name_at) < 3 ||
+            strcmp(permissions, "rw-p") != 0 || strncmp(line + name_at, "[stack]", 7) == 0 ||
+            end - start > SPARSE_MAPPING)
+            continue;
+        for (uintptr_t address = start; address < end;) {
+            size_t wanted = (end - address) / page_size;
+            if (wanted > sizeof entries / sizeof entries[0])
+                wanted = sizeof entries / sizeof entries[0];
+            ssize_t got = pread(pagemap, entries, wanted * sizeof entries[0],
+                                (off_t)(address / page_size * sizeof entries[0]));
+            if (got <= 0) {
+                if (got < 0)
+                    return -1;
+                break;
+            }
+            for (size_t i = 0; i < (size_t)got / sizeof entries[0]; i++) {
+                uintptr_t page = address + i * page_size;
+                if ((entries[i] & bits) == bits && !holds(set, page) &&
+                    add_page(set, page, page_size) < 0) {
+                    errno = ENOMEM;
+                    return -1;
+                }
+            }
+            address += (size_t)got / sizeof entries[0] * page_size;
+        }
+    }
+    return 0;
+}
+
+int hot_pages_add_written_by_fork(hot_pages *set)
+{
+    int pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    /* Opened, and its buffer allocated (the first read), before the rehearsal: what this
+       function itself writes stays out of what is learned, but for its stack and errno. */
+    FILE *maps = fopen("/proc/self/maps", "re");
+    int held[2] = {-1, -1};
+    pid_t holder = -1;
+    int rc = pagemap >= 0 && maps && fgetc(maps) != EOF && pipe2(held, O_CLOEXEC) == 0 ? 0 : -1;
+    if (rc == 0) {
+        /* A child that shares every page until the end: a page written from here on (by this
+           fork's own parent handlers too) is copied, and the copy is this process's alone. */
+        holder = fork();
+        if (holder == 0) {
+            close(held[1]);
+            char byte;
+            while (read(held[0], &byte, 1) < 0 && errno == EINTR) {
+            }
+            _exit(0);
+        }
+        rc = holder < 0 ? -1 : 0;
+    }
+    if (rc == 0) {
+        pid_t rehearsal = fork(); /* the prepare and parent handlers run here, in this process */
+        if (rehearsal == 0)
+            _exit(0);
+        if (rehearsal < 0)
+            rc = -1;
+        else
+            while (waitpid(rehearsal, NULL, 0) < 0 && errno == EINTR) {
+            }
+    }
+    if (rc == 0)
+        rc = add_exclusive(maps, pagemap, set); /* and a few the holder wrote: harmless */
+    int saved = errno;
+    if (held[1] >= 0)
+        close(held[1]); /* the holder's end of file */
+    if (holder > 0)
+        while (waitpid(holder, NULL, 0) < 0 && errno == EINTR) {
+        }
+    if (held[0] >= 0)
+        close(held[0]);
+    if (maps)
+        fclose(maps);
+    if (pagemap >= 0)
+        close(pagemap);
+    errno = saved;
+    return rc;
 }
 
 size_t hot_pages_copy(const hot_pages *pages)

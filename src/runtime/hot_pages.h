@@ -52,6 +52,16 @@ int hot_pages_learn(pid_t probe, hot_pages *out);
    `below` bytes under it to the mapping's end. 0, or -1 with errno (ENOENT: no such mapping). */
 int hot_pages_add_stack_top(hot_pages *set, uintptr_t address, size_t below);
 
+/* Adds the pages of private writable mappings (not the main stack: see hot_pages_add_stack_top)
+   that a fork() writes in the forking process. What a fork runs in the parent is not only ours:
+   libraries' pthread_atfork handlers (OpenBLAS's locks a mutex in its .bss before it looks
+   whether it has threads to stop). In the zygote's clones pid 1 forks the kernel in the zygote's
+   memory while the zygote stands in the sandbox's memory cgroup, so the pages those write must
+   be pinned too (see add_stack_tops in zygote.c). Learned by a rehearsal: with a child holding
+   every page shared, the pages a fork (whose child exits at once) leaves exclusively this
+   process's. Pages already in the set are not added twice. 0, or -1 with errno. */
+int hot_pages_add_written_by_fork(hot_pages *set);
+
 /* In a new kernel, right after its fork, when the set is not pinned: copies every page of the
    set. Failing is harmless (the pages are then copied as they are written); returns the pages
    copied. */

@@ -466,6 +466,11 @@ static json_t *pin_hot_pages(const char *home_cgroup_procs)
         return NULL;
     if (add_stack_tops(&kernel_hot_pages) < 0)
         return json_sprintf("cannot find the stacks' tops: %s", strerror(errno));
+    /* Last, with the zygote as it will clone: what fork()'s atfork handlers write, which pid 1
+       runs in the zygote's memory when it forks the kernel (sandbox_supervise). Not known, the
+       pages cannot be pinned: a copy of one would be charged to a sandbox. */
+    if (hot_pages_add_written_by_fork(&kernel_hot_pages) < 0)
+        return json_sprintf("cannot learn what a fork writes: %s", strerror(errno));
     if (!home_cgroup_procs)
         return json_string("the daemon did not say which memory cgroup is its own");
     home_cgroup = open(home_cgroup_procs, O_WRONLY | O_CLOEXEC);

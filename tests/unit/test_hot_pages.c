@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -187,6 +188,40 @@ static void test_a_stacks_top_is_added_up_to_its_mappings_end(void)
     CHECK(hot_pages_add_stack_top(&none, 16, 0) < 0 && errno == ENOENT && none.count == 0);
 }
 
+/* A library's pthread_atfork handlers (OpenBLAS has one) write the forking process's pages. */
+static bool handlers_on;
+static void prepare_handler(void)
+{
+    if (handlers_on)
+        region[40 * page_size]++;
+}
+static void parent_handler(void)
+{
+    if (handlers_on)
+        region[41 * page_size]++;
+}
+
+static void test_the_pages_a_forks_handlers_write_in_the_parent_are_added(void)
+{
+    CHECK(pthread_atfork(prepare_handler, parent_handler, NULL) == 0);
+    hot_pages added = {0};
+    handlers_on = true;
+    CHECK(hot_pages_add_written_by_fork(&added) == 0);
+    handlers_on = false;
+    CHECK(set_holds(&added, 40));
+    CHECK(set_holds(&added, 41));
+    CHECK(!set_holds(&added, 50)); /* present, untouched */
+    /* What the set holds already is not added twice. */
+    handlers_on = true;
+    CHECK(hot_pages_add_written_by_fork(&added) == 0);
+    handlers_on = false;
+    size_t twice = 0;
+    for (size_t i = 0; i < added.count; i++)
+        twice += set_holds(&(hot_pages){.ranges = &added.ranges[i], .count = 1}, 40);
+    CHECK(twice == 1);
+    hot_pages_free(&added);
+}
+
 static void test_an_empty_set_is_not_pinned(void)
 {
     hot_pages empty = {0};
@@ -208,5 +243,6 @@ int main(void)
     RUN(test_pinned_pages_are_copied_by_the_fork_itself);
     RUN(test_a_stacks_top_is_added_up_to_its_mappings_end);
     RUN(test_an_empty_set_is_not_pinned);
+    RUN(test_the_pages_a_forks_handlers_write_in_the_parent_are_added);
     return check_summary("hot_pages");
 }
