@@ -5,10 +5,15 @@ Both servers run on this machine in one run, on free loopback ports, and are dri
 same code below (REST + the legacy WebSocket framing, as AutoGen speaks it). Figures and ratios are
 printed, written to bench/results/latest.json and drawn to bench/results/latest.png.
 
-    /usr/bin/python3 bench/bench.py [--quick] [--idle N]
+    /usr/bin/python3 bench/bench.py [--quick] [--idle N] [--only restart] [--sandboxes N]
+
+`--only restart` runs the restart figure alone (sandboxes kept across a kill -9 and a SIGUSR2 of
+cellboxd and adopted by the next one, beside Jupyter Server losing its kernels) and writes
+bench/results/restart-latest.json, leaving latest.json to full runs.
 """
 import argparse
 import concurrent.futures
+import contextlib
 import glob
 import json
 import os
@@ -38,28 +43,28 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_port(port, timeout=60):
+def wait_port(port, timeout=60, poll=0.05):
     deadline = time.time() + timeout
     while time.time() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return
         except OSError:
-            time.sleep(0.05)
+            time.sleep(poll)
     raise RuntimeError(f"nothing listens on port {port}")
 
 
 class Server:
     """A server under test: start, base URL, token, stop (by pid and process group)."""
 
-    def __init__(self, name, argv, port, token, env=None, ready_after=0.0):
+    def __init__(self, name, argv, port, token, env=None, ready_after=0.0, poll=0.05):
         self.name, self.port, self.token = name, port, token
         self.base = f"http://127.0.0.1:{port}"
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
                                      env=env, start_new_session=True)
         try:
-            wait_port(port)
+            wait_port(port, poll=poll)
         except RuntimeError:
             self.log.seek(0)
             sys.stderr.write(self.log.read().decode(errors="replace")[-3000:])
@@ -78,12 +83,15 @@ class Server:
             self.proc.wait()
 
 
-def start_cellbox(data_dir, pool_size, extra=()):
-    port, token = free_port(), secrets.token_hex(16)
-    argv = [os.path.join(REPO, "build", "bin", "cellboxd"), "--port", str(port), "--token", token,
+def cellbox_argv(data_dir, pool_size, port, token, extra=()):
+    return [os.path.join(REPO, "build", "bin", "cellboxd"), "--port", str(port), "--token", token,
             "--data-dir", data_dir, "--pool-size", str(pool_size), "--log-level", "warn",
             "--max-pids-limit", "100000", *extra]
-    server = Server("cellbox", argv, port, token)
+
+
+def start_cellbox(data_dir, pool_size, extra=()):
+    port, token = free_port(), secrets.token_hex(16)
+    server = Server("cellbox", cellbox_argv(data_dir, pool_size, port, token, extra), port, token)
     try:
         wait_ready(server, pool_size)
     except BaseException:
@@ -109,7 +117,7 @@ def wait_pool(server, pool_size, timeout=30):
         time.sleep(0.02)
 
 
-def start_jupyter(root):
+def start_jupyter(root, ready_after=1.0, poll=0.05):
     os.makedirs(root, exist_ok=True)
     port, token = free_port(), secrets.token_hex(16)
     env = dict(os.environ, JUPYTER_RUNTIME_DIR=os.path.join(root, "runtime"),
@@ -118,7 +126,7 @@ def start_jupyter(root):
     argv = ["/usr/bin/python3", "-m", "jupyter_server", "--no-browser", f"--port={port}",
             "--ServerApp.ip=127.0.0.1", f"--ServerApp.token={token}", f"--ServerApp.root_dir={root}",
             "--ServerApp.port_retries=0", "--allow-root"]
-    return Server("jupyter", argv, port, token, env=env, ready_after=1.0)
+    return Server("jupyter", argv, port, token, env=env, ready_after=ready_after, poll=poll)
 
 
 def execute_request(code):
@@ -466,6 +474,183 @@ def host_page_costs():
         return {"unavailable": str(error)}
 
 
+def pid_alive(pid):
+    """Running (a zombie waiting to be reaped has ended)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "\nState:\tZ" not in f.read()
+    except OSError:
+        return False
+
+
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def sandbox_pids(ids):
+    """Every process in these sandboxes' cgroups (the first hierarchy that has each)."""
+    pids = set()
+    for sandbox in ids:
+        for procs in glob.glob(f"/sys/fs/cgroup/**/kernel-{sandbox}/cgroup.procs", recursive=True)[:1]:
+            with open(procs) as f:
+                pids |= {int(line) for line in f if line.strip()}
+    return pids
+
+
+def v1_stdout(session, base, sandbox, code):
+    lines = session.post(f"{base}/v1/sandboxes/{sandbox}/execute", json={"code": code}, timeout=120).text
+    events = [json.loads(line) for line in lines.splitlines() if line.strip()]
+    assert events and events[-1]["type"] == "end_of_execution", events
+    assert not any(e["type"] == "error" for e in events), events
+    return "".join(e["text"] for e in events if e["type"] == "stdout")
+
+
+def adopt(data_dir, token, ids, paused, expected):
+    """Starts a cellboxd on data_dir (whose sandboxes a previous one left) and times, from the
+    spawn, its port answering and GET /v1/sandboxes listing every sandbox; then the first cell on
+    an adopted sandbox, checking every sandbox's variable and the paused one's state."""
+    port = free_port()
+    t0 = time.perf_counter()
+    server = Server("cellbox", cellbox_argv(data_dir, 0, port, token), port, token, poll=0.005)
+    try:
+        to_port = (time.perf_counter() - t0) * 1000
+        while True:
+            listed = {s["id"]: s["state"] for s in server.http.get(server.base + "/v1/sandboxes").json()}
+            if set(listed) == set(ids):
+                break
+            if time.perf_counter() - t0 > 60:
+                raise AssertionError(f"adopted {len(listed)} of {len(ids)} sandboxes: {listed}")
+            time.sleep(0.005)
+        to_listed = (time.perf_counter() - t0) * 1000
+        assert listed[paused] == "paused", listed[paused]
+        assert all(state == "running" for sandbox, state in listed.items() if sandbox != paused), listed
+        running = [sandbox for sandbox in ids if sandbox != paused]
+        t1 = time.perf_counter()
+        first = v1_stdout(server.http, server.base, running[0], "print(v)")
+        first_ms = (time.perf_counter() - t1) * 1000
+        assert first.strip() == expected[running[0]], (first, expected[running[0]])
+        rtts = []
+        for sandbox in running[1:]:
+            t1 = time.perf_counter()
+            out = v1_stdout(server.http, server.base, sandbox, "print(v)")
+            rtts.append((time.perf_counter() - t1) * 1000)
+            assert out.strip() == expected[sandbox], (sandbox, out, expected[sandbox])
+        figures = {"spawn_to_port_ms": to_port, "spawn_to_all_listed_ms": to_listed,
+                   "first_cell_on_adopted_ms": first_ms,
+                   "first_cell_on_each_other_adopted_p50_ms": pct(rtts, 50) if rtts else None,
+                   "variables_checked": len(running), "paused_kept_paused": True,
+                   "daemon_rss_mib": rss_of(server.proc.pid) / 2**20, "daemon_fds": fd_count(server.proc.pid)}
+        return server, figures
+    except BaseException:
+        server.stop()
+        raise
+
+
+def cellbox_restart(root, count):
+    """`count` /v1 sandboxes, each with a variable set by a cell, one of them paused; cellboxd
+    killed with SIGKILL, a new one adopts them (timed); that one stopped with SIGUSR2 (a restart
+    for an upgrade), a third adopts them (timed); a plain SIGTERM then ends the sandboxes and the
+    keeper, which is checked by pid. Nothing of the benchmark's is left behind, whatever fails."""
+    data_dir = os.path.join(root, "cb-restart")
+    server = start_cellbox(data_dir, pool_size=0)
+    token = server.token
+    keeper, watched, figures = None, set(), {"sandboxes": count}
+    try:
+        session = server.http
+        ids, expected = [], {}
+        for i in range(count):
+            sandbox = session.post(server.base + "/v1/sandboxes", json={"timeout_s": 0}).json()["id"]
+            ids.append(sandbox)
+            expected[sandbox] = str(i * 1000 + 7)
+            v1_stdout(session, server.base, sandbox, f"v = {i} * 1000 + 7")
+        paused = ids[-1]
+        assert session.post(f"{server.base}/v1/sandboxes/{paused}/pause").json()["state"] == "paused"
+        with open(os.path.join(data_dir, "keeper.pid")) as f:
+            keeper = int(f.read())
+        watched = sandbox_pids(ids)
+        assert len(watched) >= count, (len(watched), count)
+        figures["before"] = {"daemon_rss_mib": rss_of(server.proc.pid) / 2**20,
+                             "daemon_fds": fd_count(server.proc.pid),
+                             "sandbox_processes": len(watched)}
+        # kill -9: nothing of the daemon's shutdown runs
+        os.kill(server.proc.pid, signal.SIGKILL)
+        server.proc.wait()
+        assert pid_alive(keeper), "the keeper died with the daemon"
+        server, figures["after_kill_9"] = adopt(data_dir, token, ids, paused, expected)
+        # SIGUSR2: a restart for an upgrade; the daemon leaves the sandboxes and exits
+        t0 = time.perf_counter()
+        os.kill(server.proc.pid, signal.SIGUSR2)
+        assert server.proc.wait(timeout=60) == 0
+        stop_ms = (time.perf_counter() - t0) * 1000
+        server, figures["after_sigusr2"] = adopt(data_dir, token, ids, paused, expected)
+        figures["after_sigusr2"]["old_daemon_exit_ms"] = stop_ms
+        # the paused sandbox resumes with its state
+        assert server.http.post(f"{server.base}/v1/sandboxes/{paused}/resume").json()["state"] == "running"
+        assert v1_stdout(server.http, server.base, paused, "print(v)").strip() == expected[paused]
+        assert all(pid_alive(pid) for pid in watched), "a sandbox process died across the restarts"
+    finally:
+        # a plain stop ends every sandbox and then the keeper; checked by pid
+        t0 = time.perf_counter()
+        server.stop()
+        deadline = time.time() + 20
+        while time.time() < deadline and ((keeper and pid_alive(keeper)) or any(map(pid_alive, watched))):
+            time.sleep(0.05)
+        left = [pid for pid in watched if pid_alive(pid)] + ([keeper] if keeper and pid_alive(keeper) else [])
+        for pid in left:  # only if the stop failed: ours, by pid
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        figures["sigterm_stop_to_nothing_left_ms"] = (time.perf_counter() - t0) * 1000
+        figures["left_after_stop"] = left
+    assert not left, f"left after SIGTERM: pids {left}"
+    return figures
+
+
+def jupyter_restart(root):
+    """Jupyter Server with a kernel holding a variable, killed with SIGKILL and started again on
+    the same root and runtime dir: is the kernel still listed? (ipykernel is left an orphan the new
+    server does not know; it is stopped here by pid.) Also SIGTERM: the server shuts its kernels
+    down. Times spawn to the new server answering /api/kernels."""
+    jupyter = start_jupyter(os.path.join(root, "jupyter-restart"))
+    figures = {}
+    orphans = []
+    try:
+        kernel = Kernel(jupyter)
+        kernel.run("v = 42")
+        kernel_pids = descendants(jupyter.proc.pid)
+        kernel.ws.close()
+        os.kill(jupyter.proc.pid, signal.SIGKILL)
+        jupyter.proc.wait()
+        orphans = [pid for pid in kernel_pids if pid_alive(pid)]
+        t0 = time.perf_counter()
+        jupyter = start_jupyter(os.path.join(root, "jupyter-restart"), ready_after=0, poll=0.005)
+        listed = [k["id"] for k in jupyter.http.get(jupyter.base + "/api/kernels").json()]
+        spawn_to_answer = (time.perf_counter() - t0) * 1000
+        reached = jupyter.http.get(jupyter.base + f"/api/kernels/{kernel.id}").status_code
+        figures["after_kill_9"] = {"kernel_listed": kernel.id in listed, "kernels_listed": len(listed),
+                                   "get_kernel_status": reached,
+                                   "orphaned_kernel_processes": len(orphans),
+                                   "spawn_to_kernels_listed_ms": spawn_to_answer}
+        assert kernel.id not in listed
+        # SIGTERM (a clean restart): the server shuts its kernels down first
+        kernel = Kernel(jupyter)
+        kernel.run("v = 42")
+        jupyter.stop()
+        jupyter = start_jupyter(os.path.join(root, "jupyter-restart"))
+        listed = [k["id"] for k in jupyter.http.get(jupyter.base + "/api/kernels").json()]
+        figures["after_sigterm"] = {"kernel_listed": kernel.id in listed, "kernels_listed": len(listed)}
+        figures["behaviour"] = "kernels lost on restart: none is listed or reachable by the new server, their variables gone"
+    finally:
+        jupyter.stop()
+        for pid in orphans:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    return figures
+
+
+def restart_figures(root, count):
+    return {"cellbox": cellbox_restart(root, count), "jupyter": jupyter_restart(root)}
+
+
 def pct(values, q):
     values = sorted(values)
     return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
@@ -475,9 +660,25 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer samples (CI smoke run)")
     parser.add_argument("--idle", type=int, default=500, help="idle sandboxes for the memory figure")
+    parser.add_argument("--only", choices=["restart"], help="run this figure alone (written to "
+                        "bench/results/<name>-latest.json, latest.json untouched)")
+    parser.add_argument("--sandboxes", type=int, default=50, help="sandboxes kept across the restarts")
     args = parser.parse_args()
     n = 10 if args.quick else 40
     tmp = tempfile.mkdtemp(prefix="cellbox-bench-")
+    if args.only == "restart":
+        try:
+            figures = {"machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
+                                   "python": platform.python_version()},
+                       "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       "restart_adoption": restart_figures(tmp, args.sandboxes)}
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(RESULTS, exist_ok=True)
+        with open(os.path.join(RESULTS, "restart-latest.json"), "w") as f:
+            json.dump(figures, f, indent=2)
+        print(json.dumps(figures, indent=2))
+        return 0
     figures = {}
     page_costs = host_page_costs()
     try:
@@ -526,6 +727,7 @@ def main():
                 wait_pool(burst_server, 100, timeout=180)
         finally:
             burst_server.stop()
+        restart = restart_figures(tmp, args.sandboxes if not args.quick else 10)
         figures = {
             "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
                         "python": platform.python_version(), "page_costs_us": page_costs},
@@ -559,6 +761,7 @@ def main():
             "idle_kernel_memory_mib": {"cellbox_uss": c_uss, "cellbox_rss": c_rss, "cellbox_count": args.idle,
                                        "jupyter_uss": j_uss, "jupyter_rss": j_rss,
                                        "ratio_uss": j_uss / max(c_uss, 1e-9)},
+            "restart_adoption": restart,
         }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
