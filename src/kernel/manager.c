@@ -124,10 +124,23 @@ static int allocate_uid_slot(void)
     return -1;
 }
 
+/* The sandbox's record goes only once its cgroup has: a daemon killed while the group's last
+   tasks were leaving (up to a second after a delete) left an empty group that no record named,
+   and the next daemon could not know it was ours. Kept on a removal given up on, too. */
+static void forget_record(void *id, bool removed)
+{
+    if (removed)
+        registry_remove(id);
+    free(id);
+}
+
 static void release_resources(sandbox_resources *r, const char *workspace, bool keep_workspace)
 {
+    char *record = r->id[0] ? strdup(r->id) : NULL;
     if (r->cgroup)
-        cgroup_destroy(r->cgroup);
+        cgroup_destroy_then(r->cgroup, record ? forget_record : NULL, record);
+    else if (record)
+        forget_record(record, true);
     /* A kept volume must hold every finished write once the delete is answered: synced and
        detached here. Any other is removed by the volume helper, off the loop. */
     if (workspace && r->image && keep_workspace)
@@ -136,8 +149,6 @@ static void release_resources(sandbox_resources *r, const char *workspace, bool 
         volume_worker_destroy(r->image, workspace, false);
     if (r->uid_slot >= 0)
         uid_in_use[r->uid_slot] = 0;
-    if (r->id[0])
-        registry_remove(r->id);
     free(r->image);
     memset(r, 0, sizeof *r);
     r->uid_slot = -1;

@@ -35,6 +35,8 @@ struct sandbox_cgroup {
     int pids_limit;                  /* pids.max as the limits have it */
     loop_timer *removal_timer;
     sandbox_cgroup *next_pending;    /* in the list of groups waiting to be removed */
+    cgroup_removed_callback removed; /* told when the removal ended (cgroup_destroy_then) */
+    void *removed_arg;
 };
 
 static sandbox_cgroup *pending_removal;
@@ -509,27 +511,39 @@ static bool remove_directories(sandbox_cgroup *group)
     return done;
 }
 
+/* The end of a removal, whether its directories went or not. */
+static void finish_removal(sandbox_cgroup *group, bool removed)
+{
+    if (group->removed)
+        group->removed(group->removed_arg, removed);
+    free(group);
+}
+
 static void retry_removal(void *arg)
 {
     sandbox_cgroup *group = arg;
     group->removal_timer = NULL;
     if (remove_directories(group)) {
         forget_pending(group);
-        free(group);
+        finish_removal(group, true);
     } else if (++group->removal_attempts >= REMOVE_ATTEMPTS) {
         log_warn("cgroup %s still has tasks after %d s; leaving it", group->path[0],
                  REMOVE_ATTEMPTS * REMOVE_RETRY_MS / 1000);
         forget_pending(group);
-        free(group);
+        finish_removal(group, false);
     } else {
         group->removal_timer = loop_timer_add(REMOVE_RETRY_MS, retry_removal, group);
     }
 }
 
-void cgroup_destroy(sandbox_cgroup *group)
+void cgroup_destroy(sandbox_cgroup *group) { cgroup_destroy_then(group, NULL, NULL); }
+
+void cgroup_destroy_then(sandbox_cgroup *group, cgroup_removed_callback removed, void *arg)
 {
     if (!group)
         return;
+    group->removed = removed;
+    group->removed_arg = arg;
     for (int i = 0; i < 2; i++)
         if (group->limit_event_fds[i] >= 0)
             close(group->limit_event_fds[i]);
@@ -539,7 +553,7 @@ void cgroup_destroy(sandbox_cgroup *group)
         write_file(dir_for(group, "freezer"), "freezer.state", "THAWED"); /* frozen tasks cannot die */
     /* Without blocking the loop: the directories go once their dying tasks have left. */
     if (remove_directories(group)) {
-        free(group);
+        finish_removal(group, true);
         return;
     }
     group->next_pending = pending_removal;
@@ -555,9 +569,10 @@ void cgroup_shutdown(void)
         pending_removal = group->next_pending;
         if (group->removal_timer)
             loop_timer_cancel(group->removal_timer);
-        for (int attempt = 0; attempt < 200 && !remove_directories(group); attempt++)
+        bool removed = false;
+        for (int attempt = 0; attempt < 200 && !(removed = remove_directories(group)); attempt++)
             usleep(REMOVE_RETRY_MS * 1000);
-        free(group);
+        finish_removal(group, removed);
     }
     for (size_t i = 0; i < V1_COUNT; i++) {
         if (!state.present[i])

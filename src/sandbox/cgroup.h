@@ -59,6 +59,12 @@ int cgroup_freeze(sandbox_cgroup *group, bool frozen);
 void cgroup_reset_memory_peak(sandbox_cgroup *group);
 void cgroup_kill_all(sandbox_cgroup *group);
 void cgroup_destroy(sandbox_cgroup *group);  /* kills what is left and removes the group */
+/* The same, telling `removed` when the removal has ended: its directories gone (true), or given
+   up on with tasks still in them (false). The directories of dying tasks go only once the tasks
+   have left, later in the loop: what must outlast them (the daemon's record of the sandbox, which
+   lets the next daemon remove a group this one was killed before removing) waits for this. */
+typedef void (*cgroup_removed_callback)(void *arg, bool removed);
+void cgroup_destroy_then(sandbox_cgroup *group, cgroup_removed_callback removed, void *arg);
 void cgroup_shutdown(void);                  /* removes the parents when empty */
 
 /* ---- at start, what a dead daemon left (reconcile.h) ----

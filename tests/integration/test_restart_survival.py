@@ -237,6 +237,28 @@ def test_nothing_of_killed_daemons_and_keepers_is_left_after_deaths_restarts_and
         assert nws.execute("print(mine)").stdout.strip() == "untouched"
 
 
+def test_a_daemon_killed_right_after_a_delete_leaves_no_cgroup_behind(make_daemon):
+    """A deleted sandbox's cgroup goes only once its last tasks have left (later in the loop):
+    its record stays until then, so a daemon killed in between leaves the next daemon a record
+    naming the group, and the next daemon removes it."""
+    d = make_daemon(args=["--pool-size", "0"])
+    cb = d.client()
+    model = cb.create_kernel()
+    with cb.ready_ws(model["id"]) as ws:
+        # children that take a moment to die keep the group's directories for a while
+        ws.execute("import subprocess\nfor _ in range(20): subprocess.Popen(['sleep', '600'])")
+    assert cgroups_named({model["id"]})
+    cb.delete_kernel(model["id"])
+    kill_hard(d)  # at once: the group may still be on its way out
+    d = restart_on(make_daemon, d)
+    try:
+        wait_until(lambda: cgroups_named({model["id"]}) == [], timeout=20,
+                   message="the deleted sandbox's cgroup gone")
+        assert not os.path.exists(os.path.join(d.data_dir, "sandboxes", model["id"] + ".json"))
+    finally:
+        assert d.finish() is None
+
+
 def test_kept_workspaces_of_a_killed_daemon_stay_readable_and_nothing_else_does(make_daemon):
     d = make_daemon(args=["--keep-workspaces"])
     cb = d.client()
