@@ -73,6 +73,7 @@ struct kernel {
     json_t *current_request;    /* header of the request the kernel said it is busy with */
     json_int_t execution_count; /* last seen, for replies the daemon writes */
     char death_reason[192];
+    char failed_request[64];    /* msg_id of the cell kernel_fail_running_cell last answered */
     char setup_failure[128];    /* what the sandbox's setup said when it failed, if it did */
     bool shutdown_requested;    /* a client asked it to shut down: exit 0 is expected */
     bool restart_requested;     /* ... with restart: true: start it again once it exits */
@@ -1138,6 +1139,11 @@ void kernel_fail_running_cell(kernel *k, const char *ename, const char *evalue)
     const char *type = json_string_value(json_object_get(request, "msg_type"));
     if (k->state != KERNEL_BUSY || !type || strcmp(type, "execute_request") != 0)
         return;
+    /* Once per cell: a restart after a kernel's own shutdown has already said why. */
+    const char *msg_id = json_string_value(json_object_get(request, "msg_id"));
+    if (msg_id && strcmp(msg_id, k->failed_request) == 0)
+        return;
+    snprintf(k->failed_request, sizeof k->failed_request, "%s", msg_id ? msg_id : "");
     emit(k, "iopub",
          message_new("error", k->session, request, message_error_content(ename, evalue)));
     json_t *reply = message_error_content(ename, evalue);
@@ -1352,6 +1358,11 @@ void kernel_interrupt(kernel *k)
 
 int kernel_restart(kernel *k, char *why, size_t why_size)
 {
+    /* A client waiting for the running cell's reply (AutoGen waits for it, or for idle) learns
+       why it will not come. */
+    kernel_fail_running_cell(k, "KernelRestarted",
+                             "the kernel was restarted while this cell ran: its state is gone; "
+                             "run the cell again once the kernel is idle");
     stop_process(k);
     emit(k, "iopub", message_status(k->session, NULL, "restarting"));
     k->execution_count = 0;

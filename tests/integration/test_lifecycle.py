@@ -108,6 +108,27 @@ def test_restart_while_busy(cb, kernel):
                message="idle after restart")
 
 
+@pytest.mark.cellbox_only  # Jupyter Server leaves a running cell without a reply on restart
+def test_restart_while_busy_answers_the_running_cell(cb, kernel):
+    """A REST restart tells the client waiting for the running cell why no result will come: an
+    error and an execute_reply naming the restart, once."""
+    kid = kernel["id"]
+    with cb.ready_ws(kid) as ws:
+        req = ws.send_execute("print('spinning', flush=True)\nwhile True:\n    pass")
+        started(ws, req, "spinning")
+        assert cb.post(f"api/kernels/{kid}/restart").status_code == 200
+        msg_id = req["header"]["msg_id"]
+
+        def of_the_cell(msg_type):
+            return lambda m: m["msg_type"] == msg_type and (m.get("parent_header") or {}).get("msg_id") == msg_id
+
+        error = ws.wait_for(of_the_cell("error"), timeout=30, what="the cell's error")
+        assert error["content"]["ename"] == "KernelRestarted" and "restarted" in error["content"]["evalue"]
+        reply = ws.wait_for(of_the_cell("execute_reply"), timeout=30, what="the cell's reply")
+        assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KernelRestarted"
+        assert ws.execute("'fresh'", timeout=60).result_data()["text/plain"] == "'fresh'"
+
+
 def test_restart_keeps_workspace_files(cb, daemon, kernel):
     kid = kernel["id"]
     with cb.ready_ws(kid) as ws:
