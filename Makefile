@@ -29,7 +29,7 @@ CFLAGS      += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitiz
 LDFLAGS     += -fsanitize=address,undefined
 endif
 
-DAEMON_SRCS := $(wildcard src/common/*.c src/http/*.c src/api/*.c src/kernel/*.c src/sandbox/*.c src/daemon/*.c)
+DAEMON_SRCS := $(wildcard src/common/*.c src/http/*.c src/api/*.c src/kernel/*.c src/model/*.c src/sandbox/*.c src/daemon/*.c)
 DAEMON_MAIN := src/daemon/main.c
 LIB_SRCS    := $(filter-out $(DAEMON_MAIN),$(DAEMON_SRCS))
 KERNEL_SRCS := src/runtime/kernel_main.c src/runtime/kernel_native.c src/runtime/zygote.c src/runtime/hot_pages.c \

@@ -7,7 +7,7 @@
 
 #include "api/framing.h"
 #include "common/log.h"
-#include "kernel/manager.h"
+#include "model/manager.h"
 #include "kernel/message.h"
 
 #define REMEMBERED_SESSIONS 8

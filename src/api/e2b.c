@@ -13,9 +13,9 @@
 #include "common/log.h"
 #include "common/text.h"
 #include "http/url.h"
-#include "kernel/box.h"
+#include "model/box.h"
 #include "kernel/kernelspec.h"
-#include "kernel/manager.h"
+#include "model/manager.h"
 
 /* The SDK gates features on the envd version a sandbox reports: 0.4.0 and later take no
    default user (so no "Authorization: Basic user:" on every call), 0.5.7 and later may upload

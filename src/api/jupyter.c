@@ -10,11 +10,11 @@
 #include "api/mcp.h"
 #include "api/v1.h"
 #include "common/log.h"
-#include "kernel/box.h"
+#include "model/box.h"
 #include "common/text.h"
 #include "http/url.h"
 #include "kernel/kernelspec.h"
-#include "kernel/manager.h"
+#include "model/manager.h"
 #include "kernel/zygote.h"
 
 #define CELLBOX_VERSION "0.1.0"

@@ -15,12 +15,12 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "common/text.h"
-#include "kernel/box.h"
-#include "kernel/command.h"
-#include "kernel/execution.h"
+#include "model/box.h"
+#include "model/command.h"
+#include "model/execution.h"
 #include "kernel/kernelspec.h"
-#include "kernel/manager.h"
-#include "kernel/stateless_run.h"
+#include "model/manager.h"
+#include "model/stateless_run.h"
 #include "sandbox/confined.h"
 
 #define TEXT_CAP (100 * 1024)      /* of each stream in a tool result: a model reads it all */

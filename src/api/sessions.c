@@ -6,7 +6,7 @@
 #include "api/jupyter.h"
 #include "common/ids.h"
 #include "common/log.h"
-#include "kernel/manager.h"
+#include "model/manager.h"
 
 typedef struct session {
     char id[UUID_STRING_LENGTH + 1];

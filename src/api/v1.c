@@ -9,10 +9,10 @@
 #include "common/text.h"
 #include "http/query.h"
 #include "http/url.h"
-#include "kernel/command.h"
-#include "kernel/execution.h"
+#include "model/command.h"
+#include "model/execution.h"
 #include "kernel/kernelspec.h"
-#include "kernel/manager.h"
+#include "model/manager.h"
 
 #define MAX_SEGMENTS 8
 

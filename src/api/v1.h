@@ -8,7 +8,7 @@
 #include <stdbool.h>
 
 #include "http/server.h"
-#include "kernel/box.h"
+#include "model/box.h"
 
 void v1_init(void);
 bool v1_owns(const char *path); /* "/v1" or below */

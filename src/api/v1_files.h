@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "http/server.h"
-#include "kernel/box.h"
+#include "model/box.h"
 
 /* `rest` is the path after /v1/sandboxes/{id}/files ("", "/stat", "/list", "/mkdir", "/move",
    "/batch", "/tar"); the box is running. */

@@ -6,7 +6,7 @@
 
 #include "api/v1.h"
 #include "common/log.h"
-#include "kernel/stateless_run.h"
+#include "model/stateless_run.h"
 
 #define DEFAULT_TIMEOUT_S 30
 #define DEFAULT_MAX_OUTPUT (1 << 20)

@@ -9,8 +9,8 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "http/query.h"
-#include "kernel/command.h"
-#include "kernel/execution.h"
+#include "model/command.h"
+#include "model/execution.h"
 
 #define NDJSON "application/x-ndjson"
 #define FOREGROUND_TIMEOUT_S 60

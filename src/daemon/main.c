@@ -24,7 +24,7 @@
 #include "http/outbound.h"
 #include "http/server.h"
 #include "kernel/kernelspec.h"
-#include "kernel/manager.h"
+#include "model/manager.h"
 #include "kernel/zygote.h"
 #include "sandbox/volume.h"
 #include "sandbox/volume_worker.h"

@@ -16,8 +16,8 @@
 #include "common/loop.h"
 #include "common/text.h"
 #include "kernel/kernelspec.h"
-#include "kernel/manager.h"
-#include "kernel/stateless_run.h"
+#include "model/manager.h"
+#include "model/stateless_run.h"
 #include "sandbox/limits.h"
 
 #define MAX_PAIRS 32

@@ -1,4 +1,4 @@
-#include "kernel/execution.h"
+#include "model/execution.h"
 
 #include <stdio.h>
 #include <stdlib.h>

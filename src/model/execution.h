@@ -7,13 +7,13 @@
  * (after 5 s of quiet), accounting (wall and CPU time, peak memory, output bytes), then the end.
  * A per-execution timeout interrupts the kernel; a consumer that goes away interrupts it too.
  * Tracebacks come without IPython's terminal colours unless the request asks for them. */
-#ifndef CELLBOX_KERNEL_EXECUTION_H
-#define CELLBOX_KERNEL_EXECUTION_H
+#ifndef CELLBOX_MODEL_EXECUTION_H
+#define CELLBOX_MODEL_EXECUTION_H
 
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "kernel/box.h"
+#include "model/box.h"
 #include "kernel/kernel.h"
 
 typedef struct execution execution;

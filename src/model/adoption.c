@@ -1,4 +1,4 @@
-#include "kernel/adoption.h"
+#include "model/adoption.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -8,13 +8,13 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "kernel/box.h"
-#include "kernel/command.h"
+#include "model/box.h"
+#include "model/command.h"
 #include "kernel/keeper.h"
 #include "kernel/kernel.h"
 #include "kernel/kernelspec.h"
-#include "kernel/manager.h"
-#include "kernel/registry.h"
+#include "model/manager.h"
+#include "model/registry.h"
 #include "sandbox/cgroup.h"
 
 /* The limits as manager.c records them (limits_json). */

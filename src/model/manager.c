@@ -1,4 +1,4 @@
-#include "kernel/manager.h"
+#include "model/manager.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,13 +12,13 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "common/text.h"
-#include "kernel/adoption.h"
-#include "kernel/box.h"
-#include "kernel/command.h"
+#include "model/adoption.h"
+#include "model/box.h"
+#include "model/command.h"
 #include "kernel/keeper.h"
 #include "kernel/kernelspec.h"
-#include "kernel/reconcile.h"
-#include "kernel/registry.h"
+#include "model/reconcile.h"
+#include "model/registry.h"
 #include "kernel/zygote.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"

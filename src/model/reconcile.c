@@ -1,4 +1,4 @@
-#include "kernel/reconcile.h"
+#include "model/reconcile.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 
 #include "common/ids.h"
 #include "common/log.h"
-#include "kernel/registry.h"
+#include "model/registry.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/volume.h"
 

@@ -1,4 +1,4 @@
-#include "kernel/command.h"
+#include "model/command.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +21,7 @@
 #include "common/text.h"
 #include "kernel/keeper.h"
 #include "kernel/kernel.h"
-#include "kernel/manager.h"
+#include "model/manager.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/volume.h"

@@ -4,8 +4,8 @@
  * default context; a box adds what /v1 knows: a template name, metadata, a TTL, pause/resume,
  * more contexts (kernels started inside the same namespaces), commands, and a log. Every kernel
  * made through /api/kernels has a box too (made on first use), so both APIs see one model. */
-#ifndef CELLBOX_KERNEL_BOX_H
-#define CELLBOX_KERNEL_BOX_H
+#ifndef CELLBOX_MODEL_BOX_H
+#define CELLBOX_MODEL_BOX_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -7,8 +7,8 @@
  * are kept. Nothing else is touched: not another data directory's sandboxes (their ids are in
  * no record of ours), not a cgroup outside our cellbox/ parents, not a kept image (it has no
  * record), not a loop device backed by a file outside our volumes. */
-#ifndef CELLBOX_KERNEL_RECONCILE_H
-#define CELLBOX_KERNEL_RECONCILE_H
+#ifndef CELLBOX_MODEL_RECONCILE_H
+#define CELLBOX_MODEL_RECONCILE_H
 
 #include <stdbool.h>
 

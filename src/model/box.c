@@ -1,4 +1,4 @@
-#include "kernel/box.h"
+#include "model/box.h"
 
 #include <alloca.h>
 #include <errno.h>
@@ -20,7 +20,7 @@
 #include "common/loop.h"
 #include "common/text.h"
 #include "kernel/keeper.h"
-#include "kernel/manager.h"
+#include "model/manager.h"
 #include "kernel/message.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/volume.h"

@@ -1,4 +1,4 @@
-#include "kernel/stateless_run.h"
+#include "model/stateless_run.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,9 +7,9 @@
 #include "common/buffer.h"
 #include "common/log.h"
 #include "common/loop.h"
-#include "kernel/box.h"
-#include "kernel/execution.h"
-#include "kernel/manager.h"
+#include "model/box.h"
+#include "model/execution.h"
+#include "model/manager.h"
 
 #define DEFAULT_TIMEOUT_S 30
 #define DEFAULT_MAX_OUTPUT (1 << 20)

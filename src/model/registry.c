@@ -1,4 +1,4 @@
-#include "kernel/registry.h"
+#include "model/registry.h"
 
 #include <dirent.h>
 #include <errno.h>

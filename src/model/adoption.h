@@ -5,8 +5,8 @@
  * uid is in our block and its cgroup is there; then its other contexts and running background
  * commands are, under the same checks (one that fails them is killed through its pidfd).
  * Anything else of the previous daemon is removed by reconcile_data_dir. */
-#ifndef CELLBOX_KERNEL_ADOPTION_H
-#define CELLBOX_KERNEL_ADOPTION_H
+#ifndef CELLBOX_MODEL_ADOPTION_H
+#define CELLBOX_MODEL_ADOPTION_H
 
 #include <stdbool.h>
 

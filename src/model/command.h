@@ -4,14 +4,14 @@
  * own; its stdout and stderr come back through pipes as UTF-8 text (invalid bytes replaced), its
  * stdin is a pipe the caller can write to. A foreground command reports to a sink; a background
  * one keeps the last COMMAND_KEEP_BYTES of each stream for later. Commands end with their sandbox. */
-#ifndef CELLBOX_KERNEL_COMMAND_H
-#define CELLBOX_KERNEL_COMMAND_H
+#ifndef CELLBOX_MODEL_COMMAND_H
+#define CELLBOX_MODEL_COMMAND_H
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "kernel/box.h"
+#include "model/box.h"
 
 #define COMMAND_KEEP_BYTES (1 << 20)
 

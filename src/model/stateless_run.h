@@ -6,8 +6,8 @@
  * command-line semantics (stop at the first non-zero exit; 124 and "Timeout" on time out) and
  * reports exit codes and fetched files; this module collects the output (capped) and builds the
  * answer documented for POST /v1/run. */
-#ifndef CELLBOX_KERNEL_STATELESS_RUN_H
-#define CELLBOX_KERNEL_STATELESS_RUN_H
+#ifndef CELLBOX_MODEL_STATELESS_RUN_H
+#define CELLBOX_MODEL_STATELESS_RUN_H
 
 #include <jansson.h>
 

@@ -1,7 +1,7 @@
 /* manager — every kernel the daemon runs: creation within limits, lookup by id, workspaces,
  * deletion, and idle culling with jupyter_server's semantics. */
-#ifndef CELLBOX_KERNEL_MANAGER_H
-#define CELLBOX_KERNEL_MANAGER_H
+#ifndef CELLBOX_MODEL_MANAGER_H
+#define CELLBOX_MODEL_MANAGER_H
 
 #include <jansson.h>
 #include <stdbool.h>

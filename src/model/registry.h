@@ -4,8 +4,8 @@
  * (uid, volume, cgroup) exists and removed once the last is released; each write replaces the
  * whole file by rename(2), so a reader sees the old record or the new one, never half of one.
  * What the records name is cleaned up at the next start (reconcile.h). */
-#ifndef CELLBOX_KERNEL_REGISTRY_H
-#define CELLBOX_KERNEL_REGISTRY_H
+#ifndef CELLBOX_MODEL_REGISTRY_H
+#define CELLBOX_MODEL_REGISTRY_H
 
 #include <jansson.h>
 #include <stdbool.h>
