@@ -1,4 +1,4 @@
-/* POST /v1/run — checks the request and answers with what kernel/stateless_run.c reports. */
+/* POST /v1/run — checks the request and answers with what model/stateless_run.c reports. */
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
