@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/jupyter.h"
 #include "api/request.h"
 #include "api/v1_contexts.h"
 #include "api/v1_execute.h"
@@ -118,7 +117,7 @@ static const char *kernelspec_for_template(const char *template_id)
    cellbox has no use for (mcp, network rules, autoPause, volumes) are ignored. */
 static void create_sandbox(http_request *request)
 {
-    json_t *body = jupyter_parse_body(request); /* takes any field, unlike /v1 */
+    json_t *body = request_parse_body(request, REQUEST_ANY_FIELD); /* unlike /v1 */
     if (!body)
         return;
     const char *template_id = NULL;
@@ -235,7 +234,7 @@ static int body_timeout(http_request *request, json_t *body)
    was resumed, 200 when it was running. */
 static void connect_sandbox(http_request *request, box *b)
 {
-    json_t *body = jupyter_parse_body(request);
+    json_t *body = request_parse_body(request, REQUEST_ANY_FIELD);
     int timeout_s = body ? body_timeout(request, body) : -2;
     json_decref(body);
     if (timeout_s == -2)
@@ -273,7 +272,7 @@ static void pause_sandbox(http_request *request, box *b)
 
 static void set_timeout(http_request *request, box *b)
 {
-    json_t *body = jupyter_parse_body(request);
+    json_t *body = request_parse_body(request, REQUEST_ANY_FIELD);
     int timeout_s = body ? body_timeout(request, body) : -2;
     json_decref(body);
     if (timeout_s == -1)
