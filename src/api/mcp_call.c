@@ -73,6 +73,5 @@ void mcp_call_finish_error(mcp_call *call, int code, const char *message)
     call->finished = true;
     http_stream_finish_json(call->stream,
                             json_pack("{s:s, s:O, s:{s:i, s:o}}", "jsonrpc", "2.0", "id", call->id,
-                                      "error", "code", code, "message",
-                                      text_json_string(message)));
+                                      "error", "code", code, "message", text_json_string(message)));
 }

@@ -18,7 +18,8 @@ void v1_create_context(http_request *request, box *b)
         int status;
         kernel *k = NULL;
         if (strcmp(language, "python") != 0 && strcmp(language, "python3") != 0)
-            http_respond_error(request, 400, "language '%s' is not available (python is)", language);
+            http_respond_error(request, 400, "language '%s' is not available (python is)",
+                               language);
         else if (cwd[0] != '/' || strstr(cwd, ".."))
             http_respond_error(request, 400, "'cwd' must be an absolute path without '..'");
         else if (!(k = box_add_context(b, cwd, &status, why, sizeof why)))
@@ -40,8 +41,10 @@ void v1_route_context(http_request *request, box *b, const char *context_id, con
     }
     if (!action && http_method_is(request, "DELETE")) {
         if (box_delete_context(b, k) < 0)
-            http_respond_error(request, 409, "the default context cannot be deleted: delete the "
-                               "sandbox instead (DELETE /v1/sandboxes/%s)", box_id(b));
+            http_respond_error(request, 409,
+                               "the default context cannot be deleted: delete the "
+                               "sandbox instead (DELETE /v1/sandboxes/%s)",
+                               box_id(b));
         else
             http_respond(request, 204, NULL, "", 0);
     } else if (!action && http_method_is(request, "GET")) {
@@ -59,4 +62,3 @@ void v1_route_context(http_request *request, box *b, const char *context_id, con
         http_respond_method_not_allowed(request, action ? "POST" : "GET, DELETE");
     }
 }
-

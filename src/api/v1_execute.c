@@ -69,7 +69,8 @@ void v1_execute(http_request *request, box *b, bool color_by_default)
     } else if (language && strcmp(language, "python") != 0 && strcmp(language, "python3") != 0) {
         http_respond_error(request, 400, "language '%s' is not available (python is)", language);
     } else if (context_id && !(context = box_find_context(b, context_id))) {
-        http_respond_error(request, 404, "context %s does not exist in sandbox %s", context_id, box_id(b));
+        http_respond_error(request, 404, "context %s does not exist in sandbox %s", context_id,
+                           box_id(b));
     } else {
         if (!context)
             context = box_default_kernel(b);

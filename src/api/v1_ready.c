@@ -10,8 +10,7 @@ bool v1_require_running(http_request *request, box *b)
     char why[256];
     bool auto_resume;
     switch (box_get_state(b)) {
-    case BOX_RUNNING:
-        return true;
+    case BOX_RUNNING: return true;
     case BOX_PAUSED:
         if (!http_query_flag(request, "auto_resume", &auto_resume))
             return false;
@@ -21,8 +20,10 @@ bool v1_require_running(http_request *request, box *b)
             http_respond_error(request, 500, "%s", why);
             return false;
         }
-        http_respond_error(request, 409, "sandbox %s is paused: resume it with POST "
-                           "/v1/sandboxes/%s/resume, or pass ?auto_resume=true", box_id(b), box_id(b));
+        http_respond_error(request, 409,
+                           "sandbox %s is paused: resume it with POST "
+                           "/v1/sandboxes/%s/resume, or pass ?auto_resume=true",
+                           box_id(b), box_id(b));
         return false;
     case BOX_DEAD:
         box_describe_death(b, why, sizeof why);
@@ -79,4 +80,3 @@ void v1_respond_when_ready(http_request *request, kernel *k, json_t *answer)
     p->stream = http_respond_stream(request, 201, "application/json", on_create_closed, p);
     p->wait = box_when_started(k, answer_create, p);
 }
-
