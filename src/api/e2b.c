@@ -6,9 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/jupyter.h"
-#include "api/v1.h"
+#include "api/request.h"
+#include "api/v1_contexts.h"
+#include "api/v1_execute.h"
 #include "api/v1_files.h"
+#include "api/v1_ready.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/text.h"
@@ -115,7 +117,7 @@ static const char *kernelspec_for_template(const char *template_id)
    cellbox has no use for (mcp, network rules, autoPause, volumes) are ignored. */
 static void create_sandbox(http_request *request)
 {
-    json_t *body = jupyter_parse_body(request); /* takes any field, unlike v1_parse_body */
+    json_t *body = request_parse_body(request, REQUEST_ANY_FIELD); /* unlike /v1 */
     if (!body)
         return;
     const char *template_id = NULL;
@@ -123,11 +125,11 @@ static void create_sandbox(http_request *request)
     json_t *env = NULL, *metadata = NULL;
     bool internet = false;
     json_t *network = NULL;
-    if (!v1_optional_string(request, body, "templateID", &template_id) ||
-        !v1_optional_int(request, body, "timeout", 0, &timeout_s) ||
-        !v1_optional_string_map(request, body, "envVars", &env) ||
-        !v1_optional_string_map(request, body, "metadata", &metadata) ||
-        !v1_optional_bool(request, body, "allow_internet_access", &internet)) {
+    if (!request_optional_string(request, body, "templateID", &template_id) ||
+        !request_optional_int(request, body, "timeout", 0, &timeout_s) ||
+        !request_optional_string_map(request, body, "envVars", &env) ||
+        !request_optional_string_map(request, body, "metadata", &metadata) ||
+        !request_optional_bool(request, body, "allow_internet_access", &internet)) {
         json_decref(body);
         return;
     }
@@ -223,7 +225,7 @@ static void get_sandbox(http_request *request, box *b)
 static int body_timeout(http_request *request, json_t *body)
 {
     int timeout_s = -1;
-    if (!v1_optional_int(request, body, "timeout", 0, &timeout_s))
+    if (!request_optional_int(request, body, "timeout", 0, &timeout_s))
         return -2;
     return timeout_s;
 }
@@ -232,7 +234,7 @@ static int body_timeout(http_request *request, json_t *body)
    was resumed, 200 when it was running. */
 static void connect_sandbox(http_request *request, box *b)
 {
-    json_t *body = jupyter_parse_body(request);
+    json_t *body = request_parse_body(request, REQUEST_ANY_FIELD);
     int timeout_s = body ? body_timeout(request, body) : -2;
     json_decref(body);
     if (timeout_s == -2)
@@ -270,7 +272,7 @@ static void pause_sandbox(http_request *request, box *b)
 
 static void set_timeout(http_request *request, box *b)
 {
-    json_t *body = jupyter_parse_body(request);
+    json_t *body = request_parse_body(request, REQUEST_ANY_FIELD);
     int timeout_s = body ? body_timeout(request, body) : -2;
     json_decref(body);
     if (timeout_s == -1)

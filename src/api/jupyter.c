@@ -5,22 +5,17 @@
 #include <string.h>
 
 #include "api/channels.h"
-#include "api/e2b.h"
+#include "api/kernels.h"
+#include "api/request.h"
 #include "api/sessions.h"
-#include "api/mcp.h"
-#include "api/v1.h"
-#include "common/log.h"
-#include "model/box.h"
-#include "common/text.h"
-#include "http/url.h"
 #include "kernel/kernelspec.h"
-#include "model/manager.h"
 #include "kernel/zygote.h"
+#include "model/box.h"
+#include "model/manager.h"
 
 #define CELLBOX_VERSION "0.1.0"
 /* The jupyter_server API version Kernel Gateway 3 reports; clients compare against it. */
 #define JUPYTER_API_VERSION "2.14.2"
-#define MAX_PATH_SEGMENTS 8
 
 static jupyter_options options;
 
@@ -32,85 +27,7 @@ void jupyter_init(const jupyter_options *opts)
     manager_set_delete_hook(on_kernel_deleted);
 }
 
-/* ---- helpers ---- */
-
-json_t *jupyter_parse_body(http_request *request)
-{
-    size_t length;
-    const char *body = http_body(request, &length);
-    if (length == 0)
-        return json_object();
-    json_error_t error;
-    json_t *value = json_loadb(body, length, 0, &error);
-    if (!value) {
-        text_scrub_utf8(error.text); /* it quotes the body near the error */
-        http_respond_error(request, 400, "request body is not valid JSON: %s (line %d, column %d)",
-                           error.text, error.line, error.column);
-        return NULL;
-    }
-    if (!json_is_object(value)) {
-        json_decref(value);
-        http_respond_error(request, 400, "request body must be a JSON object");
-        return NULL;
-    }
-    return value;
-}
-
-/* Kernel Gateway passes only KERNEL_* variables from the request to the kernel. */
-static json_t *kernel_env_from(http_request *request, json_t *env)
-{
-    json_t *filtered = json_object();
-    if (!env || json_is_null(env))
-        return filtered;
-    if (!json_is_object(env)) {
-        json_decref(filtered);
-        http_respond_error(request, 400, "'env' must be an object of string values");
-        return NULL;
-    }
-    const char *name;
-    json_t *value;
-    json_object_foreach(env, name, value)
-    {
-        if (!json_is_string(value)) {
-            json_decref(filtered);
-            http_respond_error(request, 400, "'env.%s' must be a string", name);
-            return NULL;
-        }
-        if (strncmp(name, "KERNEL_", 7) == 0 && !strchr(name, '=') && strlen(name) < 256)
-            json_object_set(filtered, name, value);
-    }
-    return filtered;
-}
-
-kernel *jupyter_create_kernel(http_request *request, json_t *body)
-{
-    json_t *name = json_object_get(body, "name");
-    if (name && !json_is_null(name) && !json_is_string(name)) {
-        http_respond_error(request, 400, "'name' must be a string (a kernelspec name)");
-        return NULL;
-    }
-    json_t *env = kernel_env_from(request, json_object_get(body, "env"));
-    if (!env)
-        return NULL;
-    const char *spec = json_string_value(name);
-    int status;
-    char why[512];
-    kernel *k = manager_create(spec && *spec ? spec : manager_default_kernel(), env,
-                               json_object_get(body, "limits"), json_object_get(body, "network"),
-                               &status, why, sizeof why);
-    json_decref(env);
-    if (!k)
-        http_respond_error(request, status, "%s", why);
-    else
-        box_of(k); /* its /v1 record starts now: started_at is when it was made, not first seen */
-    return k;
-}
-
-void jupyter_delete_kernel(kernel *k)
-{
-    manager_delete(k); /* the delete hook tells channels and sessions */
-}
-
+/* Every way a kernel goes (DELETE, a session's DELETE, /v1, E2B, culling) passes here. */
 static void on_kernel_deleted(kernel *k)
 {
     channels_kernel_deleted(k);
@@ -207,10 +124,10 @@ static void list_kernels(http_request *request)
 
 static void post_kernel(http_request *request)
 {
-    json_t *body = jupyter_parse_body(request);
+    json_t *body = request_parse_body(request, REQUEST_ANY_FIELD);
     if (!body)
         return;
-    kernel *k = jupyter_create_kernel(request, body);
+    kernel *k = kernels_create(request, body);
     json_decref(body);
     if (!k)
         return;
@@ -250,7 +167,7 @@ static void route_kernel(http_request *request, const char *id, const char *acti
         if (http_method_is(request, "GET")) {
             http_respond_json(request, 200, manager_kernel_model(k));
         } else if (http_method_is(request, "DELETE")) {
-            jupyter_delete_kernel(k);
+            kernels_delete(k);
             http_respond(request, 204, NULL, "", 0);
         } else {
             http_respond_method_not_allowed(request, "GET, DELETE");
@@ -267,9 +184,9 @@ static void route_kernel(http_request *request, const char *id, const char *acti
     }
 }
 
-/* ---- dispatch ---- */
+/* ---- routing ---- */
 
-static void route_api(http_request *request, char **s, int n)
+void jupyter_route_api(http_request *request, char **s, int n)
 {
     if (n == 1) {
         if (http_method_is(request, "GET"))
@@ -290,36 +207,15 @@ static void route_api(http_request *request, char **s, int n)
             http_respond_method_not_allowed(request, "GET, POST");
     } else if (strcmp(s[1], "kernels") == 0 && n <= 4) {
         route_kernel(request, s[2], n == 4 ? s[3] : NULL);
-    } else if (strcmp(s[1], "sessions") == 0 && n <= 3) {
-        sessions_route(request, n == 3 ? s[2] : NULL);
     } else {
         http_respond_error(request, 404, "no such endpoint: %s", http_path(request));
     }
 }
 
-void jupyter_dispatch(http_request *request)
+void jupyter_route_kernelspec_resource(http_request *request, const char *name, const char *file)
 {
-    char copy[2048];
-    char *segments[MAX_PATH_SEGMENTS];
-    if (e2b_owns(request)) { /* first: E2B's in-sandbox calls may use any path */
-        e2b_dispatch(request);
-        return;
-    }
-    if (v1_owns(http_path(request))) {
-        v1_dispatch(request);
-        return;
-    }
-    if (mcp_owns(http_path(request))) {
-        mcp_dispatch(request);
-        return;
-    }
-    int n = url_split_path(http_path(request), copy, sizeof copy, segments, MAX_PATH_SEGMENTS);
-    if (n >= 1 && n <= MAX_PATH_SEGMENTS && strcmp(segments[0], "api") == 0) {
-        route_api(request, segments, n);
-    } else if (n == 3 && strcmp(segments[0], "kernelspecs") == 0) {
-        http_method_is(request, "GET") ? get_kernelspec_resource(request, segments[1], segments[2])
-                                       : http_respond_method_not_allowed(request, "GET");
-    } else {
-        http_respond_error(request, 404, "no such endpoint: %s", http_path(request));
-    }
+    if (http_method_is(request, "GET"))
+        get_kernelspec_resource(request, name, file);
+    else
+        http_respond_method_not_allowed(request, "GET");
 }

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/mcp_call.h"
+#include "api/mcp_tools.h"
 #include "common/clock.h"
 #include "common/ids.h"
 #include "common/log.h"
@@ -29,15 +31,6 @@ typedef struct mcp_session {
     int calls_in_flight;      /* a session busy with a long call is not idle */
     struct mcp_session *next;
 } mcp_session;
-
-struct mcp_call {
-    http_stream *stream;
-    json_t *id;
-    char session_id[UUID_STRING_LENGTH + 1];
-    void (*on_abandon)(void *arg);
-    void *abandon_arg;
-    bool finished;
-};
 
 static mcp_session *sessions;
 
@@ -108,43 +101,13 @@ static mcp_session *find_session(const char *id)
 
 /* ---- tool calls that finish later ---- */
 
-static void call_ended(mcp_call *call)
+static void session_call_ended(const char *session_id)
 {
-    mcp_session *s = find_session(call->session_id);
+    mcp_session *s = find_session(session_id);
     if (s) {
         s->calls_in_flight--;
         s->last_used_us = clock_wall_us();
     }
-    call->session_id[0] = '\0';
-}
-
-static void on_call_closed(void *arg, bool completed)
-{
-    mcp_call *call = arg;
-    if (call->session_id[0])
-        call_ended(call);
-    if (!call->finished && call->on_abandon)
-        call->on_abandon(call->abandon_arg);
-    json_decref(call->id);
-    free(call);
-}
-
-void mcp_call_on_abandon(mcp_call *call, void (*on_abandon)(void *arg), void *arg)
-{
-    call->on_abandon = on_abandon;
-    call->abandon_arg = arg;
-}
-
-void mcp_call_finish(mcp_call *call, json_t *result)
-{
-    if (call->finished) {
-        json_decref(result);
-        return;
-    }
-    call->finished = true;
-    call_ended(call);
-    http_stream_finish_json(call->stream, json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id",
-                                                    call->id, "result", result));
 }
 
 static void call_tool(http_request *request, mcp_session *session, json_t *id, json_t *params)
@@ -159,23 +122,15 @@ static void call_tool(http_request *request, mcp_session *session, json_t *id, j
         respond_rpc_error(request, 200, id, INVALID_PARAMS, "params.arguments must be an object");
         return;
     }
-    mcp_call *call = calloc(1, sizeof *call);
-    if (!call)
-        die("out of memory");
-    call->id = json_incref(id);
-    snprintf(call->session_id, sizeof call->session_id, "%s", session->id);
     session->calls_in_flight++;
-    call->stream = http_respond_stream(request, 200, "application/json", on_call_closed, call);
+    mcp_call *call = mcp_call_start(request, id, session->id, session_call_ended);
     json_t *args = arguments && json_is_object(arguments) ? json_incref(arguments) : json_object();
     if (mcp_tools_call(call, name, args, session->default_sandbox) < 0) {
         /* An unknown tool is a protocol error, not a tool result. */
-        call->finished = true;
         char message[160];
         snprintf(message, sizeof message, "unknown tool '%.*s' (see tools/list)",
                  text_utf8_prefix(name, 100), name);
-        http_stream_finish_json(
-            call->stream, json_pack("{s:s, s:O, s:{s:i, s:o}}", "jsonrpc", "2.0", "id", id, "error",
-                                    "code", INVALID_PARAMS, "message", text_json_string(message)));
+        mcp_call_finish_error(call, INVALID_PARAMS, message);
     }
     json_decref(args);
 }

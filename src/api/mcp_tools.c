@@ -10,7 +10,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "api/mcp.h"
+#include "api/mcp_tools.h"
 #include "common/buffer.h"
 #include "common/log.h"
 #include "common/loop.h"

@@ -3,7 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/jupyter.h"
+#include "api/kernels.h"
+#include "api/request.h"
 #include "common/ids.h"
 #include "common/log.h"
 #include "model/manager.h"
@@ -67,19 +68,6 @@ static void replace_string(char **field, const char *value)
     *field = copy;
 }
 
-/* Checks that each named field is absent or a string; answers 400 otherwise. */
-static bool optional_strings(http_request *request, json_t *object, const char *const *fields)
-{
-    for (; *fields; fields++) {
-        json_t *value = json_object_get(object, *fields);
-        if (value && !json_is_null(value) && !json_is_string(value)) {
-            http_respond_error(request, 400, "'%s' must be a string", *fields);
-            return false;
-        }
-    }
-    return true;
-}
-
 /* The session's kernel: an existing one by id, or a new one (name, env) as POST /api/kernels. */
 static kernel *kernel_for(http_request *request, json_t *spec)
 {
@@ -88,7 +76,7 @@ static kernel *kernel_for(http_request *request, json_t *spec)
         http_respond_error(request, 400, "'kernel' must be an object like {\"name\": \"python3\"}");
         return NULL;
     }
-    if (spec && !optional_strings(request, spec, fields))
+    if (spec && !request_optional_strings(request, spec, fields))
         return NULL;
     const char *id = json_string_value(json_object_get(spec, "id"));
     if (id) {
@@ -98,7 +86,7 @@ static kernel *kernel_for(http_request *request, json_t *spec)
         return k;
     }
     json_t *empty = json_object();
-    kernel *k = jupyter_create_kernel(request, spec && json_is_object(spec) ? spec : empty);
+    kernel *k = kernels_create(request, spec && json_is_object(spec) ? spec : empty);
     json_decref(empty);
     return k;
 }
@@ -106,12 +94,12 @@ static kernel *kernel_for(http_request *request, json_t *spec)
 static void post_session(http_request *request)
 {
     static const char *const fields[] = {"path", "name", "type", NULL};
-    json_t *body = jupyter_parse_body(request);
+    json_t *body = request_parse_body(request, REQUEST_ANY_FIELD);
     if (!body)
         return;
     const char *path = json_string_value(json_object_get(body, "path"));
     const char *type = json_string_value(json_object_get(body, "type"));
-    if (!optional_strings(request, body, fields)) {
+    if (!request_optional_strings(request, body, fields)) {
         json_decref(body);
         return;
     }
@@ -146,10 +134,10 @@ static void post_session(http_request *request)
 static void patch_session(http_request *request, session *s)
 {
     static const char *const fields[] = {"path", "name", "type", NULL};
-    json_t *body = jupyter_parse_body(request);
+    json_t *body = request_parse_body(request, REQUEST_ANY_FIELD);
     if (!body)
         return;
-    if (!optional_strings(request, body, fields)) {
+    if (!request_optional_strings(request, body, fields)) {
         json_decref(body);
         return;
     }
@@ -200,7 +188,7 @@ void sessions_route(http_request *request, const char *session_id)
     } else if (strcmp(method, "PATCH") == 0) {
         patch_session(request, s);
     } else if (strcmp(method, "DELETE") == 0) {
-        jupyter_delete_kernel(s->kernel); /* deleting a session shuts its kernel down */
+        kernels_delete(s->kernel); /* deleting a session shuts its kernel down */
         http_respond(request, 204, NULL, "", 0);
     } else {
         http_respond_method_not_allowed(request, "GET, PATCH, DELETE");

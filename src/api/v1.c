@@ -1,17 +1,21 @@
 #include "api/v1.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "api/request.h"
+#include "api/v1_commands.h"
+#include "api/v1_contexts.h"
+#include "api/v1_execute.h"
 #include "api/v1_files.h"
-#include "common/log.h"
+#include "api/v1_ready.h"
+#include "api/v1_run.h"
 #include "common/text.h"
 #include "http/query.h"
 #include "http/url.h"
+#include "kernel/kernelspec.h"
 #include "model/command.h"
 #include "model/execution.h"
-#include "kernel/kernelspec.h"
 #include "model/manager.h"
 
 #define MAX_SEGMENTS 8
@@ -26,197 +30,6 @@ void v1_init(void)
 bool v1_owns(const char *path)
 {
     return strncmp(path, "/v1", 3) == 0 && (path[3] == '\0' || path[3] == '/');
-}
-
-/* ---- body checks ---- */
-
-json_t *v1_parse_body(http_request *request, const char *const *allowed_fields)
-{
-    size_t length;
-    const char *text = http_body(request, &length);
-    json_t *body;
-    if (length == 0) {
-        body = json_object();
-    } else {
-        json_error_t error;
-        body = json_loadb(text, length, 0, &error);
-        if (!body) {
-            text_scrub_utf8(error.text); /* it quotes the body near the error */
-            http_respond_error(request, 400, "request body is not valid JSON: %s (line %d, column %d)",
-                               error.text, error.line, error.column);
-            return NULL;
-        }
-        if (!json_is_object(body)) {
-            json_decref(body);
-            http_respond_error(request, 400, "request body must be a JSON object");
-            return NULL;
-        }
-    }
-    const char *key;
-    json_t *value;
-    json_object_foreach(body, key, value)
-    {
-        bool known = false;
-        for (size_t i = 0; allowed_fields && allowed_fields[i]; i++)
-            known = known || strcmp(key, allowed_fields[i]) == 0;
-        if (!known) {
-            char list[512] = "";
-            for (size_t i = 0; allowed_fields && allowed_fields[i]; i++)
-                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
-                         allowed_fields[i]);
-            http_respond_error(request, 400, "unknown field '%s' (known: %s)", key,
-                               *list ? list : "none");
-            json_decref(body);
-            return NULL;
-        }
-    }
-    return body;
-}
-
-bool v1_optional_string(http_request *request, json_t *body, const char *field, const char **out)
-{
-    json_t *value = json_object_get(body, field);
-    if (!value || json_is_null(value))
-        return true;
-    if (!json_is_string(value)) {
-        http_respond_error(request, 400, "'%s' must be a string", field);
-        return false;
-    }
-    *out = json_string_value(value);
-    return true;
-}
-
-bool v1_optional_int(http_request *request, json_t *body, const char *field, int minimum, int *out)
-{
-    json_t *value = json_object_get(body, field);
-    if (!value || json_is_null(value))
-        return true;
-    double number = json_is_integer(value) ? (double)json_integer_value(value)
-                    : json_is_real(value)  ? json_real_value(value) : -1e300;
-    /* the range first: converting a number past long long (1e300) is undefined behaviour */
-    if (!json_is_number(value) || number < minimum || number > V1_MAX_INT ||
-        number != (double)(long long)number) {
-        http_respond_error(request, 400, "'%s' must be a whole number from %d to %d", field,
-                           minimum, V1_MAX_INT);
-        return false;
-    }
-    *out = (int)number;
-    return true;
-}
-
-bool v1_optional_bool(http_request *request, json_t *body, const char *field, bool *out)
-{
-    json_t *value = json_object_get(body, field);
-    if (!value || json_is_null(value))
-        return true;
-    if (!json_is_boolean(value)) {
-        http_respond_error(request, 400, "'%s' must be true or false", field);
-        return false;
-    }
-    *out = json_is_true(value);
-    return true;
-}
-
-bool v1_optional_string_map(http_request *request, json_t *body, const char *field, json_t **out)
-{
-    json_t *value = json_object_get(body, field);
-    if (!value || json_is_null(value))
-        return true;
-    if (!json_is_object(value)) {
-        http_respond_error(request, 400, "'%s' must be an object of strings", field);
-        return false;
-    }
-    const char *key;
-    json_t *item;
-    json_object_foreach(value, key, item)
-    {
-        if (!json_is_string(item)) {
-            http_respond_error(request, 400, "'%s.%s' must be a string", field, key);
-            return false;
-        }
-        if (!*key || strchr(key, '=') || strlen(key) > 255) {
-            http_respond_error(request, 400, "'%s' has an invalid name '%.*s'", field,
-                               text_utf8_prefix(key, 64), key);
-            return false;
-        }
-    }
-    *out = value;
-    return true;
-}
-
-bool v1_require_running(http_request *request, box *b)
-{
-    char why[256];
-    bool auto_resume;
-    switch (box_get_state(b)) {
-    case BOX_RUNNING:
-        return true;
-    case BOX_PAUSED:
-        if (!http_query_flag(request, "auto_resume", &auto_resume))
-            return false;
-        if (auto_resume) {
-            if (box_resume(b, why, sizeof why) == 0)
-                return true;
-            http_respond_error(request, 500, "%s", why);
-            return false;
-        }
-        http_respond_error(request, 409, "sandbox %s is paused: resume it with POST "
-                           "/v1/sandboxes/%s/resume, or pass ?auto_resume=true", box_id(b), box_id(b));
-        return false;
-    case BOX_DEAD:
-        box_describe_death(b, why, sizeof why);
-        http_respond_error(request, 409,
-                           "%s; restart its default context (POST /v1/sandboxes/%s/"
-                           "contexts/%s/restart) or delete it",
-                           why, box_id(b), box_id(b));
-        return false;
-    }
-    return false;
-}
-
-/* ---- creations waiting for their sandbox to be ready ---- */
-
-/* POST /v1/sandboxes answers once the sandbox can take files and commands (a pooled one is
-   ready at once; a fresh one reports in within a second or so): the answer is held open as a
-   stream with one JSON document in it. */
-typedef struct pending_create {
-    kernel *k;
-    json_t *answer; /* NULL: the sandbox's model */
-    http_stream *stream;
-    box_start_wait *wait; /* until the kernel leaves "starting" (or goes away) */
-} pending_create;
-
-/* The kernel left "starting" (idle, or dead) or is going away: the creation is answered. */
-static void answer_create(void *arg)
-{
-    pending_create *p = arg;
-    p->wait = NULL;
-    http_stream_finish_json(p->stream, p->answer ? p->answer : box_model(box_of(p->k)));
-    p->answer = NULL;
-}
-
-static void on_create_closed(void *arg, bool completed)
-{
-    pending_create *p = arg;
-    if (p->wait)
-        box_start_wait_cancel(p->wait);
-    json_decref(p->answer);
-    free(p);
-}
-
-void v1_respond_when_ready(http_request *request, kernel *k, json_t *answer)
-{
-    if (kernel_get_state(k) != KERNEL_STARTING) {
-        http_respond_json(request, 201, answer ? answer : box_model(box_of(k)));
-        return;
-    }
-    pending_create *p = calloc(1, sizeof *p);
-    if (!p)
-        die("out of memory");
-    p->k = k;
-    p->answer = answer;
-    p->stream = http_respond_stream(request, 201, "application/json", on_create_closed, p);
-    p->wait = box_when_started(k, answer_create, p);
 }
 
 /* ---- templates and sandboxes ---- */
@@ -239,17 +52,17 @@ static void create_sandbox(http_request *request)
 {
     static const char *const fields[] = {"template", "timeout_s", "env", "metadata", "limits",
                                          "network", NULL};
-    json_t *body = v1_parse_body(request, fields);
+    json_t *body = request_parse_body(request, fields);
     if (!body)
         return;
     const char *template_name = manager_default_kernel();
     int timeout_s = 300;
     json_t *env = NULL, *metadata = NULL;
     json_t *limits = json_object_get(body, "limits");
-    if (!v1_optional_string(request, body, "template", &template_name) ||
-        !v1_optional_int(request, body, "timeout_s", 0, &timeout_s) ||
-        !v1_optional_string_map(request, body, "env", &env) ||
-        !v1_optional_string_map(request, body, "metadata", &metadata)) {
+    if (!request_optional_string(request, body, "template", &template_name) ||
+        !request_optional_int(request, body, "timeout_s", 0, &timeout_s) ||
+        !request_optional_string_map(request, body, "env", &env) ||
+        !request_optional_string_map(request, body, "metadata", &metadata)) {
         json_decref(body);
         return;
     }
@@ -309,11 +122,11 @@ static void sandbox_action(http_request *request, box *b, const char *action)
     }
     if (strcmp(action, "timeout") == 0) {
         static const char *const fields[] = {"timeout_s", NULL};
-        json_t *body = v1_parse_body(request, fields);
+        json_t *body = request_parse_body(request, fields);
         int timeout_s = -1;
         if (!body)
             return;
-        if (v1_optional_int(request, body, "timeout_s", 0, &timeout_s)) {
+        if (request_optional_int(request, body, "timeout_s", 0, &timeout_s)) {
             if (timeout_s < 0) {
                 http_respond_error(request, 400, "'timeout_s' is required (seconds from now; 0 = never)");
             } else {
@@ -342,63 +155,6 @@ static void get_logs(http_request *request, box *b)
     if (!http_query_integer(request, "limit", 1, BOX_LOG_ENTRIES, 200, &limit))
         return;
     http_respond_json(request, 200, box_log_model(b, (size_t)limit));
-}
-
-/* ---- contexts ---- */
-
-void v1_create_context(http_request *request, box *b)
-{
-    static const char *const fields[] = {"language", "cwd", NULL};
-    json_t *body = v1_parse_body(request, fields);
-    if (!body)
-        return;
-    const char *language = "python", *cwd = "/workspace";
-    if (v1_optional_string(request, body, "language", &language) &&
-        v1_optional_string(request, body, "cwd", &cwd)) {
-        char why[512];
-        int status;
-        kernel *k = NULL;
-        if (strcmp(language, "python") != 0 && strcmp(language, "python3") != 0)
-            http_respond_error(request, 400, "language '%s' is not available (python is)", language);
-        else if (cwd[0] != '/' || strstr(cwd, ".."))
-            http_respond_error(request, 400, "'cwd' must be an absolute path without '..'");
-        else if (!(k = box_add_context(b, cwd, &status, why, sizeof why)))
-            http_respond_error(request, status, "cannot start the context: %s", why);
-        else
-            http_respond_json(request, 201, box_context_model(b, k));
-    }
-    json_decref(body);
-}
-
-void v1_route_context(http_request *request, box *b, const char *context_id, const char *action)
-{
-    kernel *k = box_find_context(b, context_id);
-    char why[512];
-    if (!k) {
-        http_respond_error(request, 404, "context %s does not exist in sandbox %s", context_id,
-                           box_id(b));
-        return;
-    }
-    if (!action && http_method_is(request, "DELETE")) {
-        if (box_delete_context(b, k) < 0)
-            http_respond_error(request, 409, "the default context cannot be deleted: delete the "
-                               "sandbox instead (DELETE /v1/sandboxes/%s)", box_id(b));
-        else
-            http_respond(request, 204, NULL, "", 0);
-    } else if (!action && http_method_is(request, "GET")) {
-        http_respond_json(request, 200, box_context_model(b, k));
-    } else if (action && strcmp(action, "restart") == 0 && http_method_is(request, "POST")) {
-        if (box_get_state(b) == BOX_PAUSED && !v1_require_running(request, b))
-            return;
-        if (kernel_restart(k, why, sizeof why) < 0)
-            http_respond_error(request, 500, "restart failed: %s", why);
-        else
-            http_respond_json(request, 200, box_context_model(b, k));
-    } else if (action && strcmp(action, "restart") != 0) {
-        http_respond_error(request, 404, "no such context endpoint: %s", action);
-    } else {
-        http_respond_method_not_allowed(request, action ? "POST" : "GET, DELETE");
-    }
 }
 
 /* ---- routing ---- */

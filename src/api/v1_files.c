@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/v1.h"
+#include "api/request.h"
 #include "common/log.h"
 #include "http/query.h"
 #include "sandbox/confined.h"
@@ -163,7 +163,7 @@ static void list_files(http_request *request, box *b)
 static void make_directory(http_request *request, box *b)
 {
     static const char *const fields[] = {"path", NULL};
-    json_t *body = v1_parse_body(request, fields);
+    json_t *body = request_parse_body(request, fields);
     const char *path = body ? required_string(request, body, "path", "path") : NULL;
     confined c;
     if (path && open_sandbox(request, b, &c)) {
@@ -179,7 +179,7 @@ static void make_directory(http_request *request, box *b)
 static void move_file(http_request *request, box *b)
 {
     static const char *const fields[] = {"from", "to", NULL};
-    json_t *body = v1_parse_body(request, fields);
+    json_t *body = request_parse_body(request, fields);
     const char *from = body ? required_string(request, body, "from", "from") : NULL;
     const char *to = from ? required_string(request, body, "to", "to") : NULL;
     confined c;
@@ -343,7 +343,7 @@ static json_t *write_batch_file(confined *c, const batch_file *file)
 static void write_batch(http_request *request, box *b)
 {
     static const char *const fields[] = {"files", NULL};
-    json_t *body = v1_parse_body(request, fields);
+    json_t *body = request_parse_body(request, fields);
     if (!body)
         return;
     json_t *files = json_object_get(body, "files");

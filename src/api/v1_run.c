@@ -1,10 +1,12 @@
 /* POST /v1/run — checks the request and answers with what model/stateless_run.c reports. */
+#include "api/v1_run.h"
+
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/v1.h"
+#include "api/request.h"
 #include "common/log.h"
 #include "model/stateless_run.h"
 
@@ -24,8 +26,8 @@ static json_t *blocks_from(http_request *request, json_t *body)
 {
     const char *language = "python", *code = NULL;
     json_t *listed = json_object_get(body, "code_blocks");
-    if (!v1_optional_string(request, body, "language", &language) ||
-        !v1_optional_string(request, body, "code", &code))
+    if (!request_optional_string(request, body, "language", &language) ||
+        !request_optional_string(request, body, "code", &code))
         return NULL;
     if ((code != NULL) == (listed != NULL && !json_is_null(listed))) {
         http_respond_error(request, 400, "give either 'code' (with 'language') or 'code_blocks'");
@@ -170,17 +172,17 @@ void v1_run(http_request *request)
 {
     static const char *const fields[] = {"language", "code", "code_blocks", "files", "fetch_files",
                                          "timeout_s", "max_output", "memory_mb", "stdin", NULL};
-    json_t *body = v1_parse_body(request, fields);
+    json_t *body = request_parse_body(request, fields);
     if (!body)
         return;
     int timeout_s = DEFAULT_TIMEOUT_S, max_output = DEFAULT_MAX_OUTPUT, memory_mb = 0;
     const char *stdin_text = NULL;
     json_t *blocks = NULL;
     json_t *files = json_object_get(body, "files"), *fetch = json_object_get(body, "fetch_files");
-    if (!v1_optional_int(request, body, "timeout_s", 1, &timeout_s) ||
-        !v1_optional_int(request, body, "max_output", 0, &max_output) ||
-        !v1_optional_int(request, body, "memory_mb", 16, &memory_mb) ||
-        !v1_optional_string(request, body, "stdin", &stdin_text) ||
+    if (!request_optional_int(request, body, "timeout_s", 1, &timeout_s) ||
+        !request_optional_int(request, body, "max_output", 0, &max_output) ||
+        !request_optional_int(request, body, "memory_mb", 16, &memory_mb) ||
+        !request_optional_string(request, body, "stdin", &stdin_text) ||
         !valid_paths(request, files, fetch) || !(blocks = blocks_from(request, body))) {
         json_decref(body);
         return;

@@ -12,6 +12,7 @@
 
 #include "api/channels.h"
 #include "api/jupyter.h"
+#include "api/routes.h"
 #include "api/v1.h"
 #include "common/descriptors.h"
 #include "common/heap.h"
@@ -263,7 +264,7 @@ int main(int argc, char **argv)
                      .allow_credentials = cfg.allow_credentials,
                      .max_age = cfg.max_age},
         },
-        jupyter_dispatch);
+        routes_dispatch);
     print_banner(&cfg, port, generated_token);
     log_info("sandboxes: cgroup %s, workspaces on %s, zygote %s, warm pool of %d, uids %u-%u (block %d)",
              cgroup_version_name(), cfg.workspace_fs, cfg.zygote ? "on" : "off", cfg.pool_size,

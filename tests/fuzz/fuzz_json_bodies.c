@@ -3,7 +3,7 @@
  * (initialize, tools/list, tools/call of every tool) in an open session.
  *
  * Input: one byte choosing the endpoint, then the body. Each goes through the daemon's own
- * parsers and checks (jupyter_parse_body, v1_parse_body, v1_optional_*, limits_from_request,
+ * parsers and checks (request_parse_body, request_optional_*, limits_from_request,
  * the MCP tools' argument checks); creation then fails with 503 (http_stub.h). */
 #include <stdint.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* fuzz_routing — request routing: any method, path, query and headers through jupyter_dispatch
+/* fuzz_routing — request routing: any method, path, query and headers through routes_dispatch
  * (which hands E2B, /v1 and /mcp requests to their modules), and the URL helpers it uses.
  *
  * Input: the text of an HTTP/1.1 request (see http_stub.h). The corpus holds real requests of

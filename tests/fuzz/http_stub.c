@@ -10,6 +10,7 @@
 
 #include "api/channels.h"
 #include "api/jupyter.h"
+#include "api/routes.h"
 #include "api/v1.h"
 #include "common/buffer.h"
 #include "common/log.h"
@@ -237,7 +238,7 @@ void stub_request_run(http_request *request)
         http_respond(request, 204, NULL, "", 0);
         return;
     }
-    jupyter_dispatch(request);
+    routes_dispatch(request);
     if (request->receiver && !request->responded) {
         if (request->receiver->on_data(request->receiver_arg, buffer_head(&request->body),
                                        buffer_size(&request->body)) == 0) {

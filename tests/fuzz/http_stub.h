@@ -24,7 +24,7 @@ void stub_init(void);
    \r\nbody"; bare "\n" line ends too). NULL when the text has no request line. */
 http_request *stub_request_parse(const unsigned char *data, size_t size);
 void stub_request_add_header(http_request *request, const char *name, const char *value);
-/* Dispatches it as server.c does (jupyter_dispatch; a streamed body goes to its receiver). */
+/* Dispatches it as server.c does (routes_dispatch; a streamed body goes to its receiver). */
 void stub_request_run(http_request *request);
 /* The connection is done: streams are closed (not completed unless ended), then it is freed. */
 void stub_request_finish(http_request *request);

@@ -1,96 +1,23 @@
-/* The two NDJSON streams of /v1: executions (E2B's code-interpreter stream) and commands. */
+/* /v1/sandboxes/{id}/commands: shell commands in a sandbox, in the foreground (output streamed as
+   NDJSON until exit) or the background (then listed, waited for, fed stdin, signalled). */
+#include "api/v1_commands.h"
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/v1.h"
+#include "api/request.h"
+#include "api/v1_ready.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/loop.h"
 #include "http/query.h"
 #include "model/command.h"
-#include "model/execution.h"
 
 #define NDJSON "application/x-ndjson"
 #define FOREGROUND_TIMEOUT_S 60
 #define MAX_WAIT_SECONDS (7 * 24 * 3600) /* the longest ?timeout_s= of a wait: a week */
-
-/* ---- POST /v1/sandboxes/{id}/execute ---- */
-
-typedef struct execute_call {
-    http_stream *stream;
-    execution *execution; /* NULL once it ended */
-} execute_call;
-
-static void execute_on_event(void *arg, json_t *event)
-{
-    execute_call *call = arg;
-    http_stream_write_line(call->stream, json_incref(event));
-}
-
-static void execute_on_end(void *arg)
-{
-    execute_call *call = arg;
-    call->execution = NULL;
-    http_stream_end(call->stream);
-}
-
-static void execute_on_closed(void *arg, bool completed)
-{
-    execute_call *call = arg;
-    if (call->execution)
-        execution_abandon(call->execution); /* the client went away: interrupt it */
-    free(call);
-}
-
-static const execution_sink execute_sink = {execute_on_event, execute_on_end};
-
-void v1_execute(http_request *request, box *b, bool color_by_default)
-{
-    static const char *const fields[] = {"code",      "context_id", "language", "env_vars",
-                                         "timeout_s", "color",      NULL};
-    json_t *body = v1_parse_body(request, fields);
-    if (!body)
-        return;
-    const char *code = NULL, *context_id = NULL, *language = NULL;
-    json_t *env_vars = NULL;
-    int timeout_s = 0;
-    bool color = color_by_default;
-    kernel *context = NULL;
-    if (!v1_optional_string(request, body, "code", &code) ||
-        !v1_optional_bool(request, body, "color", &color) ||
-        !v1_optional_string(request, body, "context_id", &context_id) ||
-        !v1_optional_string(request, body, "language", &language) ||
-        !v1_optional_string_map(request, body, "env_vars", &env_vars) ||
-        !v1_optional_int(request, body, "timeout_s", 0, &timeout_s)) {
-        json_decref(body);
-        return;
-    }
-    if (!code) {
-        http_respond_error(request, 400, "'code' is required: the code to run");
-    } else if (context_id && language) {
-        http_respond_error(request, 400, "give 'context_id' or 'language', not both");
-    } else if (language && strcmp(language, "python") != 0 && strcmp(language, "python3") != 0) {
-        http_respond_error(request, 400, "language '%s' is not available (python is)", language);
-    } else if (context_id && !(context = box_find_context(b, context_id))) {
-        http_respond_error(request, 404, "context %s does not exist in sandbox %s", context_id, box_id(b));
-    } else {
-        if (!context)
-            context = box_default_kernel(b);
-        execute_call *call = calloc(1, sizeof *call);
-        if (!call)
-            die("out of memory");
-        call->stream = http_respond_stream(request, 200, NDJSON, execute_on_closed, call);
-        call->execution = (execution *)1; /* until it may have ended inside execution_start */
-        execution_request run = {
-            .code = code, .env_vars = env_vars, .timeout_s = timeout_s, .color = color};
-        execution *e = execution_start(b, context, &run, &execute_sink, call);
-        if (call->execution)
-            call->execution = e;
-    }
-    json_decref(body);
-}
 
 /* ---- /v1/sandboxes/{id}/commands ---- */
 
@@ -139,19 +66,19 @@ static const command_sink foreground_sink = {command_on_output, command_on_exit}
 static void start_command(http_request *request, box *b)
 {
     static const char *const fields[] = {"cmd", "cwd", "env", "timeout_s", "stdin", "background", NULL};
-    json_t *body = v1_parse_body(request, fields);
+    json_t *body = request_parse_body(request, fields);
     if (!body)
         return;
     const char *cmd = NULL, *cwd = NULL, *stdin_text = NULL;
     json_t *env = NULL;
     int timeout_s = -1;
     bool background = false;
-    if (!v1_optional_string(request, body, "cmd", &cmd) ||
-        !v1_optional_string(request, body, "cwd", &cwd) ||
-        !v1_optional_string_map(request, body, "env", &env) ||
-        !v1_optional_int(request, body, "timeout_s", 0, &timeout_s) ||
-        !v1_optional_string(request, body, "stdin", &stdin_text) ||
-        !v1_optional_bool(request, body, "background", &background)) {
+    if (!request_optional_string(request, body, "cmd", &cmd) ||
+        !request_optional_string(request, body, "cwd", &cwd) ||
+        !request_optional_string_map(request, body, "env", &env) ||
+        !request_optional_int(request, body, "timeout_s", 0, &timeout_s) ||
+        !request_optional_string(request, body, "stdin", &stdin_text) ||
+        !request_optional_bool(request, body, "background", &background)) {
         json_decref(body);
         return;
     }
@@ -291,13 +218,13 @@ static void command_action(http_request *request, box *b, command *c, const char
     }
     if (strcmp(action, "stdin") == 0) {
         static const char *const fields[] = {"data", "eof", NULL};
-        json_t *body = v1_parse_body(request, fields);
+        json_t *body = request_parse_body(request, fields);
         const char *data = "";
         bool eof = false;
         if (!body)
             return;
-        if (v1_optional_string(request, body, "data", &data) &&
-            v1_optional_bool(request, body, "eof", &eof) && v1_require_running(request, b)) {
+        if (request_optional_string(request, body, "data", &data) &&
+            request_optional_bool(request, body, "eof", &eof) && v1_require_running(request, b)) {
             if (command_write_stdin(c, data, strlen(data), eof) < 0)
                 http_respond_error(request, 409, "the command's stdin is closed (it ended, or eof "
                                    "was sent)");
@@ -307,7 +234,7 @@ static void command_action(http_request *request, box *b, command *c, const char
         json_decref(body);
     } else if (strcmp(action, "signal") == 0) {
         static const char *const fields[] = {"signal", NULL};
-        json_t *body = v1_parse_body(request, fields);
+        json_t *body = request_parse_body(request, fields);
         if (!body)
             return;
         int number = parse_signal(json_object_get(body, "signal"));
