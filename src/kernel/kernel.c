@@ -68,8 +68,8 @@ struct kernel {
     loop_watch channel_watch;
     buffer channel_in, channel_out;
     output_pipe out, err;
-    loop_timer *output_timer;   /* publishes pending output shortly */
-    loop_timer *hangup_timer;   /* kills a kernel that closed its channel but did not exit */
+    loop_timer_id output_timer; /* publishes pending output shortly */
+    loop_timer_id hangup_timer; /* kills a kernel that closed its channel but did not exit */
     json_t *current_request;    /* header of the request the kernel said it is busy with */
     json_int_t execution_count; /* last seen, for replies the daemon writes */
     char death_reason[192];
@@ -79,7 +79,7 @@ struct kernel {
     bool restart_requested;     /* ... with restart: true: start it again once it exits */
     bool shutdown_replied;      /* the kernel sent its shutdown_reply */
     json_t *shutdown_request;   /* that request's header, until the process is gone */
-    loop_timer *shutdown_timer; /* kills a kernel still there SHUTDOWN_GRACE_MS after it */
+    loop_timer_id shutdown_timer; /* kills a kernel still there SHUTDOWN_GRACE_MS after it */
     kernel_sandbox sandbox;
     long long oom_kills_at_start;   /* cgroup counter when this process started */
     int64_t spawned_at_ms;          /* monotonic, for the start-up time in the log */
@@ -89,7 +89,7 @@ struct kernel {
         long long dropped_bytes;    /* bytes past the output limit: all output after the first */
         long long pids_hits_at_start;
         long long oom_kills_at_start;
-        loop_timer *timer;          /* timeout, then the grace period after the interrupt */
+        loop_timer_id timer;        /* timeout, then the grace period after the interrupt */
         bool timed_out;
     } execution;
     long long last_dropped_bytes;   /* output dropped by the last finished execution */
@@ -632,7 +632,7 @@ static void flush_outputs(kernel *k)
 {
     if (k->output_timer) {
         loop_timer_cancel(k->output_timer);
-        k->output_timer = NULL;
+        k->output_timer = 0;
     }
     flush_output(&k->out, 0);
     flush_output(&k->err, 0);
@@ -641,7 +641,7 @@ static void flush_outputs(kernel *k)
 static void on_output_timer(void *arg)
 {
     kernel *k = arg;
-    k->output_timer = NULL;
+    k->output_timer = 0;
     flush_outputs(k);
 }
 
@@ -734,7 +734,7 @@ static void cancel_execution_timer(kernel *k)
 {
     if (k->execution.timer) {
         loop_timer_cancel(k->execution.timer);
-        k->execution.timer = NULL;
+        k->execution.timer = 0;
     }
 }
 
@@ -746,7 +746,7 @@ static void note(kernel *k, const char *text)
 static void on_interrupt_ignored(void *arg)
 {
     kernel *k = arg;
-    k->execution.timer = NULL;
+    k->execution.timer = 0;
     snprintf(k->death_reason, sizeof k->death_reason,
              "kernel died: timeout after %d s (the cell did not stop when interrupted)",
              k->sandbox.limits.timeout_seconds);
@@ -936,7 +936,7 @@ static void close_channel(kernel *k)
 static void on_hangup_grace_over(void *arg)
 {
     kernel *k = arg;
-    k->hangup_timer = NULL;
+    k->hangup_timer = 0;
     if (!k->death_reason[0])
         snprintf(k->death_reason, sizeof k->death_reason,
                  "kernel died: it closed its channel to the daemon");
@@ -1031,7 +1031,7 @@ static void answer_shutdown_request(kernel *k)
 static void on_shutdown_grace_over(void *arg)
 {
     kernel *k = arg;
-    k->shutdown_timer = NULL;
+    k->shutdown_timer = 0;
     if (!k->shutdown_replied)
         answer_shutdown_request(k);
     if (!k->restart_requested && !k->death_reason[0])
@@ -1177,15 +1177,15 @@ static void release_process(kernel *k)
     close_output(&k->err);
     if (k->output_timer) {
         loop_timer_cancel(k->output_timer);
-        k->output_timer = NULL;
+        k->output_timer = 0;
     }
     if (k->hangup_timer) {
         loop_timer_cancel(k->hangup_timer);
-        k->hangup_timer = NULL;
+        k->hangup_timer = 0;
     }
     if (k->shutdown_timer) {
         loop_timer_cancel(k->shutdown_timer);
-        k->shutdown_timer = NULL;
+        k->shutdown_timer = 0;
     }
     json_decref(k->shutdown_request);
     k->shutdown_request = NULL;

@@ -48,7 +48,7 @@ struct box {
     int timeout_s;             /* 0: never expires */
     int64_t started_at_us;
     int64_t ends_at_us;        /* 0 while it cannot expire (no TTL, or paused) */
-    loop_timer *ttl;
+    loop_timer_id ttl;
     bool expired;              /* its TTL ended: it is being removed for that */
     bool paused;
     box_context *contexts;     /* the contexts other than the default one */
@@ -314,7 +314,7 @@ static void delete_expired(void *arg)
 static void on_ttl_expired(void *arg)
 {
     box *b = arg;
-    b->ttl = NULL;
+    b->ttl = 0;
     b->expired = true;
     log_info("sandbox %s: expired after %d s", box_id(b), b->timeout_s);
     char why[512];
@@ -333,7 +333,7 @@ static void arm_ttl(box *b)
 {
     if (b->ttl) {
         loop_timer_cancel(b->ttl);
-        b->ttl = NULL;
+        b->ttl = 0;
     }
     b->ends_at_us = 0;
     if (b->timeout_s <= 0 || b->paused)

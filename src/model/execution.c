@@ -26,7 +26,7 @@ struct execution {
     bool replied, errored, timed_out, finished;
     bool color;                 /* tracebacks keep their ANSI colours */
     int timeout_s;
-    loop_timer *keepalive, *timeout;
+    loop_timer_id keepalive, timeout;
     int64_t started_ms, submitted_ms;
     long long cpu_at_start_us;
     long long output_bytes;
@@ -48,11 +48,11 @@ void execution_init(void)
 
 static sandbox_cgroup *cgroup_of(const execution *e) { return kernel_get_sandbox(e->k)->cgroup; }
 
-static void cancel(loop_timer **timer)
+static void cancel(loop_timer_id *timer)
 {
     if (*timer) {
         loop_timer_cancel(*timer);
-        *timer = NULL;
+        *timer = 0;
     }
 }
 
@@ -72,7 +72,7 @@ static void emit(execution *e, json_t *event)
 static void on_keepalive(void *arg)
 {
     execution *e = arg;
-    e->keepalive = NULL;
+    e->keepalive = 0;
     emit(e, json_pack("{s:s}", "type", "keepalive"));
 }
 
@@ -284,7 +284,7 @@ static void on_kernel_gone(kernel *k)
 static void on_interrupt_ignored(void *arg)
 {
     execution *e = arg;
-    e->timeout = NULL;
+    e->timeout = 0;
     emit_error(e, "TimeoutError",
                "the kernel did not stop when interrupted; it is still busy (restart the context "
                "to stop it)", NULL);
@@ -294,7 +294,7 @@ static void on_interrupt_ignored(void *arg)
 static void on_timeout(void *arg)
 {
     execution *e = arg;
-    e->timeout = NULL;
+    e->timeout = 0;
     e->timed_out = true;
     char value[160];
     snprintf(value, sizeof value, "execution timed out after %d s: the kernel was interrupted",

@@ -24,7 +24,7 @@ struct stateless_run {
     void *arg;
     kernel *k;
     execution *execution;
-    loop_timer *timer;
+    loop_timer_id timer;
     int timeout_s;
     long long max_output;
     buffer output, out, err;
@@ -144,7 +144,7 @@ static void discard_sandbox(run_call *call)
 {
     if (call->timer)
         loop_timer_cancel(call->timer);
-    call->timer = NULL;
+    call->timer = 0;
     if (call->k) {
         kernel *k = call->k;
         call->k = NULL;
@@ -171,7 +171,7 @@ static const execution_sink run_sink = {run_on_event, run_on_end};
 static void on_give_up(void *arg)
 {
     run_call *call = arg;
-    call->timer = NULL;
+    call->timer = 0;
     execution *e = call->execution;
     call->execution = NULL;
     execution_abandon(e);
@@ -183,7 +183,7 @@ static void on_give_up(void *arg)
 static void on_run_timeout(void *arg)
 {
     run_call *call = arg;
-    call->timer = NULL;
+    call->timer = 0;
     call->timed_out = true;
     kernel_interrupt(call->k); /* the runner stops with 124 and reports */
     call->timer = loop_timer_add(GIVE_UP_AFTER_INTERRUPT_MS, on_give_up, call);
