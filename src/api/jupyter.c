@@ -12,12 +12,12 @@
 #include "common/log.h"
 #include "model/box.h"
 #include "common/text.h"
+#include "common/version.h"
 #include "http/url.h"
 #include "kernel/kernelspec.h"
 #include "model/manager.h"
 #include "kernel/zygote.h"
 
-#define CELLBOX_VERSION "0.1.0"
 /* The jupyter_server API version Kernel Gateway 3 reports; clients compare against it. */
 #define JUPYTER_API_VERSION "2.14.2"
 #define MAX_PATH_SEGMENTS 8

@@ -9,9 +9,8 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/version.h"
 #include "sandbox/limits.h"
-
-#define CELLBOX_VERSION "0.1.0"
 
 typedef enum option_type { OPT_STRING, OPT_INT, OPT_BOOL, OPT_SIZE, OPT_NUMBER } option_type;
 
