@@ -28,6 +28,9 @@ struct execution {
     int timeout_s;
     loop_timer_id keepalive, timeout;
     int64_t started_ms, submitted_ms;
+    char send_failure[192];     /* why the kernel could not take it (kernel_death_reason's size) */
+    bool refused;               /* ... and then: finish reports the counters read at the time */
+    cgroup_counters counters_when_refused;
     long long cpu_at_start_us;
     long long output_bytes;
     struct execution *next;
@@ -102,7 +105,9 @@ static void finish(execution *e)
     if (e->finished)
         return;
     cgroup_counters counters = {0};
-    if (cgroup_of(e))
+    if (e->refused) /* its kernel may be gone by the turn that reports it */
+        counters = e->counters_when_refused;
+    else if (cgroup_of(e))
         cgroup_read_counters(cgroup_of(e), &counters);
     int64_t now = clock_monotonic_ms();
     emit(e, json_pack("{s:s, s:I, s:I, s:I, s:I, s:b, s:b}", "type", "accounting", "wall_ms",
@@ -310,6 +315,16 @@ static void on_timeout(void *arg)
 
 /* ---- life cycle ---- */
 
+/* The kernel could not take the request. The sink hears so on the loop's next turn, never from
+   inside execution_start: a caller holds the execution it was given before any event or end can
+   reach it (no caller needs a placeholder for "it ended before it started"). */
+static void report_send_failure(void *arg)
+{
+    execution *e = arg;
+    emit_error(e, "KernelDied", e->send_failure, NULL);
+    finish(e);
+}
+
 execution *execution_start(box *b, kernel *context, const execution_request *request,
                            const execution_sink *sink, void *arg)
 {
@@ -334,18 +349,21 @@ execution *execution_start(box *b, kernel *context, const execution_request *req
     if (request->env_vars && json_object_size(request->env_vars) > 0)
         json_object_set_new(json_object_get(message, "metadata"), "cellbox",
                             json_pack("{s:O}", "env", request->env_vars));
-    e->next = running;
-    running = e;
     int sent = kernel_send(context, message);
     json_decref(message);
     kernel_touch(context);
     if (sent < 0) {
-        emit_error(e, "KernelDied", kernel_death_reason(context)[0] ? kernel_death_reason(context)
-                                                                    : "the context is not running",
-                   NULL);
-        finish(e);
-        return NULL;
+        snprintf(e->send_failure, sizeof e->send_failure, "%s",
+                 kernel_death_reason(context)[0] ? kernel_death_reason(context)
+                                                 : "the context is not running");
+        e->refused = true;
+        if (cgroup_of(e))
+            cgroup_read_counters(cgroup_of(e), &e->counters_when_refused);
+        loop_defer(report_send_failure, e);
+        return e;
     }
+    e->next = running;
+    running = e;
     e->keepalive = loop_timer_add(KEEPALIVE_MS, on_keepalive, e);
     if (request->timeout_s > 0)
         e->timeout = loop_timer_add((int64_t)request->timeout_s * 1000, on_timeout, e);

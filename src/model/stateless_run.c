@@ -33,9 +33,8 @@ struct stateless_run {
     json_t *outcome;        /* from the script runner */
     json_t *error;          /* an error event: the runner itself failed (kernel died...) */
     json_t *accounting;
-    bool starting, ended_early;
     size_t block_starts[MAX_BLOCKS]; /* where each block's output begins in `output` */
-    size_t block_count; /* inside stateless_run_start / the execution ended there */
+    size_t block_count;
 };
 
 typedef struct stateless_run run_call;
@@ -160,10 +159,7 @@ static void run_on_end(void *arg)
     call->execution = NULL;
     respond(call);
     discard_sandbox(call);
-    if (call->starting)
-        call->ended_early = true; /* stateless_run_start frees it */
-    else
-        free_run(call);
+    free_run(call);
 }
 
 static const execution_sink run_sink = {run_on_event, run_on_end};
@@ -254,15 +250,8 @@ stateless_run *stateless_run_start(const stateless_run_plan *plan, stateless_run
     call->max_output = plan->max_output;
     char *code = runner_code(plan->blocks, plan->files, plan->fetch_files, plan->stdin_text);
     call->timer = loop_timer_add((int64_t)plan->timeout_s * 1000, on_run_timeout, call);
-    call->starting = true;
     execution_request run = {.code = code, .silent = true};
-    execution *e = execution_start(box_of(k), k, &run, &run_sink, call);
+    call->execution = execution_start(box_of(k), k, &run, &run_sink, call);
     free(code);
-    call->starting = false;
-    if (call->ended_early) { /* the kernel died at once: `done` already has the answer */
-        free_run(call);
-        return NULL;
-    }
-    call->execution = e;
     return call;
 }
