@@ -33,8 +33,6 @@
 #define MIN_OUTPUT_PIPE_BYTES 65536
 #define MAX_OUTPUT_PIPE_BYTES MAX_READ_PER_WAKEUP
 #define CHANNEL_FD 3
-/* After a timeout's interrupt, how long a cell gets to stop before the kernel is killed. */
-#define INTERRUPT_GRACE_MS 3000
 #define OUTPUT_COALESCE_MS 50
 /* A kernel whose channel closed is given this long to exit by itself (and report its status). */
 #define HANGUP_GRACE_MS 2000
@@ -762,7 +760,7 @@ static void on_execution_timeout(void *arg)
     note(k, text);
     k->execution.timed_out = true;
     kill_process_group(k, SIGINT);
-    k->execution.timer = loop_timer_add(INTERRUPT_GRACE_MS, on_interrupt_ignored, k);
+    k->execution.timer = loop_timer_add(KERNEL_CELL_LIMIT_KILL_GRACE_MS, on_interrupt_ignored, k);
 }
 
 static void start_execution(kernel *k)

@@ -25,6 +25,12 @@ typedef enum kernel_state {
 
 typedef struct kernel kernel;
 
+/* After the sandbox's per-cell limit (limits.timeout_seconds) interrupts a cell, how long the cell
+   gets to stop before the kernel is killed ("the cell did not stop when interrupted"). The native
+   API's per-execution timeout waits longer before it gives up on its own (execution.c), so that
+   where both fire, the client hears that the kernel was killed rather than "still busy". */
+#define KERNEL_CELL_LIMIT_KILL_GRACE_MS 3000
+
 /* Receives every message a kernel publishes or replies with (borrowed), and the daemon's own
    (status restarting/dead, stream, errors for a dead kernel's running cell). */
 typedef void (*kernel_message_handler)(kernel *k, const char *channel, json_t *message);

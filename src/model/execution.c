@@ -14,7 +14,12 @@
 #include "sandbox/cgroup.h"
 
 #define KEEPALIVE_MS 5000
-#define INTERRUPT_GRACE_MS 5000 /* after a timeout's interrupt, before giving up on the kernel */
+/* After this execution's own timeout (timeout_s) interrupts it, how long the events wait for the
+   cell to stop before they end with "still busy" (the kernel is left running; the client may
+   restart it). Not the kernel's KERNEL_CELL_LIMIT_KILL_GRACE_MS, which kills the kernel after
+   the sandbox's per-cell limit: this waits for a reply, that enforces a limit, and it is the
+   longer of the two so that a kill the kernel is about to make is what the client hears. */
+#define GIVE_UP_AFTER_INTERRUPT_MS (KERNEL_CELL_LIMIT_KILL_GRACE_MS + 2000)
 
 struct execution {
     box *box;
@@ -310,7 +315,7 @@ static void on_timeout(void *arg)
         return;
     }
     kernel_interrupt(e->k);
-    e->timeout = loop_timer_add(INTERRUPT_GRACE_MS, on_interrupt_ignored, e);
+    e->timeout = loop_timer_add(GIVE_UP_AFTER_INTERRUPT_MS, on_interrupt_ignored, e);
 }
 
 /* ---- life cycle ---- */

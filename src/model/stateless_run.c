@@ -13,6 +13,9 @@
 
 #define DEFAULT_TIMEOUT_S 30
 #define DEFAULT_MAX_OUTPUT (1 << 20)
+/* After a run's timeout interrupts the runner, how long it has to report (exit code 124) before
+   the answer goes without its report and the sandbox is deleted: a third wait, for the runner,
+   beside the kernel's kill grace and an execution's give-up (kernel.h, execution.c). */
 #define GIVE_UP_AFTER_INTERRUPT_MS 3000
 #define TIMEOUT_EXIT_CODE 124
 #define RUN_MIME "application/vnd.cellbox.run+json"
