@@ -102,8 +102,8 @@ struct kernel {
     bool awaiting_first_word;       /* adopted, nothing heard on the new channel yet: output
                                        waits, to go out with the request it belongs to */
     int connections;
-    void *subscribers;
-    void *box;
+    struct channel_connection *subscribers; /* api/channels.c's list */
+    struct box *box;                        /* model/box.c's record */
 };
 
 #define MAX_MESSAGE_HANDLERS 8
@@ -165,8 +165,8 @@ void kernel_daemon_fds(const kernel *k, int fds[3])
 int kernel_pidfd(const kernel *k) { return k->pidfd; }
 pid_t kernel_pid(const kernel *k) { return k->pid; }
 long long kernel_last_dropped_bytes(const kernel *k) { return k->last_dropped_bytes; }
-void *kernel_box(const kernel *k) { return k->box; }
-void kernel_set_box(kernel *k, void *box) { k->box = box; }
+struct box *kernel_box(const kernel *k) { return k->box; }
+void kernel_set_box(kernel *k, struct box *box) { k->box = box; }
 
 const char *kernel_id(const kernel *k) { return k->id; }
 const kernelspec *kernel_spec(const kernel *k) { return k->spec; }
@@ -179,8 +179,11 @@ int64_t kernel_last_activity_us(const kernel *k) { return k->last_activity_us; }
 void kernel_touch(kernel *k) { k->last_activity_us = clock_wall_us(); }
 int kernel_connection_count(const kernel *k) { return k->connections; }
 void kernel_set_connection_count(kernel *k, int count) { k->connections = count; }
-void *kernel_subscribers(const kernel *k) { return k->subscribers; }
-void kernel_set_subscribers(kernel *k, void *subscribers) { k->subscribers = subscribers; }
+struct channel_connection *kernel_subscribers(const kernel *k) { return k->subscribers; }
+void kernel_set_subscribers(kernel *k, struct channel_connection *subscribers)
+{
+    k->subscribers = subscribers;
+}
 
 const char *kernel_state_name(kernel_state state)
 {

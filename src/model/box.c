@@ -52,7 +52,7 @@ struct box {
     bool expired;              /* its TTL ended: it is being removed for that */
     bool paused;
     box_context *contexts;     /* the contexts other than the default one */
-    void *commands;
+    struct command *commands;  /* command.c's list */
     log_entry log[BOX_LOG_ENTRIES];
     size_t log_next, log_count;
     size_t log_bytes;          /* text held by the log, at most BOX_LOG_BYTES */
@@ -264,7 +264,7 @@ kernel *box_default_kernel(const box *b) { return b->primary; }
 uid_t box_uid(const box *b) { return kernel_get_sandbox(b->primary)->uid; }
 const sandbox_limits *box_limits(const box *b) { return kernel_limits(b->primary); }
 json_t *box_env(const box *b) { return b->env; }
-void **box_commands_slot(box *b) { return &b->commands; }
+struct command **box_commands_slot(box *b) { return &b->commands; }
 
 box_state box_get_state(const box *b)
 {

@@ -107,7 +107,7 @@ static int pid_inside(pid_t pid)
 
 void command_init(void) { box_add_box_gone_hook(on_box_gone); }
 
-static command **list_of(box *b) { return (command **)box_commands_slot(b); }
+static command **list_of(box *b) { return box_commands_slot(b); }
 
 bool command_running(const command *c) { return !c->exited; }
 
