@@ -29,11 +29,11 @@ typedef struct deferred_call {
 
 static int epoll_fd = -1;
 static bool running;
-static loop_timer **timer_heap;      /* min-heap by (due_ms, id) */
+static loop_timer **timer_heap; /* min-heap by (due_ms, id) */
 static size_t timer_count, timer_heap_capacity;
-static loop_timer **timer_table;     /* id -> timer, linear probing; NULL is an empty slot */
-static size_t timer_table_capacity;  /* a power of two, at least twice timer_count */
-static unsigned timer_table_bits;    /* log2(timer_table_capacity) */
+static loop_timer **timer_table;    /* id -> timer, linear probing; NULL is an empty slot */
+static size_t timer_table_capacity; /* a power of two, at least twice timer_count */
+static unsigned timer_table_bits;   /* log2(timer_table_capacity) */
 static loop_timer_id last_timer_id;
 static deferred_call *deferred_head, *deferred_tail;
 static loop_callback poll_hook;
@@ -225,9 +225,9 @@ loop_timer_id loop_timer_add(int64_t delay_ms, loop_callback callback, void *arg
 
 void loop_timer_cancel(loop_timer_id id)
 {
-    bool found;
-    size_t slot = id ? table_find(id, &found) : 0;
-    if (!id || !found)
+    bool found = false;
+    size_t slot = id && timer_table ? table_find(id, &found) : 0;
+    if (!found)
         return; /* it fired, was cancelled already, or never was */
     loop_timer *timer = timer_table[slot];
     table_remove_slot(slot);

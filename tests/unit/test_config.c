@@ -51,9 +51,10 @@ static void test_defaults_without_options(void)
 static void test_flags_of_every_type(void)
 {
     config cfg;
-    char *argv[] = {"cellboxd",        "--port=9000",      "--ip",          "127.0.0.2",
-                    "--list-kernels=false", "--cull-busy", "--memory-limit", "512M",
-                    "--cpu-limit=0.5", "--max_pids_limit=100", "--token=", "--data-dir=/tmp/x"};
+    char *argv[] = {
+        "cellboxd",    "--port=9000",      "--ip", "127.0.0.2",       "--list-kernels=false",
+        "--cull-busy", "--memory-limit",   "512M", "--cpu-limit=0.5", "--max_pids_limit=100",
+        "--token=",    "--data-dir=/tmp/x"};
     CHECK(parse(&cfg, ARGC(argv), argv) == CONFIG_READY);
     CHECK(cfg.port == 9000);
     CHECK_STR(cfg.ip, "127.0.0.2");
@@ -89,12 +90,15 @@ static void test_invalid_values_are_refused_with_the_reason(void)
     check_refused("--port=-1", "command line: --port takes a whole number >= 0, not '-1'");
     check_refused("--pool-size=1000000001",
                   "command line: --pool-size takes a whole number >= 0, not '1000000001'");
-    check_refused("--max-kernels=3x", "command line: --max-kernels takes a whole number >= 0, not '3x'");
+    check_refused("--max-kernels=3x",
+                  "command line: --max-kernels takes a whole number >= 0, not '3x'");
     check_refused("--zygote=maybe", "command line: --zygote takes true or false, not 'maybe'");
-    check_refused("--memory-limit=lots",
-                  "command line: --memory-limit takes a size like 512M, 1G or a number of bytes, not 'lots'");
-    check_refused("--memory-limit=0",
-                  "command line: --memory-limit takes a size like 512M, 1G or a number of bytes, not '0'");
+    check_refused(
+        "--memory-limit=lots",
+        "command line: --memory-limit takes a size like 512M, 1G or a number of bytes, not 'lots'");
+    check_refused(
+        "--memory-limit=0",
+        "command line: --memory-limit takes a size like 512M, 1G or a number of bytes, not '0'");
     check_refused("--cpu-limit=-0.5", "command line: --cpu-limit takes a number >= 0, not '-0.5'");
     check_refused("--no-such-option", "unknown option '--no-such-option' (see cellboxd --help)");
     check_refused("stray", "unexpected argument 'stray' (see cellboxd --help)");
@@ -148,11 +152,11 @@ static void test_precedence_flags_then_environment_then_file(void)
     config cfg;
     char *argv[] = {"cellboxd", config_flag, "--port=7002"};
     CHECK(parse(&cfg, ARGC(argv), argv) == CONFIG_READY);
-    CHECK(cfg.port == 7002);         /* flag over environment and file */
-    CHECK(cfg.cull_interval == 61);  /* environment over file */
-    CHECK_STR(cfg.ip, "127.0.0.3");  /* file over default */
-    CHECK(!cfg.list_kernels);        /* a JSON boolean */
-    CHECK(cfg.cpu_limit == 1.5);     /* a JSON real */
+    CHECK(cfg.port == 7002);        /* flag over environment and file */
+    CHECK(cfg.cull_interval == 61); /* environment over file */
+    CHECK_STR(cfg.ip, "127.0.0.3"); /* file over default */
+    CHECK(!cfg.list_kernels);       /* a JSON boolean */
+    CHECK(cfg.cpu_limit == 1.5);    /* a JSON real */
     config_free(&cfg);
     unsetenv("CELLBOX_PORT");
     unsetenv("CELLBOX_CULL_INTERVAL");

@@ -29,7 +29,10 @@ static void run_bounded(void)
     CHECK(!guard_fired);
 }
 
-static void stop_loop(void *arg) { loop_stop(); }
+static void stop_loop(void *arg)
+{
+    loop_stop();
+}
 
 /* ---- watches ---- */
 
@@ -90,7 +93,7 @@ static void record_then_stop(void *arg)
 static void test_timers_fire_in_deadline_order(void)
 {
     fired_count = 0;
-    /* deadlines in the past fire at the next turn, earliest first; equal delays in the order added */
+    /* past deadlines fire at the next turn, earliest first; equal delays in the order added */
     loop_timer_add(-3000, record, (void *)3);
     loop_timer_add(-9000, record, (void *)1);
     loop_timer_add(-6000, record, (void *)2);
@@ -227,6 +230,7 @@ static void test_a_call_deferred_by_a_timer_runs_after_that_turns_timers(void)
 int main(void)
 {
     loop_init();
+    loop_timer_cancel(42); /* before any timer exists: a no-op */
     RUN(test_a_watch_delivers_a_readable_pipe);
     RUN(test_timers_fire_in_deadline_order);
     RUN(test_a_cancelled_timer_never_fires);

@@ -33,7 +33,7 @@ static void test_suffixes_are_powers_of_1024_in_any_case(void)
 
 static void test_junk_is_malformed(void)
 {
-    const char *const junk[] = {"", " 1", "-1", "+1", "G", "1X", "1GG", "1Gx", "1G ",
+    const char *const junk[] = {"",     " 1",   "-1",  "+1", "G",    "1X",  "1GG", "1Gx",  "1G ",
                                 "0x10", "0X10", "abc", "1e", "1,5G", "nan", "inf", "1KiBB"};
     for (size_t i = 0; i < sizeof junk / sizeof *junk; i++) {
         long long parsed = limits_parse_size(junk[i]);
@@ -47,7 +47,7 @@ static void test_junk_is_malformed(void)
 static void test_sizes_past_2_to_the_63_are_malformed(void)
 {
     CHECK(limits_parse_size("8388607T") == 8388607LL << 40); /* just under 2^63 */
-    CHECK(limits_parse_size("8388608T") == -1);               /* 2^63 */
+    CHECK(limits_parse_size("8388608T") == -1);              /* 2^63 */
     CHECK(limits_parse_size("9223372036854775808") == -1);
     CHECK(limits_parse_size("1e300T") == -1);
     CHECK(limits_parse_size("99999999999999999999999999999999999999999") == -1);
