@@ -14,7 +14,7 @@
 /* A client that stops reading is dropped before its backlog eats the daemon's memory. */
 #define MAX_QUEUED_BYTES (256u << 20)
 
-typedef struct connection {
+typedef struct channel_connection {
     websocket *socket;
     char kernel_id[UUID_STRING_LENGTH + 1];
     kernel *kernel;                         /* NULL once the kernel is deleted */
@@ -22,7 +22,7 @@ typedef struct connection {
     char *sessions[REMEMBERED_SESSIONS];    /* header.session values this client used */
     int next_session;
     bool v1;                                /* v1.kernel.websocket.jupyter.org framing */
-    struct connection *next;                /* in the kernel's list, newest first */
+    struct channel_connection *next;        /* in the kernel's list, newest first */
 } connection;
 
 static size_t max_message;

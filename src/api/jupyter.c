@@ -8,12 +8,12 @@
 #include "api/kernels.h"
 #include "api/request.h"
 #include "api/sessions.h"
+#include "common/version.h"
 #include "kernel/kernelspec.h"
 #include "kernel/zygote.h"
 #include "model/box.h"
 #include "model/manager.h"
 
-#define CELLBOX_VERSION "0.1.0"
 /* The jupyter_server API version Kernel Gateway 3 reports; clients compare against it. */
 #define JUPYTER_API_VERSION "2.14.2"
 

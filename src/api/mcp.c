@@ -10,9 +10,9 @@
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/text.h"
+#include "common/version.h"
 
 #define SESSION_IDLE_US (3600LL * 1000000) /* an hour without a request ends a session */
-#define CELLBOX_VERSION "0.1.0"
 
 /* JSON-RPC error codes */
 #define PARSE_ERROR -32700

@@ -448,13 +448,9 @@ static void run_code(mcp_call *call, json_t *args, char default_sandbox[64])
         die("out of memory");
     run->call = call;
     run->images = json_array();
-    run->execution = (execution *)1;
     execution_request request = {.code = code, .timeout_s = timeout_s};
-    execution *e = execution_start(b, box_default_kernel(b), &request, &code_sink, run);
-    if (e) { /* else it ended inside execution_start, and code_on_end freed the record */
-        run->execution = e;
-        mcp_call_on_abandon(call, code_on_abandon, run);
-    }
+    run->execution = execution_start(b, box_default_kernel(b), &request, &code_sink, run);
+    mcp_call_on_abandon(call, code_on_abandon, run);
 }
 
 /* ---- run_command ---- */
@@ -864,7 +860,7 @@ static void run_once(mcp_call *call, json_t *args)
     if (run)
         mcp_call_on_abandon(call, on_run_abandon, run);
     else
-        finish_text(call, true, "cannot run: %s", why); /* a no-op if it already answered */
+        finish_text(call, true, "cannot run: %s", why);
 }
 
 /* ---- dispatch ---- */

@@ -153,14 +153,14 @@ static int parse_signal(json_t *value)
 typedef struct wait_call {
     http_stream *stream;
     command *command;
-    loop_timer *timer;
+    loop_timer_id timer;
 } wait_call;
 
 static void wait_answer(wait_call *call, command *c)
 {
     if (call->timer)
         loop_timer_cancel(call->timer);
-    call->timer = NULL;
+    call->timer = 0;
     http_stream_finish_json(call->stream, command_model(c, true));
     call->command = NULL;
 }
@@ -170,7 +170,7 @@ static void wait_on_exit(void *arg, command *c) { wait_answer(arg, c); }
 static void wait_on_timer(void *arg)
 {
     wait_call *call = arg;
-    call->timer = NULL;
+    call->timer = 0;
     command *c = call->command;
     command_unwait(c, call);
     wait_answer(call, c);

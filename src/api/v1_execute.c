@@ -78,12 +78,9 @@ void v1_execute(http_request *request, box *b, bool color_by_default)
         if (!call)
             die("out of memory");
         call->stream = http_respond_stream(request, 200, NDJSON, execute_on_closed, call);
-        call->execution = (execution *)1; /* until it may have ended inside execution_start */
         execution_request run = {
             .code = code, .env_vars = env_vars, .timeout_s = timeout_s, .color = color};
-        execution *e = execution_start(b, context, &run, &execute_sink, call);
-        if (call->execution)
-            call->execution = e;
+        call->execution = execution_start(b, context, &run, &execute_sink, call);
     }
     json_decref(body);
 }

@@ -139,24 +139,16 @@ static bool valid_paths(http_request *request, json_t *files, json_t *fetch)
     return true;
 }
 
-/* The HTTP side of one run: the answer goes out as one JSON document on a held-open response
-   (or at once, when the run ended before that response existed). */
+/* The HTTP side of one run: the answer goes out as one JSON document on a held-open response. */
 typedef struct run_request {
-    http_request *request;
     http_stream *stream;
     stateless_run *run; /* NULL once answered */
-    bool answered;
 } run_request;
 
 static void on_run_done(void *arg, json_t *answer)
 {
     run_request *rr = arg;
-    rr->answered = true;
     rr->run = NULL;
-    if (!rr->stream) {
-        http_respond_json(rr->request, 200, json_incref(answer));
-        return;
-    }
     http_stream_finish_json(rr->stream, json_incref(answer));
 }
 
@@ -199,15 +191,13 @@ void v1_run(http_request *request)
     run_request *rr = calloc(1, sizeof *rr);
     if (!rr)
         die("out of memory");
-    rr->request = request;
     int status;
     char why[512];
     rr->run = stateless_run_start(&plan, on_run_done, rr, &status, why, sizeof why);
     json_decref(blocks);
     json_decref(body);
     if (!rr->run) {
-        if (!rr->answered)
-            http_respond_error(request, status, "%s", why);
+        http_respond_error(request, status, "%s", why);
         free(rr);
         return;
     }

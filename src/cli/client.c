@@ -7,8 +7,9 @@
 #include <string.h>
 
 #include "cli/output.h"
+#include "common/version.h"
 
-#define USER_AGENT "cellbox/0.1.0"
+#define USER_AGENT "cellbox/" CELLBOX_VERSION
 
 static CURL *connection;    /* one handle for the whole run: follow-up requests reuse its socket */
 static char *base;          /* "http://host:port[/prefix]", no trailing '/' */

@@ -8,8 +8,8 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "common/version.h"
 
-#define CELLBOX_VERSION "0.1.0"
 #define DEFAULT_URL "http://127.0.0.1:8888"
 #define TOKEN_FILE ".cellbox/token" /* written by `make run` */
 

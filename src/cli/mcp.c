@@ -24,8 +24,9 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "common/version.h"
 
-#define USER_AGENT "cellbox/0.1.0"
+#define USER_AGENT "cellbox/" CELLBOX_VERSION
 #define PARSE_ERROR -32700     /* JSON-RPC: the line is not JSON */
 #define TRANSPORT_ERROR -32000 /* JSON-RPC: a server error of the implementation's own */
 

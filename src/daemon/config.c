@@ -3,15 +3,15 @@
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/version.h"
 #include "sandbox/limits.h"
-
-#define CELLBOX_VERSION "0.1.0"
 
 typedef enum option_type { OPT_STRING, OPT_INT, OPT_BOOL, OPT_SIZE, OPT_NUMBER } option_type;
 
@@ -108,7 +108,20 @@ static bool parse_bool(const char *text, bool *out)
     return true;
 }
 
-static void set_option(config *cfg, const option_spec *opt, const char *value, const char *source)
+/* Writes the reason into `why` and returns false, for `return fail(...)` at each refusal. */
+static bool fail(char *why, size_t why_size, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+static bool fail(char *why, size_t why_size, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    vsnprintf(why, why_size, format, args);
+    va_end(args);
+    return false;
+}
+
+static bool set_option(config *cfg, const option_spec *opt, const char *value, const char *source,
+                       char *why, size_t why_size)
 {
     char *field = (char *)cfg + opt->offset;
     char *end;
@@ -116,38 +129,43 @@ static void set_option(config *cfg, const option_spec *opt, const char *value, c
     case OPT_STRING:
         free(*(char **)field);
         *(char **)field = value ? strdup(value) : NULL;
-        return;
+        return true;
     case OPT_BOOL:
         if (!parse_bool(value, (bool *)field))
-            die("%s: --%s takes true or false, not '%s'", source, opt->name, value);
-        return;
+            return fail(why, why_size, "%s: --%s takes true or false, not '%s'", source, opt->name,
+                        value);
+        return true;
     case OPT_INT: {
         errno = 0;
         long number = strtol(value, &end, 10);
         if (errno || *end || end == value || number < 0 || number > 1000000000)
-            die("%s: --%s takes a whole number >= 0, not '%s'", source, opt->name, value);
+            return fail(why, why_size, "%s: --%s takes a whole number >= 0, not '%s'", source,
+                        opt->name, value);
         if (strcmp(opt->name, "port") == 0 && number > 65535)
-            die("%s: --port takes 0 to 65535, not '%s'", source, value);
+            return fail(why, why_size, "%s: --port takes 0 to 65535, not '%s'", source, value);
         *(int *)field = (int)number;
-        return;
+        return true;
     }
     case OPT_SIZE: {
         long long number = limits_parse_size(value);
         if (number < 0 || (number == 0 && strncmp(opt->name, "max-", 4) != 0))
-            die("%s: --%s takes a size like 512M, 1G or a number of bytes, not '%s'", source,
-                opt->name, value);
+            return fail(why, why_size,
+                        "%s: --%s takes a size like 512M, 1G or a number of bytes, not '%s'", source,
+                        opt->name, value);
         *(long long *)field = number;
-        return;
+        return true;
     }
     case OPT_NUMBER: {
         errno = 0;
         double number = strtod(value, &end);
         if (errno || *end || end == value || number < 0)
-            die("%s: --%s takes a number >= 0, not '%s'", source, opt->name, value);
+            return fail(why, why_size, "%s: --%s takes a number >= 0, not '%s'", source, opt->name,
+                        value);
         *(double *)field = number;
-        return;
+        return true;
     }
     }
+    return true;
 }
 
 static const option_spec *find_option(const char *name, size_t length)
@@ -164,14 +182,17 @@ static const option_spec *find_option(const char *name, size_t length)
     return NULL;
 }
 
-static void load_config_file(config *cfg, const char *path)
+static bool load_config_file(config *cfg, const char *path, char *why, size_t why_size)
 {
     json_error_t error;
     json_t *root = json_load_file(path, 0, &error);
     if (!root)
-        die("config file %s: %s (line %d)", path, error.text, error.line);
-    if (!json_is_object(root))
-        die("config file %s must hold a JSON object", path);
+        return fail(why, why_size, "config file %s: %s (line %d)", path, error.text, error.line);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return fail(why, why_size, "config file %s must hold a JSON object", path);
+    }
+    bool loaded = true;
     const char *key;
     json_t *value;
     json_object_foreach(root, key, value)
@@ -179,31 +200,37 @@ static void load_config_file(config *cfg, const char *path)
         const option_spec *opt = find_option(key, strlen(key));
         char text[64];
         if (!opt)
-            die("config file %s: unknown option '%s' (see cellboxd --help)", path, key);
-        if (json_is_string(value))
-            set_option(cfg, opt, json_string_value(value), path);
+            loaded = fail(why, why_size, "config file %s: unknown option '%s' (see cellboxd --help)",
+                          path, key);
+        else if (json_is_string(value))
+            loaded = set_option(cfg, opt, json_string_value(value), path, why, why_size);
         else if (json_is_boolean(value))
-            set_option(cfg, opt, json_is_true(value) ? "true" : "false", path);
+            loaded = set_option(cfg, opt, json_is_true(value) ? "true" : "false", path, why, why_size);
         else if (json_is_integer(value) && snprintf(text, sizeof text, "%lld", (long long)json_integer_value(value)) > 0)
-            set_option(cfg, opt, text, path);
+            loaded = set_option(cfg, opt, text, path, why, why_size);
         else if (json_is_real(value) && snprintf(text, sizeof text, "%g", json_real_value(value)) > 0)
-            set_option(cfg, opt, text, path);
+            loaded = set_option(cfg, opt, text, path, why, why_size);
         else
-            die("config file %s: '%s' must be a string, number or boolean", path, key);
+            loaded = fail(why, why_size, "config file %s: '%s' must be a string, number or boolean",
+                          path, key);
+        if (!loaded)
+            break;
     }
     json_decref(root);
+    return loaded;
 }
 
-static void load_environment(config *cfg)
+static bool load_environment(config *cfg, char *why, size_t why_size)
 {
     for (size_t i = 0; i < OPTION_COUNT; i++) {
         char name[64] = "CELLBOX_";
         for (size_t j = 0; options[i].name[j] && j + 9 < sizeof name; j++)
             name[8 + j] = options[i].name[j] == '-' ? '_' : (char)toupper(options[i].name[j]);
         const char *value = getenv(name);
-        if (value)
-            set_option(cfg, &options[i], value, name);
+        if (value && !set_option(cfg, &options[i], value, name, why, why_size))
+            return false;
     }
+    return true;
 }
 
 static const char *config_file_from_args(int argc, char **argv)
@@ -218,39 +245,43 @@ static const char *config_file_from_args(int argc, char **argv)
     return path;
 }
 
-static void load_flags(config *cfg, int argc, char **argv)
+static config_outcome load_flags(config *cfg, int argc, char **argv, char *why, size_t why_size)
 {
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-            print_help();
-            exit(0);
-        }
-        if (!strcmp(arg, "--version")) {
-            printf("cellboxd %s\n", CELLBOX_VERSION);
-            exit(0);
-        }
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h"))
+            return CONFIG_HELP_ASKED;
+        if (!strcmp(arg, "--version"))
+            return CONFIG_VERSION_ASKED;
         if (!strncmp(arg, "--config", 8)) {
             if (arg[8] == '\0')
                 i++;
             continue;
         }
-        if (strncmp(arg, "--", 2) != 0)
-            die("unexpected argument '%s' (see cellboxd --help)", arg);
+        if (strncmp(arg, "--", 2) != 0) {
+            fail(why, why_size, "unexpected argument '%s' (see cellboxd --help)", arg);
+            return CONFIG_INVALID;
+        }
         const char *name = arg + 2;
         const char *equals = strchr(name, '=');
         const option_spec *opt = find_option(name, equals ? (size_t)(equals - name) : strlen(name));
-        if (!opt)
-            die("unknown option '%s' (see cellboxd --help)", arg);
+        if (!opt) {
+            fail(why, why_size, "unknown option '%s' (see cellboxd --help)", arg);
+            return CONFIG_INVALID;
+        }
         const char *value = equals ? equals + 1 : NULL;
         if (!value && opt->type == OPT_BOOL)
             value = "true";
         else if (!value && i + 1 < argc)
             value = argv[++i];
-        else if (!value)
-            die("option --%s needs a value", opt->name);
-        set_option(cfg, opt, value, "command line");
+        else if (!value) {
+            fail(why, why_size, "option --%s needs a value", opt->name);
+            return CONFIG_INVALID;
+        }
+        if (!set_option(cfg, opt, value, "command line", why, why_size))
+            return CONFIG_INVALID;
     }
+    return CONFIG_READY;
 }
 
 static char *default_data_dir(void)
@@ -264,19 +295,39 @@ static char *default_data_dir(void)
     return path;
 }
 
-void config_load(config *cfg, int argc, char **argv)
+config_outcome config_parse(config *cfg, int argc, char **argv, char *why, size_t why_size)
 {
     memset(cfg, 0, sizeof *cfg);
     for (size_t i = 0; i < OPTION_COUNT; i++)
-        if (options[i].fallback)
-            set_option(cfg, &options[i], options[i].fallback, "default");
+        if (options[i].fallback && !set_option(cfg, &options[i], options[i].fallback, "default",
+                                               why, why_size))
+            return CONFIG_INVALID;
     const char *file = config_file_from_args(argc, argv);
-    if (file)
-        load_config_file(cfg, file);
-    load_environment(cfg);
-    load_flags(cfg, argc, argv);
-    if (!cfg->data_dir)
+    if (file && !load_config_file(cfg, file, why, why_size))
+        return CONFIG_INVALID;
+    if (!load_environment(cfg, why, why_size))
+        return CONFIG_INVALID;
+    config_outcome outcome = load_flags(cfg, argc, argv, why, why_size);
+    if (outcome == CONFIG_READY && !cfg->data_dir)
         cfg->data_dir = default_data_dir();
+    return outcome;
+}
+
+void config_load(config *cfg, int argc, char **argv)
+{
+    char why[512];
+    switch (config_parse(cfg, argc, argv, why, sizeof why)) {
+    case CONFIG_READY:
+        return;
+    case CONFIG_HELP_ASKED:
+        print_help();
+        exit(0);
+    case CONFIG_VERSION_ASKED:
+        printf("cellboxd %s\n", CELLBOX_VERSION);
+        exit(0);
+    case CONFIG_INVALID:
+        die("%s", why);
+    }
 }
 
 void config_free(config *cfg)

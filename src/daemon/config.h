@@ -44,7 +44,18 @@ typedef struct config {
     char *workspace_fs;
 } config;
 
-/* Fills `cfg` or exits with a message naming the bad option; handles --help and --version. */
+typedef enum config_outcome {
+    CONFIG_READY,         /* cfg holds every option */
+    CONFIG_INVALID,       /* `why` names the option, the value and what it takes */
+    CONFIG_HELP_ASKED,    /* --help or -h */
+    CONFIG_VERSION_ASKED, /* --version */
+} config_outcome;
+
+/* Fills `cfg` from defaults, the config file, the environment and argv, and says how that went;
+   prints nothing and never exits. Release `cfg` with config_free whatever the outcome. */
+config_outcome config_parse(config *cfg, int argc, char **argv, char *why, size_t why_size);
+/* config_parse for cellboxd's start: exits with a message naming the bad option, or after
+   printing --help or --version. */
 void config_load(config *cfg, int argc, char **argv);
 void config_free(config *cfg);
 

@@ -13,7 +13,7 @@
 typedef struct lingering_close {
     int fd; /* our duplicate of the client's socket */
     loop_watch watch;
-    loop_timer *timer; /* ends the linger after LINGER_MAX_MS */
+    loop_timer_id timer; /* ends the linger after LINGER_MAX_MS */
     size_t discarded;
     struct lingering_close *next, **link; /* in `lingers` (link: what points at us) */
 } lingering_close;
@@ -42,7 +42,7 @@ static void end_linger(lingering_close *linger)
 static void on_linger_timeout(void *arg)
 {
     lingering_close *linger = arg;
-    linger->timer = NULL; /* the loop frees a timer that fired */
+    linger->timer = 0; /* the loop frees a timer that fired */
     end_linger(linger);
 }
 

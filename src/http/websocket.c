@@ -51,7 +51,7 @@ struct websocket {
     bool draining;                /* close sent: discard input until EOF */
     bool finished;                /* on_close called; freeing is deferred */
     bool failed;                  /* a write failed; finishing is deferred */
-    loop_timer *linger_timer;     /* the close deadline, then the linger after our close */
+    loop_timer_id linger_timer;   /* the close deadline, then the linger after our close */
     outbound_queue outbound;      /* this connection's share of the daemon-wide count */
 };
 
@@ -279,7 +279,7 @@ static const struct wslay_event_callbacks wslay_callbacks = {
 static void on_linger_expired(void *arg)
 {
     websocket *socket = arg;
-    socket->linger_timer = NULL;
+    socket->linger_timer = 0;
     websocket_finish(socket);
 }
 

@@ -33,8 +33,6 @@
 #define MIN_OUTPUT_PIPE_BYTES 65536
 #define MAX_OUTPUT_PIPE_BYTES MAX_READ_PER_WAKEUP
 #define CHANNEL_FD 3
-/* After a timeout's interrupt, how long a cell gets to stop before the kernel is killed. */
-#define INTERRUPT_GRACE_MS 3000
 #define OUTPUT_COALESCE_MS 50
 /* A kernel whose channel closed is given this long to exit by itself (and report its status). */
 #define HANGUP_GRACE_MS 2000
@@ -68,8 +66,8 @@ struct kernel {
     loop_watch channel_watch;
     buffer channel_in, channel_out;
     output_pipe out, err;
-    loop_timer *output_timer;   /* publishes pending output shortly */
-    loop_timer *hangup_timer;   /* kills a kernel that closed its channel but did not exit */
+    loop_timer_id output_timer; /* publishes pending output shortly */
+    loop_timer_id hangup_timer; /* kills a kernel that closed its channel but did not exit */
     json_t *current_request;    /* header of the request the kernel said it is busy with */
     json_int_t execution_count; /* last seen, for replies the daemon writes */
     char death_reason[192];
@@ -79,7 +77,7 @@ struct kernel {
     bool restart_requested;     /* ... with restart: true: start it again once it exits */
     bool shutdown_replied;      /* the kernel sent its shutdown_reply */
     json_t *shutdown_request;   /* that request's header, until the process is gone */
-    loop_timer *shutdown_timer; /* kills a kernel still there SHUTDOWN_GRACE_MS after it */
+    loop_timer_id shutdown_timer; /* kills a kernel still there SHUTDOWN_GRACE_MS after it */
     kernel_sandbox sandbox;
     long long oom_kills_at_start;   /* cgroup counter when this process started */
     int64_t spawned_at_ms;          /* monotonic, for the start-up time in the log */
@@ -89,7 +87,7 @@ struct kernel {
         long long dropped_bytes;    /* bytes past the output limit: all output after the first */
         long long pids_hits_at_start;
         long long oom_kills_at_start;
-        loop_timer *timer;          /* timeout, then the grace period after the interrupt */
+        loop_timer_id timer;        /* timeout, then the grace period after the interrupt */
         bool timed_out;
     } execution;
     long long last_dropped_bytes;   /* output dropped by the last finished execution */
@@ -104,8 +102,8 @@ struct kernel {
     bool awaiting_first_word;       /* adopted, nothing heard on the new channel yet: output
                                        waits, to go out with the request it belongs to */
     int connections;
-    void *subscribers;
-    void *box;
+    struct channel_connection *subscribers; /* api/channels.c's list */
+    struct box *box;                        /* model/box.c's record */
 };
 
 #define MAX_MESSAGE_HANDLERS 8
@@ -167,8 +165,8 @@ void kernel_daemon_fds(const kernel *k, int fds[3])
 int kernel_pidfd(const kernel *k) { return k->pidfd; }
 pid_t kernel_pid(const kernel *k) { return k->pid; }
 long long kernel_last_dropped_bytes(const kernel *k) { return k->last_dropped_bytes; }
-void *kernel_box(const kernel *k) { return k->box; }
-void kernel_set_box(kernel *k, void *box) { k->box = box; }
+struct box *kernel_box(const kernel *k) { return k->box; }
+void kernel_set_box(kernel *k, struct box *box) { k->box = box; }
 
 const char *kernel_id(const kernel *k) { return k->id; }
 const kernelspec *kernel_spec(const kernel *k) { return k->spec; }
@@ -181,8 +179,11 @@ int64_t kernel_last_activity_us(const kernel *k) { return k->last_activity_us; }
 void kernel_touch(kernel *k) { k->last_activity_us = clock_wall_us(); }
 int kernel_connection_count(const kernel *k) { return k->connections; }
 void kernel_set_connection_count(kernel *k, int count) { k->connections = count; }
-void *kernel_subscribers(const kernel *k) { return k->subscribers; }
-void kernel_set_subscribers(kernel *k, void *subscribers) { k->subscribers = subscribers; }
+struct channel_connection *kernel_subscribers(const kernel *k) { return k->subscribers; }
+void kernel_set_subscribers(kernel *k, struct channel_connection *subscribers)
+{
+    k->subscribers = subscribers;
+}
 
 const char *kernel_state_name(kernel_state state)
 {
@@ -632,7 +633,7 @@ static void flush_outputs(kernel *k)
 {
     if (k->output_timer) {
         loop_timer_cancel(k->output_timer);
-        k->output_timer = NULL;
+        k->output_timer = 0;
     }
     flush_output(&k->out, 0);
     flush_output(&k->err, 0);
@@ -641,7 +642,7 @@ static void flush_outputs(kernel *k)
 static void on_output_timer(void *arg)
 {
     kernel *k = arg;
-    k->output_timer = NULL;
+    k->output_timer = 0;
     flush_outputs(k);
 }
 
@@ -734,7 +735,7 @@ static void cancel_execution_timer(kernel *k)
 {
     if (k->execution.timer) {
         loop_timer_cancel(k->execution.timer);
-        k->execution.timer = NULL;
+        k->execution.timer = 0;
     }
 }
 
@@ -746,7 +747,7 @@ static void note(kernel *k, const char *text)
 static void on_interrupt_ignored(void *arg)
 {
     kernel *k = arg;
-    k->execution.timer = NULL;
+    k->execution.timer = 0;
     snprintf(k->death_reason, sizeof k->death_reason,
              "kernel died: timeout after %d s (the cell did not stop when interrupted)",
              k->sandbox.limits.timeout_seconds);
@@ -762,7 +763,7 @@ static void on_execution_timeout(void *arg)
     note(k, text);
     k->execution.timed_out = true;
     kill_process_group(k, SIGINT);
-    k->execution.timer = loop_timer_add(INTERRUPT_GRACE_MS, on_interrupt_ignored, k);
+    k->execution.timer = loop_timer_add(KERNEL_CELL_LIMIT_KILL_GRACE_MS, on_interrupt_ignored, k);
 }
 
 static void start_execution(kernel *k)
@@ -936,7 +937,7 @@ static void close_channel(kernel *k)
 static void on_hangup_grace_over(void *arg)
 {
     kernel *k = arg;
-    k->hangup_timer = NULL;
+    k->hangup_timer = 0;
     if (!k->death_reason[0])
         snprintf(k->death_reason, sizeof k->death_reason,
                  "kernel died: it closed its channel to the daemon");
@@ -1031,7 +1032,7 @@ static void answer_shutdown_request(kernel *k)
 static void on_shutdown_grace_over(void *arg)
 {
     kernel *k = arg;
-    k->shutdown_timer = NULL;
+    k->shutdown_timer = 0;
     if (!k->shutdown_replied)
         answer_shutdown_request(k);
     if (!k->restart_requested && !k->death_reason[0])
@@ -1177,15 +1178,15 @@ static void release_process(kernel *k)
     close_output(&k->err);
     if (k->output_timer) {
         loop_timer_cancel(k->output_timer);
-        k->output_timer = NULL;
+        k->output_timer = 0;
     }
     if (k->hangup_timer) {
         loop_timer_cancel(k->hangup_timer);
-        k->hangup_timer = NULL;
+        k->hangup_timer = 0;
     }
     if (k->shutdown_timer) {
         loop_timer_cancel(k->shutdown_timer);
-        k->shutdown_timer = NULL;
+        k->shutdown_timer = 0;
     }
     json_decref(k->shutdown_request);
     k->shutdown_request = NULL;

@@ -25,6 +25,12 @@ typedef enum kernel_state {
 
 typedef struct kernel kernel;
 
+/* After the sandbox's per-cell limit (limits.timeout_seconds) interrupts a cell, how long the cell
+   gets to stop before the kernel is killed ("the cell did not stop when interrupted"). The native
+   API's per-execution timeout waits longer before it gives up on its own (execution.c), so that
+   where both fire, the client hears that the kernel was killed rather than "still busy". */
+#define KERNEL_CELL_LIMIT_KILL_GRACE_MS 3000
+
 /* Receives every message a kernel publishes or replies with (borrowed), and the daemon's own
    (status restarting/dead, stream, errors for a dead kernel's running cell). */
 typedef void (*kernel_message_handler)(kernel *k, const char *channel, json_t *message);
@@ -95,8 +101,11 @@ const kernel_sandbox *kernel_get_sandbox(const kernel *k);
 int kernel_pidfd(const kernel *k);               /* its first process (the supervisor); -1 if none yet */
 pid_t kernel_pid(const kernel *k);               /* the same, as a pid (host view); 0 until the zygote says it */
 long long kernel_last_dropped_bytes(const kernel *k); /* output dropped by the last execution */
-void *kernel_box(const kernel *k);               /* the native API's record of its sandbox */
-void kernel_set_box(kernel *k, void *box);
+/* The model's record of the kernel's sandbox (model/box.h): kernel/ only keeps the pointer,
+   declared here so that the compiler checks it without kernel/ including model/. */
+struct box;
+struct box *kernel_box(const kernel *k);
+void kernel_set_box(kernel *k, struct box *box);
 const kernelspec *kernel_spec(const kernel *k);
 const char *kernel_session(const kernel *k);
 const char *kernel_workspace(const kernel *k);
@@ -109,10 +118,12 @@ void kernel_fail_running_cell(kernel *k, const char *ename, const char *evalue);
 int64_t kernel_last_activity_us(const kernel *k);
 void kernel_touch(kernel *k);                     /* activity from a client */
 
-/* Bookkeeping for the channels module. */
+/* Bookkeeping for the channels module (api/channels.c): the WebSocket connections subscribed to
+   the kernel's output, a list the channels module links and walks. */
+struct channel_connection;
 int kernel_connection_count(const kernel *k);
 void kernel_set_connection_count(kernel *k, int count);
-void *kernel_subscribers(const kernel *k);
-void kernel_set_subscribers(kernel *k, void *subscribers);
+struct channel_connection *kernel_subscribers(const kernel *k);
+void kernel_set_subscribers(kernel *k, struct channel_connection *subscribers);
 
 #endif

@@ -38,12 +38,12 @@ struct zygote {
     pid_t pid;
     int pidfd, control_fd;
     loop_watch pid_watch, control_watch;
-    loop_timer *restart; /* after it ended */
+    loop_timer_id restart; /* after it ended */
     bool ready;
     struct {
         zygote_spawn *head, *tail; /* the first `in_flight` are sent */
         int in_flight;
-        loop_timer *timeout; /* for the oldest request in flight */
+        loop_timer_id timeout; /* for the oldest request in flight */
     } spawns;
 };
 
@@ -206,7 +206,7 @@ static void exec_zygote(const zygote *z, int control_fd, const char *home_cgroup
 static void start_process(void *arg)
 {
     zygote *z = arg;
-    z->restart = NULL;
+    z->restart = 0;
     int pair[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
         log_warn("zygote%s: cannot create its control socket: %s", z->name, strerror(errno));
@@ -299,7 +299,7 @@ static void arm_timeout(zygote *z)
 {
     if (z->spawns.timeout) {
         loop_timer_cancel(z->spawns.timeout);
-        z->spawns.timeout = NULL;
+        z->spawns.timeout = 0;
     }
     if (z->spawns.in_flight > 0) {
         int64_t left = z->spawns.head->sent_at_ms + SPAWN_TIMEOUT_MS - clock_monotonic_ms();
@@ -383,7 +383,7 @@ static void fail_all_spawns(zygote *z, const char *why)
 static void on_spawn_timeout(void *arg)
 {
     zygote *z = arg;
-    z->spawns.timeout = NULL;
+    z->spawns.timeout = 0;
     char why[96];
     snprintf(why, sizeof why, "it did not answer a clone request in %d s", SPAWN_TIMEOUT_MS / 1000);
     give_up_on_zygote(z, why);
@@ -561,7 +561,7 @@ void zygote_stop(zygote *z)
         loop_timer_cancel(z->restart);
     if (z->spawns.timeout) {
         loop_timer_cancel(z->spawns.timeout);
-        z->spawns.timeout = NULL;
+        z->spawns.timeout = 0;
     }
     dispose_answers_due(z);
     if (z->pid > 0 && z->pidfd >= 0) {

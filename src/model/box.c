@@ -48,11 +48,11 @@ struct box {
     int timeout_s;             /* 0: never expires */
     int64_t started_at_us;
     int64_t ends_at_us;        /* 0 while it cannot expire (no TTL, or paused) */
-    loop_timer *ttl;
+    loop_timer_id ttl;
     bool expired;              /* its TTL ended: it is being removed for that */
     bool paused;
     box_context *contexts;     /* the contexts other than the default one */
-    void *commands;
+    struct command *commands;  /* command.c's list */
     log_entry log[BOX_LOG_ENTRIES];
     size_t log_next, log_count;
     size_t log_bytes;          /* text held by the log, at most BOX_LOG_BYTES */
@@ -264,7 +264,7 @@ kernel *box_default_kernel(const box *b) { return b->primary; }
 uid_t box_uid(const box *b) { return kernel_get_sandbox(b->primary)->uid; }
 const sandbox_limits *box_limits(const box *b) { return kernel_limits(b->primary); }
 json_t *box_env(const box *b) { return b->env; }
-void **box_commands_slot(box *b) { return &b->commands; }
+struct command **box_commands_slot(box *b) { return &b->commands; }
 
 box_state box_get_state(const box *b)
 {
@@ -314,7 +314,7 @@ static void delete_expired(void *arg)
 static void on_ttl_expired(void *arg)
 {
     box *b = arg;
-    b->ttl = NULL;
+    b->ttl = 0;
     b->expired = true;
     log_info("sandbox %s: expired after %d s", box_id(b), b->timeout_s);
     char why[512];
@@ -333,7 +333,7 @@ static void arm_ttl(box *b)
 {
     if (b->ttl) {
         loop_timer_cancel(b->ttl);
-        b->ttl = NULL;
+        b->ttl = 0;
     }
     b->ends_at_us = 0;
     if (b->timeout_s <= 0 || b->paused)

@@ -95,7 +95,8 @@ void box_restore(box *b, json_t *saved);
 /* An adopted kernel (kernel_adopt) becomes one of the box's other contexts again. 0. */
 int box_adopt_context(box *b, kernel *k, const char *cwd);
 
-/* Where the commands module keeps a box's list of commands. */
-void **box_commands_slot(box *b);
+/* Where the commands module (model/command.c) keeps a box's list of commands. */
+struct command;
+struct command **box_commands_slot(box *b);
 
 #endif

@@ -70,7 +70,7 @@ struct command {
     int exit_code, signal_number;
     char *end_reason;        /* why its sandbox ended it (expired), or NULL */
     int64_t started_us, ended_us, started_ms;
-    loop_timer *timeout;
+    loop_timer_id timeout;
     waiter *waiters;
     struct command *next;
 };
@@ -107,7 +107,7 @@ static int pid_inside(pid_t pid)
 
 void command_init(void) { box_add_box_gone_hook(on_box_gone); }
 
-static command **list_of(box *b) { return (command **)box_commands_slot(b); }
+static command **list_of(box *b) { return box_commands_slot(b); }
 
 bool command_running(const command *c) { return !c->exited; }
 
@@ -273,7 +273,7 @@ static void drop(command *c)
     close_output(&c->err);
     if (c->timeout)
         loop_timer_cancel(c->timeout);
-    c->timeout = NULL;
+    c->timeout = 0;
     if (c->pidfd >= 0) { /* killed, not yet reaped */
         loop_watch_remove(&c->pid_watch);
         kernel_reap_in_background(c->pidfd);
@@ -321,7 +321,7 @@ static void on_process_exit(void *owner, uint32_t events)
     c->pidfd = -1;
     if (c->timeout)
         loop_timer_cancel(c->timeout);
-    c->timeout = NULL;
+    c->timeout = 0;
     c->exited = true;
     c->ended_us = clock_wall_us();
     let_go(c);
@@ -352,7 +352,7 @@ static void on_process_exit(void *owner, uint32_t events)
 static void on_timeout(void *arg)
 {
     command *c = arg;
-    c->timeout = NULL;
+    c->timeout = 0;
     c->timed_out = true;
     signal_command(c, SIGKILL);
 }

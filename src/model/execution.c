@@ -14,7 +14,12 @@
 #include "sandbox/cgroup.h"
 
 #define KEEPALIVE_MS 5000
-#define INTERRUPT_GRACE_MS 5000 /* after a timeout's interrupt, before giving up on the kernel */
+/* After this execution's own timeout (timeout_s) interrupts it, how long the events wait for the
+   cell to stop before they end with "still busy" (the kernel is left running; the client may
+   restart it). Not the kernel's KERNEL_CELL_LIMIT_KILL_GRACE_MS, which kills the kernel after
+   the sandbox's per-cell limit: this waits for a reply, that enforces a limit, and it is the
+   longer of the two so that a kill the kernel is about to make is what the client hears. */
+#define GIVE_UP_AFTER_INTERRUPT_MS (KERNEL_CELL_LIMIT_KILL_GRACE_MS + 2000)
 
 struct execution {
     box *box;
@@ -26,8 +31,11 @@ struct execution {
     bool replied, errored, timed_out, finished;
     bool color;                 /* tracebacks keep their ANSI colours */
     int timeout_s;
-    loop_timer *keepalive, *timeout;
+    loop_timer_id keepalive, timeout;
     int64_t started_ms, submitted_ms;
+    char send_failure[192];     /* why the kernel could not take it (kernel_death_reason's size) */
+    bool refused;               /* ... and then: finish reports the counters read at the time */
+    cgroup_counters counters_when_refused;
     long long cpu_at_start_us;
     long long output_bytes;
     struct execution *next;
@@ -48,11 +56,11 @@ void execution_init(void)
 
 static sandbox_cgroup *cgroup_of(const execution *e) { return kernel_get_sandbox(e->k)->cgroup; }
 
-static void cancel(loop_timer **timer)
+static void cancel(loop_timer_id *timer)
 {
     if (*timer) {
         loop_timer_cancel(*timer);
-        *timer = NULL;
+        *timer = 0;
     }
 }
 
@@ -72,7 +80,7 @@ static void emit(execution *e, json_t *event)
 static void on_keepalive(void *arg)
 {
     execution *e = arg;
-    e->keepalive = NULL;
+    e->keepalive = 0;
     emit(e, json_pack("{s:s}", "type", "keepalive"));
 }
 
@@ -102,7 +110,9 @@ static void finish(execution *e)
     if (e->finished)
         return;
     cgroup_counters counters = {0};
-    if (cgroup_of(e))
+    if (e->refused) /* its kernel may be gone by the turn that reports it */
+        counters = e->counters_when_refused;
+    else if (cgroup_of(e))
         cgroup_read_counters(cgroup_of(e), &counters);
     int64_t now = clock_monotonic_ms();
     emit(e, json_pack("{s:s, s:I, s:I, s:I, s:I, s:b, s:b}", "type", "accounting", "wall_ms",
@@ -284,7 +294,7 @@ static void on_kernel_gone(kernel *k)
 static void on_interrupt_ignored(void *arg)
 {
     execution *e = arg;
-    e->timeout = NULL;
+    e->timeout = 0;
     emit_error(e, "TimeoutError",
                "the kernel did not stop when interrupted; it is still busy (restart the context "
                "to stop it)", NULL);
@@ -294,7 +304,7 @@ static void on_interrupt_ignored(void *arg)
 static void on_timeout(void *arg)
 {
     execution *e = arg;
-    e->timeout = NULL;
+    e->timeout = 0;
     e->timed_out = true;
     char value[160];
     snprintf(value, sizeof value, "execution timed out after %d s: the kernel was interrupted",
@@ -305,10 +315,20 @@ static void on_timeout(void *arg)
         return;
     }
     kernel_interrupt(e->k);
-    e->timeout = loop_timer_add(INTERRUPT_GRACE_MS, on_interrupt_ignored, e);
+    e->timeout = loop_timer_add(GIVE_UP_AFTER_INTERRUPT_MS, on_interrupt_ignored, e);
 }
 
 /* ---- life cycle ---- */
+
+/* The kernel could not take the request. The sink hears so on the loop's next turn, never from
+   inside execution_start: a caller holds the execution it was given before any event or end can
+   reach it (no caller needs a placeholder for "it ended before it started"). */
+static void report_send_failure(void *arg)
+{
+    execution *e = arg;
+    emit_error(e, "KernelDied", e->send_failure, NULL);
+    finish(e);
+}
 
 execution *execution_start(box *b, kernel *context, const execution_request *request,
                            const execution_sink *sink, void *arg)
@@ -334,18 +354,21 @@ execution *execution_start(box *b, kernel *context, const execution_request *req
     if (request->env_vars && json_object_size(request->env_vars) > 0)
         json_object_set_new(json_object_get(message, "metadata"), "cellbox",
                             json_pack("{s:O}", "env", request->env_vars));
-    e->next = running;
-    running = e;
     int sent = kernel_send(context, message);
     json_decref(message);
     kernel_touch(context);
     if (sent < 0) {
-        emit_error(e, "KernelDied", kernel_death_reason(context)[0] ? kernel_death_reason(context)
-                                                                    : "the context is not running",
-                   NULL);
-        finish(e);
-        return NULL;
+        snprintf(e->send_failure, sizeof e->send_failure, "%s",
+                 kernel_death_reason(context)[0] ? kernel_death_reason(context)
+                                                 : "the context is not running");
+        e->refused = true;
+        if (cgroup_of(e))
+            cgroup_read_counters(cgroup_of(e), &e->counters_when_refused);
+        loop_defer(report_send_failure, e);
+        return e;
     }
+    e->next = running;
+    running = e;
     e->keepalive = loop_timer_add(KEEPALIVE_MS, on_keepalive, e);
     if (request->timeout_s > 0)
         e->timeout = loop_timer_add((int64_t)request->timeout_s * 1000, on_timeout, e);

@@ -32,6 +32,9 @@ typedef struct execution_request {
 } execution_request;
 
 void execution_init(void);
+/* Sends the code to `context` and returns its execution (never NULL). The sink is never called
+   from inside execution_start: events and the end come on later turns of the loop, a kernel that
+   cannot take the request included (an error event "KernelDied", then the end). */
 execution *execution_start(box *b, kernel *context, const execution_request *request,
                            const execution_sink *sink, void *arg);
 /* The consumer went away: no more events; the kernel is interrupted if it runs this code. */

@@ -319,7 +319,7 @@ typedef struct prepared_set {
 } prepared_set;
 
 static prepared_set prepared[PREPARED_AHEAD];
-static loop_timer *prepare_timer;
+static loop_timer_id prepare_timer;
 
 static bool preparing_off_loop(void) { return volume_worker_running(); } /* ext4 only */
 
@@ -357,7 +357,7 @@ static void on_prepared_volume(void *arg, bool ok, const char *why)
 static void prepare_next(void *arg)
 {
     (void)arg;
-    prepare_timer = NULL;
+    prepare_timer = 0;
     for (size_t i = 0; i < PREPARED_AHEAD; i++) {
         prepared_set *set = &prepared[i];
         if (set->state != SET_EMPTY)
@@ -436,7 +436,7 @@ static void discard_prepared(void)
 {
     if (prepare_timer)
         loop_timer_cancel(prepare_timer);
-    prepare_timer = NULL;
+    prepare_timer = 0;
     for (size_t i = 0; i < PREPARED_AHEAD; i++)
         if (prepared[i].state != SET_EMPTY)
             forget_set(&prepared[i]); /* one still being made: its removal follows its creation */
@@ -479,7 +479,7 @@ typedef struct pooled_kernel {
 
 static pooled_kernel *pool; /* every template's, oldest first */
 static size_t pool_count;
-static loop_timer *refill_timer;
+static loop_timer_id refill_timer;
 
 static void schedule_refill(int64_t delay_ms);
 
@@ -520,7 +520,7 @@ static size_t pooled_of(const kernelspec *spec)
    templates take turns in their order, each until its pool is full. */
 static void refill_one(void *arg)
 {
-    refill_timer = NULL;
+    refill_timer = 0;
     if (!room_for_another())
         return;
     const kernelspec *spec = NULL;
@@ -586,7 +586,7 @@ static pooled_kernel take_pooled(const kernelspec *spec)
        of creates is served from the pool first and the pool refills once the burst is over. */
     if (refill_timer) {
         loop_timer_cancel(refill_timer);
-        refill_timer = NULL;
+        refill_timer = 0;
     }
     schedule_refill(REFILL_DELAY_AFTER_HANDOUT_MS);
     return taken;
@@ -733,7 +733,7 @@ static void discard_made_ahead(void)
 {
     if (refill_timer)
         loop_timer_cancel(refill_timer);
-    refill_timer = NULL;
+    refill_timer = 0;
     discard_prepared();
     while (pool_count > 0)
         discard_pooled(&pool[--pool_count]);

@@ -13,6 +13,9 @@
 
 #define DEFAULT_TIMEOUT_S 30
 #define DEFAULT_MAX_OUTPUT (1 << 20)
+/* After a run's timeout interrupts the runner, how long it has to report (exit code 124) before
+   the answer goes without its report and the sandbox is deleted: a third wait, for the runner,
+   beside the kernel's kill grace and an execution's give-up (kernel.h, execution.c). */
 #define GIVE_UP_AFTER_INTERRUPT_MS 3000
 #define TIMEOUT_EXIT_CODE 124
 #define RUN_MIME "application/vnd.cellbox.run+json"
@@ -24,7 +27,7 @@ struct stateless_run {
     void *arg;
     kernel *k;
     execution *execution;
-    loop_timer *timer;
+    loop_timer_id timer;
     int timeout_s;
     long long max_output;
     buffer output, out, err;
@@ -33,9 +36,8 @@ struct stateless_run {
     json_t *outcome;        /* from the script runner */
     json_t *error;          /* an error event: the runner itself failed (kernel died...) */
     json_t *accounting;
-    bool starting, ended_early;
     size_t block_starts[MAX_BLOCKS]; /* where each block's output begins in `output` */
-    size_t block_count; /* inside stateless_run_start / the execution ended there */
+    size_t block_count;
 };
 
 typedef struct stateless_run run_call;
@@ -144,7 +146,7 @@ static void discard_sandbox(run_call *call)
 {
     if (call->timer)
         loop_timer_cancel(call->timer);
-    call->timer = NULL;
+    call->timer = 0;
     if (call->k) {
         kernel *k = call->k;
         call->k = NULL;
@@ -160,10 +162,7 @@ static void run_on_end(void *arg)
     call->execution = NULL;
     respond(call);
     discard_sandbox(call);
-    if (call->starting)
-        call->ended_early = true; /* stateless_run_start frees it */
-    else
-        free_run(call);
+    free_run(call);
 }
 
 static const execution_sink run_sink = {run_on_event, run_on_end};
@@ -171,7 +170,7 @@ static const execution_sink run_sink = {run_on_event, run_on_end};
 static void on_give_up(void *arg)
 {
     run_call *call = arg;
-    call->timer = NULL;
+    call->timer = 0;
     execution *e = call->execution;
     call->execution = NULL;
     execution_abandon(e);
@@ -183,7 +182,7 @@ static void on_give_up(void *arg)
 static void on_run_timeout(void *arg)
 {
     run_call *call = arg;
-    call->timer = NULL;
+    call->timer = 0;
     call->timed_out = true;
     kernel_interrupt(call->k); /* the runner stops with 124 and reports */
     call->timer = loop_timer_add(GIVE_UP_AFTER_INTERRUPT_MS, on_give_up, call);
@@ -254,15 +253,8 @@ stateless_run *stateless_run_start(const stateless_run_plan *plan, stateless_run
     call->max_output = plan->max_output;
     char *code = runner_code(plan->blocks, plan->files, plan->fetch_files, plan->stdin_text);
     call->timer = loop_timer_add((int64_t)plan->timeout_s * 1000, on_run_timeout, call);
-    call->starting = true;
     execution_request run = {.code = code, .silent = true};
-    execution *e = execution_start(box_of(k), k, &run, &run_sink, call);
+    call->execution = execution_start(box_of(k), k, &run, &run_sink, call);
     free(code);
-    call->starting = false;
-    if (call->ended_early) { /* the kernel died at once: `done` already has the answer */
-        free_run(call);
-        return NULL;
-    }
-    call->execution = e;
     return call;
 }

@@ -23,7 +23,8 @@ typedef struct stateless_run_plan {
     int memory_mb;          /* 0: the default limit */
 } stateless_run_plan;
 
-/* Called once with the answer (borrowed); the run is freed afterwards. */
+/* Called once with the answer (borrowed), never from inside stateless_run_start; the run is freed
+   afterwards. */
 typedef void (*stateless_run_done)(void *arg, json_t *answer);
 
 /* NULL with an HTTP status and `why` when no sandbox could be made. */

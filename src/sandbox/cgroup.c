@@ -33,7 +33,7 @@ struct sandbox_cgroup {
     int limit_event_fds[2];
     int removal_attempts;
     int pids_limit;                  /* pids.max as the limits have it */
-    loop_timer *removal_timer;
+    loop_timer_id removal_timer;
     sandbox_cgroup *next_pending;    /* in the list of groups waiting to be removed */
     cgroup_removed_callback removed; /* told when the removal ended (cgroup_destroy_then) */
     void *removed_arg;
@@ -522,7 +522,7 @@ static void finish_removal(sandbox_cgroup *group, bool removed)
 static void retry_removal(void *arg)
 {
     sandbox_cgroup *group = arg;
-    group->removal_timer = NULL;
+    group->removal_timer = 0;
     if (remove_directories(group)) {
         forget_pending(group);
         finish_removal(group, true);
