@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/errors.h"
 #include "api/jupyter.h"
 #include "api/v1.h"
 #include "api/v1_files.h"
@@ -134,9 +135,9 @@ static void create_sandbox(http_request *request)
     if (json_is_boolean(json_object_get(body, "allow_internet_access")))
         network = json_boolean(internet);
     const char *spec = kernelspec_for_template(template_id);
-    int status;
+    failure_kind failure;
     char why[512];
-    kernel *k = spec ? manager_create(spec, env, NULL, network, &status, why, sizeof why) : NULL;
+    kernel *k = spec ? manager_create(spec, env, NULL, network, &failure, why, sizeof why) : NULL;
     json_decref(network);
     if (!spec)
         respond_error(request, 404,
@@ -144,7 +145,7 @@ static void create_sandbox(http_request *request)
                       "kernelspecs (GET /v1/templates), or 'base' for the default",
                       text_utf8_prefix(template_id, 200), template_id);
     else if (!k)
-        respond_error(request, status, "%s", why);
+        respond_error(request, errors_status_of_failure(failure), "%s", why);
     if (!k) {
         json_decref(body);
         return;

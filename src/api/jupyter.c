@@ -6,6 +6,7 @@
 
 #include "api/channels.h"
 #include "api/e2b.h"
+#include "api/errors.h"
 #include "api/sessions.h"
 #include "api/mcp.h"
 #include "api/v1.h"
@@ -93,14 +94,14 @@ kernel *jupyter_create_kernel(http_request *request, json_t *body)
     if (!env)
         return NULL;
     const char *spec = json_string_value(name);
-    int status;
+    failure_kind failure;
     char why[512];
     kernel *k = manager_create(spec && *spec ? spec : manager_default_kernel(), env,
                                json_object_get(body, "limits"), json_object_get(body, "network"),
-                               &status, why, sizeof why);
+                               &failure, why, sizeof why);
     json_decref(env);
     if (!k)
-        http_respond_error(request, status, "%s", why);
+        http_respond_error(request, errors_status_of_failure(failure), "%s", why);
     else
         box_of(k); /* its /v1 record starts now: started_at is when it was made, not first seen */
     return k;
@@ -148,7 +149,7 @@ static void get_kernelspecs(http_request *request)
 {
     http_respond_json(request, 200,
                       json_pack("{s:s, s:o}", "default", manager_default_kernel(), "kernelspecs",
-                                kernelspec_all_models()));
+                                kernelspec_all_models(http_base_url())));
 }
 
 static void get_kernelspec(http_request *request, const char *name)
@@ -158,7 +159,7 @@ static void get_kernelspec(http_request *request, const char *name)
         http_respond_error(request, 404, "Kernel spec %s not found", name);
         return;
     }
-    http_respond_json(request, 200, kernelspec_model(spec));
+    http_respond_json(request, 200, kernelspec_model(spec, http_base_url()));
 }
 
 static const char *content_type_for(const char *file)

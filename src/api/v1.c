@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/errors.h"
 #include "api/v1_files.h"
 #include "common/log.h"
 #include "common/text.h"
@@ -258,16 +259,16 @@ static void create_sandbox(http_request *request)
         json_decref(body);
         return;
     }
-    int status;
+    failure_kind failure;
     char why[512];
     kernel *k = manager_create(template_name, env, limits, json_object_get(body, "network"),
-                               &status, why, sizeof why);
+                               &failure, why, sizeof why);
     if (!k) {
-        if (status == 404)
+        if (failure == FAILURE_NOT_FOUND)
             http_respond_error(request, 404, "template '%.*s' does not exist (see GET /v1/templates)",
                                text_utf8_prefix(template_name, 200), template_name);
         else
-            http_respond_error(request, status, "%s", why);
+            http_respond_error(request, errors_status_of_failure(failure), "%s", why);
         json_decref(body);
         return;
     }
@@ -356,14 +357,15 @@ void v1_create_context(http_request *request, box *b)
     if (v1_optional_string(request, body, "language", &language) &&
         v1_optional_string(request, body, "cwd", &cwd)) {
         char why[512];
-        int status;
+        failure_kind failure;
         kernel *k = NULL;
         if (strcmp(language, "python") != 0 && strcmp(language, "python3") != 0)
             http_respond_error(request, 400, "language '%s' is not available (python is)", language);
         else if (cwd[0] != '/' || strstr(cwd, ".."))
             http_respond_error(request, 400, "'cwd' must be an absolute path without '..'");
-        else if (!(k = box_add_context(b, cwd, &status, why, sizeof why)))
-            http_respond_error(request, status, "cannot start the context: %s", why);
+        else if (!(k = box_add_context(b, cwd, &failure, why, sizeof why)))
+            http_respond_error(request, errors_status_of_failure(failure),
+                               "cannot start the context: %s", why);
         else
             http_respond_json(request, 201, box_context_model(b, k));
     }

@@ -459,12 +459,12 @@ kernel *box_find_context(box *b, const char *context_id)
     return NULL;
 }
 
-kernel *box_add_context(box *b, const char *cwd, int *status, char *why, size_t why_size)
+kernel *box_add_context(box *b, const char *cwd, failure_kind *failure, char *why, size_t why_size)
 {
-    *status = 503;
+    *failure = FAILURE_EXHAUSTED;
     if (!descriptors_available(CONTEXT_DESCRIPTORS, why, why_size))
         return NULL;
-    *status = 500;
+    *failure = FAILURE_INTERNAL;
     box_context *c = calloc(1, sizeof *c);
     if (!c || !(c->cwd = strdup(cwd)))
         die("out of memory");
@@ -560,15 +560,6 @@ static json_t *usage_model(const box *b)
 }
 
 /* The native API names each limit with its unit. */
-static json_t *limits_model(const sandbox_limits *l)
-{
-    return json_pack("{s:I, s:i, s:f, s:I, s:i, s:i, s:I, s:b}", "memory_bytes",
-                     (json_int_t)l->memory_bytes, "pids", l->pids, "cpus", l->cpus, "disk_bytes",
-                     (json_int_t)l->disk_bytes, "open_files", l->open_files, "timeout_s",
-                     l->timeout_seconds, "output_bytes", (json_int_t)l->output_bytes, "network",
-                     l->network);
-}
-
 json_t *box_model(box *b)
 {
     box_state state = box_get_state(b);
@@ -576,7 +567,7 @@ json_t *box_model(box *b)
         "{s:s, s:s, s:s, s:o, s:o, s:i, s:O, s:o, s:o, s:o}", "id", box_id(b), "template",
         kernel_spec(b->primary)->name, "state", box_state_name(state), "started_at",
         clock_iso_json(b->started_at_us), "ends_at", clock_iso_json(b->ends_at_us), "timeout_s",
-        b->timeout_s, "metadata", b->metadata, "limits", limits_model(box_limits(b)), "usage",
+        b->timeout_s, "metadata", b->metadata, "limits", limits_to_json(box_limits(b)), "usage",
         usage_model(b), "contexts", box_contexts_model(b));
     if (state == BOX_DEAD)
         json_object_set_new(model, "reason", text_json_string(kernel_death_reason(b->primary)));

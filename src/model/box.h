@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/failure.h"
 #include "kernel/kernel.h"
 #include "sandbox/confined.h"
 #include "sandbox/limits.h"
@@ -47,8 +48,9 @@ bool box_matches(const box *b, const char *state, json_t *metadata_filter);
 
 /* Contexts: the default one (id = the box's) and others, each a kernel in the same sandbox. */
 kernel *box_find_context(box *b, const char *context_id);
-/* NULL with an HTTP status (503 near the daemon's open-file budget, 500 otherwise) and `why`. */
-kernel *box_add_context(box *b, const char *cwd, int *status, char *why, size_t why_size);
+/* NULL with `why` and what went wrong: exhausted near the daemon's open-file budget, internal
+   otherwise. */
+kernel *box_add_context(box *b, const char *cwd, failure_kind *failure, char *why, size_t why_size);
 int box_delete_context(box *b, kernel *context); /* -1 for the default context */
 json_t *box_context_model(box *b, kernel *context);
 json_t *box_contexts_model(box *b);

@@ -158,15 +158,6 @@ static uid_t sandbox_uid(const sandbox_resources *r) { return options.first_uid 
 
 static void add_cgroup_path(const char *path, void *arg) { json_array_append_new(arg, json_string(path)); }
 
-static json_t *limits_json(const sandbox_limits *l)
-{
-    return json_pack("{s:I, s:i, s:f, s:I, s:i, s:i, s:I, s:b}", "memory_bytes",
-                     (json_int_t)l->memory_bytes, "pids", l->pids, "cpus", l->cpus, "disk_bytes",
-                     (json_int_t)l->disk_bytes, "open_files", l->open_files, "timeout_seconds",
-                     l->timeout_seconds, "output_bytes", (json_int_t)l->output_bytes, "network",
-                     l->network);
-}
-
 /* What the next daemon needs to clean up after this one (reconcile.h) or to adopt the sandbox:
    written before any piece exists, rewritten when a kernel is handed out (`k`: then its workspace
    is the user's, kept with --keep-workspaces) and whenever what survives a restart changes (its
@@ -182,7 +173,7 @@ static void record_sandbox(const sandbox_resources *r, kernel *k)
     if (k) {
         json_object_set_new(record, "kernelspec", json_string(kernel_spec(k)->name));
         json_object_set(record, "env", kernel_request_env(k));
-        json_object_set_new(record, "limits", limits_json(kernel_limits(k)));
+        json_object_set_new(record, "limits", limits_to_json(kernel_limits(k)));
         pid_t pid = kernel_pid(k);
         if (pid > 0 && kernel_get_state(k) != KERNEL_DEAD) {
             json_object_set_new(record, "pid", json_integer(pid));
@@ -323,13 +314,6 @@ static loop_timer *prepare_timer;
 
 static bool preparing_off_loop(void) { return volume_worker_running(); } /* ext4 only */
 
-/* What prepare_sandbox() builds from the limits. */
-static bool same_sandbox_pieces(const sandbox_limits *a, const sandbox_limits *b)
-{
-    return a->memory_bytes == b->memory_bytes && a->pids == b->pids && a->cpus == b->cpus &&
-           a->disk_bytes == b->disk_bytes;
-}
-
 static void forget_set(prepared_set *set)
 {
     char *workspace = data_path("workspaces", set->id, "");
@@ -418,7 +402,7 @@ static void schedule_prepare(int64_t delay_ms)
 /* Prepared pieces if they fit these limits (their id into `id`); false otherwise. */
 static bool take_prepared(const sandbox_limits *limits, char *id, sandbox_resources *r)
 {
-    if (!same_sandbox_pieces(limits, &options.default_limits))
+    if (!limits_equal(limits, &options.default_limits, LIMITS_OF_CGROUP_AND_VOLUME))
         return false;
     for (size_t i = 0; i < PREPARED_AHEAD; i++) {
         if (prepared[i].state != SET_READY)
@@ -482,14 +466,6 @@ static size_t pool_count;
 static loop_timer *refill_timer;
 
 static void schedule_refill(int64_t delay_ms);
-
-static bool same_limits(const sandbox_limits *a, const sandbox_limits *b)
-{
-    return a->memory_bytes == b->memory_bytes && a->pids == b->pids && a->cpus == b->cpus &&
-           a->disk_bytes == b->disk_bytes && a->open_files == b->open_files &&
-           a->timeout_seconds == b->timeout_seconds && a->output_bytes == b->output_bytes &&
-           a->network == b->network;
-}
 
 static void discard_pooled(pooled_kernel *p)
 {
@@ -609,11 +585,11 @@ size_t manager_pool_ready_count(const kernelspec *spec)
 /* ---- creation ---- */
 
 kernel *manager_create(const char *spec_name, json_t *env, json_t *limits_json, json_t *network,
-                       int *status, char *why, size_t why_size)
+                       failure_kind *failure, char *why, size_t why_size)
 {
     const kernelspec *spec = kernelspec_find(spec_name ? spec_name : options.default_kernel);
     if (!spec) {
-        *status = 404;
+        *failure = FAILURE_NOT_FOUND;
         /* cut at a character: why is a fixed buffer, and a name cut mid-character made an
            error that jansson refused (the daemon died encoding it) */
         snprintf(why, why_size, "No such kernel named %.*s", text_utf8_prefix(spec_name, 200),
@@ -621,22 +597,20 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *limits_json, 
         return NULL;
     }
     if (options.max_kernels > 0 && kernel_count >= (size_t)options.max_kernels) {
-        *status = 403;
+        *failure = FAILURE_FORBIDDEN;
         snprintf(why, why_size, "Resource Limit: maximum number of kernels (%d) reached; delete a "
                  "kernel or raise --max-kernels", options.max_kernels);
         return NULL;
     }
     if (!descriptors_available(DESCRIPTORS_PER_SANDBOX, why, why_size)) {
-        *status = 503;
+        *failure = FAILURE_EXHAUSTED;
         return NULL;
     }
     sandbox_limits limits;
     if (limits_from_request(limits_json, network, env, &options.default_limits, &options.max_limits,
-                            options.allow_network, &limits, why, why_size) < 0) {
-        *status = strstr(why, "network access is disabled") ? 403 : 400;
+                            options.allow_network, &limits, failure, why, why_size) < 0)
         return NULL;
-    }
-    bool poolable = spec->pool_size > 0 && same_limits(&limits, &options.default_limits);
+    bool poolable = spec->pool_size > 0 && limits_equal(&limits, &options.default_limits, LIMITS_ALL);
     pooled_kernel pooled = poolable ? take_pooled(spec) : (pooled_kernel){0};
     sandbox_resources r;
     kernel *k = pooled.kernel;
@@ -648,7 +622,7 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *limits_json, 
         k = start_sandboxed(spec, env, &limits, &r, why, why_size);
     }
     if (!k) {
-        *status = 500;
+        *failure = FAILURE_INTERNAL;
         return NULL;
     }
     remember(k, &r);

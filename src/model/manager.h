@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "common/failure.h"
 #include "kernel/kernel.h"
 #include "sandbox/limits.h"
 #include "sandbox/volume.h"
@@ -28,12 +29,13 @@ typedef struct manager_options {
 } manager_options;
 
 void manager_init(const manager_options *options);
-/* Creates a kernel in a new sandbox; on failure returns NULL with an HTTP status (400 for bad
-   limits, 403 at the kernel limit or for a forbidden network, 404 for an unknown kernelspec, 503
-   when the daemon's open files are near their budget (descriptors.h), 500 otherwise) and a message; nothing half-made is left. `env` entries must already be checked;
-   `limits` and `network` are the request's (may be NULL). */
+/* Creates a kernel in a new sandbox; on failure returns NULL with what went wrong (invalid
+   limits; forbidden at the kernel limit or for network the daemon does not allow; not found for
+   an unknown kernelspec; exhausted when the daemon's open files are near their budget
+   (descriptors.h); internal otherwise) and a message; nothing half-made is left. `env` entries
+   must already be checked; `limits` and `network` are the request's (may be NULL). */
 kernel *manager_create(const char *spec_name, json_t *env, json_t *limits, json_t *network,
-                       int *status, char *why, size_t why_size);
+                       failure_kind *failure, char *why, size_t why_size);
 kernel *manager_find(const char *id);
 void manager_delete(kernel *k);
 size_t manager_count(void);
