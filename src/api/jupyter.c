@@ -16,6 +16,7 @@
 #include "http/url.h"
 #include "kernel/kernelspec.h"
 #include "model/manager.h"
+#include "model/pool.h"
 #include "kernel/zygote.h"
 
 #define CELLBOX_VERSION "0.1.0"
@@ -132,16 +133,16 @@ static void get_api(http_request *request)
         json_object_set_new(templates, spec->name,
                             json_pack("{s:b, s:I, s:I}", "zygote_ready",
                                       zygote_is_ready(spec->zygote), "warm_pool",
-                                      (json_int_t)manager_pool_count(spec), "warm_pool_ready",
-                                      (json_int_t)manager_pool_ready_count(spec)));
+                                      (json_int_t)pool_kernel_count(spec), "warm_pool_ready",
+                                      (json_int_t)pool_ready_count(spec)));
     }
     const kernelspec *default_spec = kernelspec_find(manager_default_kernel());
     http_respond_json(request, 200,
                       json_pack("{s:s, s:s, s:b, s:I, s:I, s:I, s:o}", "version",
                                 JUPYTER_API_VERSION, "cellbox", CELLBOX_VERSION, "zygote_ready",
                                 zygote_is_ready(default_spec->zygote), "warm_pool",
-                                (json_int_t)manager_pool_count(default_spec), "warm_pool_ready",
-                                (json_int_t)manager_pool_ready_count(default_spec), "kernels",
+                                (json_int_t)pool_kernel_count(default_spec), "warm_pool_ready",
+                                (json_int_t)pool_ready_count(default_spec), "kernels",
                                 (json_int_t)manager_count(), "templates", templates));
 }
 

@@ -45,6 +45,14 @@ void kernelspec_init(const char *preload, int pool_size)
     spec_count = 1;
 }
 
+size_t kernelspec_pool_total(void)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < spec_count; i++)
+        total += (size_t)specs[i].pool_size;
+    return total;
+}
+
 const kernelspec *kernelspec_find(const char *name)
 {
     for (size_t i = 0; i < spec_count; i++)

@@ -29,6 +29,8 @@ void kernelspec_init(const char *preload, int pool_size);
 int kernelspec_add_templates(const char *text, char *why, size_t why_size);
 size_t kernelspec_count(void);
 kernelspec *kernelspec_at(size_t index); /* in the order they were made: the built-in first */
+/* Kernels every template's warm pool holds when full: the sum of their pool_size. */
+size_t kernelspec_pool_total(void);
 const kernelspec *kernelspec_find(const char *name);
 const char *kernelspec_kernel_binary(void);
 const char *kernelspec_python_dir(void);
