@@ -17,6 +17,8 @@
 #include "model/box.h"
 #include "kernel/kernelspec.h"
 #include "model/manager.h"
+#include "model/pause.h"
+#include "model/ttl.h"
 
 /* The SDK gates features on the envd version a sandbox reports: 0.4.0 and later take no
    default user (so no "Authorization: Basic user:" on every call), 0.5.7 and later may upload

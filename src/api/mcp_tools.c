@@ -20,7 +20,9 @@
 #include "model/execution.h"
 #include "kernel/kernelspec.h"
 #include "model/manager.h"
+#include "model/pause.h"
 #include "model/stateless_run.h"
+#include "model/ttl.h"
 #include "sandbox/confined.h"
 
 #define TEXT_CAP (100 * 1024)      /* of each stream in a tool result: a model reads it all */

@@ -14,6 +14,8 @@
 #include "model/execution.h"
 #include "kernel/kernelspec.h"
 #include "model/manager.h"
+#include "model/pause.h"
+#include "model/ttl.h"
 
 #define MAX_SEGMENTS 8
 

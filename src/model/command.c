@@ -22,6 +22,7 @@
 #include "kernel/keeper.h"
 #include "kernel/kernel.h"
 #include "model/manager.h"
+#include "model/ttl.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/volume.h"
