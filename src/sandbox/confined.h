@@ -10,7 +10,7 @@
  *
  * API paths are sandbox paths: relative ones are relative to /workspace. Failures return -1 or
  * NULL with `error` (an errno value) and `why` (a sentence for the client) set in the confined;
- * api/errors.h turns `error` into a status code. */
+ * the API layer (api/errors.h) turns `error` into a status code. */
 #ifndef CELLBOX_SANDBOX_CONFINED_H
 #define CELLBOX_SANDBOX_CONFINED_H
 
