@@ -9,6 +9,7 @@
 #include "api/request.h"
 #include "api/v1_contexts.h"
 #include "api/v1_execute.h"
+#include "api/errors.h"
 #include "api/v1_files.h"
 #include "api/v1_ready.h"
 #include "common/clock.h"
@@ -18,6 +19,8 @@
 #include "model/box.h"
 #include "kernel/kernelspec.h"
 #include "model/manager.h"
+#include "model/pause.h"
+#include "model/ttl.h"
 
 /* The SDK gates features on the envd version a sandbox reports: 0.4.0 and later take no
    default user (so no "Authorization: Basic user:" on every call), 0.5.7 and later may upload
@@ -136,9 +139,9 @@ static void create_sandbox(http_request *request)
     if (json_is_boolean(json_object_get(body, "allow_internet_access")))
         network = json_boolean(internet);
     const char *spec = kernelspec_for_template(template_id);
-    int status;
+    failure_kind failure;
     char why[512];
-    kernel *k = spec ? manager_create(spec, env, NULL, network, &status, why, sizeof why) : NULL;
+    kernel *k = spec ? manager_create(spec, env, NULL, network, &failure, why, sizeof why) : NULL;
     json_decref(network);
     if (!spec)
         respond_error(request, 404,
@@ -146,7 +149,7 @@ static void create_sandbox(http_request *request)
                       "kernelspecs (GET /v1/templates), or 'base' for the default",
                       text_utf8_prefix(template_id, 200), template_id);
     else if (!k)
-        respond_error(request, status, "%s", why);
+        respond_error(request, errors_status_of_failure(failure), "%s", why);
     if (!k) {
         json_decref(body);
         return;

@@ -10,6 +10,7 @@
 #include "api/sessions.h"
 #include "common/version.h"
 #include "kernel/kernelspec.h"
+#include "model/pool.h"
 #include "kernel/zygote.h"
 #include "model/box.h"
 #include "model/manager.h"
@@ -48,16 +49,16 @@ static void get_api(http_request *request)
         json_object_set_new(templates, spec->name,
                             json_pack("{s:b, s:I, s:I}", "zygote_ready",
                                       zygote_is_ready(spec->zygote), "warm_pool",
-                                      (json_int_t)manager_pool_count(spec), "warm_pool_ready",
-                                      (json_int_t)manager_pool_ready_count(spec)));
+                                      (json_int_t)pool_kernel_count(spec), "warm_pool_ready",
+                                      (json_int_t)pool_ready_count(spec)));
     }
     const kernelspec *default_spec = kernelspec_find(manager_default_kernel());
     http_respond_json(request, 200,
                       json_pack("{s:s, s:s, s:b, s:I, s:I, s:I, s:o}", "version",
                                 JUPYTER_API_VERSION, "cellbox", CELLBOX_VERSION, "zygote_ready",
                                 zygote_is_ready(default_spec->zygote), "warm_pool",
-                                (json_int_t)manager_pool_count(default_spec), "warm_pool_ready",
-                                (json_int_t)manager_pool_ready_count(default_spec), "kernels",
+                                (json_int_t)pool_kernel_count(default_spec), "warm_pool_ready",
+                                (json_int_t)pool_ready_count(default_spec), "kernels",
                                 (json_int_t)manager_count(), "templates", templates));
 }
 
@@ -65,7 +66,7 @@ static void get_kernelspecs(http_request *request)
 {
     http_respond_json(request, 200,
                       json_pack("{s:s, s:o}", "default", manager_default_kernel(), "kernelspecs",
-                                kernelspec_all_models()));
+                                kernelspec_all_models(http_base_url())));
 }
 
 static void get_kernelspec(http_request *request, const char *name)
@@ -75,7 +76,7 @@ static void get_kernelspec(http_request *request, const char *name)
         http_respond_error(request, 404, "Kernel spec %s not found", name);
         return;
     }
-    http_respond_json(request, 200, kernelspec_model(spec));
+    http_respond_json(request, 200, kernelspec_model(spec, http_base_url()));
 }
 
 static const char *content_type_for(const char *file)

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "api/errors.h"
 #include "model/box.h"
 #include "model/manager.h"
 
@@ -42,14 +43,14 @@ kernel *kernels_create(http_request *request, json_t *body)
     if (!env)
         return NULL;
     const char *spec = json_string_value(name);
-    int status;
+    failure_kind failure;
     char why[512];
     kernel *k = manager_create(spec && *spec ? spec : manager_default_kernel(), env,
                                json_object_get(body, "limits"), json_object_get(body, "network"),
-                               &status, why, sizeof why);
+                               &failure, why, sizeof why);
     json_decref(env);
     if (!k)
-        http_respond_error(request, status, "%s", why);
+        http_respond_error(request, errors_status_of_failure(failure), "%s", why);
     else
         box_of(k); /* its /v1 record starts now: started_at is when it was made, not first seen */
     return k;

@@ -20,7 +20,9 @@
 #include "model/execution.h"
 #include "kernel/kernelspec.h"
 #include "model/manager.h"
+#include "model/pause.h"
 #include "model/stateless_run.h"
+#include "model/ttl.h"
 #include "sandbox/confined.h"
 
 #define TEXT_CAP (100 * 1024)      /* of each stream in a tool result: a model reads it all */
@@ -207,8 +209,8 @@ static box *sandbox_for(mcp_call *call, json_t *args, char default_sandbox[64], 
         finish_text(call, true, "this session has no sandbox yet: give sandbox_id, or run code first");
         return NULL;
     } else {
-        int status;
-        kernel *k = manager_create(manager_default_kernel(), NULL, NULL, NULL, &status, why, sizeof why);
+        failure_kind failure;
+        kernel *k = manager_create(manager_default_kernel(), NULL, NULL, NULL, &failure, why, sizeof why);
         if (!k) {
             finish_text(call, true, "cannot create a sandbox: %s", why);
             return NULL;
@@ -534,9 +536,9 @@ static void run_command(mcp_call *call, json_t *args, char default_sandbox[64])
     command_request request = {.cmd = cmd, .cwd = cwd, .timeout_s = timeout_s,
                                .stdin_data = stdin_text,
                                .stdin_length = stdin_text ? strlen(stdin_text) : 0};
-    int status;
+    failure_kind failure;
     char why[512];
-    run->command = command_start(b, &request, &command_sink_for_mcp, run, &status, why, sizeof why);
+    run->command = command_start(b, &request, &command_sink_for_mcp, run, &failure, why, sizeof why);
     if (!run->command) {
         command_run_free(run);
         finish_text(call, true, "cannot start the command: %s", why);
@@ -753,9 +755,9 @@ static void create_sandbox(mcp_call *call, json_t *args)
         buffer_free(&names);
         return;
     }
-    int status;
+    failure_kind failure;
     char why[512];
-    kernel *k = manager_create(template_name, NULL, NULL, NULL, &status, why, sizeof why);
+    kernel *k = manager_create(template_name, NULL, NULL, NULL, &failure, why, sizeof why);
     if (!k) {
         finish_text(call, true, "cannot create a sandbox: %s", why);
         return;
@@ -853,9 +855,9 @@ static void run_once(mcp_call *call, json_t *args)
     }
     json_t *blocks = json_pack("[{s:s, s:s}]", "language", language, "code", code);
     stateless_run_plan plan = {.blocks = blocks, .timeout_s = timeout_s, .max_output = TEXT_CAP};
-    int status;
+    failure_kind failure;
     char why[512];
-    stateless_run *run = stateless_run_start(&plan, on_run_done, call, &status, why, sizeof why);
+    stateless_run *run = stateless_run_start(&plan, on_run_done, call, &failure, why, sizeof why);
     json_decref(blocks);
     if (run)
         mcp_call_on_abandon(call, on_run_abandon, run);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/errors.h"
 #include "api/request.h"
 #include "api/v1_commands.h"
 #include "api/v1_contexts.h"
@@ -17,6 +18,8 @@
 #include "model/command.h"
 #include "model/execution.h"
 #include "model/manager.h"
+#include "model/pause.h"
+#include "model/ttl.h"
 
 #define MAX_SEGMENTS 8
 
@@ -71,16 +74,16 @@ static void create_sandbox(http_request *request)
         json_decref(body);
         return;
     }
-    int status;
+    failure_kind failure;
     char why[512];
     kernel *k = manager_create(template_name, env, limits, json_object_get(body, "network"),
-                               &status, why, sizeof why);
+                               &failure, why, sizeof why);
     if (!k) {
-        if (status == 404)
+        if (failure == FAILURE_NOT_FOUND)
             http_respond_error(request, 404, "template '%.*s' does not exist (see GET /v1/templates)",
                                text_utf8_prefix(template_name, 200), template_name);
         else
-            http_respond_error(request, status, "%s", why);
+            http_respond_error(request, errors_status_of_failure(failure), "%s", why);
         json_decref(body);
         return;
     }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/errors.h"
 #include "api/request.h"
 #include "api/v1_ready.h"
 #include "common/clock.h"
@@ -101,24 +102,26 @@ static void start_command(http_request *request, box *b)
         .stdin_length = stdin_text ? strlen(stdin_text) : 0,
         .stdin_open = background,
     };
-    int status;
+    failure_kind failure;
     char why[512];
     if (background) {
-        command *c = command_start(b, &run, NULL, NULL, &status, why, sizeof why);
+        command *c = command_start(b, &run, NULL, NULL, &failure, why, sizeof why);
         if (c)
             http_respond_json(request, 201, command_model(c, false));
         else
-            http_respond_error(request, status, "cannot start the command: %s", why);
+            http_respond_error(request, errors_status_of_failure(failure),
+                               "cannot start the command: %s", why);
         json_decref(body);
         return;
     }
     command_call *call = calloc(1, sizeof *call);
     if (!call)
         die("out of memory");
-    command *c = command_start(b, &run, &foreground_sink, call, &status, why, sizeof why);
+    command *c = command_start(b, &run, &foreground_sink, call, &failure, why, sizeof why);
     if (!c) {
         free(call);
-        http_respond_error(request, status, "cannot start the command: %s", why);
+        http_respond_error(request, errors_status_of_failure(failure),
+                           "cannot start the command: %s", why);
         json_decref(body);
         return;
     }

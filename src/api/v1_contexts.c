@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "api/errors.h"
 #include "api/request.h"
 #include "api/v1_ready.h"
 
@@ -15,15 +16,16 @@ void v1_create_context(http_request *request, box *b)
     if (request_optional_string(request, body, "language", &language) &&
         request_optional_string(request, body, "cwd", &cwd)) {
         char why[512];
-        int status;
+        failure_kind failure;
         kernel *k = NULL;
         if (strcmp(language, "python") != 0 && strcmp(language, "python3") != 0)
             http_respond_error(request, 400, "language '%s' is not available (python is)",
                                language);
         else if (cwd[0] != '/' || strstr(cwd, ".."))
             http_respond_error(request, 400, "'cwd' must be an absolute path without '..'");
-        else if (!(k = box_add_context(b, cwd, &status, why, sizeof why)))
-            http_respond_error(request, status, "cannot start the context: %s", why);
+        else if (!(k = box_add_context(b, cwd, &failure, why, sizeof why)))
+            http_respond_error(request, errors_status_of_failure(failure),
+                               "cannot start the context: %s", why);
         else
             http_respond_json(request, 201, box_context_model(b, k));
     }

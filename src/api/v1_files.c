@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "api/request.h"
+#include "api/errors.h"
 #include "common/log.h"
 #include "http/query.h"
 #include "sandbox/confined.h"
@@ -42,7 +43,7 @@ static void disk_limit_text(long long disk_bytes, char *out, size_t size)
 /* A confined failure as a response: the sentence names the path; a full disk adds the limit. */
 static void respond_failure(http_request *request, const confined *c, long long disk_bytes)
 {
-    int status = confined_http_status(c->error);
+    int status = errors_status_of_errno(c->error);
     if (status != 507) {
         http_respond_error(request, status, "%s", c->why);
         return;

@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "http/query.h"
+#include "model/pause.h"
 
 bool v1_require_running(http_request *request, box *b)
 {

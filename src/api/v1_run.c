@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/errors.h"
 #include "api/request.h"
 #include "common/log.h"
 #include "model/stateless_run.h"
@@ -191,13 +192,13 @@ void v1_run(http_request *request)
     run_request *rr = calloc(1, sizeof *rr);
     if (!rr)
         die("out of memory");
-    int status;
+    failure_kind failure;
     char why[512];
-    rr->run = stateless_run_start(&plan, on_run_done, rr, &status, why, sizeof why);
+    rr->run = stateless_run_start(&plan, on_run_done, rr, &failure, why, sizeof why);
     json_decref(blocks);
     json_decref(body);
     if (!rr->run) {
-        http_respond_error(request, status, "%s", why);
+        http_respond_error(request, errors_status_of_failure(failure), "%s", why);
         free(rr);
         return;
     }

@@ -25,6 +25,7 @@
 #include "http/outbound.h"
 #include "http/server.h"
 #include "kernel/kernelspec.h"
+#include "model/culling.h"
 #include "model/manager.h"
 #include "kernel/zygote.h"
 #include "sandbox/volume.h"
@@ -209,10 +210,6 @@ int main(int argc, char **argv)
         .default_kernel = cfg.default_kernel,
         .max_kernels = cfg.max_kernels,
         .keep_workspaces = cfg.keep_workspaces,
-        .cull_idle_timeout = cfg.cull_idle_timeout,
-        .cull_interval = cfg.cull_interval,
-        .cull_connected = cfg.cull_connected,
-        .cull_busy = cfg.cull_busy,
         .default_limits = {.memory_bytes = cfg.memory_limit,
                            .pids = cfg.pids_limit,
                            .cpus = cfg.cpu_limit,
@@ -231,6 +228,10 @@ int main(int argc, char **argv)
         .workspace_kind = workspace_kind,
         .first_uid = uids.first,
     });
+    culling_start(&(culling_options){.idle_timeout = cfg.cull_idle_timeout,
+                                     .interval = cfg.cull_interval,
+                                     .cull_connected = cfg.cull_connected,
+                                     .cull_busy = cfg.cull_busy});
     if (!kernelspec_find(cfg.default_kernel))
         die("--default-kernel %s is not a known kernelspec (python3 is, and the names of "
             "--templates)",

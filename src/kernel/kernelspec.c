@@ -5,13 +5,13 @@
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common/log.h"
-#include "http/server.h"
 
 static kernelspec specs[KERNELSPEC_MAX];
 static size_t spec_count;
@@ -43,6 +43,14 @@ void kernelspec_init(const char *preload, int pool_size)
                             .preload = strdup(preload),
                             .pool_size = pool_size};
     spec_count = 1;
+}
+
+size_t kernelspec_pool_total(void)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < spec_count; i++)
+        total += (size_t)specs[i].pool_size;
+    return total;
 }
 
 const kernelspec *kernelspec_find(const char *name)
@@ -201,7 +209,7 @@ char *kernelspec_resource_path(const char *name, const char *file)
 }
 
 /* resources maps each file's stem to its URL, as jupyter_server does for logos. */
-static json_t *resources_model(const kernelspec *spec)
+static json_t *resources_model(const kernelspec *spec, const char *base_url)
 {
     json_t *resources = json_object();
     char dir_path[PATH_MAX + 64];
@@ -218,14 +226,14 @@ static json_t *resources_model(const kernelspec *spec)
         char *dot = strrchr(key, '.');
         if (dot)
             *dot = '\0';
-        snprintf(url, sizeof url, "%.200skernelspecs/%s/%.100s", http_base_url(), spec->name, entry->d_name);
+        snprintf(url, sizeof url, "%.200skernelspecs/%s/%.100s", base_url, spec->name, entry->d_name);
         json_object_set_new(resources, key, json_string(url));
     }
     closedir(dir);
     return resources;
 }
 
-json_t *kernelspec_model(const kernelspec *spec)
+json_t *kernelspec_model(const kernelspec *spec, const char *base_url)
 {
     char channel_arg[] = "--channel-fd=3";
     char python_arg[PATH_MAX + 16];
@@ -236,13 +244,13 @@ json_t *kernelspec_model(const kernelspec *spec)
         "interrupt_mode", "signal", "metadata", "cellbox_runtime", "python-embedded",
         "cellbox_preload", spec->preload, "cellbox_pool_size", spec->pool_size);
     return json_pack("{s:s, s:o, s:o}", "name", spec->name, "spec", inner, "resources",
-                     resources_model(spec));
+                     resources_model(spec, base_url));
 }
 
-json_t *kernelspec_all_models(void)
+json_t *kernelspec_all_models(const char *base_url)
 {
     json_t *all = json_object();
     for (size_t i = 0; i < spec_count; i++)
-        json_object_set_new(all, specs[i].name, kernelspec_model(&specs[i]));
+        json_object_set_new(all, specs[i].name, kernelspec_model(&specs[i], base_url));
     return all;
 }

@@ -29,11 +29,15 @@ void kernelspec_init(const char *preload, int pool_size);
 int kernelspec_add_templates(const char *text, char *why, size_t why_size);
 size_t kernelspec_count(void);
 kernelspec *kernelspec_at(size_t index); /* in the order they were made: the built-in first */
+/* Kernels every template's warm pool holds when full: the sum of their pool_size. */
+size_t kernelspec_pool_total(void);
 const kernelspec *kernelspec_find(const char *name);
 const char *kernelspec_kernel_binary(void);
 const char *kernelspec_python_dir(void);
-json_t *kernelspec_model(const kernelspec *spec); /* {name, spec: {...}, resources: {...}} */
-json_t *kernelspec_all_models(void);              /* {"python3": model, ...} */
+/* {name, spec: {...}, resources: {...}}: each resource's URL under `base_url` (the server's,
+   ending in '/'). */
+json_t *kernelspec_model(const kernelspec *spec, const char *base_url);
+json_t *kernelspec_all_models(const char *base_url); /* {"python3": model, ...} */
 /* Path of a resource file (e.g. logo-64x64.png) or NULL; `file` must be a plain name. */
 char *kernelspec_resource_path(const char *name, const char *file);
 

@@ -17,21 +17,6 @@
 #include "model/registry.h"
 #include "sandbox/cgroup.h"
 
-/* The limits as manager.c records them (limits_json). */
-static sandbox_limits limits_from_json(json_t *j)
-{
-    return (sandbox_limits){
-        .memory_bytes = json_integer_value(json_object_get(j, "memory_bytes")),
-        .pids = (int)json_integer_value(json_object_get(j, "pids")),
-        .cpus = json_number_value(json_object_get(j, "cpus")),
-        .disk_bytes = json_integer_value(json_object_get(j, "disk_bytes")),
-        .open_files = (int)json_integer_value(json_object_get(j, "open_files")),
-        .timeout_seconds = (int)json_integer_value(json_object_get(j, "timeout_seconds")),
-        .output_bytes = json_integer_value(json_object_get(j, "output_bytes")),
-        .network = json_is_true(json_object_get(j, "network")),
-    };
-}
-
 typedef struct saved_sandbox {
     char id[UUID_STRING_LENGTH + 1];
     json_t *record;

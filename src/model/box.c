@@ -20,7 +20,9 @@
 #include "common/loop.h"
 #include "common/text.h"
 #include "kernel/keeper.h"
+#include "model/box_fields.h"
 #include "model/manager.h"
+#include "model/ttl.h"
 #include "kernel/message.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/volume.h"
@@ -28,35 +30,6 @@
 #define MAX_GONE_HOOKS 8
 #define LOG_TEXT_MAX 4096 /* one entry; longer output is split */
 #define CONTEXT_DESCRIPTORS 16 /* a context's kernel: channel, pipes, pidfd, while it starts */
-
-typedef struct box_context {
-    kernel *k;
-    char *cwd;
-    struct box_context *next;
-} box_context;
-
-typedef struct log_entry {
-    int64_t at_us;
-    const char *source, *stream; /* static strings */
-    char *text;
-} log_entry;
-
-struct box {
-    kernel *primary;
-    json_t *metadata;
-    json_t *env;
-    int timeout_s;             /* 0: never expires */
-    int64_t started_at_us;
-    int64_t ends_at_us;        /* 0 while it cannot expire (no TTL, or paused) */
-    loop_timer_id ttl;
-    bool expired;              /* its TTL ended: it is being removed for that */
-    bool paused;
-    box_context *contexts;     /* the contexts other than the default one */
-    struct command *commands;  /* command.c's list */
-    log_entry log[BOX_LOG_ENTRIES];
-    size_t log_next, log_count;
-    size_t log_bytes;          /* text held by the log, at most BOX_LOG_BYTES */
-};
 
 static void (*kernel_gone_hooks[MAX_GONE_HOOKS])(kernel *k);
 static void (*box_gone_hooks[MAX_GONE_HOOKS])(box *b);
@@ -174,8 +147,7 @@ void box_log(box *b, const char *source, const char *stream, const char *text, s
     }
 }
 
-static void log_event(box *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void log_event(box *b, const char *fmt, ...)
+void box_log_event(box *b, const char *fmt, ...)
 {
     char text[512];
     va_list ap;
@@ -225,7 +197,7 @@ static void on_kernel_message(kernel *k, const char *channel, json_t *message)
     } else if (type && strcmp(type, "status") == 0) {
         const char *state = json_string_value(json_object_get(content, "execution_state"));
         if (state && strcmp(state, "dead") == 0)
-            log_event(b, "context %s: %s", kernel_id(k), kernel_death_reason(k));
+            box_log_event(b, "context %s: %s", kernel_id(k), kernel_death_reason(k));
     }
 }
 
@@ -246,7 +218,7 @@ box *box_of(kernel *k)
     b->env = json_object();
     b->started_at_us = clock_wall_us();
     kernel_set_box(k, b);
-    log_event(b, "sandbox %s started", kernel_id(k));
+    box_log_event(b, "sandbox %s started", kernel_id(k));
     return b;
 }
 
@@ -283,65 +255,6 @@ const char *box_state_name(box_state state)
     return "unknown";
 }
 
-/* ---- time to live ---- */
-
-bool box_describe_end(const box *b, const char *what, char *out, size_t size)
-{
-    if (!b->expired)
-        return false;
-    snprintf(out, size,
-             "sandbox expired: its timeout of %d s ended while this %s ran; extend it with POST "
-             "/v1/sandboxes/%s/timeout (cellbox timeout %s SECONDS) before it ends, or set a "
-             "longer timeout when you create the sandbox",
-             b->timeout_s, what, box_id(b), box_id(b));
-    return true;
-}
-
-/* The expired sandbox goes once the messages saying why have left: a WebSocket's close frame
-   would overtake them (the sandbox's id is carried: a client may delete it meanwhile). */
-static void delete_expired(void *arg)
-{
-    char *id = arg;
-    kernel *k = manager_find(id);
-    box *b = k ? kernel_box(k) : NULL;
-    if (b && b->primary == k && b->expired)
-        manager_delete(k); /* the delete hook frees the box */
-    free(id);
-}
-
-/* Cells that run when the sandbox expires end with that cause, not a bare kernel death: each
-   context's clients (WebSocket, /v1 executions) get an error saying so before the kernels go. */
-static void on_ttl_expired(void *arg)
-{
-    box *b = arg;
-    b->ttl = 0;
-    b->expired = true;
-    log_info("sandbox %s: expired after %d s", box_id(b), b->timeout_s);
-    char why[512];
-    box_describe_end(b, "cell", why, sizeof why);
-    kernel_fail_running_cell(b->primary, "SandboxExpired", why);
-    for (box_context *c = b->contexts; c; c = c->next)
-        kernel_fail_running_cell(c->k, "SandboxExpired", why);
-    box_log(b, "sandbox", "event", why, strlen(why));
-    char *id = strdup(box_id(b));
-    if (!id)
-        die("out of memory");
-    loop_defer(delete_expired, id);
-}
-
-static void arm_ttl(box *b)
-{
-    if (b->ttl) {
-        loop_timer_cancel(b->ttl);
-        b->ttl = 0;
-    }
-    b->ends_at_us = 0;
-    if (b->timeout_s <= 0 || b->paused)
-        return;
-    b->ends_at_us = clock_wall_us() + (int64_t)b->timeout_s * 1000000;
-    b->ttl = loop_timer_add((int64_t)b->timeout_s * 1000, on_ttl_expired, b);
-}
-
 void box_configure(box *b, json_t *metadata, json_t *env, int timeout_s)
 {
     if (metadata)
@@ -349,47 +262,6 @@ void box_configure(box *b, json_t *metadata, json_t *env, int timeout_s)
     if (env)
         json_object_update(b->env, env);
     box_set_timeout(b, timeout_s);
-}
-
-void box_set_timeout(box *b, int timeout_s)
-{
-    b->timeout_s = timeout_s;
-    arm_ttl(b);
-    manager_record(b->primary);
-}
-
-/* ---- pause and resume: the cgroup freezer ---- */
-
-static sandbox_cgroup *cgroup_of(const box *b) { return kernel_get_sandbox(b->primary)->cgroup; }
-
-int box_pause(box *b, char *why, size_t why_size)
-{
-    if (b->paused)
-        return 0;
-    if (!cgroup_of(b) || cgroup_freeze(cgroup_of(b), true) < 0) {
-        snprintf(why, why_size, "cannot freeze the sandbox: %s", strerror(errno));
-        return -1;
-    }
-    b->paused = true;
-    arm_ttl(b); /* stopped while paused */
-    log_event(b, "paused");
-    manager_record(b->primary);
-    return 0;
-}
-
-int box_resume(box *b, char *why, size_t why_size)
-{
-    if (!b->paused)
-        return 0;
-    if (cgroup_freeze(cgroup_of(b), false) < 0) {
-        snprintf(why, why_size, "cannot thaw the sandbox: %s", strerror(errno));
-        return -1;
-    }
-    b->paused = false;
-    arm_ttl(b);
-    log_event(b, "resumed");
-    manager_record(b->primary);
-    return 0;
 }
 
 /* ---- what survives a restart of the daemon (manager.c's record of the sandbox) ---- */
@@ -420,7 +292,7 @@ int box_adopt_context(box *b, kernel *k, const char *cwd)
     kernel_set_box(k, b);
     c->next = b->contexts;
     b->contexts = c;
-    log_event(b, "context %s adopted", kernel_id(k));
+    box_log_event(b, "context %s adopted", kernel_id(k));
     return 0;
 }
 
@@ -437,14 +309,8 @@ void box_restore(box *b, json_t *saved)
     b->timeout_s = (int)json_integer_value(json_object_get(saved, "timeout_s"));
     /* Still frozen in its cgroup: the freezer outlived the daemon. */
     b->paused = json_is_true(json_object_get(saved, "paused"));
-    int64_t ends_at = json_integer_value(json_object_get(saved, "ends_at_us"));
-    if (b->timeout_s > 0 && !b->paused && ends_at > 0) {
-        /* The deadline is wall-clock time: the time the daemon was away counts. */
-        int64_t left_ms = (ends_at - clock_wall_us()) / 1000;
-        b->ends_at_us = ends_at;
-        b->ttl = loop_timer_add(left_ms > 0 ? left_ms : 0, on_ttl_expired, b);
-    }
-    log_event(b, "adopted by a new cellboxd");
+    box_ttl_restore(b, json_integer_value(json_object_get(saved, "ends_at_us")));
+    box_log_event(b, "adopted by a new cellboxd");
 }
 
 /* ---- contexts ---- */
@@ -459,12 +325,12 @@ kernel *box_find_context(box *b, const char *context_id)
     return NULL;
 }
 
-kernel *box_add_context(box *b, const char *cwd, int *status, char *why, size_t why_size)
+kernel *box_add_context(box *b, const char *cwd, failure_kind *failure, char *why, size_t why_size)
 {
-    *status = 503;
+    *failure = FAILURE_EXHAUSTED;
     if (!descriptors_available(CONTEXT_DESCRIPTORS, why, why_size))
         return NULL;
-    *status = 500;
+    *failure = FAILURE_INTERNAL;
     box_context *c = calloc(1, sizeof *c);
     if (!c || !(c->cwd = strdup(cwd)))
         die("out of memory");
@@ -483,7 +349,7 @@ kernel *box_add_context(box *b, const char *cwd, int *status, char *why, size_t 
     kernel_set_box(c->k, b);
     c->next = b->contexts;
     b->contexts = c;
-    log_event(b, "context %s started", id);
+    box_log_event(b, "context %s started", id);
     manager_record(b->primary); /* a context outlives the daemon with its sandbox */
     return c->k;
 }
@@ -505,7 +371,7 @@ int box_delete_context(box *b, kernel *context)
         if ((*at)->k == context) {
             box_context *c = *at;
             *at = c->next;
-            log_event(b, "context %s deleted", kernel_id(context));
+            box_log_event(b, "context %s deleted", kernel_id(context));
             destroy_context(c);
             manager_record(b->primary);
             return 0;
@@ -549,8 +415,8 @@ json_t *box_contexts_model(box *b)
 static json_t *usage_model(const box *b)
 {
     cgroup_counters counters = {0};
-    if (cgroup_of(b))
-        cgroup_read_counters(cgroup_of(b), &counters);
+    if (box_cgroup(b))
+        cgroup_read_counters(box_cgroup(b), &counters);
     volume_usage disk = {0};
     volume_read_usage(kernel_workspace(b->primary), &disk);
     return json_pack("{s:f, s:I, s:I, s:I}", "cpu_seconds", (double)counters.cpu_usage_us / 1e6,
@@ -560,15 +426,6 @@ static json_t *usage_model(const box *b)
 }
 
 /* The native API names each limit with its unit. */
-static json_t *limits_model(const sandbox_limits *l)
-{
-    return json_pack("{s:I, s:i, s:f, s:I, s:i, s:i, s:I, s:b}", "memory_bytes",
-                     (json_int_t)l->memory_bytes, "pids", l->pids, "cpus", l->cpus, "disk_bytes",
-                     (json_int_t)l->disk_bytes, "open_files", l->open_files, "timeout_s",
-                     l->timeout_seconds, "output_bytes", (json_int_t)l->output_bytes, "network",
-                     l->network);
-}
-
 json_t *box_model(box *b)
 {
     box_state state = box_get_state(b);
@@ -576,7 +433,7 @@ json_t *box_model(box *b)
         "{s:s, s:s, s:s, s:o, s:o, s:i, s:O, s:o, s:o, s:o}", "id", box_id(b), "template",
         kernel_spec(b->primary)->name, "state", box_state_name(state), "started_at",
         clock_iso_json(b->started_at_us), "ends_at", clock_iso_json(b->ends_at_us), "timeout_s",
-        b->timeout_s, "metadata", b->metadata, "limits", limits_model(box_limits(b)), "usage",
+        b->timeout_s, "metadata", b->metadata, "limits", limits_to_json(box_limits(b)), "usage",
         usage_model(b), "contexts", box_contexts_model(b));
     if (state == BOX_DEAD)
         json_object_set_new(model, "reason", text_json_string(kernel_death_reason(b->primary)));
@@ -683,10 +540,8 @@ void box_kernel_deleted(kernel *k)
     }
     for (int i = 0; i < MAX_GONE_HOOKS && box_gone_hooks[i]; i++)
         box_gone_hooks[i](b);
-    if (b->paused && cgroup_of(b))
-        cgroup_freeze(cgroup_of(b), false); /* frozen processes would not die */
-    if (b->ttl)
-        loop_timer_cancel(b->ttl);
+    box_pause_thaw_for_end(b);
+    box_ttl_cancel(b);
     while (b->contexts) {
         box_context *c = b->contexts;
         b->contexts = c->next;

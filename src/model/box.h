@@ -3,7 +3,8 @@
  * The isolation (namespaces, cgroup, workspace, limits) belongs to the sandbox's first kernel, its
  * default context; a box adds what /v1 knows: a template name, metadata, a TTL, pause/resume,
  * more contexts (kernels started inside the same namespaces), commands, and a log. Every kernel
- * made through /api/kernels has a box too (made on first use), so both APIs see one model. */
+ * made through /api/kernels has a box too (made on first use), so both APIs see one model.
+ * Pause and resume are pause.h's, the TTL ttl.h's. */
 #ifndef CELLBOX_MODEL_BOX_H
 #define CELLBOX_MODEL_BOX_H
 
@@ -13,6 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/failure.h"
 #include "kernel/kernel.h"
 #include "sandbox/confined.h"
 #include "sandbox/limits.h"
@@ -25,15 +27,8 @@ void box_init(void);
 /* The box of a kernel's sandbox (its default context), made on first use. */
 box *box_of(kernel *k);
 box *box_find(const char *id);
-/* Sets what /v1 sandbox creation asked for: metadata and env (borrowed), TTL (0 = none). */
+/* Sets what /v1 sandbox creation asked for: metadata and env (borrowed), TTL (0 = none, ttl.h). */
 void box_configure(box *b, json_t *metadata, json_t *env, int timeout_s);
-void box_set_timeout(box *b, int timeout_s); /* expires timeout_s from now (0 = never) */
-/* Why the sandbox is going, when it is not a client's delete (its TTL ended): a sentence for
-   whatever of `what` ("cell", "command") it ends, naming the cause and how to avoid it; false
-   otherwise. Meant for the gone hooks, which run while the box is being removed. */
-bool box_describe_end(const box *b, const char *what, char *out, size_t size);
-int box_pause(box *b, char *why, size_t why_size);
-int box_resume(box *b, char *why, size_t why_size);
 
 const char *box_id(const box *b);
 box_state box_get_state(const box *b);
@@ -47,8 +42,9 @@ bool box_matches(const box *b, const char *state, json_t *metadata_filter);
 
 /* Contexts: the default one (id = the box's) and others, each a kernel in the same sandbox. */
 kernel *box_find_context(box *b, const char *context_id);
-/* NULL with an HTTP status (503 near the daemon's open-file budget, 500 otherwise) and `why`. */
-kernel *box_add_context(box *b, const char *cwd, int *status, char *why, size_t why_size);
+/* NULL with `why` and what went wrong: exhausted near the daemon's open-file budget, internal
+   otherwise. */
+kernel *box_add_context(box *b, const char *cwd, failure_kind *failure, char *why, size_t why_size);
 int box_delete_context(box *b, kernel *context); /* -1 for the default context */
 json_t *box_context_model(box *b, kernel *context);
 json_t *box_contexts_model(box *b);

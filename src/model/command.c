@@ -22,6 +22,7 @@
 #include "kernel/keeper.h"
 #include "kernel/kernel.h"
 #include "model/manager.h"
+#include "model/ttl.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/volume.h"
@@ -372,12 +373,12 @@ static void forget_old_commands(box *b)
 /* ---- start ---- */
 
 command *command_start(box *b, const command_request *request, const command_sink *sink,
-                       void *arg, int *status, char *why, size_t why_size)
+                       void *arg, failure_kind *failure, char *why, size_t why_size)
 {
     kernel *k = box_default_kernel(b);
     int pidfd_host = kernel_pidfd(k);
     if (pidfd_host < 0) {
-        *status = 409;
+        *failure = FAILURE_CONFLICT;
         snprintf(why, why_size, kernel_get_state(k) == KERNEL_STARTING
                                     ? "sandbox %s is still starting; try again in a moment"
                                     : "sandbox %s is not running",
@@ -386,12 +387,12 @@ command *command_start(box *b, const command_request *request, const command_sin
     }
     /* its pipes and pidfd come out of the sandboxes' share of the daemon's descriptors */
     if (!descriptors_available(COMMAND_DESCRIPTORS, why, why_size)) {
-        *status = 503;
+        *failure = FAILURE_EXHAUSTED;
         return NULL;
     }
     int in[2], out[2], err[2];
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
-        *status = 500;
+        *failure = FAILURE_INTERNAL;
         snprintf(why, why_size, "cannot create pipes: %s", strerror(errno));
         return NULL;
     }
@@ -426,7 +427,7 @@ command *command_start(box *b, const command_request *request, const command_sin
     close(err[1]);
     if (pid < 0) {
         close(in[1]), close(out[0]), close(err[0]);
-        *status = 500;
+        *failure = FAILURE_INTERNAL;
         return NULL;
     }
     command *c = calloc(1, sizeof *c);

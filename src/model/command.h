@@ -33,9 +33,10 @@ typedef struct command_request {
 } command_request;
 
 void command_init(void);
-/* NULL with `why` (and an HTTP status) when it cannot start. */
+/* NULL with `why` and what went wrong when it cannot start: a conflict while the sandbox is not
+   running, exhausted near the daemon's open-file budget, internal otherwise. */
 command *command_start(box *b, const command_request *request, const command_sink *sink,
-                       void *arg, int *status, char *why, size_t why_size);
+                       void *arg, failure_kind *failure, char *why, size_t why_size);
 command *command_find(box *b, const char *id_or_pid);
 json_t *command_model(const command *c, bool with_output);
 json_t *command_list_model(box *b);

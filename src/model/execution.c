@@ -11,6 +11,7 @@
 #include "common/loop.h"
 #include "common/text.h"
 #include "kernel/message.h"
+#include "model/ttl.h"
 #include "sandbox/cgroup.h"
 
 #define KEEPALIVE_MS 5000

@@ -1,5 +1,6 @@
-/* manager — every kernel the daemon runs: creation within limits, lookup by id, workspaces,
- * deletion, and idle culling with jupyter_server's semantics. */
+/* manager — the table of kernels the daemon has handed out: creation within limits (from a warm
+ * pool, pool.h, or on pieces made ahead, prepared.h), lookup by id, the record of each in the
+ * registry, deletion, and the end (shutdown or detach). Idle culling is culling.h's. */
 #ifndef CELLBOX_MODEL_MANAGER_H
 #define CELLBOX_MODEL_MANAGER_H
 
@@ -8,6 +9,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "common/failure.h"
 #include "kernel/kernel.h"
 #include "sandbox/limits.h"
 #include "sandbox/volume.h"
@@ -17,9 +19,6 @@ typedef struct manager_options {
     const char *default_kernel;
     int max_kernels;            /* 0 = unlimited */
     bool keep_workspaces;
-    int cull_idle_timeout;      /* seconds; 0 = never cull */
-    int cull_interval;          /* seconds between culling passes */
-    bool cull_connected, cull_busy;
     sandbox_limits default_limits;
     sandbox_limits max_limits;  /* 0 fields = unbounded */
     bool allow_network;         /* may a sandbox ask for network access at all */
@@ -27,21 +26,19 @@ typedef struct manager_options {
     uid_t first_uid;            /* of the daemon's block of UID_BLOCK_SIZE sandbox uids */
 } manager_options;
 
+/* Called once at start: adopts what a previous daemon left (adoption.h), then starts the warm
+   pools and the prepared sets. */
 void manager_init(const manager_options *options);
-/* Creates a kernel in a new sandbox; on failure returns NULL with an HTTP status (400 for bad
-   limits, 403 at the kernel limit or for a forbidden network, 404 for an unknown kernelspec, 503
-   when the daemon's open files are near their budget (descriptors.h), 500 otherwise) and a message; nothing half-made is left. `env` entries must already be checked;
-   `limits` and `network` are the request's (may be NULL). */
+/* Creates a kernel in a new sandbox; on failure returns NULL with what went wrong (invalid
+   limits; forbidden at the kernel limit or for network the daemon does not allow; not found for
+   an unknown kernelspec; exhausted when the daemon's open files are near their budget
+   (descriptors.h); internal otherwise) and a message; nothing half-made is left. `env` entries
+   must already be checked; `limits` and `network` are the request's (may be NULL). */
 kernel *manager_create(const char *spec_name, json_t *env, json_t *limits, json_t *network,
-                       int *status, char *why, size_t why_size);
+                       failure_kind *failure, char *why, size_t why_size);
 kernel *manager_find(const char *id);
 void manager_delete(kernel *k);
 size_t manager_count(void);
-/* Kernels in a template's warm pool (each template's kernelspec->pool_size, with the default
-   limits; a pool whose template has a zygote fills once it is ready): all of them, or those that
-   finished starting. NULL: every template's. */
-size_t manager_pool_count(const kernelspec *spec);
-size_t manager_pool_ready_count(const kernelspec *spec);
 kernel *manager_at(size_t index);
 json_t *manager_kernel_model(const kernel *k);
 const char *manager_default_kernel(void);

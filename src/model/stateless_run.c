@@ -234,12 +234,12 @@ static char *runner_code(json_t *blocks, json_t *files, json_t *fetch, const cha
 }
 
 stateless_run *stateless_run_start(const stateless_run_plan *plan, stateless_run_done done,
-                                   void *arg, int *status, char *why, size_t why_size)
+                                   void *arg, failure_kind *failure, char *why, size_t why_size)
 {
     json_t *limits = json_object();
     if (plan->memory_mb > 0)
         json_object_set_new(limits, "memory", json_sprintf("%dM", plan->memory_mb));
-    kernel *k = manager_create(manager_default_kernel(), NULL, limits, NULL, status, why, why_size);
+    kernel *k = manager_create(manager_default_kernel(), NULL, limits, NULL, failure, why, why_size);
     json_decref(limits);
     if (!k)
         return NULL;

@@ -11,6 +11,8 @@
 
 #include <jansson.h>
 
+#include "common/failure.h"
+
 typedef struct stateless_run stateless_run;
 
 typedef struct stateless_run_plan {
@@ -27,9 +29,9 @@ typedef struct stateless_run_plan {
    afterwards. */
 typedef void (*stateless_run_done)(void *arg, json_t *answer);
 
-/* NULL with an HTTP status and `why` when no sandbox could be made. */
+/* NULL with what went wrong (manager_create's kinds) and `why` when no sandbox could be made. */
 stateless_run *stateless_run_start(const stateless_run_plan *plan, stateless_run_done done,
-                                   void *arg, int *status, char *why, size_t why_size);
+                                   void *arg, failure_kind *failure, char *why, size_t why_size);
 /* The caller went away: no answer; the sandbox is destroyed. */
 void stateless_run_abandon(stateless_run *run);
 

@@ -127,33 +127,6 @@ int confined_fail(confined *c, int error, const char *path)
     }
 }
 
-int confined_http_status(int error)
-{
-    switch (error) {
-    case ENOENT: return 404;
-    case EACCES:
-    case EPERM:
-    case EROFS:
-    case EXDEV: /* openat2's answer to an escape */
-    case ELOOP: return 403;
-    case ENOTDIR:
-    case EISDIR:
-    case EINVAL:
-    case ENAMETOOLONG:
-    case ENXIO:             /* a FIFO without a reader */
-    case E2BIG: return 400; /* a walk past CONFINED_MAX_ENTRIES */
-    case ENOTEMPTY:
-    case EEXIST:
-    case EBUSY:
-    case ETXTBSY:
-    case EAGAIN: return 409;
-    case ENOSPC:
-    case EDQUOT: return 507;
-    case EFBIG: return 413;
-    default: return 500;
-    }
-}
-
 /* ---- the sandbox user's identity ---- */
 
 void confined_init(confined *c, int root_fd, uid_t uid, gid_t gid)

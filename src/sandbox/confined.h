@@ -10,7 +10,7 @@
  *
  * API paths are sandbox paths: relative ones are relative to /workspace. Failures return -1 or
  * NULL with `error` (an errno value) and `why` (a sentence for the client) set in the confined;
- * confined_http_status turns `error` into a status code. */
+ * the API layer (api/errors.h) turns `error` into a status code. */
 #ifndef CELLBOX_SANDBOX_CONFINED_H
 #define CELLBOX_SANDBOX_CONFINED_H
 
@@ -96,6 +96,5 @@ json_t *confined_entry(const char *path, const struct stat *st, const char *syml
 int confined_fail(confined *c, int error, const char *path);
 int confined_failf(confined *c, int error, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-int confined_http_status(int error);
 
 #endif

@@ -57,22 +57,33 @@ void limits_format_size(long long bytes, char *out, size_t size)
 
 typedef enum field_kind { FIELD_SIZE, FIELD_INT, FIELD_CPUS } field_kind;
 
+/* Every limit but network (a yes/no that needs no parsing), with its names: how a request asks
+   for it, and how the daemon writes it out (limits_to_json). */
 typedef struct field {
-    const char *name;     /* JSON key; env KERNEL_CELLBOX_<NAME> */
+    const char *name;      /* a request's key; env KERNEL_CELLBOX_<NAME> */
+    const char *json_name; /* written out: GET /v1/sandboxes' "limits", the registry's records */
+    const char *earlier_json_name; /* how records written before 2026-11-25 spelled it, or NULL */
     field_kind kind;
     size_t offset;
-    double minimum;       /* 0: any positive value */
+    double minimum;        /* 0: any positive value */
+    unsigned flag;         /* its limits_field */
 } field;
 
 static const field fields[] = {
-    {"memory", FIELD_SIZE, offsetof(sandbox_limits, memory_bytes), (double)LIMITS_MIN_MEMORY_BYTES},
-    {"pids", FIELD_INT, offsetof(sandbox_limits, pids), 0},
-    {"cpus", FIELD_CPUS, offsetof(sandbox_limits, cpus), 0},
-    {"disk", FIELD_SIZE, offsetof(sandbox_limits, disk_bytes), 0},
-    {"open_files", FIELD_INT, offsetof(sandbox_limits, open_files), 0},
-    {"timeout", FIELD_INT, offsetof(sandbox_limits, timeout_seconds), 0},
-    {"output", FIELD_SIZE, offsetof(sandbox_limits, output_bytes), 0},
+    {"memory", "memory_bytes", NULL, FIELD_SIZE, offsetof(sandbox_limits, memory_bytes),
+     (double)LIMITS_MIN_MEMORY_BYTES, LIMITS_MEMORY},
+    {"pids", "pids", NULL, FIELD_INT, offsetof(sandbox_limits, pids), 0, LIMITS_PIDS},
+    {"cpus", "cpus", NULL, FIELD_CPUS, offsetof(sandbox_limits, cpus), 0, LIMITS_CPUS},
+    {"disk", "disk_bytes", NULL, FIELD_SIZE, offsetof(sandbox_limits, disk_bytes), 0, LIMITS_DISK},
+    {"open_files", "open_files", NULL, FIELD_INT, offsetof(sandbox_limits, open_files), 0,
+     LIMITS_OPEN_FILES},
+    {"timeout", "timeout_s", "timeout_seconds", FIELD_INT, offsetof(sandbox_limits, timeout_seconds),
+     0, LIMITS_TIMEOUT},
+    {"output", "output_bytes", NULL, FIELD_SIZE, offsetof(sandbox_limits, output_bytes), 0,
+     LIMITS_OUTPUT},
 };
+
+#define FIELD_COUNT (sizeof fields / sizeof fields[0])
 
 static double value_of(const sandbox_limits *limits, const field *f)
 {
@@ -146,8 +157,8 @@ static int apply_field(const field *f, json_t *value, const char *source, const 
     return 0;
 }
 
-static int network_from_request(json_t *network, json_t *env, bool allowed, bool *out, char *why,
-                                size_t why_size)
+static int network_from_request(json_t *network, json_t *env, bool allowed, bool *out,
+                                failure_kind *refusal, char *why, size_t why_size)
 {
     const char *env_value = json_string_value(json_object_get(env, "KERNEL_CELLBOX_NETWORK"));
     bool wanted = json_is_true(network) ||
@@ -157,6 +168,7 @@ static int network_from_request(json_t *network, json_t *env, bool allowed, bool
         return -1;
     }
     if (wanted && !allowed) {
+        *refusal = FAILURE_FORBIDDEN;
         snprintf(why, why_size, "network access is disabled on this daemon; start cellboxd with "
                  "--allow-network to let sandboxes ask for it");
         return -1;
@@ -167,15 +179,17 @@ static int network_from_request(json_t *network, json_t *env, bool allowed, bool
 
 int limits_from_request(json_t *limits, json_t *network, json_t *env,
                         const sandbox_limits *defaults, const sandbox_limits *maxima,
-                        bool network_allowed, sandbox_limits *out, char *why, size_t why_size)
+                        bool network_allowed, sandbox_limits *out, failure_kind *refusal,
+                        char *why, size_t why_size)
 {
+    *refusal = FAILURE_INVALID;
     *out = *defaults;
     out->network = false;
     if (limits && !json_is_null(limits) && !json_is_object(limits)) {
         snprintf(why, why_size, "'limits' must be an object like {\"memory\": \"512M\"}");
         return -1;
     }
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+    for (size_t i = 0; i < FIELD_COUNT; i++) {
         const field *f = &fields[i];
         char env_name[64], source[96];
         snprintf(env_name, sizeof env_name, "KERNEL_CELLBOX_");
@@ -194,14 +208,15 @@ int limits_from_request(json_t *limits, json_t *network, json_t *env,
                 return -1;
         }
     }
-    if (network_from_request(network, env, network_allowed, &out->network, why, why_size) < 0)
+    if (network_from_request(network, env, network_allowed, &out->network, refusal, why,
+                             why_size) < 0)
         return -1;
     const char *key;
     json_t *value;
     json_object_foreach(limits, key, value)
     {
         bool known = false;
-        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        for (size_t i = 0; i < FIELD_COUNT; i++)
             known |= strcmp(fields[i].name, key) == 0;
         if (!known) {
             snprintf(why, why_size, "unknown limit 'limits.%.40s' (known: memory, pids, cpus, disk, "
@@ -214,8 +229,42 @@ int limits_from_request(json_t *limits, json_t *network, json_t *env,
 
 json_t *limits_to_json(const sandbox_limits *limits)
 {
-    return json_pack("{s:I, s:i, s:f, s:I, s:i, s:i, s:I, s:b}", "memory", (json_int_t)limits->memory_bytes,
-                     "pids", limits->pids, "cpus", limits->cpus, "disk", (json_int_t)limits->disk_bytes,
-                     "open_files", limits->open_files, "timeout", limits->timeout_seconds, "output",
-                     (json_int_t)limits->output_bytes, "network", limits->network);
+    json_t *object = json_object();
+    for (size_t i = 0; i < FIELD_COUNT; i++) {
+        const field *f = &fields[i];
+        const char *base = (const char *)limits + f->offset;
+        json_t *value = f->kind == FIELD_SIZE ? json_integer(*(const long long *)base)
+                        : f->kind == FIELD_INT ? json_integer(*(const int *)base)
+                                               : json_real(*(const double *)base);
+        json_object_set_new(object, f->json_name, value);
+    }
+    json_object_set_new(object, "network", json_boolean(limits->network));
+    return object;
+}
+
+sandbox_limits limits_from_json(json_t *object)
+{
+    sandbox_limits limits = {.network = json_is_true(json_object_get(object, "network"))};
+    for (size_t i = 0; i < FIELD_COUNT; i++) {
+        const field *f = &fields[i];
+        json_t *value = json_object_get(object, f->json_name);
+        /* a sandbox a daemon of before the rename left running is still adopted whole */
+        if (!value && f->earlier_json_name)
+            value = json_object_get(object, f->earlier_json_name);
+        char *base = (char *)&limits + f->offset;
+        switch (f->kind) {
+        case FIELD_SIZE: *(long long *)base = json_integer_value(value); break;
+        case FIELD_INT: *(int *)base = (int)json_integer_value(value); break;
+        case FIELD_CPUS: *(double *)base = json_number_value(value); break;
+        }
+    }
+    return limits;
+}
+
+bool limits_equal(const sandbox_limits *a, const sandbox_limits *b, unsigned which)
+{
+    for (size_t i = 0; i < FIELD_COUNT; i++)
+        if ((which & fields[i].flag) && value_of(a, &fields[i]) != value_of(b, &fields[i]))
+            return false;
+    return !(which & LIMITS_NETWORK) || a->network == b->network;
 }

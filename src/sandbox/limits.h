@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/failure.h"
+
 typedef struct sandbox_limits {
     long long memory_bytes;  /* cgroup memory, no swap */
     int pids;                /* cgroup pids.max */
@@ -35,11 +37,36 @@ void limits_format_size(long long bytes, char *out, size_t size);
 
 /* Reads the request's limits and env over `defaults`, refusing values past `maxima` (a max of 0
    means unbounded), memory below LIMITS_MIN_MEMORY_BYTES, and network when `network_allowed` is
-   false. 0, or -1 with `why` naming the
-   field, the value and the maximum. */
+   false. 0, or -1 with `why` naming the field, the value and the maximum, and `refusal`:
+   FAILURE_FORBIDDEN for network the daemon does not allow, FAILURE_INVALID for the rest. */
 int limits_from_request(json_t *limits, json_t *network, json_t *env,
                         const sandbox_limits *defaults, const sandbox_limits *maxima,
-                        bool network_allowed, sandbox_limits *out, char *why, size_t why_size);
+                        bool network_allowed, sandbox_limits *out, failure_kind *refusal,
+                        char *why, size_t why_size);
+
+/* The limits as the daemon writes them out, one spelling everywhere: {"memory_bytes", "pids",
+   "cpus", "disk_bytes", "open_files", "timeout_s", "output_bytes", "network"} (GET
+   /v1/sandboxes' "limits", and each sandbox's record in the registry). limits_from_json reads
+   them back (a missing field is 0). */
 json_t *limits_to_json(const sandbox_limits *limits);
+sandbox_limits limits_from_json(json_t *object);
+
+/* Which limits limits_equal compares. */
+typedef enum limits_field {
+    LIMITS_MEMORY = 1 << 0,
+    LIMITS_PIDS = 1 << 1,
+    LIMITS_CPUS = 1 << 2,
+    LIMITS_DISK = 1 << 3,
+    LIMITS_OPEN_FILES = 1 << 4,
+    LIMITS_TIMEOUT = 1 << 5,
+    LIMITS_OUTPUT = 1 << 6,
+    LIMITS_NETWORK = 1 << 7,
+    LIMITS_ALL = (1 << 8) - 1,
+    /* what a sandbox's cgroup and workspace volume are made from (model/prepared.h) */
+    LIMITS_OF_CGROUP_AND_VOLUME = LIMITS_MEMORY | LIMITS_PIDS | LIMITS_CPUS | LIMITS_DISK,
+} limits_field;
+
+/* True if a and b agree on every limit in `which` (limits_field flags). */
+bool limits_equal(const sandbox_limits *a, const sandbox_limits *b, unsigned which);
 
 #endif

@@ -63,9 +63,10 @@ static char *encode_or_abort(const http_request *request, json_t *value)
 /* ---- stand-ins for sandbox creation (linked with --wrap) ---- */
 
 kernel *__wrap_manager_create(const char *spec_name, json_t *env, json_t *limits_json,
-                              json_t *network, int *status, char *why, size_t why_size);
+                              json_t *network, failure_kind *failure, char *why,
+                              size_t why_size);
 kernel *__wrap_manager_create(const char *spec_name, json_t *env, json_t *limits_json,
-                              json_t *network, int *status, char *why, size_t why_size)
+                              json_t *network, failure_kind *failure, char *why, size_t why_size)
 {
     static const sandbox_limits defaults = {.memory_bytes = 1LL << 30,
                                             .pids = 256,
@@ -79,22 +80,22 @@ kernel *__wrap_manager_create(const char *spec_name, json_t *env, json_t *limits
                                           .disk_bytes = 16LL << 30, .open_files = 65536,
                                           .timeout_seconds = 0, .output_bytes = 256 << 20};
     sandbox_limits limits;
-    if (limits_from_request(limits_json, network, env, &defaults, &maxima, false, &limits, why,
-                            why_size) < 0) {
-        *status = 400;
+    if (limits_from_request(limits_json, network, env, &defaults, &maxima, false, &limits, failure,
+                            why, why_size) < 0)
         return NULL;
-    }
-    *status = 503;
+    *failure = FAILURE_EXHAUSTED;
     snprintf(why, why_size, "fuzzing: no sandbox is started");
     return NULL;
 }
 
 stateless_run *__wrap_stateless_run_start(const stateless_run_plan *plan, stateless_run_done done,
-                                          void *arg, int *status, char *why, size_t why_size);
+                                          void *arg, failure_kind *failure, char *why,
+                                          size_t why_size);
 stateless_run *__wrap_stateless_run_start(const stateless_run_plan *plan, stateless_run_done done,
-                                          void *arg, int *status, char *why, size_t why_size)
+                                          void *arg, failure_kind *failure, char *why,
+                                          size_t why_size)
 {
-    *status = 503;
+    *failure = FAILURE_EXHAUSTED;
     snprintf(why, why_size, "fuzzing: no sandbox is started");
     return NULL;
 }

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/errors.h"
 #include "check.h"
 #include "common/fs.h"
 #include "sandbox/confined.h"
@@ -116,11 +117,11 @@ static void test_write_read_stat(void)
     CHECK_STR(field(entry, "type"), "dir");
     json_decref(entry);
 
-    CHECK(confined_stat(&c, "a/missing") == NULL && confined_http_status(c.error) == 404);
-    CHECK(confined_open_read(&c, "a/b", &st) < 0 && confined_http_status(c.error) == 400);
+    CHECK(confined_stat(&c, "a/missing") == NULL && errors_status_of_errno(c.error) == 404);
+    CHECK(confined_open_read(&c, "a/b", &st) < 0 && errors_status_of_errno(c.error) == 400);
     CHECK(confined_open_write(&c, "a/b", 0644, &existed) < 0 &&
-          confined_http_status(c.error) == 400);
-    CHECK(put("a/b/c.txt/d", "x", &existed) < 0 && confined_http_status(c.error) == 409);
+          errors_status_of_errno(c.error) == 400);
+    CHECK(put("a/b/c.txt/d", "x", &existed) < 0 && errors_status_of_errno(c.error) == 409);
 }
 
 static void test_list(void)
@@ -150,8 +151,8 @@ static void test_list(void)
     CHECK(json_array_size(list) == 5); /* d/e/x.txt is three levels down */
     json_decref(list);
 
-    CHECK(confined_list(&c, "list/a.txt", 1) == NULL && confined_http_status(c.error) == 400);
-    CHECK(confined_list(&c, "nothing", 1) == NULL && confined_http_status(c.error) == 404);
+    CHECK(confined_list(&c, "list/a.txt", 1) == NULL && errors_status_of_errno(c.error) == 400);
+    CHECK(confined_list(&c, "nothing", 1) == NULL && errors_status_of_errno(c.error) == 404);
 }
 
 static void test_mkdir(void)
@@ -169,9 +170,9 @@ static void test_mkdir(void)
     json_decref(entry);
     CHECK(put("m/file", "f", &existed) == 0);
     CHECK(confined_mkdir(&c, "m/file", 0755, &existed) == NULL &&
-          confined_http_status(c.error) == 409);
+          errors_status_of_errno(c.error) == 409);
     CHECK(confined_mkdir(&c, "m/file/g", 0755, &existed) == NULL &&
-          confined_http_status(c.error) == 409);
+          errors_status_of_errno(c.error) == 409);
 }
 
 static void test_move(void)
@@ -183,10 +184,10 @@ static void test_move(void)
     CHECK_STR(field(entry, "path"), "/workspace/mv2/deeper/y");
     json_decref(entry);
     CHECK_STR(get("mv2/deeper/y"), "moved");
-    CHECK(get("mv/x") == NULL && confined_http_status(c.error) == 404);
-    CHECK(confined_move(&c, "mv/x", "mv/z") == NULL && confined_http_status(c.error) == 404);
-    CHECK(confined_move(&c, "mv2", "mv2/inside") == NULL && confined_http_status(c.error) == 400);
-    CHECK(confined_move(&c, "/", "elsewhere") == NULL && confined_http_status(c.error) == 409);
+    CHECK(get("mv/x") == NULL && errors_status_of_errno(c.error) == 404);
+    CHECK(confined_move(&c, "mv/x", "mv/z") == NULL && errors_status_of_errno(c.error) == 404);
+    CHECK(confined_move(&c, "mv2", "mv2/inside") == NULL && errors_status_of_errno(c.error) == 400);
+    CHECK(confined_move(&c, "/", "elsewhere") == NULL && errors_status_of_errno(c.error) == 409);
 }
 
 static void test_remove(void)
@@ -202,15 +203,15 @@ static void test_remove(void)
     struct stat st;
     CHECK(stat(host("/workspace/keep"), &st) == 0);
 
-    CHECK(confined_remove(&c, "rm", false) < 0 && confined_http_status(c.error) == 409);
+    CHECK(confined_remove(&c, "rm", false) < 0 && errors_status_of_errno(c.error) == 409);
     CHECK(confined_remove(&c, "rm/top", false) == 0);
-    CHECK(confined_remove(&c, "rm/top", false) < 0 && confined_http_status(c.error) == 404);
+    CHECK(confined_remove(&c, "rm/top", false) < 0 && errors_status_of_errno(c.error) == 404);
     CHECK(confined_remove(&c, "rm", true) == 0);
     CHECK(lstat(host("/workspace/rm"), &st) < 0 && errno == ENOENT);
     char secret[4200];
     snprintf(secret, sizeof secret, "%s/secret", outside_dir);
     CHECK(stat(secret, &st) == 0);
-    CHECK(confined_remove(&c, "/", true) < 0 && confined_http_status(c.error) == 409);
+    CHECK(confined_remove(&c, "/", true) < 0 && errors_status_of_errno(c.error) == 409);
 }
 
 static void test_dot_dot_refused(void)
@@ -219,10 +220,10 @@ static void test_dot_dot_refused(void)
                                         "a/.."};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         CHECK(get(paths[i]) == NULL);
-        CHECK(c.error == EINVAL && confined_http_status(c.error) == 400);
+        CHECK(c.error == EINVAL && errors_status_of_errno(c.error) == 400);
         CHECK(strstr(c.why, "'..'") != NULL);
     }
-    CHECK(confined_stat(&c, "") == NULL && confined_http_status(c.error) == 400);
+    CHECK(confined_stat(&c, "") == NULL && errors_status_of_errno(c.error) == 400);
     char normalized[64];
     CHECK(confined_normalize(&c, "x/.//y/", normalized, sizeof normalized) == 0);
     CHECK_STR(normalized, "/workspace/x/y");
@@ -242,7 +243,7 @@ static void test_absolute_link_resolves_inside(void)
     json_decref(entry);
     /* Through the link, as the user: the sandbox's root-owned file is not writable. */
     bool existed;
-    CHECK(put("pw", "owned", &existed) < 0 && confined_http_status(c.error) == 403);
+    CHECK(put("pw", "owned", &existed) < 0 && errors_status_of_errno(c.error) == 403);
     CHECK_STR(get("/etc/passwd"), "sandbox passwd\n");
 }
 
@@ -253,10 +254,10 @@ static void test_relative_link_cannot_escape(void)
     char target[4200];
     snprintf(target, sizeof target, "../../../../../..%s/secret", outside_dir);
     CHECK(symlink(target, host("/workspace/escape")) == 0);
-    CHECK(get("escape") == NULL && confined_http_status(c.error) == 404);
+    CHECK(get("escape") == NULL && errors_status_of_errno(c.error) == 404);
     snprintf(target, sizeof target, "%s/secret", outside_dir);
     CHECK(symlink(target, host("/workspace/absolute-escape")) == 0);
-    CHECK(get("absolute-escape") == NULL && confined_http_status(c.error) == 404);
+    CHECK(get("absolute-escape") == NULL && errors_status_of_errno(c.error) == 404);
     /* Written through, the link lands inside the root (once the target's directory is there). */
     CHECK(fs_mkdir_p(host(outside_dir), 0755) == 0 && chown(host(outside_dir), USER, USER) == 0);
     bool existed;
@@ -283,11 +284,11 @@ static void test_fifo_refused_without_blocking(void)
     alarm(5);
     struct stat st;
     bool existed;
-    CHECK(confined_open_read(&c, "fifo", &st) < 0 && confined_http_status(c.error) == 400);
+    CHECK(confined_open_read(&c, "fifo", &st) < 0 && errors_status_of_errno(c.error) == 400);
     CHECK(confined_open_write(&c, "fifo", 0644, &existed) < 0 &&
-          confined_http_status(c.error) == 400);
+          errors_status_of_errno(c.error) == 400);
     CHECK(symlink("fifo", host("/workspace/fifo-link")) == 0);
-    CHECK(confined_open_read(&c, "fifo-link", &st) < 0 && confined_http_status(c.error) == 400);
+    CHECK(confined_open_read(&c, "fifo-link", &st) < 0 && errors_status_of_errno(c.error) == 400);
     alarm(0);
     json_t *entry = confined_stat(&c, "fifo");
     CHECK_STR(field(entry, "type"), "other");
@@ -298,8 +299,8 @@ static void test_kernel_filesystems_refused(void)
 {
     static const char *const paths[] = {"/proc/self/environ", "/sys", "/dev/null", "/proc"};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
-        CHECK(get(paths[i]) == NULL && confined_http_status(c.error) == 403);
-    CHECK(get("/device") == NULL && confined_http_status(c.error) == 404); /* only whole names */
+        CHECK(get(paths[i]) == NULL && errors_status_of_errno(c.error) == 403);
+    CHECK(get("/device") == NULL && errors_status_of_errno(c.error) == 404); /* only whole names */
     /* A walk from above lists /dev but does not enter it. */
     CHECK(mkdir(host("/dev"), 0755) == 0);
     write_host_file(host("/dev/null"), "", 0666, 0);
@@ -328,11 +329,11 @@ static void test_kernel_filesystems_refused(void)
     /* /proc/self/root would jump to the host's "/", which is no kernel filesystem: only
        RESOLVE_NO_MAGICLINKS stops it. */
     CHECK(symlink("/workspace/kproc/self/root", host("/workspace/magic")) == 0);
-    CHECK(get("magic/etc/passwd") == NULL && confined_http_status(c.error) == 403);
-    CHECK(get("kproc/self/root/etc/passwd") == NULL && confined_http_status(c.error) == 403);
-    CHECK(get("kproc/self/status") == NULL && confined_http_status(c.error) == 403);
-    CHECK(get("kproc-link/self/status") == NULL && confined_http_status(c.error) == 403);
-    CHECK(confined_list(&c, "kproc-link", 1) == NULL && confined_http_status(c.error) == 403);
+    CHECK(get("magic/etc/passwd") == NULL && errors_status_of_errno(c.error) == 403);
+    CHECK(get("kproc/self/root/etc/passwd") == NULL && errors_status_of_errno(c.error) == 403);
+    CHECK(get("kproc/self/status") == NULL && errors_status_of_errno(c.error) == 403);
+    CHECK(get("kproc-link/self/status") == NULL && errors_status_of_errno(c.error) == 403);
+    CHECK(confined_list(&c, "kproc-link", 1) == NULL && errors_status_of_errno(c.error) == 403);
     json_t *list = confined_list(&c, "/workspace", 2);
     for (size_t i = 0; i < json_array_size(list); i++)
         CHECK(strncmp(field(json_array_get(list, i), "path"), "/workspace/kproc/", 17) != 0);
@@ -345,10 +346,10 @@ static void test_kernel_filesystems_refused(void)
 static void test_permissions_are_the_users(void)
 {
     write_host_file(host("/workspace/root-only"), "secret", 0600, 0);
-    CHECK(get("root-only") == NULL && confined_http_status(c.error) == 403);
+    CHECK(get("root-only") == NULL && errors_status_of_errno(c.error) == 403);
     CHECK(mkdir(host("/workspace/root-dir"), 0755) == 0);
     bool existed;
-    CHECK(put("root-dir/x", "x", &existed) < 0 && confined_http_status(c.error) == 403);
+    CHECK(put("root-dir/x", "x", &existed) < 0 && errors_status_of_errno(c.error) == 403);
     CHECK(confined_remove(&c, "root-only", false) == 0); /* the user owns /workspace */
     /* The daemon's own identity is back after each operation. */
     CHECK(setfsuid((uid_t)-1) == 0 && setfsgid((gid_t)-1) == 0);
@@ -357,7 +358,7 @@ static void test_permissions_are_the_users(void)
     /* A sandbox user of 0 would keep root's powers: refused outright. */
     confined as_root;
     confined_init(&as_root, c.root_fd, 0, 0);
-    CHECK(confined_stat(&as_root, "a") == NULL && confined_http_status(as_root.error) == 403);
+    CHECK(confined_stat(&as_root, "a") == NULL && errors_status_of_errno(as_root.error) == 403);
 }
 
 static int create_tmpfile(void)
@@ -392,7 +393,7 @@ static void test_tar_round_trip(void)
     CHECK(lstat(host("/workspace/tardst/etc-link"), &st) == 0 && S_ISLNK(st.st_mode));
     CHECK(lstat(host("/workspace/tardst/fifo"), &st) < 0 && errno == ENOENT);
     CHECK(confined_tar_create(&c, "tarsrc/a.txt", create_tmpfile(), 1LL << 30) < 0 &&
-          confined_http_status(c.error) == 400);
+          errors_status_of_errno(c.error) == 400);
 }
 
 typedef struct tar_member {
@@ -433,7 +434,7 @@ static void expect_refused(const tar_member *members, size_t count, const char *
 {
     int fd = make_tar(members, count);
     CHECK(confined_tar_extract(&c, "hostile", fd) < 0);
-    CHECK(confined_http_status(c.error) == 400);
+    CHECK(errors_status_of_errno(c.error) == 400);
     CHECK(strstr(c.why, named) != NULL);
     close(fd);
     struct stat st; /* checked before anything is written */
@@ -457,7 +458,7 @@ static void test_tar_hostile_entries(void)
 
     int fd = create_tmpfile();
     CHECK(write(fd, "this is not a tar archive, just some text", 41) == 41);
-    CHECK(confined_tar_extract(&c, "hostile", fd) < 0 && confined_http_status(c.error) == 400);
+    CHECK(confined_tar_extract(&c, "hostile", fd) < 0 && errors_status_of_errno(c.error) == 400);
     close(fd);
 
     /* Special bits are stripped; a link planted by the archive leads inside the sandbox only. */
@@ -465,7 +466,7 @@ static void test_tar_hostile_entries(void)
                                  {"etc", AE_IFLNK, 0777, NULL, "/etc", false},
                                  {"etc/passwd", AE_IFREG, 0644, "pwned", NULL, false}};
     fd = make_tar(sneaky, 3);
-    CHECK(confined_tar_extract(&c, "sneaky", fd) < 0 && confined_http_status(c.error) == 403);
+    CHECK(confined_tar_extract(&c, "sneaky", fd) < 0 && errors_status_of_errno(c.error) == 403);
     close(fd);
     struct stat st;
     CHECK(stat(host("/workspace/sneaky/suid"), &st) == 0 && (st.st_mode & 07777) == 0755);
@@ -475,16 +476,16 @@ static void test_tar_hostile_entries(void)
 
 static void test_status_mapping(void)
 {
-    CHECK(confined_http_status(ENOENT) == 404);
-    CHECK(confined_http_status(EACCES) == 403 && confined_http_status(EPERM) == 403);
-    CHECK(confined_http_status(EROFS) == 403 && confined_http_status(EXDEV) == 403);
-    CHECK(confined_http_status(ELOOP) == 403);
-    CHECK(confined_http_status(ENOTDIR) == 400 && confined_http_status(EISDIR) == 400);
-    CHECK(confined_http_status(EINVAL) == 400);
-    CHECK(confined_http_status(ENOTEMPTY) == 409 && confined_http_status(EEXIST) == 409);
-    CHECK(confined_http_status(ENOSPC) == 507 && confined_http_status(EDQUOT) == 507);
-    CHECK(confined_http_status(EFBIG) == 413);
-    CHECK(confined_http_status(EIO) == 500);
+    CHECK(errors_status_of_errno(ENOENT) == 404);
+    CHECK(errors_status_of_errno(EACCES) == 403 && errors_status_of_errno(EPERM) == 403);
+    CHECK(errors_status_of_errno(EROFS) == 403 && errors_status_of_errno(EXDEV) == 403);
+    CHECK(errors_status_of_errno(ELOOP) == 403);
+    CHECK(errors_status_of_errno(ENOTDIR) == 400 && errors_status_of_errno(EISDIR) == 400);
+    CHECK(errors_status_of_errno(EINVAL) == 400);
+    CHECK(errors_status_of_errno(ENOTEMPTY) == 409 && errors_status_of_errno(EEXIST) == 409);
+    CHECK(errors_status_of_errno(ENOSPC) == 507 && errors_status_of_errno(EDQUOT) == 507);
+    CHECK(errors_status_of_errno(EFBIG) == 413);
+    CHECK(errors_status_of_errno(EIO) == 500);
 }
 
 int main(void)

@@ -25,24 +25,25 @@ static void test_non_finite_limits_are_refused(void)
                                .timeout_seconds = 30,
                                .output_bytes = 1 << 20};
     sandbox_limits maxima = {0}, out;
+    failure_kind refusal;
     char why[256];
     const char *const values[] = {"nan", "inf", "-nan", "1e999"};
     for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
         json_t *env = json_pack("{s:s}", "KERNEL_CELLBOX_PIDS", values[i]);
-        CHECK(limits_from_request(NULL, NULL, env, &defaults, &maxima, false, &out, why,
+        CHECK(limits_from_request(NULL, NULL, env, &defaults, &maxima, false, &out, &refusal, why,
                                   sizeof why) < 0);
         json_decref(env);
     }
     /* no maximum set (as --max-execution-timeout 0): an int past INT_MAX is still refused */
     json_t *limits = json_pack("{s:f}", "timeout", 1e12);
-    CHECK(limits_from_request(limits, NULL, NULL, &defaults, &maxima, false, &out, why, sizeof why) < 0);
+    CHECK(limits_from_request(limits, NULL, NULL, &defaults, &maxima, false, &out, &refusal, why, sizeof why) < 0);
     json_decref(limits);
     limits = json_pack("{s:i}", "timeout", 3600);
-    CHECK(limits_from_request(limits, NULL, NULL, &defaults, &maxima, false, &out, why, sizeof why) == 0);
+    CHECK(limits_from_request(limits, NULL, NULL, &defaults, &maxima, false, &out, &refusal, why, sizeof why) == 0);
     CHECK(out.timeout_seconds == 3600);
     json_decref(limits);
     json_t *env = json_pack("{s:s}", "KERNEL_CELLBOX_MEMORY", "1e90G");
-    CHECK(limits_from_request(NULL, NULL, env, &defaults, &maxima, false, &out, why, sizeof why) <
+    CHECK(limits_from_request(NULL, NULL, env, &defaults, &maxima, false, &out, &refusal, why, sizeof why) <
           0);
     json_decref(env);
 }

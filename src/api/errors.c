@@ -1,0 +1,43 @@
+#include "api/errors.h"
+
+#include <errno.h>
+
+int errors_status_of_failure(failure_kind kind)
+{
+    switch (kind) {
+    case FAILURE_INVALID: return 400;
+    case FAILURE_FORBIDDEN: return 403;
+    case FAILURE_NOT_FOUND: return 404;
+    case FAILURE_CONFLICT: return 409;
+    case FAILURE_EXHAUSTED: return 503; /* a client may retry once sandboxes are deleted */
+    case FAILURE_INTERNAL: return 500;
+    }
+    return 500;
+}
+
+int errors_status_of_errno(int error)
+{
+    switch (error) {
+    case ENOENT: return 404;
+    case EACCES:
+    case EPERM:
+    case EROFS:
+    case EXDEV: /* openat2's answer to an escape */
+    case ELOOP: return 403;
+    case ENOTDIR:
+    case EISDIR:
+    case EINVAL:
+    case ENAMETOOLONG:
+    case ENXIO:             /* a FIFO without a reader */
+    case E2BIG: return 400; /* a walk past CONFINED_MAX_ENTRIES */
+    case ENOTEMPTY:
+    case EEXIST:
+    case EBUSY:
+    case ETXTBSY:
+    case EAGAIN: return 409;
+    case ENOSPC:
+    case EDQUOT: return 507;
+    case EFBIG: return 413;
+    default: return 500;
+    }
+}

@@ -1,0 +1,12 @@
+/* errors — the one place where what went wrong below api/ becomes an HTTP status: a domain
+ * layer's failure kind (common/failure.h), or the errno of a file operation on a sandbox
+ * (sandbox/confined.h). Every API family answers the same failure with the same status. */
+#ifndef CELLBOX_API_ERRORS_H
+#define CELLBOX_API_ERRORS_H
+
+#include "common/failure.h"
+
+int errors_status_of_failure(failure_kind kind);
+int errors_status_of_errno(int error);
+
+#endif

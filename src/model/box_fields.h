@@ -1,0 +1,59 @@
+/* box_fields — what a box holds, and the verbs its three files share: box.c (the record,
+ * contexts, log, files, the end), pause.c (the cgroup freezer) and ttl.c (the time to live).
+ * Only those include it; everything else goes through box.h, pause.h and ttl.h. */
+#ifndef CELLBOX_MODEL_BOX_FIELDS_H
+#define CELLBOX_MODEL_BOX_FIELDS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/loop.h"
+#include "model/box.h"
+#include "sandbox/cgroup.h"
+
+typedef struct box_context {
+    kernel *k;
+    char *cwd;
+    struct box_context *next;
+} box_context;
+
+typedef struct log_entry {
+    int64_t at_us;
+    const char *source, *stream; /* static strings */
+    char *text;
+} log_entry;
+
+struct box {
+    kernel *primary;
+    json_t *metadata;
+    json_t *env;
+    int timeout_s;             /* 0: never expires */
+    int64_t started_at_us;
+    int64_t ends_at_us;        /* 0 while it cannot expire (no TTL, or paused) */
+    loop_timer_id ttl;
+    bool expired;              /* its TTL ended: it is being removed for that */
+    bool paused;
+    box_context *contexts;     /* the contexts other than the default one */
+    struct command *commands;  /* command.c's list */
+    log_entry log[BOX_LOG_ENTRIES];
+    size_t log_next, log_count;
+    size_t log_bytes;          /* text held by the log, at most BOX_LOG_BYTES */
+};
+
+/* The sandbox's cgroup: its counters (usage) and its freezer (pause). */
+static inline sandbox_cgroup *box_cgroup(const box *b) { return kernel_get_sandbox(b->primary)->cgroup; }
+
+/* box.c: an event in the box's log ("paused", "context X adopted"). */
+void box_log_event(box *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ttl.c: (re)starts the countdown from the box's timeout_s, or stops it while paused or without
+   a timeout; puts back a deadline an earlier daemon recorded (wall-clock time); stops it for
+   good when the box ends. */
+void box_ttl_arm(box *b);
+void box_ttl_restore(box *b, int64_t ends_at_us);
+void box_ttl_cancel(box *b);
+
+/* pause.c: a paused box's processes thawed, so that they can be killed when the box ends. */
+void box_pause_thaw_for_end(box *b);
+
+#endif

@@ -1,0 +1,176 @@
+#include "model/prepared.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/loop.h"
+#include "sandbox/volume_worker.h"
+
+#define PREPARED_AHEAD 2
+#define PREPARE_DELAY_MS 50    /* after a start: the new kernel and its client go first */
+#define PREPARE_RETRY_MS 1000  /* after a failure: a create will say why */
+
+typedef enum set_state { SET_EMPTY, SET_MAKING, SET_READY } set_state;
+
+typedef struct prepared_set {
+    set_state state;
+    char id[UUID_STRING_LENGTH + 1];
+    sandbox_pieces pieces;
+} prepared_set;
+
+static sandbox_limits default_limits;
+static volume_kind workspace_kind;
+static bool keep_workspaces;
+static prepared_set prepared[PREPARED_AHEAD];
+static loop_timer_id prepare_timer;
+
+static void schedule_prepare(int64_t delay_ms);
+
+static bool preparing_off_loop(void) { return volume_worker_running(); } /* ext4 only */
+
+static void forget_set(prepared_set *set)
+{
+    char *workspace = sandbox_pieces_path("workspaces", set->id, "");
+    sandbox_pieces_release(&set->pieces, workspace, false); /* never used: nothing to keep */
+    free(workspace);
+    set->state = SET_EMPTY;
+}
+
+static void on_prepared_volume(void *arg, bool ok, const char *why)
+{
+    prepared_set *set = arg;
+    if (set->state != SET_MAKING)
+        return; /* discarded meanwhile: its removal was sent after its creation */
+    char reason[512];
+    if (ok && sandbox_pieces_create_cgroup(set->id, &default_limits, &set->pieces, reason,
+                                           sizeof reason) == 0) {
+        set->state = SET_READY;
+        return;
+    }
+    log_debug("cannot prepare a sandbox ahead: %s", ok ? reason : why);
+    forget_set(set);
+    schedule_prepare(PREPARE_RETRY_MS);
+}
+
+static void prepare_next(void *arg)
+{
+    (void)arg;
+    prepare_timer = 0;
+    for (size_t i = 0; i < PREPARED_AHEAD; i++) {
+        prepared_set *set = &prepared[i];
+        if (set->state != SET_EMPTY)
+            continue;
+        char why[512];
+        id_uuid4(set->id);
+        set->pieces = SANDBOX_PIECES_NONE;
+        char *workspace = sandbox_pieces_path("workspaces", set->id, "");
+        sandbox_pieces *pieces = &set->pieces;
+        uid_t uid = 0;
+        bool claimed = sandbox_pieces_claim_identity(set->id, pieces, why, sizeof why) == 0;
+        if (claimed)
+            uid = sandbox_pieces_uid(pieces);
+        if (claimed && preparing_off_loop() &&
+            volume_worker_create(workspace_kind, pieces->image, workspace,
+                                 default_limits.disk_bytes, uid, uid, on_prepared_volume, set)) {
+            set->state = SET_MAKING;
+            free(workspace);
+            continue;
+        }
+        /* In the loop: one set, and only one in all (the loop is blocked while it is made). */
+        if (claimed && sandbox_pieces_build(set->id, &default_limits, pieces, workspace, why,
+                                            sizeof why) == 0) {
+            set->state = SET_READY;
+        } else {
+            log_debug("cannot prepare the next sandbox ahead: %s", why); /* a create will say why */
+            sandbox_pieces_release(pieces, workspace, false);
+        }
+        free(workspace);
+        return;
+    }
+}
+
+static size_t sets_in(set_state state)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < PREPARED_AHEAD; i++)
+        count += prepared[i].state == state;
+    return count;
+}
+
+static void schedule_prepare(int64_t delay_ms)
+{
+    if (prepare_timer)
+        return;
+    if (preparing_off_loop() ? sets_in(SET_EMPTY) > 0
+                             : kernelspec_pool_total() == 0 && sets_in(SET_READY) == 0)
+        prepare_timer = loop_timer_add(delay_ms, prepare_next, NULL);
+}
+
+void prepared_init(const sandbox_limits *limits, volume_kind kind, bool keep)
+{
+    default_limits = *limits;
+    workspace_kind = kind;
+    keep_workspaces = keep;
+    schedule_prepare(0);
+}
+
+/* A prepared set if one fits these limits (its id into `id`); false otherwise. */
+static bool take_prepared(const sandbox_limits *limits, char *id, sandbox_pieces *pieces)
+{
+    if (!limits_equal(limits, &default_limits, LIMITS_OF_CGROUP_AND_VOLUME))
+        return false;
+    for (size_t i = 0; i < PREPARED_AHEAD; i++) {
+        if (prepared[i].state != SET_READY)
+            continue;
+        prepared[i].state = SET_EMPTY;
+        memcpy(id, prepared[i].id, sizeof prepared[i].id);
+        *pieces = prepared[i].pieces;
+        prepared[i].pieces = SANDBOX_PIECES_NONE;
+        return true;
+    }
+    return false;
+}
+
+void prepared_discard_all(void)
+{
+    if (prepare_timer)
+        loop_timer_cancel(prepare_timer);
+    prepare_timer = 0;
+    for (size_t i = 0; i < PREPARED_AHEAD; i++)
+        if (prepared[i].state != SET_EMPTY)
+            forget_set(&prepared[i]); /* one still being made: its removal follows its creation */
+}
+
+/* The sandbox's pieces in the order they are needed: identity, disk, cgroup. */
+static int make_pieces(const char *id, const sandbox_limits *limits, sandbox_pieces *pieces,
+                       const char *workspace, char *why, size_t why_size)
+{
+    if (sandbox_pieces_claim_identity(id, pieces, why, why_size) < 0)
+        return -1;
+    return sandbox_pieces_build(id, limits, pieces, workspace, why, why_size);
+}
+
+kernel *prepared_start_kernel(const kernelspec *spec, json_t *env, const sandbox_limits *limits,
+                              sandbox_pieces *pieces, char *why, size_t why_size)
+{
+    char id[UUID_STRING_LENGTH + 1];
+    *pieces = SANDBOX_PIECES_NONE;
+    bool ready = take_prepared(limits, id, pieces);
+    if (!ready)
+        id_uuid4(id);
+    char *workspace = sandbox_pieces_path("workspaces", id, "");
+    kernel *k = NULL;
+    if (ready || make_pieces(id, limits, pieces, workspace, why, why_size) == 0) {
+        kernel_sandbox sandbox = {.uid = sandbox_pieces_uid(pieces),
+                                  .cgroup = pieces->cgroup,
+                                  .limits = *limits};
+        sandbox_pieces_base(&sandbox);
+        k = kernel_start(id, spec, workspace, env, &sandbox, why, why_size);
+    }
+    if (!k)
+        sandbox_pieces_release(pieces, workspace, keep_workspaces);
+    free(workspace);
+    schedule_prepare(PREPARE_DELAY_MS);
+    return k;
+}

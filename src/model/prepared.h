@@ -1,0 +1,32 @@
+/* prepared — the next sandboxes' pieces (sandbox_pieces.h), made ahead, and where every new
+ * sandbox's pieces come from.
+ *
+ * A sandbox's workspace volume (an image copy, a loop device, an ext4 mount: ~6 ms) and its
+ * cgroup are the daemon's part of every start. A few sets ("prepared sets") are made ahead of
+ * time for the default limits, each under the id the kernel that takes it will have, so a create
+ * waits only for the kernel itself. The volume helper makes them off the loop (volume_worker.h);
+ * without it one set is made at a time, in the loop, and only without a warm pool (there a
+ * preparation would land in the middle of a handout's handshake and first cell instead of saving
+ * anyone a wait). Used by manager.c and pool.c only. */
+#ifndef CELLBOX_MODEL_PREPARED_H
+#define CELLBOX_MODEL_PREPARED_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernel/kernelspec.h"
+#include "model/sandbox_pieces.h"
+
+/* Called once at start, by manager_init (after sandbox_pieces_init); starts making sets. */
+void prepared_init(const sandbox_limits *default_limits, volume_kind workspace_kind,
+                   bool keep_workspaces);
+/* During a create or a pool refill: starts a kernel of `spec` in a new sandbox, on a prepared
+   set when one fits `limits`, on pieces made now otherwise; its pieces into `pieces`. NULL with
+   `why`, nothing left behind. */
+kernel *prepared_start_kernel(const kernelspec *spec, json_t *env, const sandbox_limits *limits,
+                              sandbox_pieces *pieces, char *why, size_t why_size);
+/* At the end (shutdown or detach): no more sets are made, and those made are removed. */
+void prepared_discard_all(void);
+
+#endif
