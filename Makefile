@@ -164,10 +164,8 @@ security: build
 	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q -p no:cacheprovider tests/security
 
 test:
-	@# LAYERING CHECK, first. Reported only (--warn-only) until the branches that remove today's
-	@# violations (issue 19, parts A and B) are merged: the integrator then deletes
-	@# "LAYERS_FLAGS=--warn-only" on the next line, and make test fails on a broken rule.
-	@$(MAKE) --no-print-directory layers LAYERS_FLAGS=--warn-only
+	@# The layering check first (scripts/check-layers.sh): a broken rule fails make test.
+	@$(MAKE) --no-print-directory layers
 	@scripts/install-deps.sh test
 	@$(MAKE) --no-print-directory build unit $(TEST_TOOLS) fuzz-replay
 	@$(MAKE) --no-print-directory asan
