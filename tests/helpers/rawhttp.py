@@ -57,13 +57,16 @@ def _read_response(sock, deadline):
 
 
 def request(host, port, method, path, headers=None, body_size=0, body_byte=b" ", body_prefix=b"",
-            timeout=60, chunk=65536):
+            timeout=60, chunk=65536, chunked=False):
     """Send a request whose body is body_prefix + body_byte * (body_size - len(prefix)), with a
-    Content-Length; stop sending as soon as the server answers (or closes). Returns the
-    response (head, and the body when it has a Content-Length)."""
+    Content-Length (or, chunked=True, in chunked transfer encoding); stop sending as soon as the
+    server answers (or closes). Returns the response (head, and the body when it has a
+    Content-Length)."""
     hdrs = {"Host": f"{host}:{port}", "Connection": "close"}
     hdrs.update(headers or {})
-    if body_size or method in ("POST", "PUT", "PATCH"):
+    if chunked:
+        hdrs["Transfer-Encoding"] = "chunked"
+    elif body_size or method in ("POST", "PUT", "PATCH"):
         hdrs["Content-Length"] = str(body_size)
     head = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items()) + "\r\n"
     sock = socket.create_connection((host, port), timeout=timeout)
@@ -83,9 +86,16 @@ def request(host, port, method, path, headers=None, body_size=0, body_byte=b" ",
                 else:
                     piece = block[:min(chunk, body_size - sent)]
                 try:
-                    sent += sock.send(piece)
+                    if chunked:
+                        sock.sendall(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                        sent += len(piece)
+                    else:
+                        sent += sock.send(piece)
                 except (BrokenPipeError, ConnectionResetError):
                     break
+        if chunked and sent >= body_size:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                sock.sendall(b"0\r\n\r\n")  # the last chunk: the body is complete
         response = _read_response(sock, deadline)
         if response is None:
             raise AssertionError(f"no HTTP response to {method} {path}")
