@@ -16,7 +16,7 @@ pytestmark = pytest.mark.cellbox_only  # the gateway is cellboxd
 
 @pytest.fixture(scope="module")
 def gateway(daemon):
-    js = JupyterServer(gateway_url=f"http://{daemon.host}:{daemon.port}", gateway_token=daemon.token).start()
+    js = JupyterServer(gateway_url=daemon.origin, gateway_token=daemon.token).start()
     yield js
     js.finish()
 
@@ -128,7 +128,7 @@ def test_delete_through_gateway(js, daemon):
 
 
 def test_wrong_gateway_token_is_refused(daemon):
-    js = JupyterServer(gateway_url=f"http://{daemon.host}:{daemon.port}", gateway_token="wrong").start()
+    js = JupyterServer(gateway_url=daemon.origin, gateway_token="wrong").start()
     try:
         c = js.client()
         r = c.post("api/kernels", json={"name": "python3"})
