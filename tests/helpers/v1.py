@@ -16,6 +16,8 @@ import json
 import time
 import urllib.parse
 
+from .client import HttpVerbs
+
 TIMEOUT = 60  # seconds for one request or one whole stream
 
 
@@ -94,7 +96,7 @@ def read_lines(r, timeout=TIMEOUT):
 
 # ---------------------------------------------------------------------------- client
 
-class V1:
+class V1(HttpVerbs):
     """/v1 requests to one daemon (its token, its base url); remembers the sandboxes it made."""
 
     def __init__(self, daemon, spec=None):
@@ -115,18 +117,6 @@ class V1:
             # a JSON body is small: read it even from a streamed request
             self.spec.check_response(r, streamed=stream and "json" not in ctype)
         return r
-
-    def get(self, path, **kw):
-        return self.request("GET", path, **kw)
-
-    def post(self, path, **kw):
-        return self.request("POST", path, **kw)
-
-    def put(self, path, **kw):
-        return self.request("PUT", path, **kw)
-
-    def delete(self, path, **kw):
-        return self.request("DELETE", path, **kw)
 
     # -- sandboxes
     def create(self, **body):
