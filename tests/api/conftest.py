@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from v1lib import V1  # noqa: E402
+from helpers.v1 import V1  # noqa: E402
 
 
 @pytest.fixture(scope="module")

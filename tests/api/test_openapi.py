@@ -16,7 +16,9 @@ import pytest
 import requests
 from jsonschema import Draft202012Validator
 
-from v1lib import METHODS, V1, Spec, assert_error, expect
+from helpers.asserts import assert_v1_error, expect
+from helpers.v1 import V1
+from openapi_spec import METHODS, Spec
 
 SPEC = Spec(soft=True)
 _reported = [0]  # problems reported so far (those of module fixtures go to the first test using them)
@@ -209,27 +211,27 @@ def test_templates_and_sandboxes(api):
     sid = m["id"]
     expect(api.get("v1/sandboxes"), 200)
     expect(api.get("v1/sandboxes", params={"state": "running", "metadata.k": "v"}), 200)
-    assert_error(api.get("v1/sandboxes", params={"state": "nope"}), 400)
+    assert_v1_error(api.get("v1/sandboxes", params={"state": "nope"}), 400)
     expect(api.get(f"v1/sandboxes/{sid}"), 200)
     expect(api.post(f"v1/sandboxes/{sid}/timeout", json={"timeout_s": 30}), 200)
-    assert_error(api.post(f"v1/sandboxes/{sid}/timeout", json={"timeout_s": "x"}), 400)
+    assert_v1_error(api.post(f"v1/sandboxes/{sid}/timeout", json={"timeout_s": "x"}), 400)
     expect(api.get(f"v1/sandboxes/{sid}/logs"), 200)
     expect(api.get(f"v1/sandboxes/{sid}/logs", params={"limit": 5}), 200)
     expect(api.post(f"v1/sandboxes/{sid}/pause"), 200)
     expect(api.get("v1/sandboxes", params={"state": "paused"}), 200)
     expect(api.get(f"v1/sandboxes/{sid}"), 200)
-    assert_error(api.post(f"v1/sandboxes/{sid}/execute", json={"code": "1"}), 409)
+    assert_v1_error(api.post(f"v1/sandboxes/{sid}/execute", json={"code": "1"}), 409)
     expect(api.post(f"v1/sandboxes/{sid}/resume"), 200)
     assert api.remove(sid).status_code == 204
     bogus = str(uuid.uuid4())
-    assert_error(api.get(f"v1/sandboxes/{bogus}"), 404)
-    assert_error(api.delete(f"v1/sandboxes/{bogus}"), 404)
-    assert_error(api.post(f"v1/sandboxes/{bogus}/pause"), 404)
-    assert_error(api.post(f"v1/sandboxes/{bogus}/resume"), 404)
-    assert_error(api.get(f"v1/sandboxes/{bogus}/logs"), 404)
-    assert_error(api.post("v1/sandboxes", json={"template": "nope"}), 404)
-    assert_error(api.post("v1/sandboxes", json={"bogus": 1}), 400)
-    assert_error(api.post("v1/sandboxes", json={"network": True}), 403)
+    assert_v1_error(api.get(f"v1/sandboxes/{bogus}"), 404)
+    assert_v1_error(api.delete(f"v1/sandboxes/{bogus}"), 404)
+    assert_v1_error(api.post(f"v1/sandboxes/{bogus}/pause"), 404)
+    assert_v1_error(api.post(f"v1/sandboxes/{bogus}/resume"), 404)
+    assert_v1_error(api.get(f"v1/sandboxes/{bogus}/logs"), 404)
+    assert_v1_error(api.post("v1/sandboxes", json={"template": "nope"}), 404)
+    assert_v1_error(api.post("v1/sandboxes", json={"bogus": 1}), 400)
+    assert_v1_error(api.post("v1/sandboxes", json={"network": True}), 403)
 
 
 def test_dead_sandbox_model(api):
@@ -240,7 +242,7 @@ def test_dead_sandbox_model(api):
         assert time.monotonic() < deadline, "the sandbox did not become dead"
         time.sleep(0.1)
     expect(api.get("v1/sandboxes", params={"state": "dead"}), 200)
-    assert_error(api.post(f"v1/sandboxes/{m['id']}/pause"), 409)
+    assert_v1_error(api.post(f"v1/sandboxes/{m['id']}/pause"), 409)
     api.remove(m["id"])
 
 
@@ -261,9 +263,9 @@ def test_execute_events(api, box):
     assert ev.one("error")["name"] == "TimeoutError"
     ev = api.execute(sid, "1", env_vars={"X": "y"}, language="python")
     ev = api.execute(sid, "1", context_id=sid)
-    assert_error(api.post(f"v1/sandboxes/{sid}/execute", json={"code": "1", "context_id": sid, "language": "python"}), 400)
-    assert_error(api.post(f"v1/sandboxes/{sid}/execute", json={"code": "1", "context_id": "nope"}), 404)
-    assert_error(api.post(f"v1/sandboxes/{uuid.uuid4()}/execute", json={"code": "1"}), 404)
+    assert_v1_error(api.post(f"v1/sandboxes/{sid}/execute", json={"code": "1", "context_id": sid, "language": "python"}), 400)
+    assert_v1_error(api.post(f"v1/sandboxes/{sid}/execute", json={"code": "1", "context_id": "nope"}), 404)
+    assert_v1_error(api.post(f"v1/sandboxes/{uuid.uuid4()}/execute", json={"code": "1"}), 404)
     assert SPEC.lines_checked > 10
 
 
@@ -274,12 +276,12 @@ def test_contexts(api, box):
     expect(api.post(f"v1/sandboxes/{sid}/contexts"), 201)
     expect(api.get(f"v1/sandboxes/{sid}/contexts"), 200)
     expect(api.post(f"v1/sandboxes/{sid}/contexts/{cid}/restart"), 200)
-    assert_error(api.post(f"v1/sandboxes/{sid}/contexts", json={"cwd": "rel"}), 400)
-    assert_error(api.post(f"v1/sandboxes/{sid}/contexts/nope/restart"), 404)
+    assert_v1_error(api.post(f"v1/sandboxes/{sid}/contexts", json={"cwd": "rel"}), 400)
+    assert_v1_error(api.post(f"v1/sandboxes/{sid}/contexts/nope/restart"), 404)
     expect(api.delete(f"v1/sandboxes/{sid}/contexts/{cid}"), 204)
-    assert_error(api.delete(f"v1/sandboxes/{sid}/contexts/{cid}"), 404)
-    assert_error(api.delete(f"v1/sandboxes/{sid}/contexts/{sid}"), 409)
-    assert_error(api.get(f"v1/sandboxes/{uuid.uuid4()}/contexts"), 404)
+    assert_v1_error(api.delete(f"v1/sandboxes/{sid}/contexts/{cid}"), 404)
+    assert_v1_error(api.delete(f"v1/sandboxes/{sid}/contexts/{sid}"), 409)
+    assert_v1_error(api.get(f"v1/sandboxes/{uuid.uuid4()}/contexts"), 404)
 
 
 def test_files(api, box):
@@ -288,25 +290,25 @@ def test_files(api, box):
     expect(api.put(f, params={"path": "oa/one.txt"}, data=b"one"), 201)
     expect(api.put(f, params={"path": "oa/one.txt"}, data=b"uno"), 200)
     assert expect(api.get(f, params={"path": "oa/one.txt"}), 200).content == b"uno"
-    assert_error(api.get(f, params={"path": "oa/missing"}), 404)
-    assert_error(api.get(f, params={"path": "oa"}), 400)
-    assert_error(api.get(f, params={"path": "../x"}), 400)
-    assert_error(api.get(f, params={"path": "/proc/self/environ"}), 403)
+    assert_v1_error(api.get(f, params={"path": "oa/missing"}), 404)
+    assert_v1_error(api.get(f, params={"path": "oa"}), 400)
+    assert_v1_error(api.get(f, params={"path": "../x"}), 400)
+    assert_v1_error(api.get(f, params={"path": "/proc/self/environ"}), 403)
     expect(api.get(f + "/stat", params={"path": "oa/one.txt"}), 200)
-    assert_error(api.get(f + "/stat", params={"path": "oa/nothing"}), 404)
+    assert_v1_error(api.get(f + "/stat", params={"path": "oa/nothing"}), 404)
     expect(api.post(f + "/mkdir", json={"path": "oa/d1/d2"}), 201)
     expect(api.post(f + "/mkdir", json={"path": "oa/d1/d2"}), 200)
-    assert_error(api.post(f + "/mkdir", json={"path": "oa/one.txt"}), 409)
+    assert_v1_error(api.post(f + "/mkdir", json={"path": "oa/one.txt"}), 409)
     expect(api.get(f + "/list", params={"path": "oa", "depth": 3}), 200)
-    assert_error(api.get(f + "/list", params={"path": "oa/one.txt"}), 400)
-    assert_error(api.get(f + "/list", params={"path": "oa/none"}), 404)
+    assert_v1_error(api.get(f + "/list", params={"path": "oa/one.txt"}), 400)
+    assert_v1_error(api.get(f + "/list", params={"path": "oa/none"}), 404)
     expect(api.post(f + "/move", json={"from": "oa/one.txt", "to": "oa/two.txt"}), 200)
-    assert_error(api.post(f + "/move", json={"from": "oa/one.txt", "to": "oa/three.txt"}), 404)
+    assert_v1_error(api.post(f + "/move", json={"from": "oa/one.txt", "to": "oa/three.txt"}), 404)
     expect(api.post(f + "/batch", json={"files": [
         {"path": "oa/b1", "content": "x"},
         {"path": "oa/b2", "content": base64.b64encode(b"\0\1").decode(), "encoding": "base64"}]}), 200)
-    assert_error(api.post(f + "/batch", json={"files": "no"}), 400)
-    assert_error(api.delete(f, params={"path": "oa"}), 409)
+    assert_v1_error(api.post(f + "/batch", json={"files": "no"}), 400)
+    assert_v1_error(api.delete(f, params={"path": "oa"}), 409)
     expect(api.delete(f, params={"path": "oa/b1"}), 204)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -314,12 +316,12 @@ def test_files(api, box):
         info.size = 2
         tar.addfile(info, io.BytesIO(b"hi"))
     expect(api.put(f + "/tar", params={"path": "oa/tar"}, data=buf.getvalue()), 200)
-    assert_error(api.put(f + "/tar", params={"path": "oa/tar2"}, data=b"not a tar" * 100), 400)
+    assert_v1_error(api.put(f + "/tar", params={"path": "oa/tar2"}, data=b"not a tar" * 100), 400)
     r = expect(api.get(f + "/tar", params={"path": "oa"}), 200)
     assert r.headers["Content-Type"].startswith("application/x-tar")
-    assert_error(api.get(f + "/tar", params={"path": "oa/none"}), 404)
+    assert_v1_error(api.get(f + "/tar", params={"path": "oa/none"}), 404)
     expect(api.delete(f, params={"path": "oa", "recursive": "true"}), 204)
-    assert_error(api.delete(f, params={"path": "oa"}), 404)
+    assert_v1_error(api.delete(f, params={"path": "oa"}), 404)
 
 
 def test_files_limits(api):
@@ -327,10 +329,10 @@ def test_files_limits(api):
     api.execute(m["id"], "1")  # started (the files API may answer 409 "still starting" before)
     f = f"v1/sandboxes/{m['id']}/files"
     expect(api.put(f, params={"path": "a.bin"}, data=b"a" * (10 << 20)), 201)
-    assert_error(api.put(f, params={"path": "b.bin"}, data=b"b" * (10 << 20), timeout=20), 507)
+    assert_v1_error(api.put(f, params={"path": "b.bin"}, data=b"b" * (10 << 20), timeout=20), 507)
     try:
         r = api.put(f, params={"path": "c.bin"}, data=b"c" * (20 << 20), timeout=20)
-        assert_error(r, 413)
+        assert_v1_error(r, 413)
     except requests.ConnectionError:
         pass  # answered before the body was sent (the 413 is checked in test_v1_files)
     api.remove(m["id"])
@@ -347,25 +349,25 @@ def test_commands(api, box):
     expect(api.get(c), 200)
     expect(api.get(f"{c}/{m['id']}"), 200)
     expect(api.post(f"{c}/{m['id']}/stdin", json={"data": "x"}), 204)
-    assert_error(api.post(f"{c}/{m['id']}/stdin", json={"data": 1}), 400)
+    assert_v1_error(api.post(f"{c}/{m['id']}/stdin", json={"data": 1}), 400)
     expect(api.get(f"{c}/{m['id']}/wait", params={"timeout_s": 1}), 200)
     expect(api.post(f"{c}/{m['id']}/stdin", json={"data": "", "eof": True}), 204)
     expect(api.get(f"{c}/{m['id']}/wait", params={"timeout_s": 10}), 200)
-    assert_error(api.post(f"{c}/{m['id']}/stdin", json={"data": "late"}), 409)
+    assert_v1_error(api.post(f"{c}/{m['id']}/stdin", json={"data": "late"}), 409)
     expect(api.delete(f"{c}/{m['id']}"), 204)
     m = api.background(sid, "sleep 100")
     expect(api.post(f"{c}/{m['id']}/signal", json={"signal": "SIGTERM"}), 204)
-    assert_error(api.post(f"{c}/{m['id']}/signal", json={"signal": "SIGWHAT"}), 400)
+    assert_v1_error(api.post(f"{c}/{m['id']}/signal", json={"signal": "SIGWHAT"}), 400)
     done = expect(api.get(f"{c}/{m['id']}/wait", params={"timeout_s": 10}), 200).json()
     assert done["state"] == "exited"
     expect(api.get(f"{c}/{m['id']}"), 200)
     expect(api.delete(f"{c}/{m['id']}"), 204)
     for method, sub in (("GET", ""), ("DELETE", ""), ("GET", "/wait")):
-        assert_error(api.request(method, f"{c}/nope{sub}"), 404)
-    assert_error(api.post(f"{c}/nope/stdin", json={"data": "x"}), 404)
-    assert_error(api.post(f"{c}/nope/signal", json={"signal": "TERM"}), 404)
-    assert_error(api.post(c, json={"cmd": 1}), 400)
-    assert_error(api.post(f"v1/sandboxes/{uuid.uuid4()}/commands", json={"cmd": "true"}), 404)
+        assert_v1_error(api.request(method, f"{c}/nope{sub}"), 404)
+    assert_v1_error(api.post(f"{c}/nope/stdin", json={"data": "x"}), 404)
+    assert_v1_error(api.post(f"{c}/nope/signal", json={"signal": "TERM"}), 404)
+    assert_v1_error(api.post(c, json={"cmd": 1}), 400)
+    assert_v1_error(api.post(f"v1/sandboxes/{uuid.uuid4()}/commands", json={"cmd": "true"}), 404)
 
 
 def test_run(api):
@@ -375,13 +377,13 @@ def test_run(api):
     assert r.json()["exit_code"] == 1
     r = expect(api.post("v1/run", json={"language": "python", "code": "import time; time.sleep(9)", "timeout_s": 1}), 200)
     assert r.json()["status"] == "timeout"
-    assert_error(api.post("v1/run", json={"language": "fortran", "code": "x"}), 400)
+    assert_v1_error(api.post("v1/run", json={"language": "fortran", "code": "x"}), 400)
 
 
 def test_auth_is_401_with_error_body(daemon, api):
     for method, path in (("GET", "v1/sandboxes"), ("POST", "v1/run"), ("GET", "v1/templates")):
         r = requests.request(method, api.url(path), timeout=30)
-        assert_error(r, 401)
+        assert_v1_error(r, 401)
         SPEC.check_response(r, streamed=False)
 
 
@@ -390,7 +392,7 @@ def test_auth_is_401_with_error_body(daemon, api):
                                          ("GET", "v1")])
 def test_unknown_routes(daemon, api, method, path):
     r = api.http.request(method, api.url(path), timeout=30)
-    body = assert_error(r, 404)
+    body = assert_v1_error(r, 404)
     SPEC.check(body, schema("Error"), f"{method} {path}")
 
 

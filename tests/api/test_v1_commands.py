@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from helpers.wait import wait_until
-from v1lib import assert_error, expect
+from helpers.asserts import assert_v1_error, expect
 
 TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})$")
 
@@ -88,14 +88,14 @@ def test_timeout_kills(v1, box):
 
 def test_bad_bodies(v1, box):
     u = cmd_url(box)
-    assert_error(v1.post(u, json={}), 400, "cmd")
-    assert_error(v1.post(u, json={"cmd": ["ls"]}), 400, "cmd")
-    assert_error(v1.post(u, json={"cmd": "ls", "timeout_s": "5"}), 400, "timeout_s")
-    assert_error(v1.post(u, json={"cmd": "ls", "env": {"A": 1}}), 400, "env")
-    assert_error(v1.post(u, json={"cmd": "ls", "background": "yes"}), 400, "background")
-    assert_error(v1.post(u, json={"cmd": "ls", "user": "root"}), 400, "unknown field 'user'")
-    assert_error(v1.post(u, data="cmd=ls", headers={"Content-Type": "application/json"}), 400)
-    assert_error(v1.post(f"v1/sandboxes/{uuid.uuid4()}/commands", json={"cmd": "ls"}), 404, "does not exist")
+    assert_v1_error(v1.post(u, json={}), 400, "cmd")
+    assert_v1_error(v1.post(u, json={"cmd": ["ls"]}), 400, "cmd")
+    assert_v1_error(v1.post(u, json={"cmd": "ls", "timeout_s": "5"}), 400, "timeout_s")
+    assert_v1_error(v1.post(u, json={"cmd": "ls", "env": {"A": 1}}), 400, "env")
+    assert_v1_error(v1.post(u, json={"cmd": "ls", "background": "yes"}), 400, "background")
+    assert_v1_error(v1.post(u, json={"cmd": "ls", "user": "root"}), 400, "unknown field 'user'")
+    assert_v1_error(v1.post(u, data="cmd=ls", headers={"Content-Type": "application/json"}), 400)
+    assert_v1_error(v1.post(f"v1/sandboxes/{uuid.uuid4()}/commands", json={"cmd": "ls"}), 404, "does not exist")
 
 
 def test_background_lifecycle(v1, box):
@@ -114,10 +114,10 @@ def test_background_lifecycle(v1, box):
     got = expect(v1.get(cmd_url(box, m["id"])), 200).json()
     assert got["stdout"] == "got:hello\n" and got["stderr"] == "warn\n", got
     assert got["state"] == "exited" and TS_RE.match(got["ended_at"])
-    assert_error(v1.post(cmd_url(box, m["id"], "stdin"), json={"data": "late\n"}), 409)
+    assert_v1_error(v1.post(cmd_url(box, m["id"], "stdin"), json={"data": "late\n"}), 409)
     r = v1.delete(cmd_url(box, m["id"]))
     assert r.status_code == 204
-    assert_error(v1.get(cmd_url(box, m["id"])), 404, m["id"])
+    assert_v1_error(v1.get(cmd_url(box, m["id"])), 404, m["id"])
     assert m["id"] not in [c["id"] for c in expect(v1.get(cmd_url(box)), 200).json()]
 
 
@@ -138,15 +138,15 @@ def test_stdin_eof(v1, box):
     done = expect(v1.get(cmd_url(box, m["id"], "wait"), params={"timeout_s": 20}), 200).json()
     assert done["exit_code"] == 0
     assert v1.get(cmd_url(box, m["id"])).json()["stdout"] == "abcdefclosed\n"
-    assert_error(v1.post(cmd_url(box, m["id"], "stdin"), json={"data": "x"}), 409)
+    assert_v1_error(v1.post(cmd_url(box, m["id"], "stdin"), json={"data": "x"}), 409)
 
 
 def test_stdin_closed_while_running(v1, box):
     m = v1.background(box["id"], "exec 0<&-; sleep 100")
     try:
         expect(v1.post(cmd_url(box, m["id"], "stdin"), json={"data": "", "eof": True}), 204)
-        assert_error(v1.post(cmd_url(box, m["id"], "stdin"), json={"data": "more"}), 409, "stdin")
-        assert_error(v1.post(cmd_url(box, m["id"], "stdin"), json={"text": "x"}), 400)
+        assert_v1_error(v1.post(cmd_url(box, m["id"], "stdin"), json={"data": "more"}), 409, "stdin")
+        assert_v1_error(v1.post(cmd_url(box, m["id"], "stdin"), json={"text": "x"}), 400)
     finally:
         v1.delete(cmd_url(box, m["id"]))
 
@@ -193,8 +193,8 @@ def test_a_pipelines_writer_ends_quietly_when_its_reader_is_done(v1, box):
 def test_signal_errors(v1, box):
     m = v1.background(box["id"], "sleep 100")
     try:
-        assert_error(v1.post(cmd_url(box, m["id"], "signal"), json={"signal": "SIGNOPE"}), 400, "signal")
-        assert_error(v1.post(cmd_url(box, m["id"], "signal"), json={}), 400, "signal")
+        assert_v1_error(v1.post(cmd_url(box, m["id"], "signal"), json={"signal": "SIGNOPE"}), 400, "signal")
+        assert_v1_error(v1.post(cmd_url(box, m["id"], "signal"), json={}), 400, "signal")
         assert v1.get(cmd_url(box, m["id"])).json()["state"] == "running"
     finally:
         v1.delete(cmd_url(box, m["id"]))
@@ -216,7 +216,7 @@ def test_wait_timeout_and_delete_kills(v1, box):
     assert r.json()["state"] == "running" and r.json()["exit_code"] is None
     assert running(v1, sid, "sleep 1818")
     expect(v1.delete(cmd_url(box, m["id"])), 204)
-    assert_error(v1.get(cmd_url(box, m["id"])), 404)
+    assert_v1_error(v1.get(cmd_url(box, m["id"])), 404)
     wait_until(lambda: not running(v1, sid, "sleep 1818"), timeout=10, interval=0.3,
                message="DELETE to kill the command")
 
@@ -243,11 +243,11 @@ def test_background_timeout(v1, box):
 
 def test_unknown_command(v1, box):
     bogus = "no-such-command-" + uuid.uuid4().hex[:6]
-    assert_error(v1.get(cmd_url(box, bogus)), 404, bogus)
-    assert_error(v1.get(cmd_url(box, bogus, "wait")), 404)
-    assert_error(v1.post(cmd_url(box, bogus, "stdin"), json={"data": "x"}), 404)
-    assert_error(v1.post(cmd_url(box, bogus, "signal"), json={"signal": "TERM"}), 404)
-    assert_error(v1.delete(cmd_url(box, bogus)), 404)
+    assert_v1_error(v1.get(cmd_url(box, bogus)), 404, bogus)
+    assert_v1_error(v1.get(cmd_url(box, bogus, "wait")), 404)
+    assert_v1_error(v1.post(cmd_url(box, bogus, "stdin"), json={"data": "x"}), 404)
+    assert_v1_error(v1.post(cmd_url(box, bogus, "signal"), json={"signal": "TERM"}), 404)
+    assert_v1_error(v1.delete(cmd_url(box, bogus)), 404)
 
 
 def test_disconnect_kills_foreground(v1, box):
@@ -278,7 +278,7 @@ def test_commands_get_default_signal_actions_whatever_the_daemon_ignores(make_da
     and an ignored signal stays ignored across exec. Its commands must not inherit that: an
     interrupt interrupts, SIGPIPE ends a pipeline's writer."""
     import signal
-    from v1lib import V1
+    from helpers.v1 import V1
     saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGHUP)}
     try:
         d = make_daemon()

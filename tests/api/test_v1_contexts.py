@@ -4,7 +4,7 @@ import uuid
 import pytest
 
 from helpers.wait import wait_until
-from v1lib import assert_error, expect
+from helpers.asserts import assert_v1_error, expect
 
 
 @pytest.fixture(scope="module")
@@ -55,12 +55,12 @@ def test_cwd_and_bad_bodies(v1, ctx_box):
     assert c["cwd"] == "/tmp"
     assert v1.value(sid, "import os; os.getcwd()", context_id=c["id"]) == "'/tmp'"
     url = f"v1/sandboxes/{sid}/contexts"
-    assert_error(v1.post(url, json={"cwd": "relative/dir"}), 400, "cwd")
-    assert_error(v1.post(url, json={"language": "ruby"}), 400, "language")
-    assert_error(v1.post(url, json={"cwd": 7}), 400, "cwd")
-    assert_error(v1.post(url, json={"shell": "bash"}), 400, "unknown field 'shell'")
-    assert_error(v1.post(f"v1/sandboxes/{uuid.uuid4()}/contexts", json={}), 404)
-    assert_error(v1.get(f"v1/sandboxes/{uuid.uuid4()}/contexts"), 404)
+    assert_v1_error(v1.post(url, json={"cwd": "relative/dir"}), 400, "cwd")
+    assert_v1_error(v1.post(url, json={"language": "ruby"}), 400, "language")
+    assert_v1_error(v1.post(url, json={"cwd": 7}), 400, "cwd")
+    assert_v1_error(v1.post(url, json={"shell": "bash"}), 400, "unknown field 'shell'")
+    assert_v1_error(v1.post(f"v1/sandboxes/{uuid.uuid4()}/contexts", json={}), 404)
+    assert_v1_error(v1.get(f"v1/sandboxes/{uuid.uuid4()}/contexts"), 404)
 
 
 def test_a_context_whose_cwd_is_missing_dies_saying_why(v1, ctx_box):
@@ -91,7 +91,7 @@ def test_restart_context(v1, ctx_box):
     assert v1.value(sid, "open('/workspace/kept_by_ctx_restart').read()", context_id=c["id"]) == "'k'"
     # other contexts keep their state
     assert v1.value(sid, "default_state") == "5"
-    assert_error(v1.post(f"v1/sandboxes/{sid}/contexts/{uuid.uuid4()}/restart"), 404)
+    assert_v1_error(v1.post(f"v1/sandboxes/{sid}/contexts/{uuid.uuid4()}/restart"), 404)
 
 
 def test_restart_default_restarts_sandbox(v1):
@@ -124,9 +124,9 @@ def test_delete_context(v1, ctx_box):
     r = v1.delete(f"v1/sandboxes/{sid}/contexts/{c['id']}")
     assert r.status_code == 204 and not r.content, r.text
     assert c["id"] not in [x["id"] for x in expect(v1.get(f"v1/sandboxes/{sid}/contexts"), 200).json()]
-    assert_error(v1.post(f"v1/sandboxes/{sid}/execute", json={"code": "1", "context_id": c["id"]}), 404, c["id"])
-    assert_error(v1.delete(f"v1/sandboxes/{sid}/contexts/{c['id']}"), 404, c["id"])
-    assert_error(v1.delete(f"v1/sandboxes/{sid}/contexts/{sid}"), 409, "default")
+    assert_v1_error(v1.post(f"v1/sandboxes/{sid}/execute", json={"code": "1", "context_id": c["id"]}), 404, c["id"])
+    assert_v1_error(v1.delete(f"v1/sandboxes/{sid}/contexts/{c['id']}"), 404, c["id"])
+    assert_v1_error(v1.delete(f"v1/sandboxes/{sid}/contexts/{sid}"), 409, "default")
     assert v1.value(sid, "'still here'") == "'still here'"
     assert v1.model(sid)["state"] == "running"
 
@@ -138,5 +138,5 @@ def test_contexts_go_with_the_sandbox(v1):
     pid = v1.value(sid, "import os; os.getpid()", context_id=c["id"])
     assert pid.isdigit()
     assert v1.remove(sid).status_code == 204
-    assert_error(v1.get(f"v1/sandboxes/{sid}/contexts"), 404)
+    assert_v1_error(v1.get(f"v1/sandboxes/{sid}/contexts"), 404)
     assert v1.client.get(f"api/kernels/{c['id']}").status_code == 404

@@ -5,7 +5,7 @@ import uuid
 import pytest
 import requests
 
-from v1lib import assert_error, expect
+from helpers.asserts import assert_v1_error, expect
 
 
 def counts(v1):
@@ -43,7 +43,7 @@ BAD_CREATES = [
 def test_bad_create_creates_nothing(v1, body, status, words):
     before = counts(v1)
     r = v1.post("v1/sandboxes", data=body, headers={"Content-Type": "application/json"})
-    assert_error(r, status, *words)
+    assert_v1_error(r, status, *words)
     assert counts(v1) == before, "a failed create left a sandbox or kernel behind"
 
 
@@ -53,7 +53,7 @@ def test_invalid_json_cut_mid_character_is_still_a_json_400(v1):
     problem, and the daemon serves on (it died encoding that answer; found by fuzzing)."""
     for path in ("v1/sandboxes", "api/kernels"):
         r = v1.post(path, data='{"l\\\u04cf": 1}'.encode(), headers={"Content-Type": "application/json"})
-        assert_error(r, 400, "request body is not valid JSON", "invalid escape")
+        assert_v1_error(r, 400, "request body is not valid JSON", "invalid escape")
     expect(v1.get("v1/templates"), 200)
 
 
@@ -70,14 +70,14 @@ def test_long_unknown_template_name_is_a_json_404(v1):
 
 
 def test_max_kernels_is_403_and_creates_nothing(make_daemon):
-    from v1lib import V1
+    from helpers.v1 import V1
     d = make_daemon(args=["--max-kernels", "1", "--pool-size", "0"])
     c = V1(d)
     try:
         first = c.create(timeout_s=0)
         assert first["id"]
         r = c.post("v1/sandboxes", json={})
-        assert_error(r, 403)
+        assert_v1_error(r, 403)
         assert len(c.sandboxes()) == 1
     finally:
         c.cleanup()
@@ -110,28 +110,28 @@ UNKNOWN_ROUTES = [
 def test_unknown_sandbox_404(v1, method, path, body):
     bogus = str(uuid.uuid4())
     r = v1.request(method, path.replace("{bogus}", bogus), json=body)
-    assert_error(r, 404, f"sandbox {bogus} does not exist")
+    assert_v1_error(r, 404, f"sandbox {bogus} does not exist")
 
 
 @pytest.mark.parametrize("path", ["v1", "v1/", "v1/nope", "v1/sandboxes/x/y/z/w", "v1/sandbox",
                                   "v1/templates/python3/x"])
 def test_unknown_routes_404(v1, path):
-    assert_error(v1.get(path), 404)
+    assert_v1_error(v1.get(path), 404)
 
 
 def test_auth(v1, daemon):
     base = v1.url("v1/sandboxes")
     r = requests.get(base, timeout=30)
-    assert_error(r, 401)
+    assert_v1_error(r, 401)
     r = requests.get(base, headers={"Authorization": "token wrong"}, timeout=30)
-    assert_error(r, 401)
+    assert_v1_error(r, 401)
     assert requests.get(base, params={"token": daemon.token}, timeout=30).status_code == 200
     assert requests.get(base, headers={"Authorization": f"Bearer {daemon.token}"}, timeout=30).status_code == 200
     # a ?token= that is given decides on its own
     r = requests.get(base, params={"token": "wrong"}, headers={"Authorization": f"token {daemon.token}"},
                      timeout=30)
-    assert_error(r, 401)
-    assert_error(requests.post(v1.url("v1/run"), json={"code": "print(1)"}, timeout=30), 401)
+    assert_v1_error(r, 401)
+    assert_v1_error(requests.post(v1.url("v1/run"), json={"code": "print(1)"}, timeout=30), 401)
 
 
 def test_unknown_fields_everywhere(v1, sandbox):
@@ -148,10 +148,10 @@ def test_unknown_fields_everywhere(v1, sandbox):
         ("v1/run", {"code": "1", "lang": "python"}, "lang"),
     ]
     for path, body, field in cases:
-        assert_error(v1.post(path, json=body), 400, f"unknown field '{field}'")
+        assert_v1_error(v1.post(path, json=body), 400, f"unknown field '{field}'")
     # and wrong types name the field
-    assert_error(v1.post(f"v1/sandboxes/{sid}/files/move", json={"from": 1, "to": "b"}), 400, "from")
-    assert_error(v1.post(f"v1/sandboxes/{sid}/files/batch", json={"files": {}}), 400, "files")
+    assert_v1_error(v1.post(f"v1/sandboxes/{sid}/files/move", json={"from": 1, "to": "b"}), 400, "from")
+    assert_v1_error(v1.post(f"v1/sandboxes/{sid}/files/batch", json={"files": {}}), 400, "files")
     # nothing happened to the sandbox
     assert v1.value(sid, "'fine'") == "'fine'"
     assert v1.get(f"v1/sandboxes/{sid}/files/stat", params={"path": "d"}).status_code == 404

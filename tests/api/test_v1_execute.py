@@ -5,7 +5,8 @@ import threading
 import time
 import uuid
 
-from v1lib import TIMEOUT, assert_error, read_lines
+from helpers.asserts import assert_v1_error
+from helpers.v1 import TIMEOUT, read_lines
 
 TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})$")
 EVENT_TYPES = {"stdout", "stderr", "result", "error", "number_of_executions", "keepalive", "accounting",
@@ -113,7 +114,7 @@ def test_traceback_is_plain_unless_colour_is_asked_for(v1, sandbox):
     in_cell = re.compile(r"Cell In \[\d+\]")  # the execution count differs
     assert in_cell.sub("", re.sub(r"\x1b\[[0-9;]*m", "", coloured)) == in_cell.sub("", plain)
     r = v1.post(f"v1/sandboxes/{sandbox['id']}/execute", json={"code": "1", "color": "yes"})
-    assert_error(r, 400, "color")
+    assert_v1_error(r, 400, "color")
 
 
 def test_execution_count_increments(v1, sandbox):
@@ -141,26 +142,26 @@ def test_state_persists_in_context(v1, sandbox):
 def test_context_and_language_together(v1, sandbox):
     r = v1.post(f"v1/sandboxes/{sandbox['id']}/execute",
                 json={"code": "1", "context_id": sandbox["id"], "language": "python"})
-    assert_error(r, 400, "context_id", "language")
+    assert_v1_error(r, 400, "context_id", "language")
 
 
 def test_unknown_context(v1, sandbox):
     bogus = str(uuid.uuid4())
     r = v1.post(f"v1/sandboxes/{sandbox['id']}/execute", json={"code": "1", "context_id": bogus})
-    assert_error(r, 404, bogus)
+    assert_v1_error(r, 404, bogus)
 
 
 def test_bad_bodies(v1, sandbox):
     url = f"v1/sandboxes/{sandbox['id']}/execute"
-    assert_error(v1.post(url, json={}), 400, "code")
-    assert_error(v1.post(url, json={"code": 5}), 400, "code")
-    assert_error(v1.post(url, json={"code": "1", "colour": "red"}), 400, "unknown field 'colour'")
-    assert_error(v1.post(url, json={"code": "1", "env_vars": {"A": 1}}), 400, "env_vars")
-    assert_error(v1.post(url, json={"code": "1", "timeout_s": -2}), 400, "timeout_s")
-    assert_error(v1.post(url, json={"code": "1", "language": "cobol"}), 400, "language")
-    assert_error(v1.post(url, data="{'code': 1}", headers={"Content-Type": "application/json"}), 400)
-    assert_error(v1.post(url, json=["code"]), 400)
-    assert_error(v1.post(f"v1/sandboxes/{uuid.uuid4()}/execute", json={"code": "1"}), 404, "does not exist")
+    assert_v1_error(v1.post(url, json={}), 400, "code")
+    assert_v1_error(v1.post(url, json={"code": 5}), 400, "code")
+    assert_v1_error(v1.post(url, json={"code": "1", "colour": "red"}), 400, "unknown field 'colour'")
+    assert_v1_error(v1.post(url, json={"code": "1", "env_vars": {"A": 1}}), 400, "env_vars")
+    assert_v1_error(v1.post(url, json={"code": "1", "timeout_s": -2}), 400, "timeout_s")
+    assert_v1_error(v1.post(url, json={"code": "1", "language": "cobol"}), 400, "language")
+    assert_v1_error(v1.post(url, data="{'code': 1}", headers={"Content-Type": "application/json"}), 400)
+    assert_v1_error(v1.post(url, json=["code"]), 400)
+    assert_v1_error(v1.post(f"v1/sandboxes/{uuid.uuid4()}/execute", json={"code": "1"}), 404, "does not exist")
 
 
 def test_env_vars_for_one_execution(v1, sandbox):

@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from helpers import rawhttp
-from v1lib import assert_error, expect, raw_upload
+from helpers.asserts import assert_v1_error, expect
 
 MIB = 1 << 20
 
@@ -85,11 +85,11 @@ def test_write_read(v1, box):
 
 
 def test_read_errors(v1, box):
-    assert_error(v1.get(url(box), params={"path": "no/such/file"}), 404)
+    assert_v1_error(v1.get(url(box), params={"path": "no/such/file"}), 404)
     v1.write(box["id"], "adir/f", b"x")
-    assert_error(v1.get(url(box), params={"path": "adir"}), 400, "director")
-    assert_error(v1.get(url(box)), 400, "path")  # path is required
-    assert_error(v1.get(f"v1/sandboxes/{uuid.uuid4()}/files", params={"path": "x"}), 404, "does not exist")
+    assert_v1_error(v1.get(url(box), params={"path": "adir"}), 400, "director")
+    assert_v1_error(v1.get(url(box)), 400, "path")  # path is required
+    assert_v1_error(v1.get(f"v1/sandboxes/{uuid.uuid4()}/files", params={"path": "x"}), 404, "does not exist")
 
 
 def test_parents_created(v1, box):
@@ -143,11 +143,11 @@ def test_list_with_depth(v1, box):
     everything = [e["path"] for e in listing(10)]
     assert f"{base}/sub/deep/deeper/d.txt" in everything and everything == sorted(everything)
     assert len(everything) == 7, everything
-    assert_error(v1.get(url(box, "list"), params={"path": "tree", "depth": 0}), 400, "depth")
-    assert_error(v1.get(url(box, "list"), params={"path": "tree", "depth": 11}), 400, "depth")
-    assert_error(v1.get(url(box, "list"), params={"path": "tree", "depth": "x"}), 400, "depth")
-    assert_error(v1.get(url(box, "list"), params={"path": "tree/a.txt"}), 400)
-    assert_error(v1.get(url(box, "list"), params={"path": "no-such-dir"}), 404)
+    assert_v1_error(v1.get(url(box, "list"), params={"path": "tree", "depth": 0}), 400, "depth")
+    assert_v1_error(v1.get(url(box, "list"), params={"path": "tree", "depth": 11}), 400, "depth")
+    assert_v1_error(v1.get(url(box, "list"), params={"path": "tree", "depth": "x"}), 400, "depth")
+    assert_v1_error(v1.get(url(box, "list"), params={"path": "tree/a.txt"}), 400)
+    assert_v1_error(v1.get(url(box, "list"), params={"path": "no-such-dir"}), 404)
 
 
 def test_stat(v1, box):
@@ -161,7 +161,7 @@ def test_stat(v1, box):
     check_entry(link, "/workspace/st/link", "symlink")
     assert link["symlink_target"] == "file.txt"
     assert "symlink_target" not in d or d["symlink_target"] in (None, "")
-    assert_error(stat(v1, box, "st/missing"), 404)
+    assert_v1_error(stat(v1, box, "st/missing"), 404)
 
 
 def test_mkdir(v1, box):
@@ -170,10 +170,10 @@ def test_mkdir(v1, box):
     check_entry(r.json(), "/workspace/m1/m2/m3", "dir")
     assert v1.post(url(box, "mkdir"), json={"path": "/workspace/m1/m2/m3"}).status_code == 200
     v1.write(box["id"], "m1/afile", b"x")
-    assert_error(v1.post(url(box, "mkdir"), json={"path": "m1/afile"}), 409)
-    assert_error(v1.post(url(box, "mkdir"), json={"path": "m1/afile/below"}), 409)
-    assert_error(v1.post(url(box, "mkdir"), json={}), 400, "path")
-    assert_error(v1.post(url(box, "mkdir"), json={"path": "x", "parents": True}), 400, "parents")
+    assert_v1_error(v1.post(url(box, "mkdir"), json={"path": "m1/afile"}), 409)
+    assert_v1_error(v1.post(url(box, "mkdir"), json={"path": "m1/afile/below"}), 409)
+    assert_v1_error(v1.post(url(box, "mkdir"), json={}), 400, "path")
+    assert_v1_error(v1.post(url(box, "mkdir"), json={"path": "x", "parents": True}), 400, "parents")
 
 
 def test_move(v1, box):
@@ -182,12 +182,12 @@ def test_move(v1, box):
     r = expect(v1.post(url(box, "move"), json={"from": "mv/src.txt", "to": "mv/dst.txt"}), 200)
     check_entry(r.json(), "/workspace/mv/dst.txt", "file")
     assert v1.read(sid, "mv/dst.txt") == b"moving"
-    assert_error(stat(v1, box, "mv/src.txt"), 404)
+    assert_v1_error(stat(v1, box, "mv/src.txt"), 404)
     # a directory, to an absolute path
     expect(v1.post(url(box, "move"), json={"from": "mv", "to": "/workspace/mv2"}), 200)
     assert v1.read(sid, "mv2/dst.txt") == b"moving"
-    assert_error(v1.post(url(box, "move"), json={"from": "mv/none", "to": "x"}), 404)
-    assert_error(v1.post(url(box, "move"), json={"from": "mv2"}), 400, "to")
+    assert_v1_error(v1.post(url(box, "move"), json={"from": "mv/none", "to": "x"}), 404)
+    assert_v1_error(v1.post(url(box, "move"), json={"from": "mv2"}), 400, "to")
 
 
 def test_remove(v1, box):
@@ -196,12 +196,12 @@ def test_remove(v1, box):
     v1.write(sid, "rm/sub/two.txt", b"2")
     r = v1.delete(url(box), params={"path": "rm/one.txt"})
     assert r.status_code == 204 and not r.content
-    assert_error(stat(v1, box, "rm/one.txt"), 404)
-    assert_error(v1.delete(url(box), params={"path": "rm"}), 409)
+    assert_v1_error(stat(v1, box, "rm/one.txt"), 404)
+    assert_v1_error(v1.delete(url(box), params={"path": "rm"}), 409)
     assert v1.read(sid, "rm/sub/two.txt") == b"2"
     expect(v1.delete(url(box), params={"path": "rm", "recursive": "true"}), 204)
-    assert_error(stat(v1, box, "rm"), 404)
-    assert_error(v1.delete(url(box), params={"path": "rm"}), 404)
+    assert_v1_error(stat(v1, box, "rm"), 404)
+    assert_v1_error(v1.delete(url(box), params={"path": "rm"}), 404)
     # an empty directory goes without recursive
     expect(v1.post(url(box, "mkdir"), json={"path": "rm-empty"}), 201)
     expect(v1.delete(url(box), params={"path": "rm-empty"}), 204)
@@ -223,12 +223,12 @@ def test_batch(v1, box):
     assert v1.read(sid, "batch/a.txt") == b"alpha"
     assert v1.read(sid, "batch/deep/b.bin") == raw
     assert v1.read(sid, "batch/c.txt") == "gamma ü".encode()
-    assert_error(v1.post(url(box, "batch"), json={"files": [{"path": "x", "content": "!!", "encoding": "base64"}]}),
+    assert_v1_error(v1.post(url(box, "batch"), json={"files": [{"path": "x", "content": "!!", "encoding": "base64"}]}),
                  400)
-    assert_error(v1.post(url(box, "batch"), json={"files": [{"path": "x", "content": "a", "encoding": "rot13"}]}),
+    assert_v1_error(v1.post(url(box, "batch"), json={"files": [{"path": "x", "content": "a", "encoding": "rot13"}]}),
                  400, "encoding")
-    assert_error(v1.post(url(box, "batch"), json={"files": [{"content": "a"}]}), 400, "path")
-    assert_error(v1.post(url(box, "batch"), json={"files": [{"path": "../x", "content": "a"}]}), 400)
+    assert_v1_error(v1.post(url(box, "batch"), json={"files": [{"content": "a"}]}), 400, "path")
+    assert_v1_error(v1.post(url(box, "batch"), json={"files": [{"path": "../x", "content": "a"}]}), 400)
 
 
 def make_tar(members):
@@ -315,27 +315,27 @@ def test_tar_round_trip(v1, box):
 
 
 def test_tar_errors(v1, box):
-    assert_error(v1.put(url(box, "tar"), params={"path": "junk"}, data=b"this is not a tar archive" * 40), 400)
-    assert_error(v1.get(url(box, "tar"), params={"path": "no-such-dir"}), 404)
+    assert_v1_error(v1.put(url(box, "tar"), params={"path": "junk"}, data=b"this is not a tar archive" * 40), 400)
+    assert_v1_error(v1.get(url(box, "tar"), params={"path": "no-such-dir"}), 404)
 
 
 def test_dotdot_refused(v1, box):
     for p in ("../etc/passwd", "/workspace/../etc/passwd", "a/../../b", ".."):
-        assert_error(v1.get(url(box), params={"path": p}), 400, "..")
-        assert_error(v1.put(url(box), params={"path": p}, data=b"x"), 400)
-    assert_error(stat(v1, box, "../.."), 400)
-    assert_error(v1.post(url(box, "move"), json={"from": "hello.txt", "to": "../../escaped"}), 400)
-    assert_error(v1.post(url(box, "mkdir"), json={"path": "../up"}), 400)
+        assert_v1_error(v1.get(url(box), params={"path": p}), 400, "..")
+        assert_v1_error(v1.put(url(box), params={"path": p}, data=b"x"), 400)
+    assert_v1_error(stat(v1, box, "../.."), 400)
+    assert_v1_error(v1.post(url(box, "move"), json={"from": "hello.txt", "to": "../../escaped"}), 400)
+    assert_v1_error(v1.post(url(box, "mkdir"), json={"path": "../up"}), 400)
 
 
 def test_pseudo_filesystems_refused(v1, box):
     for p in ("/proc/self/environ", "/proc/1/status", "/sys/kernel/hostname", "/dev/null", "/dev/shm/x"):
-        assert_error(v1.get(url(box), params={"path": p}), 403)
-    assert_error(v1.put(url(box), params={"path": "/dev/newfile"}, data=b"x"), 403)
-    assert_error(v1.get(url(box, "list"), params={"path": "/proc"}), 403)
-    assert_error(stat(v1, box, "/sys"), 403)
+        assert_v1_error(v1.get(url(box), params={"path": p}), 403)
+    assert_v1_error(v1.put(url(box), params={"path": "/dev/newfile"}, data=b"x"), 403)
+    assert_v1_error(v1.get(url(box, "list"), params={"path": "/proc"}), 403)
+    assert_v1_error(stat(v1, box, "/sys"), 403)
     # read-only places
-    assert_error(v1.put(url(box), params={"path": "/usr/bin/planted"}, data=b"x"), 403)
+    assert_v1_error(v1.put(url(box), params={"path": "/usr/bin/planted"}, data=b"x"), 403)
     assert not os.path.exists("/usr/bin/planted")
 
 
@@ -407,19 +407,21 @@ def small(v1):
 def test_disk_full_507(v1, small, daemon):
     sid = small["id"]
     path = f"{daemon.base_url.rstrip('/')}/v1/sandboxes/{sid}/files?path=full.bin"
-    status, headers, body = raw_upload(daemon.host, daemon.port, path,
-                                       {"Authorization": f"token {daemon.token}"}, 32 * MIB, chunked=True)
+    answer = rawhttp.request(daemon.host, daemon.port, "PUT", path,
+                             {"Authorization": f"token {daemon.token}", "Content-Type": "application/octet-stream"},
+                             body_size=32 * MIB, body_byte=b"\0", chunked=True, timeout=120)
+    status, headers, body = answer.status, answer.headers, answer.body
     assert status == 507, (status, body[:300])
     assert headers.get("content-type", "").startswith("application/json"), headers
     # two files that each fit, but not together
     v1.delete(f"v1/sandboxes/{sid}/files", params={"path": "full.bin"})  # a partial file, if left
     v1.write(sid, "ten-a.bin", b"a" * (10 * MIB))
     r = v1.put(f"v1/sandboxes/{sid}/files", params={"path": "ten-b.bin"}, data=b"b" * (10 * MIB), timeout=20)
-    assert_error(r, 507, "disk is full")
+    assert_v1_error(r, 507, "disk is full")
     assert "inode" not in r.json()["message"], r.text
     r = v1.post(f"v1/sandboxes/{sid}/files/batch",
                 json={"files": [{"path": "batch-big.txt", "content": "c" * (10 * MIB)}]}, timeout=20)
-    assert_error(r, 507)
+    assert_v1_error(r, 507)
     # the sandbox still works, and space comes back
     expect(v1.delete(f"v1/sandboxes/{sid}/files", params={"path": "ten-a.bin"}), 204)
     for leftover in ("ten-b.bin", "batch-big.txt"):
@@ -458,11 +460,11 @@ def test_no_free_inodes_is_not_called_a_full_disk(v1):
         ran = v1.command(sid, "touch /workspace/another")
         assert ran[-1]["exit_code"] != 0 and note in "".join(e.get("text", "") for e in ran if e["type"] == "stderr"), ran
         r = v1.put(f"v1/sandboxes/{sid}/files", params={"path": "one-more.txt"}, data=b"x")
-        assert_error(r, 507, "no free inodes", "delete files", '"disk" limit')
+        assert_v1_error(r, 507, "no free inodes", "delete files", '"disk" limit')
         message = r.json()["message"]
         assert "disk is full" not in message, message
         r = v1.post(f"v1/sandboxes/{sid}/files/mkdir", json={"path": "new/dir"})
-        assert_error(r, 507, "no free inodes")
+        assert_v1_error(r, 507, "no free inodes")
         assert v1.model(sid)["usage"]["disk_bytes"] < 8 * MIB  # bytes were not the limit
         # deleting files gives inodes back
         expect(v1.delete(f"v1/sandboxes/{sid}/files", params={"path": "many", "recursive": "true"}), 204)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from helpers import rawhttp
-from v1lib import assert_error, expect
+from helpers.asserts import assert_v1_error, expect
 
 pytestmark = pytest.mark.cellbox_only
 
@@ -94,10 +94,10 @@ def test_control_byte_in_path_query_touches_nothing(v1, daemon, box, query):
 def test_control_byte_in_a_json_path_touches_nothing(v1, box, bad):
     sid = box["id"]
     v1.write(sid, "a", "keep")
-    assert_error(v1.post(v1.files_url(sid, "mkdir"), json={"path": bad}), 400, "control byte")
-    assert_error(v1.post(v1.files_url(sid, "move"), json={"from": "a", "to": bad}), 400,
+    assert_v1_error(v1.post(v1.files_url(sid, "mkdir"), json={"path": bad}), 400, "control byte")
+    assert_v1_error(v1.post(v1.files_url(sid, "move"), json={"from": "a", "to": bad}), 400,
                  "control byte")
-    assert_error(v1.post(v1.files_url(sid, "batch"),
+    assert_v1_error(v1.post(v1.files_url(sid, "batch"),
                          json={"files": [{"path": bad, "content": "x"}]}), 400, "control byte")
     assert v1.read(sid, "a") == b"keep"
     assert names(v1, sid) == ["/workspace/a"]
@@ -112,7 +112,7 @@ def test_deleting_a_mount_point_or_the_root_removes_nothing(v1, box, path):
     v1.write(sid, "dir/b.txt", "b")
     v1.write(sid, "/tmp/t.txt", "t")
     r = v1.delete(v1.files_url(sid), params={"path": path, "recursive": "true"})
-    assert_error(r, 409, "cannot be")
+    assert_v1_error(r, 409, "cannot be")
     assert names(v1, sid) == ["/workspace/a.txt", "/workspace/dir", "/workspace/dir/b.txt"]
     assert "/tmp/t.txt" in names(v1, sid, "/tmp", 1)
     assert v1.value(sid, "open('/workspace/dir/b.txt').read()") == "'b'"
@@ -125,7 +125,7 @@ def test_recursive_delete_that_stops_says_what_it_removed(v1, box):
     v1.write(sid, "t/ro/sub/two", "2")
     v1.execute(sid, "import os; os.chmod('/workspace/t/ro', 0o555)")
     r = v1.delete(v1.files_url(sid), params={"path": "t", "recursive": "true"})
-    assert_error(r, 403, "/workspace/t/ro/sub", "2 entries beneath '/workspace/t'",
+    assert_v1_error(r, 403, "/workspace/t/ro/sub", "2 entries beneath '/workspace/t'",
                  "the rest is still there")
     assert names(v1, sid, "t") == ["/workspace/t/ro", "/workspace/t/ro/sub"]
     v1.execute(sid, "import os; os.chmod('/workspace/t/ro', 0o755)")
@@ -158,14 +158,14 @@ def test_query_flags_are_true_or_false(v1, box, value):
     sid = box["id"]
     v1.write(sid, "d/f", "keep")
     r = v1.delete(v1.files_url(sid), params={"path": "d", "recursive": value})
-    assert_error(r, 400, "'recursive'", "true or false")
+    assert_v1_error(r, 400, "'recursive'", "true or false")
     assert v1.read(sid, "d/f") == b"keep"
 
 
 def test_query_flags_take_any_case(v1, box):
     sid = box["id"]
     v1.write(sid, "d/f", "x")
-    assert_error(v1.delete(v1.files_url(sid), params={"path": "d", "recursive": "FALSE"}), 409)
+    assert_v1_error(v1.delete(v1.files_url(sid), params={"path": "d", "recursive": "FALSE"}), 409)
     expect(v1.delete(v1.files_url(sid), params={"path": "d", "recursive": "True"}), 204)
 
 
@@ -181,12 +181,12 @@ def test_query_numbers_in_range_still_work(v1, shared):
 @pytest.mark.parametrize("memory", ["nan", "inf", "0x10000000", " 256M", "-256M"])
 def test_sizes_are_parsed_whole(v1, memory):
     before = kernel_count(v1)
-    assert_error(v1.post("v1/sandboxes", json={"limits": {"memory": memory}}), 400, "memory")
+    assert_v1_error(v1.post("v1/sandboxes", json={"limits": {"memory": memory}}), 400, "memory")
     assert kernel_count(v1) == before
 
 
 def test_body_number_out_of_range_names_the_range(v1):
-    assert_error(v1.post("v1/sandboxes", json={"timeout_s": 10 ** 12}), 400, "timeout_s",
+    assert_v1_error(v1.post("v1/sandboxes", json={"timeout_s": 10 ** 12}), 400, "timeout_s",
                  "from 0 to 1000000000")
 
 
@@ -234,7 +234,7 @@ SANDBOX_405 = [
 def test_405_on_a_sandbox_says_what_is_allowed(v1, shared, method, sub, allow):
     path = f"v1/sandboxes/{shared['id']}" + (f"/{sub}" if sub else "")
     r = v1.request(method, path)
-    assert_error(r, 405, method)
+    assert_v1_error(r, 405, method)
     assert r.headers.get("Allow") == allow
 
 
@@ -245,13 +245,13 @@ def test_405_on_a_command_and_a_context_says_what_is_allowed(v1, shared):
     for method, path, allow in (("PUT", base, "GET, DELETE"), ("POST", base + "/wait", "GET"),
                                 ("GET", base + "/kill", "POST")):
         r = v1.request(method, path)
-        assert_error(r, 405)
+        assert_v1_error(r, 405)
         assert r.headers.get("Allow") == allow, (method, path, r.headers)
     context = expect(v1.post(f"v1/sandboxes/{sid}/contexts", json={}), 201).json()
     base = f"v1/sandboxes/{sid}/contexts/{context['id']}"
     for method, path, allow in (("PUT", base, "GET, DELETE"), ("GET", base + "/restart", "POST")):
         r = v1.request(method, path)
-        assert_error(r, 405)
+        assert_v1_error(r, 405)
         assert r.headers.get("Allow") == allow, (method, path, r.headers)
     expect(v1.delete(base), 204)
 

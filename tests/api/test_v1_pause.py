@@ -5,7 +5,7 @@ import time
 import uuid
 
 from helpers.wait import wait_until
-from v1lib import assert_error, expect
+from helpers.asserts import assert_v1_error, expect
 
 
 def cpu(v1, sid):
@@ -57,12 +57,12 @@ def test_paused_refuses_live_calls(v1, fresh):
     v1.execute(sid, "kept = 'memory survives'")
     pause(v1, sid)
     hint = f"sandbox {sid} is paused"
-    assert_error(v1.post(f"v1/sandboxes/{sid}/execute", json={"code": "1"}), 409, hint, "resume")
-    assert_error(v1.post(f"v1/sandboxes/{sid}/commands", json={"cmd": "true"}), 409, hint)
-    assert_error(v1.post(f"v1/sandboxes/{sid}/commands", json={"cmd": "true", "background": True}), 409, hint)
-    assert_error(v1.post(f"v1/sandboxes/{sid}/contexts", json={}), 409, hint)
-    assert_error(v1.get(f"v1/sandboxes/{sid}/files/tar", params={"path": "/workspace"}), 409, hint)
-    assert_error(v1.post(f"v1/sandboxes/{sid}/contexts/{sid}/restart"), 409, hint)
+    assert_v1_error(v1.post(f"v1/sandboxes/{sid}/execute", json={"code": "1"}), 409, hint, "resume")
+    assert_v1_error(v1.post(f"v1/sandboxes/{sid}/commands", json={"cmd": "true"}), 409, hint)
+    assert_v1_error(v1.post(f"v1/sandboxes/{sid}/commands", json={"cmd": "true", "background": True}), 409, hint)
+    assert_v1_error(v1.post(f"v1/sandboxes/{sid}/contexts", json={}), 409, hint)
+    assert_v1_error(v1.get(f"v1/sandboxes/{sid}/files/tar", params={"path": "/workspace"}), 409, hint)
+    assert_v1_error(v1.post(f"v1/sandboxes/{sid}/contexts/{sid}/restart"), 409, hint)
     # still there, still paused, readable
     assert v1.model(sid)["state"] == "paused"
     resume(v1, sid)
@@ -86,7 +86,7 @@ def test_auto_resume(v1, fresh):
     assert v1.model(sid)["state"] == "running"
     # auto_resume=false is the default behaviour
     pause(v1, sid)
-    assert_error(v1.post(f"v1/sandboxes/{sid}/execute", params={"auto_resume": "false"}, json={"code": "1"}),
+    assert_v1_error(v1.post(f"v1/sandboxes/{sid}/execute", params={"auto_resume": "false"}, json={"code": "1"}),
                  409, "paused")
     resume(v1, sid)
 
@@ -110,8 +110,8 @@ def test_ttl_stops_while_paused(v1):
 
 def test_pause_resume_unknown(v1):
     bogus = str(uuid.uuid4())
-    assert_error(v1.post(f"v1/sandboxes/{bogus}/pause"), 404, bogus)
-    assert_error(v1.post(f"v1/sandboxes/{bogus}/resume"), 404, bogus)
+    assert_v1_error(v1.post(f"v1/sandboxes/{bogus}/pause"), 404, bogus)
+    assert_v1_error(v1.post(f"v1/sandboxes/{bogus}/resume"), 404, bogus)
 
 
 def test_resume_running_is_harmless(v1, sandbox):

@@ -2,7 +2,7 @@
 import base64
 import time
 
-from v1lib import assert_error, expect
+from helpers.asserts import assert_v1_error, expect
 
 
 def run(v1, **body):
@@ -122,18 +122,18 @@ def test_each_run_is_fresh(v1):
 
 
 def test_bad_requests(v1):
-    assert_error(v1.post("v1/run", json={}), 400, "code")
-    assert_error(v1.post("v1/run", json={"language": "cobol", "code": "x"}), 400, "language")
-    assert_error(v1.post("v1/run", json={"language": "python", "code": 1}), 400, "code")
-    assert_error(v1.post("v1/run", json={"language": "python", "code": "1", "extra": 1}), 400, "unknown field 'extra'")
-    assert_error(v1.post("v1/run", json={"code_blocks": [{"language": "python"}]}), 400, "code")
-    assert_error(v1.post("v1/run", json={"code_blocks": [{"language": "python", "code": "1", "x": 1}]}), 400, "x")
-    assert_error(v1.post("v1/run", json={"language": "python", "code": "1", "files": {"a": "!!not base64!!"}}),
+    assert_v1_error(v1.post("v1/run", json={}), 400, "code")
+    assert_v1_error(v1.post("v1/run", json={"language": "cobol", "code": "x"}), 400, "language")
+    assert_v1_error(v1.post("v1/run", json={"language": "python", "code": 1}), 400, "code")
+    assert_v1_error(v1.post("v1/run", json={"language": "python", "code": "1", "extra": 1}), 400, "unknown field 'extra'")
+    assert_v1_error(v1.post("v1/run", json={"code_blocks": [{"language": "python"}]}), 400, "code")
+    assert_v1_error(v1.post("v1/run", json={"code_blocks": [{"language": "python", "code": "1", "x": 1}]}), 400, "x")
+    assert_v1_error(v1.post("v1/run", json={"language": "python", "code": "1", "files": {"a": "!!not base64!!"}}),
                  400, "files")
-    assert_error(v1.post("v1/run", json={"language": "python", "code": "1", "timeout_s": -1}), 400, "timeout_s")
-    assert_error(v1.post("v1/run", data="{", headers={"Content-Type": "application/json"}), 400)
-    assert_error(v1.post("v1/run", json={"language": "python", "code": "print(1)", "files": {"../x": "eA=="}}), 400)
-    assert_error(v1.post("v1/run", json={"language": "python", "code": "1", "fetch_files": "out.txt"}), 400,
+    assert_v1_error(v1.post("v1/run", json={"language": "python", "code": "1", "timeout_s": -1}), 400, "timeout_s")
+    assert_v1_error(v1.post("v1/run", data="{", headers={"Content-Type": "application/json"}), 400)
+    assert_v1_error(v1.post("v1/run", json={"language": "python", "code": "print(1)", "files": {"../x": "eA=="}}), 400)
+    assert_v1_error(v1.post("v1/run", json={"language": "python", "code": "1", "fetch_files": "out.txt"}), 400,
                  "fetch_files")
     expect(v1.get("v1/sandboxes"), 200)
 
@@ -143,6 +143,6 @@ def test_code_without_language(v1):
     that ran nothing."""
     r = v1.post("v1/run", json={"code": "print('ran')"})
     if r.status_code == 400:
-        assert_error(r, 400, "language")
+        assert_v1_error(r, 400, "language")
     else:
         assert r.status_code == 200 and r.json()["stdout"] == "ran\n", r.text

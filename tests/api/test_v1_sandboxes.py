@@ -7,7 +7,7 @@ import uuid
 
 
 from helpers.wait import wait_until
-from v1lib import assert_error, expect
+from helpers.asserts import assert_v1_error, expect
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -127,7 +127,7 @@ def test_list_and_filters(v1):
         assert all(s["state"] == "running" for s in v1.sandboxes(state="running"))
         assert not {a["id"], b["id"]} & {s["id"] for s in v1.sandboxes(state="paused")}
         assert not {a["id"], b["id"]} & {s["id"] for s in v1.sandboxes(state="dead")}
-        assert_error(v1.get("v1/sandboxes", params={"state": "sleeping"}), 400, "state")
+        assert_v1_error(v1.get("v1/sandboxes", params={"state": "sleeping"}), 400, "state")
     finally:
         v1.remove(a["id"])
         v1.remove(b["id"])
@@ -139,8 +139,8 @@ def test_delete(v1):
     r = v1.remove(sid)
     assert r.status_code == 204, r.text
     assert not r.content
-    assert_error(v1.get(f"v1/sandboxes/{sid}"), 404, f"sandbox {sid} does not exist")
-    assert_error(v1.delete(f"v1/sandboxes/{sid}"), 404, sid)
+    assert_v1_error(v1.get(f"v1/sandboxes/{sid}"), 404, f"sandbox {sid} does not exist")
+    assert_v1_error(v1.delete(f"v1/sandboxes/{sid}"), 404, sid)
     assert sid not in {s["id"] for s in v1.sandboxes()}
     assert v1.client.get(f"api/kernels/{sid}").status_code == 404
 
@@ -190,7 +190,7 @@ def test_sandbox_is_a_kernel(v1):
     assert sid in {k["id"] for k in v1.client.get("api/kernels").json()}
     # deleting the kernel deletes the sandbox
     assert v1.client.delete(f"api/kernels/{sid}").status_code == 204
-    assert_error(v1.get(f"v1/sandboxes/{sid}"), 404, sid)
+    assert_v1_error(v1.get(f"v1/sandboxes/{sid}"), 404, sid)
     assert sid not in {s["id"] for s in v1.sandboxes()}
     v1.created.remove(sid)
 
@@ -256,13 +256,13 @@ def test_expiry_while_a_cell_or_a_command_runs_says_so(v1):
 
 def test_timeout_endpoint_errors(v1, sandbox):
     sid = sandbox["id"]
-    assert_error(v1.post(f"v1/sandboxes/{sid}/timeout", json={"timeout_s": -1}), 400, "timeout_s")
-    assert_error(v1.post(f"v1/sandboxes/{sid}/timeout", json={"timeout_s": "10"}), 400, "timeout_s")
-    assert_error(v1.post(f"v1/sandboxes/{sid}/timeout", json={}), 400, "timeout_s")
-    assert_error(v1.post(f"v1/sandboxes/{sid}/timeout", json={"timeout_s": 5, "x": 1}), 400, "x")
-    assert_error(v1.post(f"v1/sandboxes/{sid}/timeout", data="{", headers={"Content-Type": "application/json"}), 400)
+    assert_v1_error(v1.post(f"v1/sandboxes/{sid}/timeout", json={"timeout_s": -1}), 400, "timeout_s")
+    assert_v1_error(v1.post(f"v1/sandboxes/{sid}/timeout", json={"timeout_s": "10"}), 400, "timeout_s")
+    assert_v1_error(v1.post(f"v1/sandboxes/{sid}/timeout", json={}), 400, "timeout_s")
+    assert_v1_error(v1.post(f"v1/sandboxes/{sid}/timeout", json={"timeout_s": 5, "x": 1}), 400, "x")
+    assert_v1_error(v1.post(f"v1/sandboxes/{sid}/timeout", data="{", headers={"Content-Type": "application/json"}), 400)
     bogus = str(uuid.uuid4())
-    assert_error(v1.post(f"v1/sandboxes/{bogus}/timeout", json={"timeout_s": 5}), 404, bogus)
+    assert_v1_error(v1.post(f"v1/sandboxes/{bogus}/timeout", json={"timeout_s": 5}), 404, bogus)
     assert v1.model(sid)["ends_at"] is None  # nothing changed
 
 
@@ -285,7 +285,7 @@ def test_logs(v1, sandbox):
     last = expect(v1.get(f"v1/sandboxes/{sid}/logs", params={"limit": 1}), 200).json()
     assert len(last) == 1 and last[0] == logs[-1], (last, logs[-3:])
     assert len(expect(v1.get(f"v1/sandboxes/{sid}/logs", params={"limit": 2}), 200).json()) == 2
-    assert_error(v1.get(f"v1/sandboxes/{uuid.uuid4()}/logs"), 404)
+    assert_v1_error(v1.get(f"v1/sandboxes/{uuid.uuid4()}/logs"), 404)
 
 
 def test_dead_sandbox(v1):
@@ -299,10 +299,10 @@ def test_dead_sandbox(v1):
     assert sid in {s["id"] for s in v1.sandboxes(state="dead")}
     assert sid not in {s["id"] for s in v1.sandboxes(state="running")}
     r = v1.post(f"v1/sandboxes/{sid}/execute", json={"code": "1"})
-    assert_error(r, 409, f"sandbox {sid} is dead")
-    assert_error(v1.post(f"v1/sandboxes/{sid}/pause"), 409, "dead")
-    assert_error(v1.post(f"v1/sandboxes/{sid}/resume"), 409, "dead")
-    assert_error(v1.post(f"v1/sandboxes/{sid}/commands", json={"cmd": "true"}), 409, "dead")
+    assert_v1_error(r, 409, f"sandbox {sid} is dead")
+    assert_v1_error(v1.post(f"v1/sandboxes/{sid}/pause"), 409, "dead")
+    assert_v1_error(v1.post(f"v1/sandboxes/{sid}/resume"), 409, "dead")
+    assert_v1_error(v1.post(f"v1/sandboxes/{sid}/commands", json={"cmd": "true"}), 409, "dead")
     assert v1.remove(sid).status_code == 204
     assert v1.get(f"v1/sandboxes/{sid}").status_code == 404
 

@@ -16,16 +16,11 @@ import threading
 
 import pytest
 
-from helpers.daemon import REPO, free_port
+from helpers.daemon import cli_binary, free_port
 from helpers.wait import wait_until
 
 TIMEOUT = 120
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-def cli_binary():
-    build = os.environ.get("CELLBOX_BUILD") or os.path.join(REPO, "build")
-    return os.path.abspath(os.path.join(build, "bin", "cellbox"))
 
 
 class Cli:
@@ -79,7 +74,7 @@ def _cli_built():
 
 @pytest.fixture(scope="module")
 def cli(daemon, tmp_path_factory):
-    runner = Cli(f"http://{daemon.host}:{daemon.port}", daemon.token,
+    runner = Cli(daemon.origin, daemon.token,
                  str(tmp_path_factory.mktemp("cli-cwd")))
     yield runner
     runner.cleanup()

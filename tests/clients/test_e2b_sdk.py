@@ -25,17 +25,13 @@ INTERPRETER = "49999"
 ENVD = "49983"
 
 
-def url_of(daemon):
-    return f"http://{daemon.host}:{daemon.port}"
-
-
 def run_sdk_client(daemon, timeout=TIMEOUT):
     node = shutil.which("node")
     assert node, "node is not installed (scripts/install-deps.sh test installs it)"
     assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@e2b", "code-interpreter")), \
         "npm packages missing: run `scripts/install-deps.sh test` (npm ci in tests/clients/node)"
     env = {k: v for k, v in os.environ.items() if not k.startswith("E2B_")}
-    env.update(E2B_API_URL=url_of(daemon), E2B_SANDBOX_URL=url_of(daemon), E2B_API_KEY=daemon.token,
+    env.update(E2B_API_URL=daemon.origin, E2B_SANDBOX_URL=daemon.origin, E2B_API_KEY=daemon.token,
                CELLBOX_CLIENT_DEADLINE_MS=str((timeout - 20) * 1000))
     proc = subprocess.run([node, "e2b_client.mjs"], cwd=NODE_DIR, env=env, capture_output=True,
                           text=True, timeout=timeout)
@@ -79,14 +75,14 @@ def test_sdk_scenario(daemon):
 def api(daemon, method, path, key=None, **kw):
     headers = kw.pop("headers", {})
     headers.setdefault("X-API-Key", daemon.token if key is None else key)
-    return requests.request(method, url_of(daemon) + path, headers=headers, timeout=60, **kw)
+    return requests.request(method, daemon.origin + path, headers=headers, timeout=60, **kw)
 
 
 def into(daemon, sandbox_id, port, method, path, token=None, header="X-Access-Token", **kw):
     headers = {"E2b-Sandbox-Id": sandbox_id, "E2b-Sandbox-Port": port,
                header: daemon.token if token is None else token}
     headers.update(kw.pop("headers", {}))
-    return requests.request(method, url_of(daemon) + path, headers=headers, timeout=60, **kw)
+    return requests.request(method, daemon.origin + path, headers=headers, timeout=60, **kw)
 
 
 @pytest.fixture
@@ -167,7 +163,7 @@ def test_list_filters_by_metadata(daemon, sandbox):
 def test_token_is_required_in_each_header(daemon, sandbox):
     sid = sandbox["sandboxID"]
     assert api(daemon, "GET", "/v2/sandboxes", key="wrong").status_code == 401
-    r = requests.get(url_of(daemon) + "/v2/sandboxes", timeout=30)
+    r = requests.get(daemon.origin + "/v2/sandboxes", timeout=30)
     assert r.status_code == 401
     for header in ["X-Access-Token", "E2B-Traffic-Access-Token"]:
         assert into(daemon, sid, INTERPRETER, "GET", "/contexts", header=header).status_code == 200

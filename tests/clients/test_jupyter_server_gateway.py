@@ -8,7 +8,7 @@ connection to the gateway is up (its queued write runs before the connection cal
 connections here resend kernel_info_request until answered, as JupyterLab does."""
 import pytest
 
-from helpers.daemon import JupyterServer
+from helpers.daemon import JupyterServer, serve
 from helpers.wait import wait_until
 
 pytestmark = pytest.mark.cellbox_only  # the gateway is cellboxd
@@ -16,9 +16,7 @@ pytestmark = pytest.mark.cellbox_only  # the gateway is cellboxd
 
 @pytest.fixture(scope="module")
 def gateway(daemon):
-    js = JupyterServer(gateway_url=f"http://{daemon.host}:{daemon.port}", gateway_token=daemon.token).start()
-    yield js
-    js.finish()
+    yield from serve(JupyterServer(gateway_url=daemon.origin, gateway_token=daemon.token).start())
 
 
 @pytest.fixture
@@ -128,7 +126,7 @@ def test_delete_through_gateway(js, daemon):
 
 
 def test_wrong_gateway_token_is_refused(daemon):
-    js = JupyterServer(gateway_url=f"http://{daemon.host}:{daemon.port}", gateway_token="wrong").start()
+    js = JupyterServer(gateway_url=daemon.origin, gateway_token="wrong").start()
     try:
         c = js.client()
         r = c.post("api/kernels", json={"name": "python3"})

@@ -43,7 +43,7 @@ def assert_all_steps(proc, steps):
 
 
 def test_jupyterlab_services_full_cycle(daemon):
-    proc, steps = run_client(f"http://{daemon.host}:{daemon.port}/", daemon.token)
+    proc, steps = run_client(f"{daemon.origin}/", daemon.token)
     assert_all_steps(proc, steps)
     assert steps["kernelspecs"]["default"] == "python3"
     assert steps["execute_1+1"]["result"] == "2"
@@ -56,12 +56,12 @@ def test_jupyterlab_services_full_cycle(daemon):
 @pytest.mark.cellbox_only
 def test_jupyterlab_services_uses_v1_protocol(daemon):
     """JupyterLab offers v1.kernel.websocket.jupyter.org first; cellboxd must pick it."""
-    proc, steps = run_client(f"http://{daemon.host}:{daemon.port}/", daemon.token)
+    proc, steps = run_client(f"{daemon.origin}/", daemon.token)
     assert steps.get("wire_protocol", {}).get("protocol") == "v1.kernel.websocket.jupyter.org", proc.stdout
 
 
 @pytest.mark.cellbox_only
 def test_jupyterlab_services_under_base_url(make_daemon):
     d = make_daemon(base_url="/lab/base/")
-    proc, steps = run_client(f"http://{d.host}:{d.port}/lab/base/", d.token)
+    proc, steps = run_client(f"{d.origin}/lab/base/", d.token)
     assert_all_steps(proc, steps)

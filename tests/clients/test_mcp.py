@@ -19,13 +19,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
 
 import pytest
 import requests
 
-from helpers.daemon import REPO, free_port
+from helpers.daemon import cli_binary, free_port, serving_in_thread
 from helpers.wait import wait_until
 
 pytestmark = pytest.mark.cellbox_only  # Jupyter Server has no MCP endpoint
@@ -33,15 +32,6 @@ pytestmark = pytest.mark.cellbox_only  # Jupyter Server has no MCP endpoint
 NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
 LATEST_PROTOCOL = "2025-11-25"
 TIMEOUT = 60
-
-
-def cli_binary():
-    build = os.environ.get("CELLBOX_BUILD") or os.path.join(REPO, "build")
-    return os.path.abspath(os.path.join(build, "bin", "cellbox"))
-
-
-def url_of(daemon):
-    return f"http://{daemon.host}:{daemon.port}"
 
 
 def sandbox_ids(daemon):
@@ -58,7 +48,7 @@ class Mcp:
     """One MCP session on the HTTP endpoint, driven with plain requests."""
 
     def __init__(self, daemon, token=None):
-        self.url = url_of(daemon) + "/mcp"
+        self.url = daemon.origin + "/mcp"
         self.token = daemon.token if token is None else token
         self.session_id = None
         self.next_id = 0
@@ -130,7 +120,7 @@ def run_sdk_client(daemon, transport, timeout=240):
     assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@modelcontextprotocol", "sdk")), \
         "npm packages missing: run `npm ci` in tests/clients/node (scripts/install-deps.sh test)"
     assert os.access(cli_binary(), os.X_OK), f"{cli_binary()} missing: run `make build`"
-    env = dict(os.environ, CELLBOX_URL=url_of(daemon), CELLBOX_TOKEN=daemon.token,
+    env = dict(os.environ, CELLBOX_URL=daemon.origin, CELLBOX_TOKEN=daemon.token,
                CELLBOX_CLI=cli_binary(), CELLBOX_CLIENT_DEADLINE_MS=str((timeout - 20) * 1000))
     proc = subprocess.run([node, "mcp_client.mjs", transport], cwd=NODE_DIR, env=env,
                           capture_output=True, text=True, timeout=timeout)
@@ -368,7 +358,7 @@ def test_file_tools_refuse_a_dead_sandbox_as_v1_and_e2b_do(daemon, mcp):
         sentence = r.json()["message"].split(";")[0]
         assert sentence.startswith(f"sandbox {sid} is dead: ") and "7" in sentence, sentence
         assert "restart" in r.json()["message"], r.text
-        r = requests.get(url_of(daemon) + "/files", params={"path": "before.txt"}, timeout=TIMEOUT,
+        r = requests.get(daemon.origin + "/files", params={"path": "before.txt"}, timeout=TIMEOUT,
                          headers={"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49983",
                                   "X-Access-Token": daemon.token})
         assert r.status_code == 409 and sentence in r.json()["message"], r.text
@@ -420,7 +410,7 @@ def test_token_is_required(daemon):
         r = Mcp(daemon, token=token).post(initialize, session=False)
         assert r.status_code == 401, r.text
         assert "Mcp-Session-Id" not in r.headers
-    r = requests.get(url_of(daemon) + "/mcp", timeout=TIMEOUT)
+    r = requests.get(daemon.origin + "/mcp", timeout=TIMEOUT)
     assert r.status_code == 401
 
 
@@ -551,7 +541,7 @@ def test_bridge_against_the_daemon(daemon):
         "this is not JSON",
         {"jsonrpc": "2.0", "id": "three", "method": "ping"},
         {"jsonrpc": "2.0", "id": 4, "method": "no/such/method"},
-    ], url_of(daemon), daemon.token)
+    ], daemon.origin, daemon.token)
     assert proc.returncode == 0, proc.stderr
     got = answers(proc)
     assert [m.get("id") for m in got] == [1, 2, None, "three", 4], proc.stdout
@@ -571,7 +561,7 @@ def test_bridge_stopped_in_the_middle_of_a_call(daemon):
     the call in flight, still ends the session (its sandbox goes) and exits at once."""
     before = sandbox_ids(daemon)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CELLBOX_")}
-    env.update(CELLBOX_URL=url_of(daemon), CELLBOX_TOKEN=daemon.token)
+    env.update(CELLBOX_URL=daemon.origin, CELLBOX_TOKEN=daemon.token)
     bridge = subprocess.Popen([cli_binary(), "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env)
     try:
@@ -598,7 +588,7 @@ def test_bridge_stopped_in_the_middle_of_a_call(daemon):
 
 def test_bridge_with_a_wrong_token(daemon):
     proc = run_bridge([initialize_message(), {"jsonrpc": "2.0", "method": "notifications/initialized"}],
-                      url_of(daemon), "wrong")
+                      daemon.origin, "wrong")
     assert proc.returncode == 0, proc.stderr
     got = answers(proc)
     assert len(got) == 1 and got[0]["id"] == 1, proc.stdout
@@ -668,18 +658,12 @@ class FakeMcpHandler(http.server.BaseHTTPRequestHandler):
 
 def test_bridge_headers_and_answers_with_a_fake_server():
     server = FakeMcpServer()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
+    with serving_in_thread(server) as url:
         proc = run_bridge([initialize_message(1, "2025-03-26"),
                            {"jsonrpc": "2.0", "method": "notifications/initialized"},
                            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
                            {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "x"}}],
                           url + "/", "secret", timeout=60)
-    finally:
-        server.shutdown()
-        server.server_close()
     assert proc.returncode == 0, proc.stderr
     got = answers(proc)
     assert [m["id"] for m in got] == [1, 2, 3], proc.stdout

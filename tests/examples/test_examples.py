@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -21,6 +20,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 sys.path.insert(0, os.path.join(REPO, "clients", "python"))
 
 import cellbox  # noqa: E402
+from helpers.daemon import serving_in_thread  # noqa: E402
 
 
 # The examples use cellbox's own /v1 API: skipped against the reference Jupyter Server. The
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.cellbox_only
 
 @pytest.fixture(scope="module")
 def conn(daemon):
-    return {"url": f"http://{daemon.host}:{daemon.port}", "token": daemon.token}
+    return daemon.connection()
 
 
 @pytest.fixture(scope="module")
@@ -136,12 +136,8 @@ class StandIn(BaseHTTPRequestHandler):
 @pytest.fixture
 def stand_in():
     StandIn.requests = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), StandIn)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with serving_in_thread(ThreadingHTTPServer(("127.0.0.1", 0), StandIn)) as origin:
+        yield f"{origin}/v1"
 
 
 def test_real_model_path_function_calling(conn, tmp_path, stand_in):

@@ -1,11 +1,19 @@
-"""Shared helpers for cellbox's integration and real-client test suites.
+"""The one library every suite starts servers and clients with (tests/README.md shows the layout).
 
 - daemon.py  starts/stops a cellboxd (or, for checking the tests themselves, a reference
-             Jupyter Server) on a free port with its own token and temp data dir.
+             Jupyter Server) on a free port with its own token and temp data dir, stopped by pid;
+             serve()/finish_or_fail() for fixtures; run_daemon_to_exit() for refusals; the
+             built binaries (daemon_binary, cli_binary, built); serving_in_thread() for an
+             in-process stand-in HTTP server.
+- client.py  the Jupyter API's client: REST through requests, kernels' channels through
+             websocket-client (Client, KernelWS, ExecResult).
+- v1.py      the native API's client (V1: sandboxes, NDJSON execution and command streams, files).
+- rawhttp.py raw HTTP and WebSocket over a socket, for what the clients cannot send or show.
 - wire.py    Jupyter message construction and the two WebSocket framings (legacy JSON and
              v1.kernel.websocket.jupyter.org), written here from the protocol description.
-- client.py  a small REST + WebSocket client built on requests and websocket-client.
+- asserts.py assertions shared by the suites (error bodies, kernel models, headers).
+- wait.py    deadline-based polling (tests never sleep to assert timing).
 - environment.py  the environment of the test session and of what it starts, whatever the
              caller exported.
-- wait.py    deadline-based polling (tests never sleep to assert timing).
+- snippets.py, hugetlb.py  cell code that waits for a file; the host's hugetlb pool.
 """

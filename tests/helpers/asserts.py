@@ -25,6 +25,26 @@ def assert_error(r, status, reason):
     return body
 
 
+def assert_v1_error(r, status, *words):
+    """An error answer of the native API (/v1): the status, a JSON {"reason", "message"} body,
+    and the message naming each of `words` (case-insensitive)."""
+    assert r.status_code == status, f"{r.request.method} {r.url} -> {r.status_code} {r.text[:400]}"
+    ctype = r.headers.get("Content-Type", "")
+    assert ctype.startswith("application/json"), (ctype, r.text[:200])
+    body = r.json()
+    assert isinstance(body.get("reason"), str) and body["reason"], body
+    assert isinstance(body.get("message"), str) and body["message"], body
+    for w in words:
+        assert str(w).lower() in body["message"].lower(), f"message does not name {w!r}: {body}"
+    return body
+
+
+def expect(r, status):
+    """The response, once its status is `status` (else the failure shows its body)."""
+    assert r.status_code == status, f"{r.request.method} {r.url} -> {r.status_code} {r.text[:600]}"
+    return r
+
+
 def assert_kernel_model(model, name="python3"):
     assert KERNEL_MODEL_KEYS <= set(model), model
     assert str(uuid.UUID(model["id"])) == model["id"], model["id"]

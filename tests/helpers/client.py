@@ -254,7 +254,26 @@ class KernelWS:
         self.close()
 
 
-class Client:
+class HttpVerbs:
+    """get/post/put/delete/patch(path, **requests kwargs) for a class with request(method, path)."""
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, **kw):
+        return self.request("POST", path, **kw)
+
+    def put(self, path, **kw):
+        return self.request("PUT", path, **kw)
+
+    def delete(self, path, **kw):
+        return self.request("DELETE", path, **kw)
+
+    def patch(self, path, **kw):
+        return self.request("PATCH", path, **kw)
+
+
+class Client(HttpVerbs):
     """REST + WebSocket client for one server (base url, token)."""
 
     def __init__(self, host, port, token, base_url="/"):
@@ -277,18 +296,6 @@ class Client:
         kw.setdefault("timeout", DEFAULT_TIMEOUT)
         kw.setdefault("allow_redirects", False)
         return self.http.request(method, self.url(path), **kw)
-
-    def get(self, path, **kw):
-        return self.request("GET", path, **kw)
-
-    def post(self, path, **kw):
-        return self.request("POST", path, **kw)
-
-    def delete(self, path, **kw):
-        return self.request("DELETE", path, **kw)
-
-    def patch(self, path, **kw):
-        return self.request("PATCH", path, **kw)
 
     def create_kernel(self, name=None, env=None, **extra):
         body = dict(extra)

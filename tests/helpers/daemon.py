@@ -28,13 +28,21 @@ SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime
                      "ERROR: UndefinedBehaviorSanitizer")
 
 
+def built(*path):
+    """A file of the build under test: $CELLBOX_BUILD/<path>, else <repo>/build/<path>."""
+    build = os.environ.get("CELLBOX_BUILD") or os.path.join(REPO, "build")
+    return os.path.abspath(os.path.join(build, *path))
+
+
 def daemon_binary():
     """$CELLBOX_DAEMON, else $CELLBOX_BUILD/bin/cellboxd, else <repo>/build/bin/cellboxd."""
     path = os.environ.get("CELLBOX_DAEMON")
-    if not path:
-        build = os.environ.get("CELLBOX_BUILD") or os.path.join(REPO, "build")
-        path = os.path.join(build, "bin", "cellboxd")
-    return os.path.abspath(path)
+    return os.path.abspath(path) if path else built("bin", "cellboxd")
+
+
+def cli_binary():
+    """The command-line client: $CELLBOX_BUILD/bin/cellbox, else <repo>/build/bin/cellbox."""
+    return built("bin", "cellbox")
 
 
 def free_port():
@@ -164,6 +172,15 @@ class ServerProcess:
     @property
     def pid(self):
         return self.proc.pid if self.proc else None
+
+    @property
+    def origin(self):
+        """http://host:port, without the base url (what a client is given as its server)."""
+        return f"http://{self.host}:{self.port}"
+
+    def connection(self):
+        """The keyword arguments every call of the Python client (clients/python) takes."""
+        return {"url": self.origin, "token": self.token}
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -411,18 +428,36 @@ def run_daemon_to_exit(args, env=None, timeout=20):
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+@contextlib.contextmanager
+def serving_in_thread(server):
+    """Run an in-process http.server (a stand-in for a service the code under test calls) in a
+    thread for the block; yields its http://127.0.0.1:port; shut down and closed after."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def python_version():
     return sys.version
 
 
-def serve(server):
-    """For fixtures: yields a started server, then stops it; whatever it reports at the end (a
-    sanitizer error, leftovers) fails the test that owned it."""
+def finish_or_fail(server):
+    """Stop the server; whatever it reports at the end (a sanitizer error, leftovers) fails the
+    test that owned it."""
     import pytest
-    yield server
     problem = server.finish()
     if problem:
         pytest.fail(problem, pytrace=False)
+
+
+def serve(server):
+    """For fixtures (`yield from serve(...)`): yields a started server, then finish_or_fail."""
+    yield server
+    finish_or_fail(server)
 
 
 def fail_if_dead(request):

@@ -1,10 +1,13 @@
 """Raw HTTP over a socket, for what requests cannot show: a server answering before it has
-read a large body (413), and the exact headers of a WebSocket handshake."""
+read a large body (413), bytes as they are on the wire, the exact headers of a WebSocket
+handshake, and WebSocket frames written and read by hand (broken on purpose, or read while the
+client stops reading)."""
 import base64
 import contextlib
 import os
 import select
 import socket
+import struct
 import time
 
 
@@ -57,13 +60,16 @@ def _read_response(sock, deadline):
 
 
 def request(host, port, method, path, headers=None, body_size=0, body_byte=b" ", body_prefix=b"",
-            timeout=60, chunk=65536):
+            timeout=60, chunk=65536, chunked=False):
     """Send a request whose body is body_prefix + body_byte * (body_size - len(prefix)), with a
-    Content-Length; stop sending as soon as the server answers (or closes). Returns the
-    response (head, and the body when it has a Content-Length)."""
+    Content-Length (or, chunked=True, in chunked transfer encoding); stop sending as soon as the
+    server answers (or closes). Returns the response (head, and the body when it has a
+    Content-Length)."""
     hdrs = {"Host": f"{host}:{port}", "Connection": "close"}
     hdrs.update(headers or {})
-    if body_size or method in ("POST", "PUT", "PATCH"):
+    if chunked:
+        hdrs["Transfer-Encoding"] = "chunked"
+    elif body_size or method in ("POST", "PUT", "PATCH"):
         hdrs["Content-Length"] = str(body_size)
     head = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items()) + "\r\n"
     sock = socket.create_connection((host, port), timeout=timeout)
@@ -83,9 +89,16 @@ def request(host, port, method, path, headers=None, body_size=0, body_byte=b" ",
                 else:
                     piece = block[:min(chunk, body_size - sent)]
                 try:
-                    sent += sock.send(piece)
+                    if chunked:
+                        sock.sendall(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                        sent += len(piece)
+                    else:
+                        sent += sock.send(piece)
                 except (BrokenPipeError, ConnectionResetError):
                     break
+        if chunked and sent >= body_size:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                sock.sendall(b"0\r\n\r\n")  # the last chunk: the body is complete
         response = _read_response(sock, deadline)
         if response is None:
             raise AssertionError(f"no HTTP response to {method} {path}")
@@ -95,8 +108,10 @@ def request(host, port, method, path, headers=None, body_size=0, body_byte=b" ",
             sock.close()
 
 
-def websocket_handshake(host, port, path, headers=None, protocols=None, timeout=30):
-    """Send a WebSocket upgrade request; return the response head (status, headers), then close."""
+def websocket_upgrade(host, port, path, headers=None, protocols=None, then=b"", timeout=30):
+    """Send a WebSocket upgrade request on a new socket (and `then`, bytes that follow it, in the
+    same write); read the answer's head. Returns (socket, head bytes, the bytes read after the
+    head); the socket is the caller's to close."""
     key = base64.b64encode(os.urandom(16)).decode()
     hdrs = {
         "Host": f"{host}:{port}",
@@ -109,18 +124,60 @@ def websocket_handshake(host, port, path, headers=None, protocols=None, timeout=
         hdrs["Sec-WebSocket-Protocol"] = ", ".join(protocols)
     hdrs.update(headers or {})
     head = f"GET {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items()) + "\r\n"
-    with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.sendall(head.encode("latin-1"))
+    sock = socket.create_connection((host, port), timeout=timeout)
+    try:
+        sock.sendall(head.encode("latin-1") + then)
         data = b""
         while b"\r\n\r\n" not in data:
             more = sock.recv(4096)
             if not more:
-                break
+                raise AssertionError(f"no handshake response (got {data[:200]!r})")
             data += more
-    if b"\r\n\r\n" not in data:
-        raise AssertionError(f"no handshake response (got {data[:200]!r})")
-    status, reason, headers, rest = _parse_head(data)
+    except BaseException:
+        sock.close()
+        raise
+    answer, _, rest = data.partition(b"\r\n\r\n")
+    return sock, answer, rest
+
+
+def websocket_handshake(host, port, path, headers=None, protocols=None, timeout=30):
+    """Send a WebSocket upgrade request; return the response head (status, headers), then close."""
+    sock, answer, rest = websocket_upgrade(host, port, path, headers, protocols, timeout=timeout)
+    sock.close()
+    status, reason, headers, rest = _parse_head(answer + b"\r\n\r\n" + rest)
     return RawResponse(status, reason, headers, rest)
+
+
+def split_server_frame(data):
+    """The first whole WebSocket frame in `data` (a server's frames are not masked): (opcode,
+    payload, the bytes after it), or None while `data` holds less than a whole frame."""
+    if len(data) < 2:
+        return None
+    opcode, length, at = data[0] & 0x0F, data[1] & 0x7F, 2
+    if length == 126:
+        if len(data) < 4:
+            return None
+        length, at = struct.unpack(">H", data[2:4])[0], 4
+    elif length == 127:
+        if len(data) < 10:
+            return None
+        length, at = struct.unpack(">Q", data[2:10])[0], 10
+    if len(data) < at + length:
+        return None
+    return opcode, data[at:at + length], data[at + length:]
+
+
+def read_server_frame(sock, pending):
+    """The next WebSocket frame from sock (`pending`: bytes of the stream already read):
+    (opcode, payload, the bytes read after it)."""
+    frame = split_server_frame(pending)
+    while frame is None:
+        more = sock.recv(65536)
+        if not more:
+            raise AssertionError("the server closed the connection")
+        pending += more
+        frame = split_server_frame(pending)
+    return frame
 
 
 def exchange(host, port, data, timeout=30):

@@ -9,7 +9,7 @@ import websocket
 
 from helpers import rawhttp
 from helpers.asserts import assert_error
-from helpers.daemon import Daemon, free_port, run_daemon_to_exit
+from helpers.daemon import Daemon, free_port, run_daemon_to_exit, serve
 
 pytestmark = pytest.mark.cellbox_only  # Jupyter Server's auth answers 403/redirects, not KG's 401
 
@@ -48,7 +48,7 @@ def targets(daemon):
 
 
 def raw(daemon, method, path, headers=None, params=None):
-    url = f"http://{daemon.host}:{daemon.port}/{path}"
+    url = f"{daemon.origin}/{path}"
     kw = {"json": {"path": "x", "type": "notebook"}} if method in ("POST", "PATCH") else {}
     return requests.request(method, url, headers=headers or {}, params=params, timeout=30,
                             allow_redirects=False, **kw)
@@ -183,10 +183,7 @@ def cors_daemon():
         "--expose-headers", CORS["Access-Control-Expose-Headers"],
         "--max-age", CORS["Access-Control-Max-Age"],
     ]).start()
-    yield d
-    problem = d.finish()
-    if problem:
-        pytest.fail(problem, pytrace=False)
+    yield from serve(d)
 
 
 def assert_cors(r):
@@ -208,7 +205,7 @@ def test_cors_on_authorized_responses(cors_daemon):
     auth = {"Authorization": f"token {cors_daemon.token}", "Origin": CORS["Access-Control-Allow-Origin"]}
     assert_cors(raw(cors_daemon, "GET", "api", headers=auth))
     assert_cors(raw(cors_daemon, "GET", "api/kernelspecs", headers=auth))
-    r = requests.post(f"http://{cors_daemon.host}:{cors_daemon.port}/api/kernels", json={}, headers=auth, timeout=30)
+    r = requests.post(f"{cors_daemon.origin}/api/kernels", json={}, headers=auth, timeout=30)
     assert r.status_code == 201
     assert_cors(r)
     cors_daemon.client().delete_kernel(r.json()["id"])

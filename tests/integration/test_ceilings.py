@@ -12,7 +12,7 @@ import time
 import pytest
 import websocket
 
-from helpers.daemon import Daemon
+from helpers.daemon import Daemon, serve
 from helpers.wait import wait_until
 
 pytestmark = pytest.mark.cellbox_only
@@ -217,11 +217,7 @@ class LowFileLimitDaemon(Daemon):
 @pytest.fixture
 def low_limit_daemon():
     # A sandbox cannot be given more open files than the daemon may have (its hard limit).
-    d = LowFileLimitDaemon(200, args=["--pool-size", "0", "--open-files-limit", "64"]).start()
-    yield d
-    problem = d.finish()
-    if problem:
-        pytest.fail(problem, pytrace=False)
+    yield from serve(LowFileLimitDaemon(200, args=["--pool-size", "0", "--open-files-limit", "64"]).start())
 
 
 def open_descriptors(pid):

@@ -207,7 +207,7 @@ def test_base_url(make_daemon, base):
     assert c.get("api/kernelspecs").json()["default"] == "python3"
     # nothing answers outside the prefix
     import requests
-    root = f"http://{d.host}:{d.port}/api"
+    root = f"{d.origin}/api"
     assert requests.get(root, headers={"Authorization": f"token {d.token}"}, timeout=10).status_code == 404
     r = c.post("api/kernels", json={})
     assert r.status_code == 201

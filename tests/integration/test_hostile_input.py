@@ -159,13 +159,13 @@ def test_chunked_alone_still_works(daemon, cb):
 def test_client_reads_the_413_while_still_uploading(make_daemon):
     # python-requests sends the whole body before reading: a reset would lose the answer
     d = make_daemon(args=["--max-body-size", "65536"])
-    url = f"http://{d.host}:{d.port}/api/kernels"
+    url = f"{d.origin}/api/kernels"
     headers = {"Authorization": f"token {d.token}", "Content-Type": "application/json"}
     for size in (100_000, 8 << 20):
         r = requests.post(url, data=b"x" * size, headers=headers, timeout=60)
         assert r.status_code == 413, r.text
         assert "65536" in r.json()["message"]
-    assert requests.get(f"http://{d.host}:{d.port}/api", headers=headers, timeout=30).ok
+    assert requests.get(f"{d.origin}/api", headers=headers, timeout=30).ok
 
 
 # ---------------------------------------------------------------- 405

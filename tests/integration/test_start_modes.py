@@ -189,9 +189,8 @@ def test_where_io_uring_is_refused_kernels_copy_their_hot_pages_themselves():
     each new kernel copies the learned pages itself, charged to its own sandbox, as before the
     pinning. The daemon says so in its log."""
     import re
-    from helpers.daemon import Daemon, REPO
-    tool = os.path.join(os.environ.get("CELLBOX_BUILD") or os.path.join(REPO, "build"),
-                        "tests", "without-io-uring")
+    from helpers.daemon import Daemon, built
+    tool = built("tests", "without-io-uring")
     assert os.access(tool, os.X_OK), f"{tool} is missing: make builds it for the tests"
 
     class DaemonWithoutIoUring(Daemon):

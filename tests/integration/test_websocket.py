@@ -1,7 +1,6 @@
 """/api/kernels/{id}/channels: both framings, per-session routing, session replacement, and
 what happens to bad frames."""
 import json
-import socket
 import struct
 
 import pytest
@@ -133,47 +132,20 @@ def test_no_subprotocol_answered_when_none_offered(cb, kernel):
     assert "sec-websocket-protocol" not in r.headers
 
 
-def _read_server_frame(sock, pending):
-    """One unmasked server frame from sock (bytes already read in pending): (opcode, payload, rest)."""
-    def need(n):
-        nonlocal pending
-        while len(pending) < n:
-            more = sock.recv(65536)
-            if not more:
-                raise AssertionError("the server closed the connection")
-            pending += more
-    need(2)
-    opcode, length, at = pending[0] & 0x0F, pending[1] & 0x7F, 2
-    if length == 126:
-        need(4)
-        length, at = struct.unpack(">H", pending[2:4])[0], 4
-    elif length == 127:
-        need(10)
-        length, at = struct.unpack(">Q", pending[2:10])[0], 10
-    need(at + length)
-    return opcode, pending[at:at + length], pending[at + length:]
-
-
 @pytest.mark.cellbox_only
 def test_frame_sent_with_the_upgrade_request_is_answered(cb, kernel):
     """A client's first frame that arrives with the upgrade request (read by libmicrohttpd with
     it) reaches the kernel: it used to be dropped, the connection not being attached yet."""
     msg = wire.new_message("kernel_info_request")
     frame = websocket.ABNF.create_frame(json.dumps(msg), websocket.ABNF.OPCODE_TEXT).format()
-    head = (f"GET /api/kernels/{kernel['id']}/channels HTTP/1.1\r\nHost: {cb.host}:{cb.port}\r\n"
-            f"Authorization: token {cb.token}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
-    with socket.create_connection((cb.host, cb.port), timeout=60) as sock:
-        sock.sendall(head.encode() + frame)  # one write: the frame comes with the request
-        data = b""
-        while b"\r\n\r\n" not in data:
-            more = sock.recv(4096)
-            assert more, f"no handshake response (got {data[:200]!r})"
-            data += more
-        head_text, _, pending = data.partition(b"\r\n\r\n")
+    # one write: the frame comes with the request
+    sock, head_text, pending = rawhttp.websocket_upgrade(
+        cb.host, cb.port, f"/api/kernels/{kernel['id']}/channels",
+        headers={"Authorization": f"token {cb.token}"}, then=frame, timeout=60)
+    with sock:
         assert head_text.startswith(b"HTTP/1.1 101"), head_text
         for _ in range(50):  # busy, the reply, idle: a few frames at most
-            opcode, payload, pending = _read_server_frame(sock, pending)
+            opcode, payload, pending = rawhttp.read_server_frame(sock, pending)
             assert opcode == websocket.ABNF.OPCODE_TEXT, (opcode, payload[:200])
             reply = json.loads(payload)
             if reply["msg_type"] == "kernel_info_reply":

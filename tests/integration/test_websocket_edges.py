@@ -12,7 +12,7 @@ import time
 import pytest
 import websocket
 
-from helpers import wire
+from helpers import rawhttp
 from helpers.client import WSClosed
 
 pytestmark = pytest.mark.cellbox_only
@@ -44,20 +44,9 @@ def read_close(sock, timeout=30, data=b""):
     sock.settimeout(timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        while len(data) >= 2:
-            length = data[1] & 0x7f
-            at = 2
-            if length == 126:
-                if len(data) < 4:
-                    break
-                length, at = struct.unpack(">H", data[2:4])[0], 4
-            elif length == 127:
-                if len(data) < 10:
-                    break
-                length, at = struct.unpack(">Q", data[2:10])[0], 10
-            if len(data) < at + length:
-                break
-            opcode, payload, data = data[0] & 0x0f, data[at:at + length], data[at + length:]
+        frame = rawhttp.split_server_frame(data)
+        while frame is not None:
+            opcode, payload, data = frame
             if opcode == 0x8:
                 code = struct.unpack(">H", payload[:2])[0] if len(payload) >= 2 else None
                 rest = data
@@ -69,6 +58,7 @@ def read_close(sock, timeout=30, data=b""):
                         rest += more
                 except (socket.timeout, ConnectionResetError):
                     return code, payload[2:], False
+            frame = rawhttp.split_server_frame(data)
         try:
             more = sock.recv(65536)
         except ConnectionResetError:

@@ -18,6 +18,7 @@ import tempfile
 import time
 import uuid
 
+from helpers import wire
 from helpers.environment import kernel_environ
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -41,13 +42,6 @@ def ensure_built():
     if missing:
         raise AssertionError(f"not built: {missing}; run `make build/bin/cellbox-kernel` and "
                              "copy src/runtime/python into build/share/cellbox/python")
-
-
-def execute_content(code, **overrides):
-    content = {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-               "allow_stdin": False, "stop_on_error": True}
-    content.update(overrides)
-    return content
 
 
 def started_kernel():
@@ -172,7 +166,7 @@ class KernelProcess:
         return self.collect(self.send(channel, msg_type, content), timeout)
 
     def execute(self, code, timeout=30.0, **overrides):
-        return self.request("shell", "execute_request", execute_content(code, **overrides),
+        return self.request("shell", "execute_request", wire.execute_content(code, **overrides),
                             timeout)
 
     # ------------------------------------------------------------------ process

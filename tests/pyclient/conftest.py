@@ -32,7 +32,7 @@ def daemon():
 
 @pytest.fixture(scope="package")
 def conn(daemon):
-    return {"url": f"http://{daemon.host}:{daemon.port}", "token": daemon.token}
+    return daemon.connection()
 
 
 @pytest.fixture(scope="module")

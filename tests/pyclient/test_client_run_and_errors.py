@@ -10,6 +10,7 @@ import pytest
 import cellbox
 from cellbox import errors
 from cellbox._transport import Connection, resolve_token, resolve_url
+from helpers.daemon import free_port
 
 
 def test_stateless_run(conn):
@@ -109,9 +110,7 @@ def test_dead_sandbox_error(conn):
 
 
 def test_unreachable_daemon():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]          # closed again when the block ends: nobody listens
+    port = free_port()                     # bound and closed again: nobody listens
     with pytest.raises(cellbox.ConnectionError) as e:
         cellbox.Sandbox.create(url=f"http://127.0.0.1:{port}", token="t")
     assert isinstance(e.value, builtins.ConnectionError) and e.value.status is None

@@ -17,7 +17,6 @@ Order of events in a run:
 Tests end with `box.assert_contained()`: host unchanged, server healthy, neighbour unaffected.
 """
 import contextlib
-import json
 import os
 import secrets
 import subprocess
@@ -27,9 +26,9 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from helpers.daemon import Daemon, daemon_binary  # noqa: E402
-from seclib import (PROOF_CODE, PROOF_MARK, Sandboxes, all_gone, processes_of,  # noqa: E402
-                    proof_problems, wait_until)
+from helpers.daemon import Daemon, daemon_binary, finish_or_fail  # noqa: E402
+from seclib import (PROOF_CODE, Sandboxes, all_gone, processes_of, proof_problems,  # noqa: E402
+                    read_proof, wait_until)
 
 _guard = {"problems": None}
 
@@ -75,9 +74,7 @@ def sandbox_guard():
             model = c.create_kernel()
             conn = c.ready_ws(model["id"])
             res = conn.execute(PROOF_CODE, timeout=60)
-            lines = [line for line in res.stdout.splitlines() if line.startswith(PROOF_MARK)]
-            proof = json.loads(lines[-1][len(PROOF_MARK):]) if lines else None
-            problems = proof_problems(proof)
+            problems = proof_problems(read_proof(res.stdout))
             conn.close()
             c.cleanup()
         except Exception as e:  # noqa: BLE001 - any failure means "not proven"
@@ -111,9 +108,7 @@ def box(request, sandbox_guard, daemon_mode):
         yield sandboxes
     finally:
         sandboxes.cleanup()
-        problem = d.finish()
-        if problem:
-            pytest.fail(problem, pytrace=False)
+        finish_or_fail(d)
 
 
 @pytest.fixture(scope="module")

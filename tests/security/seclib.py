@@ -9,7 +9,7 @@ stops the whole run (pytest.exit), so no hostile cell ever reaches an unsandboxe
 - HostState      a snapshot of what the attacks try to change on the host (files, hostname,
                  mounts, time, canary files), compared after every test.
 - SandboxKernel  one kernel with its WebSocket: run(code) collects the cell's messages until
-                 `idle` or `dead`; json(code) returns what the cell put in `_result`.
+                 `idle` or `dead` (a Cell); json(code) returns what the cell put in `_result`.
 - Sandboxes      one module's daemon, client, neighbour kernel and host baseline;
                  assert_contained() is the four-part check each test ends with.
 """
@@ -26,7 +26,7 @@ import time
 
 import pytest
 
-from helpers.client import WSClosed
+from helpers.client import ExecResult
 from helpers.wait import wait_until
 
 RESULT_MARK = "@@CELLBOX-RESULT@@"
@@ -58,6 +58,12 @@ print({PROOF_MARK!r} + _json.dumps({{
     'zygote_clone': _zygote_clone()}}), flush=True)
 del _st, _line, _k, _v
 """
+
+
+def read_proof(stdout):
+    """The identity PROOF_CODE printed, or None when it printed none."""
+    lines = [line for line in stdout.splitlines() if line.startswith(PROOF_MARK)]
+    return json.loads(lines[-1][len(PROOF_MARK):]) if lines else None
 
 
 def host_namespaces():
@@ -209,30 +215,17 @@ class HostState:
 
 # ------------------------------------------------------------------ kernels
 
-class Cell:
-    """The messages one execute_request produced, up to its `idle` or `dead` status."""
+class Cell(ExecResult):
+    """The messages one execute_request produced, up to its `idle` or `dead` status (an
+    ExecResult of helpers/client.py), read as the hostile tests read them."""
 
-    def __init__(self, code, messages):
+    def __init__(self, code, result):
+        super().__init__(result.request, result.messages)
         self.code = code
-        self.messages = messages
-
-    def _of(self, msg_type):
-        return [m for m in self.messages if m["msg_type"] == msg_type]
-
-    def stream(self, name):
-        return "".join(m["content"]["text"] for m in self._of("stream") if m["content"]["name"] == name)
-
-    @property
-    def stdout(self):
-        return self.stream("stdout")
-
-    @property
-    def stderr(self):
-        return self.stream("stderr")
 
     @property
     def errors(self):
-        return [m["content"] for m in self._of("error")]
+        return [m["content"] for m in self.of_type("error")]
 
     @property
     def error(self):
@@ -243,14 +236,14 @@ class Cell:
         return self.error["ename"] if self.error else None
 
     @property
-    def reply(self):
-        replies = [m for m in self.messages if m["msg_type"] == "execute_reply"]
+    def reply_content(self):
+        """The execute_reply's content; None when none came (a kernel that died says `dead`)."""
+        replies = self.of_type("execute_reply")
         return replies[0]["content"] if replies else None
 
     @property
     def final_state(self):
-        states = [m["content"]["execution_state"] for m in self._of("status")]
-        return states[-1] if states else None
+        return self.statuses[-1] if self.statuses else None
 
     @property
     def displays(self):
@@ -263,7 +256,7 @@ class Cell:
 
     def describe(self):
         err = self.error
-        return (f"types={[m['msg_type'] for m in self.messages]} state={self.final_state} "
+        return (f"types={self.types} state={self.final_state} "
                 f"stdout={self.stdout[-1500:]!r} stderr={self.stderr[-1500:]!r} "
                 f"error={(err['ename'], err['evalue']) if err else None}")
 
@@ -305,8 +298,7 @@ class SandboxKernel:
     def prove(self):
         """The kernel process now running must be sandboxed; otherwise stop the whole run."""
         cell = self.run(PROOF_CODE, timeout=60)
-        lines = [line for line in cell.stdout.splitlines() if line.startswith(PROOF_MARK)]
-        proof = json.loads(lines[-1][len(PROOF_MARK):]) if lines else None
+        proof = read_proof(cell.stdout)
         problems = proof_problems(proof, self.network)
         if problems:
             pytest.exit("SANDBOX NOT IN EFFECT for kernel %s: %s -- no hostile code was run. %s"
@@ -320,26 +312,14 @@ class SandboxKernel:
 
     def run(self, code, timeout=60):
         """Execute code; collect its messages until `idle` or `dead` (for this request)."""
-        msg = self.ws.send_execute(code)
-        msg_id = msg["header"]["msg_id"]
-        got = []
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"cell did not finish in {timeout}s; so far "
-                                     f"{[m['msg_type'] for m in got]}: {Cell(code, got).describe()}")
-            m = self.ws.wait_for(lambda m: (m.get("parent_header") or {}).get("msg_id") == msg_id,
-                                 timeout=left, what=f"messages for {msg_id}")
-            got.append(m)
-            if m["msg_type"] == "status" and m["content"].get("execution_state") in ("idle", "dead"):
-                return Cell(code, got)
+        request = self.ws.send_execute(code)
+        return Cell(code, self.ws.collect(request, timeout=timeout, until_reply=False))
 
     def ok(self, code, timeout=60):
         """Run code that must succeed; return the Cell."""
         cell = self.run(code, timeout=timeout)
-        assert cell.final_state == "idle" and cell.error is None and cell.reply and \
-            cell.reply["status"] == "ok", f"cell failed: {cell.describe()}"
+        assert cell.final_state == "idle" and cell.error is None and cell.reply_content and \
+            cell.reply_content["status"] == "ok", f"cell failed: {cell.describe()}"
         return cell
 
     def json(self, code, timeout=60):
@@ -452,18 +432,10 @@ class Sandboxes:
         assert not problems, "containment broken:\n- " + "\n- ".join(problems)
 
 
-def wait_closed(conn, timeout=20):
-    """The close code the server sent on conn (None when the connection just dropped)."""
-    try:
-        return conn.wait_closed(timeout=timeout)
-    except WSClosed as e:
-        return e.code
-
-
 __all__ = ["Cell", "ELF_HEADER", "HostState", "PWN", "REWRITE_LIBPYTHON_HEADER", "SandboxKernel",
            "Sandboxes", "all_gone", "assert_libpython_header_intact", "zygote_bytes",
-           "host_namespaces", "pids_in_pid_namespace", "processes_of", "proof_problems", "sha256",
-           "start_time", "wait_closed", "wait_until"]
+           "host_namespaces", "pids_in_pid_namespace", "processes_of", "proof_problems", "read_proof", "sha256",
+           "start_time", "wait_until"]
 
 
 # Where libpython's ELF header is in this kernel's memory: the first page of the library, on the

@@ -24,7 +24,8 @@ def assert_died_and_restarts(k, cell, evalue_start):
     assert cell.final_state == "dead", cell.describe()
     assert cell.ename == "KernelDied", cell.describe()
     assert cell.error["evalue"].startswith(evalue_start), cell.error["evalue"]
-    assert cell.reply and cell.reply["status"] == "error" and cell.reply["ename"] == "KernelDied", cell.reply
+    assert cell.reply_content and cell.reply_content["status"] == "error" and \
+        cell.reply_content["ename"] == "KernelDied", cell.reply_content
     model = k.model()
     assert model["execution_state"] == "dead" and model["reason"].startswith(evalue_start), model
     k.restart()
@@ -351,7 +352,7 @@ def test_infinite_loop_interrupted_by_timeout(box, fresh):
     cell = k.run("while True:\n    pass\n", timeout=60)
     assert cell.final_state == "idle", cell.describe()
     assert "[cellbox: timeout after 3 s: the cell was interrupted]" in cell.stderr, cell.describe()
-    assert cell.ename == "KeyboardInterrupt" and cell.reply["status"] == "error", cell.describe()
+    assert cell.ename == "KeyboardInterrupt" and cell.reply_content["status"] == "error", cell.describe()
     assert k.json("_result = STATE") == "kept"
     box.assert_contained()
 

@@ -3,7 +3,6 @@ invalid UTF-8/JSON, shapes that are not Jupyter messages) and from a compromised
 its own frames on its channel (fd 3): garbage, huge lengths, unknown channels, messages
 claiming another kernel's identity. The daemon must close or kill the offender, say why, and
 carry on for everyone else."""
-import base64
 import json
 import os
 import socket
@@ -14,8 +13,7 @@ import uuid
 import pytest
 import websocket
 
-from helpers import wire
-from seclib import wait_closed
+from helpers import rawhttp, wire
 
 pytestmark = pytest.mark.cellbox_only
 
@@ -55,7 +53,7 @@ def test_malformed_client_frame_closes_only_that_connection(box, hostile, case):
     bystander = box.client.ready_ws(hostile.id)  # another client of the same kernel
     conn = box.client.ws(hostile.id, framing=framing)
     conn.ws.send(payload, opcode=websocket.ABNF.OPCODE_BINARY if opcode == "binary" else websocket.ABNF.OPCODE_TEXT)
-    assert wait_closed(conn) == expected, f"{case}: close code {conn.close_code}"
+    assert conn.wait_closed(timeout=20) == expected, f"{case}: close code {conn.close_code}"
     conn.close()
     # the same kernel, over the other connection, is fine
     res = bystander.execute("print('bystander ok')")
@@ -66,18 +64,11 @@ def test_malformed_client_frame_closes_only_that_connection(box, hostile, case):
 
 
 def _raw_ws(box, kernel_id):
-    sock = socket.create_connection((box.daemon.host, box.daemon.port), timeout=30)
-    key = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall((f"GET /api/kernels/{kernel_id}/channels HTTP/1.1\r\nHost: {box.daemon.host}:{box.daemon.port}\r\n"
-                  f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-                  f"Sec-WebSocket-Version: 13\r\nAuthorization: token {box.daemon.token}\r\n\r\n").encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        more = sock.recv(4096)
-        assert more, f"no handshake answer: {head!r}"
-        head += more
+    sock, head, pending = rawhttp.websocket_upgrade(box.daemon.host, box.daemon.port,
+                                                    f"/api/kernels/{kernel_id}/channels",
+                                                    headers={"Authorization": f"token {box.daemon.token}"})
     assert head.startswith(b"HTTP/1.1 101"), head[:200]
-    return sock, head.split(b"\r\n\r\n", 1)[1]
+    return sock, pending
 
 
 def _read_close_code(sock, pending, timeout=20):
@@ -86,22 +77,12 @@ def _read_close_code(sock, pending, timeout=20):
     sock.settimeout(2)
     while time.monotonic() < deadline:
         # frames from the server are unmasked: opcode byte, length byte (+ext), payload
-        while len(data) >= 2:
-            opcode, length = data[0] & 0x0F, data[1] & 0x7F
-            pos = 2
-            if length == 126:
-                if len(data) < 4:
-                    break
-                length, pos = struct.unpack(">H", data[2:4])[0], 4
-            elif length == 127:
-                if len(data) < 10:
-                    break
-                length, pos = struct.unpack(">Q", data[2:10])[0], 10
-            if len(data) < pos + length:
-                break
+        frame = rawhttp.split_server_frame(data)
+        while frame is not None:
+            opcode, payload, data = frame
             if opcode == 0x8:
-                return struct.unpack(">H", data[pos:pos + 2])[0] if length >= 2 else None
-            data = data[pos + length:]
+                return struct.unpack(">H", payload[:2])[0] if len(payload) >= 2 else None
+            frame = rawhttp.split_server_frame(data)
         try:
             more = sock.recv(65536)
         except socket.timeout:
