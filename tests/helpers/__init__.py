@@ -15,5 +15,6 @@
 - wait.py    deadline-based polling (tests never sleep to assert timing).
 - environment.py  the environment of the test session and of what it starts, whatever the
              caller exported.
+- processes.py  a process named by pid and start time (a pid alone may be reused).
 - snippets.py, hugetlb.py  cell code that waits for a file; the host's hugetlb pool.
 """

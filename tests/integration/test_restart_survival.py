@@ -14,6 +14,7 @@ import subprocess
 import pytest
 
 from helpers.daemon import free_port, mounts_under, run_daemon_to_exit
+from helpers.processes import start_time
 from helpers.snippets import release, wait_for_file
 from helpers.wait import wait_until
 
@@ -128,11 +129,6 @@ def loops_backed_in(data_dir, ids=None):
     return found
 
 
-def start_time(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[19]
-
-
 def processes_in(groups):
     """(pid, start time) of every process in these cgroups."""
     found = set()
@@ -140,8 +136,9 @@ def processes_in(groups):
         with contextlib.suppress(OSError):
             with open(os.path.join(group, "cgroup.procs")) as f:
                 for line in f:
-                    with contextlib.suppress(OSError, IndexError):
-                        found.add((int(line), start_time(int(line))))
+                    started = start_time(int(line))
+                    if started is not None:  # not gone since the listing
+                        found.add((int(line), started))
     return found
 
 

@@ -27,6 +27,7 @@ import time
 import pytest
 
 from helpers.client import ExecResult
+from helpers.processes import start_time
 from helpers.wait import wait_until
 
 RESULT_MARK = "@@CELLBOX-RESULT@@"
@@ -121,15 +122,6 @@ def pids_in_pid_namespace(ns_link):
                 if os.readlink(f"/proc/{entry}/ns/pid") == ns_link:
                     found.append(int(entry))
     return found
-
-
-def start_time(pid):
-    """A process's start time (field 22 of /proc/PID/stat), or None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def processes_of(ns_link):
