@@ -808,66 +808,73 @@ static bool refuse_over_limit(http_request *request)
     return true;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url,
-                                  const char *method, const char *version, const char *upload_data,
-                                  size_t *upload_data_size, void **con_cls)
+/* The first call for a request: its head is in. Refusals that need no body are answered here;
+   a request whose route takes its body as a stream is dispatched now. */
+static void begin_request(struct MHD_Connection *connection, const char *url, const char *method,
+                          void **con_cls)
 {
     http_request *request = *con_cls;
-    if (!request || request == (const void *)&path_has_control_bytes ||
-        request == (const void *)&url_too_long) {
-        bool path_refused = request == (const void *)&path_has_control_bytes;
-        bool url_refused = request == (const void *)&url_too_long;
-        request = request_new(connection, url, method);
-        *con_cls = request;
-        if (refuse_over_limit(request))
-            return MHD_YES;
-        if (refuse_unreadable_head(request, url_refused)) {
-            request->framing_refused = true; /* closed without reading: its body is not trusted */
-        } else if (refuse_control_bytes(request, path_refused)) {
-            /* answered; the body, if any, is not read */
-        } else if (!request->path) {
-            http_respond_error(request, 404, "%s is outside the base URL %s", url,
-                               server.options.base_url);
-        } else if (server.options.streams_body &&
-                   server.options.streams_body(request->method, request->path)) {
-            request->streams_body = true;
-            start_streamed_request(request);
-        } else if (declared_body_too_large(connection)) {
-            /* Answer before reading the body: a client sending gigabytes is not kept waiting. */
-            http_respond_error(request, 413, "request body is larger than the limit of %zu bytes",
-                               server.options.max_body_size);
-        }
-        return MHD_YES;
+    bool path_refused = request == (const void *)&path_has_control_bytes;
+    bool url_refused = request == (const void *)&url_too_long;
+    request = request_new(connection, url, method);
+    *con_cls = request;
+    if (refuse_over_limit(request))
+        return;
+    if (refuse_unreadable_head(request, url_refused)) {
+        request->framing_refused = true; /* closed without reading: its body is not trusted */
+    } else if (refuse_control_bytes(request, path_refused)) {
+        /* answered; the body, if any, is not read */
+    } else if (!request->path) {
+        http_respond_error(request, 404, "%s is outside the base URL %s", url,
+                           server.options.base_url);
+    } else if (server.options.streams_body &&
+               server.options.streams_body(request->method, request->path)) {
+        request->streams_body = true;
+        start_streamed_request(request);
+    } else if (declared_body_too_large(connection)) {
+        /* Answer before reading the body: a client sending gigabytes is not kept waiting. */
+        http_respond_error(request, 413, "request body is larger than the limit of %zu bytes",
+                           server.options.max_body_size);
     }
-    if (request->streams_body) {
-        if (*upload_data_size > 0) {
-            request->body_started = true;
-            if (!request->responded && request->receiver &&
-                request->receiver->on_data(request->receiver_arg, upload_data, *upload_data_size) < 0)
-                request->receiver = NULL; /* it answered, or will: the rest is discarded */
-            *upload_data_size = 0;
-            return MHD_YES;
-        }
-        if (!request->body_complete) {
-            request->body_complete = true;
-            request->body_read = true;
-            if (request->deferred) {
-                if (MHD_queue_response(connection, (unsigned)request->deferred_status,
-                                       request->deferred) != MHD_YES)
-                    log_warn("could not queue a %d response for %s %s", request->deferred_status,
-                             request->method, request->path);
-                MHD_destroy_response(request->deferred);
-                request->deferred = NULL;
-                return MHD_YES;
-            }
-            if (!request->responded && request->receiver)
-                request->receiver->on_end(request, request->receiver_arg);
-            if (!request->responded)
-                http_respond_error(request, 500, "no response was produced for %s %s",
-                                   request->method, request->path);
-        }
-        return MHD_YES;
+}
+
+/* A streamed body: each piece goes to the route's receiver as it comes; at its end the receiver
+   answers (or the answer it deferred goes out). */
+static void continue_streamed_request(struct MHD_Connection *connection, http_request *request,
+                                      const char *upload_data, size_t *upload_data_size)
+{
+    if (*upload_data_size > 0) {
+        request->body_started = true;
+        if (!request->responded && request->receiver &&
+            request->receiver->on_data(request->receiver_arg, upload_data, *upload_data_size) < 0)
+            request->receiver = NULL; /* it answered, or will: the rest is discarded */
+        *upload_data_size = 0;
+        return;
     }
+    if (request->body_complete)
+        return;
+    request->body_complete = true;
+    request->body_read = true;
+    if (request->deferred) {
+        if (MHD_queue_response(connection, (unsigned)request->deferred_status, request->deferred) !=
+            MHD_YES)
+            log_warn("could not queue a %d response for %s %s", request->deferred_status,
+                     request->method, request->path);
+        MHD_destroy_response(request->deferred);
+        request->deferred = NULL;
+        return;
+    }
+    if (!request->responded && request->receiver)
+        request->receiver->on_end(request, request->receiver_arg);
+    if (!request->responded)
+        http_respond_error(request, 500, "no response was produced for %s %s", request->method,
+                           request->path);
+}
+
+/* A buffered body: kept up to --max-body-size, then the request is handled whole. */
+static void continue_buffered_request(http_request *request, const char *upload_data,
+                                      size_t *upload_data_size)
+{
     if (*upload_data_size > 0) {
         if (!request->responded && !request->body_too_large) {
             if (buffer_size(&request->body) + *upload_data_size > server.options.max_body_size)
@@ -876,11 +883,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
                 buffer_append(&request->body, upload_data, *upload_data_size);
         }
         *upload_data_size = 0;
-        return MHD_YES;
+        return;
     }
     request->body_read = true;
     if (!request->responded)
         handle_complete_request(request);
+}
+
+/* libmicrohttpd calls this once for the head, once per piece of the body, and once at its end. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    http_request *request = *con_cls;
+    if (!request || request == (const void *)&path_has_control_bytes ||
+        request == (const void *)&url_too_long)
+        begin_request(connection, url, method, con_cls);
+    else if (request->streams_body)
+        continue_streamed_request(connection, request, upload_data, upload_data_size);
+    else
+        continue_buffered_request(request, upload_data, upload_data_size);
     return MHD_YES;
 }
 
