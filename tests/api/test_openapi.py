@@ -7,6 +7,7 @@ path+method of the document was exercised here at least once.
 """
 import base64
 import io
+import os
 import re
 import tarfile
 import time
@@ -203,6 +204,18 @@ def box(api):
     m = api.create(timeout_s=0, metadata={"suite": "openapi"})
     yield m
     api.remove(m["id"])
+
+
+def test_one_version_everywhere(cb):
+    """The version the daemon reports (GET /api, from common/version.h) is the one this document
+    and the Python client (clients/python) carry: the copies follow the source."""
+    served = cb.get("api").json()["cellbox"]
+    assert SPEC.doc["info"]["version"] == served
+    client = os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python")
+    with open(os.path.join(client, "cellbox", "__init__.py")) as f:
+        assert re.search(r'^__version__ = "([^"]+)"', f.read(), re.M).group(1) == served
+    with open(os.path.join(client, "pyproject.toml")) as f:
+        assert re.search(r'^version = "([^"]+)"', f.read(), re.M).group(1) == served
 
 
 def test_templates_and_sandboxes(api):
