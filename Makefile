@@ -32,7 +32,7 @@ endif
 DAEMON_SRCS := $(wildcard src/common/*.c src/http/*.c src/api/*.c src/kernel/*.c src/model/*.c src/sandbox/*.c src/daemon/*.c)
 DAEMON_MAIN := src/daemon/main.c
 LIB_SRCS    := $(filter-out $(DAEMON_MAIN),$(DAEMON_SRCS))
-KERNEL_SRCS := src/runtime/kernel_main.c src/runtime/kernel_native.c src/runtime/zygote.c src/runtime/hot_pages.c \
+KERNEL_SRCS := src/runtime/kernel_main.c src/runtime/kernel_python.c src/runtime/kernel_native.c src/runtime/zygote.c src/runtime/hot_pages.c \
                src/runtime/huge_code.c
 # The zygote enters sandboxes itself: it shares the daemon's sandbox code, built without sanitizers.
 KERNEL_SHARED := src/sandbox/sandbox.c src/sandbox/rootfs.c src/sandbox/landlock.c src/sandbox/seccomp_filter.c \

@@ -25,6 +25,7 @@
 #include "http/outbound.h"
 #include "http/server.h"
 #include "kernel/kernelspec.h"
+#include "kernel/reaper.h"
 #include "model/culling.h"
 #include "model/manager.h"
 #include "kernel/zygote.h"
@@ -280,7 +281,7 @@ int main(int argc, char **argv)
         manager_detach_all();
     else
         manager_shutdown_all();
-    kernel_reap_all();
+    reaper_wait_all();
     volume_worker_stop(); /* after the last removal was sent: it finishes them first */
     for (size_t i = 0; i < kernelspec_count(); i++)
         zygote_stop(kernelspec_at(i)->zygote);
