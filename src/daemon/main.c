@@ -28,6 +28,7 @@
 #include "kernel/reaper.h"
 #include "model/culling.h"
 #include "model/manager.h"
+#include "model/startup.h"
 #include "kernel/zygote.h"
 #include "sandbox/volume.h"
 #include "sandbox/volume_worker.h"
@@ -206,7 +207,7 @@ int main(int argc, char **argv)
     kernelspec_init(cfg.preload, cfg.pool_size);
     if (kernelspec_add_templates(cfg.templates, why, sizeof why) < 0)
         die("--templates: %s", why);
-    manager_init(&(manager_options){
+    startup_run(&(manager_options){
         .data_dir = cfg.data_dir,
         .default_kernel = cfg.default_kernel,
         .max_kernels = cfg.max_kernels,

@@ -22,6 +22,7 @@
 #include "kernel/keeper.h"
 #include "kernel/kernel.h"
 #include "kernel/reaper.h"
+#include "model/box_log.h"
 #include "model/manager.h"
 #include "model/ttl.h"
 #include "sandbox/cgroup.h"
