@@ -8,9 +8,10 @@
 #   kernel/, sandbox/          include nothing of model/
 #   sandbox/                   includes nothing of kernel/
 #   no circle                  inside any folder of a program (cellboxd's common/ http/ api/
-#                              model/ kernel/ sandbox/ daemon/; cellbox-kernel's runtime/; the
-#                              cli's cli/): no two files reach each other through the functions
-#                              they define; nor between those folders (arrows run one way)
+#                              model/ kernel/ sandbox/ daemon/; cellbox-kernel's runtime/ and
+#                              its Python package; the cli's cli/): no two files reach each other
+#                              through the functions they define (in Python, the modules they
+#                              import); nor between those folders (arrows run one way)
 #
 # Circles are found through calls rather than #include lines alone: a file without a header of
 # its own (its verbs declared in another file's header) closes a circle no include shows. An edge
@@ -63,14 +64,16 @@ report "kernel/, sandbox/ and model/ say what went wrong, api/ picks the HTTP st
         src/kernel/*.[ch] src/sandbox/*.[ch] src/model/*.[ch] 2>/dev/null |
         grep -vE '^[^:]+:[0-9]+:[[:space:]]*(\*[[:space:]]|/\*|//)') # comments may name statuses
 
-# circles PROGRAM_FOLDERS...: awk reads the folders' *.c twice (pass=1, pass=2): first the
+# circles PROGRAM_FOLDERS...: awk reads the folders' *.c and *.py twice (pass=1, pass=2): first the
 # public functions each file defines, then the names each uses. It prints one block per circle
 # inside a folder, then per circle between folders, each edge with where it is first used.
 circles() {
     local files=()
+    shopt -s nullglob
     for folder in "$@"; do
-        files+=("$folder"/*.c)
+        files+=("$folder"/*.c "$folder"/*.py)
     done
+    shopt -u nullglob
     awk '
     function strip(line) {
         if (in_comment) {
@@ -115,7 +118,37 @@ circles() {
             }
         }
     }
+    # an edge from file `from` to file `to`, first seen at `where`
+    function add_edge(from, to, where,    from_folder, to_folder) {
+        from_folder = folder_of(from)
+        to_folder = folder_of(to)
+        if (from_folder == to_folder) {
+            if (!((from, to) in used_at))
+                used_at[from, to] = where
+            reach[from, to] = 1
+        } else {
+            if (!((from_folder, to_folder) in folder_used_at))
+                folder_used_at[from_folder, to_folder] = where
+            folder_reach[from_folder, to_folder] = 1
+        }
+    }
     FNR == 1 { in_comment = 0; files[FILENAME] = 1; folders[folder_of(FILENAME)] = 1 }
+    # Python (the kernel'"'"'s package): an edge is an import of a sibling module, "from .X import
+    # ..." or "from . import X", at the top or inside a function
+    FILENAME ~ /\.py$/ {
+        if (pass == 2 && match($0, /^[ \t]*from \.[A-Za-z0-9_]* import /)) {
+            module = substr($0, RSTART, RLENGTH)
+            sub(/^[ \t]*from \./, "", module)
+            sub(/ import $/, "", module)
+            n = split(module != "" ? module : substr($0, RSTART + RLENGTH), words, /[^A-Za-z0-9_]+/)
+            for (i = 1; i <= n; i++) {
+                to = folder_of(FILENAME) words[i] ".py"
+                if (to in files && to != FILENAME)
+                    add_edge(FILENAME, to, FILENAME ":" FNR ": imports " words[i])
+            }
+        }
+        next
+    }
     {
         line = strip($0)
         if (pass == 1) {
@@ -135,18 +168,7 @@ circles() {
             if (!(words[i] in defined_in) || defined_in[words[i]] == FILENAME)
                 continue
             to = defined_in[words[i]]
-            from_folder = folder_of(FILENAME)
-            to_folder = folder_of(to)
-            where = FILENAME ":" FNR ": uses " words[i] " (" to ")"
-            if (from_folder == to_folder) {
-                if (!((FILENAME, to) in used_at))
-                    used_at[FILENAME, to] = where
-                reach[FILENAME, to] = 1
-            } else {
-                if (!((from_folder, to_folder) in folder_used_at))
-                    folder_used_at[from_folder, to_folder] = where
-                folder_reach[from_folder, to_folder] = 1
-            }
+            add_edge(FILENAME, to, FILENAME ":" FNR ": uses " words[i] " (" to ")")
         }
     }
     END {
@@ -159,7 +181,7 @@ circles() {
 }
 
 found=$(circles src/common src/http src/api src/model src/kernel src/sandbox src/daemon
-        circles src/runtime
+        circles src/runtime src/runtime/python/cellbox_kernel
         circles src/cli)
 if [ -n "$found" ]; then
     echo "$found"
