@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +11,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "common/buffer.h"
 #include "common/clock.h"
 #include "common/descriptors.h"
 #include "common/ids.h"
