@@ -32,7 +32,7 @@ endif
 DAEMON_SRCS := $(wildcard src/common/*.c src/http/*.c src/api/*.c src/kernel/*.c src/model/*.c src/sandbox/*.c src/daemon/*.c)
 DAEMON_MAIN := src/daemon/main.c
 LIB_SRCS    := $(filter-out $(DAEMON_MAIN),$(DAEMON_SRCS))
-KERNEL_SRCS := src/runtime/kernel_main.c src/runtime/kernel_native.c src/runtime/zygote.c src/runtime/hot_pages.c \
+KERNEL_SRCS := src/runtime/kernel_main.c src/runtime/kernel_python.c src/runtime/kernel_native.c src/runtime/zygote.c src/runtime/hot_pages.c \
                src/runtime/huge_code.c
 # The zygote enters sandboxes itself: it shares the daemon's sandbox code, built without sanitizers.
 KERNEL_SHARED := src/sandbox/sandbox.c src/sandbox/rootfs.c src/sandbox/landlock.c src/sandbox/seccomp_filter.c \
@@ -136,7 +136,7 @@ unit: $(UNIT_BINS)
 	@scripts/run-unit.sh $(UNIT_BINS)
 
 # The rules between src/ folders (scripts/check-layers.sh): fails naming the file and line.
-# LAYERS_FLAGS=--warn-only reports without failing.
+# LAYERS_FLAGS=--warn-only reports without failing. tests/layers checks the check itself.
 LAYERS_FLAGS ?=
 layers:
 	@scripts/check-layers.sh $(LAYERS_FLAGS)
@@ -170,7 +170,7 @@ test:
 	@$(MAKE) --no-print-directory build unit $(TEST_TOOLS) fuzz-replay
 	@$(MAKE) --no-print-directory asan
 	@CELLBOX_BUILD=$(CURDIR)/$(BUILD) CELLBOX_DAEMON=$(CURDIR)/build-asan/bin/cellboxd \
-		$(PYTHON) -m pytest -q -p no:cacheprovider tests/kernel tests/integration tests/api tests/cli tests/pyclient tests/examples tests/security tests/clients
+		$(PYTHON) -m pytest -q -p no:cacheprovider tests/layers tests/kernel tests/integration tests/api tests/cli tests/pyclient tests/examples tests/security tests/clients
 
 # ---- fuzzing (tests/fuzz/, docs/security.md "Fuzzing") ----
 # libFuzzer harnesses built with clang, ASan and UBSan over the daemon's modules (every one but

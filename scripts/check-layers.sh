@@ -7,13 +7,18 @@
 #                              and write no HTTP status (a heuristic: see below)
 #   kernel/, sandbox/          include nothing of model/
 #   sandbox/                   includes nothing of kernel/
-#   api/                       has no circle: no two files reach each other through the
-#                              functions their headers declare
+#   no circle                  inside any folder of a program (cellboxd's common/ http/ api/
+#                              model/ kernel/ sandbox/ daemon/; cellbox-kernel's runtime/ and
+#                              its Python package; the cli's cli/): no two files reach each other
+#                              through the functions they define (in Python, the modules they
+#                              import); nor between those folders (arrows run one way)
 #
-# The api/ rule looks at calls rather than #include lines alone: a file without a header of its
-# own (its verbs declared in another file's header) closes a circle no include shows. An edge
-# A.c -> B.c is a name A.c uses that B.c defines (not static); a circle is files that reach
-# each other along such edges.
+# Circles are found through calls rather than #include lines alone: a file without a header of
+# its own (its verbs declared in another file's header) closes a circle no include shows. An edge
+# A.c -> B.c is a name A.c uses that B.c defines (not static); a circle is files that reach each
+# other along such edges. A local name spelled like another file's function (a parameter called
+# kernel_id beside kernel_id()) counts as a use: rename it. Each program is read on its own, so
+# the same name in two programs (zygote.c in kernel/ and in runtime/) is no edge.
 #
 # Usage: scripts/check-layers.sh [--warn-only]   (make layers)
 # Exits 1 when a rule is broken; --warn-only reports the same and exits 0.
@@ -59,10 +64,17 @@ report "kernel/, sandbox/ and model/ say what went wrong, api/ picks the HTTP st
         src/kernel/*.[ch] src/sandbox/*.[ch] src/model/*.[ch] 2>/dev/null |
         grep -vE '^[^:]+:[0-9]+:[[:space:]]*(\*[[:space:]]|/\*|//)') # comments may name statuses
 
-# api/ circles. awk reads every api/*.c twice (pass=1, pass=2): first the public functions each
-# defines, then the names each uses; it prints one block per circle, each edge with where it is
-# first used.
-circles=$(awk '
+# circles PROGRAM_FOLDERS...: awk reads the folders' *.c and *.py twice (pass=1, pass=2): first the
+# public functions each file defines, then the names each uses. It prints one block per circle
+# inside a folder, then per circle between folders, each edge with where it is first used.
+circles() {
+    local files=()
+    shopt -s nullglob
+    for folder in "$@"; do
+        files+=("$folder"/*.c "$folder"/*.py)
+    done
+    shopt -u nullglob
+    awk '
     function strip(line) {
         if (in_comment) {
             if (!sub(/^([^*]|\*+[^*\/])*\*+\//, "", line))
@@ -79,44 +91,25 @@ circles=$(awk '
         }
         return line
     }
-    FNR == 1 { in_comment = 0; files[FILENAME] = 1 }
-    {
-        line = strip($0)
-        if (pass == 1) {
-            # a definition: at column 0, not static, not a prototype (no ";" at the end)
-            if (line ~ /^[A-Za-z_]/ && line !~ /^(static|typedef|extern|struct [A-Za-z_]+ *\{)/ &&
-                line !~ /;[[:space:]]*$/ && match(line, /[A-Za-z_][A-Za-z0-9_]*\(/)) {
-                name = substr(line, RSTART, RLENGTH - 1)
-                if (line ~ /^[A-Za-z_][A-Za-z0-9_ \t\*]*[ \t\*][A-Za-z_][A-Za-z0-9_]*\(/)
-                    defined_in[name] = FILENAME
-            }
-            next
-        }
-        n = split(line, words, /[^A-Za-z0-9_]+/)
-        for (i = 1; i <= n; i++) {
-            w = words[i]
-            if (w in defined_in && defined_in[w] != FILENAME) {
-                edge = FILENAME SUBSEP defined_in[w]
-                if (!(edge in used_at))
-                    used_at[edge] = FILENAME ":" FNR ": uses " w " (" defined_in[w] ")"
-                reach[FILENAME, defined_in[w]] = 1
-            }
-        }
-    }
-    END {
-        for (k in files) for (i in files) for (j in files)
-            if ((i, k) in reach && (k, j) in reach)
+    function folder_of(file) { sub(/\/[^\/]*$/, "/", file); return file }
+    # closes reach[] (a SUBSEP-keyed set of edges between the keys of nodes[]) transitively
+    function close_over(nodes, reach,    i, j, k) {
+        for (k in nodes) for (i in nodes) if ((i, k) in reach)
+            for (j in nodes) if ((k, j) in reach)
                 reach[i, j] = 1
-        for (a in files) {
+    }
+    # prints each circle of nodes[] along reach[], titled, with the first use of each edge in it
+    function print_circles(title, nodes, reach, used_at,    a, b, edge, ends, members, placed) {
+        for (a in nodes) {
             if (a in placed || !((a, a) in reach))
                 continue
             members = ""
-            for (b in files)
+            for (b in nodes)
                 if ((a, b) in reach && (b, a) in reach) {
                     placed[b] = 1
                     members = members (members == "" ? "" : " ") b
                 }
-            print "circle in api/: " members
+            print title (title ~ /in $/ ? folder_of(a) : "") ": " members
             for (edge in used_at) {
                 split(edge, ends, SUBSEP)
                 if ((a, ends[1]) in reach && (ends[1], a) in reach &&
@@ -125,10 +118,74 @@ circles=$(awk '
             }
         }
     }
-' pass=1 src/api/*.c pass=2 src/api/*.c)
-if [ -n "$circles" ]; then
-    echo "$circles"
-    violations=$((violations + $(grep -c '^circle' <<<"$circles")))
+    # an edge from file `from` to file `to`, first seen at `where`
+    function add_edge(from, to, where,    from_folder, to_folder) {
+        from_folder = folder_of(from)
+        to_folder = folder_of(to)
+        if (from_folder == to_folder) {
+            if (!((from, to) in used_at))
+                used_at[from, to] = where
+            reach[from, to] = 1
+        } else {
+            if (!((from_folder, to_folder) in folder_used_at))
+                folder_used_at[from_folder, to_folder] = where
+            folder_reach[from_folder, to_folder] = 1
+        }
+    }
+    FNR == 1 { in_comment = 0; files[FILENAME] = 1; folders[folder_of(FILENAME)] = 1 }
+    # Python (the kernel'"'"'s package): an edge is an import of a sibling module, "from .X import
+    # ..." or "from . import X", at the top or inside a function
+    FILENAME ~ /\.py$/ {
+        if (pass == 2 && match($0, /^[ \t]*from \.[A-Za-z0-9_]* import /)) {
+            module = substr($0, RSTART, RLENGTH)
+            sub(/^[ \t]*from \./, "", module)
+            sub(/ import $/, "", module)
+            n = split(module != "" ? module : substr($0, RSTART + RLENGTH), words, /[^A-Za-z0-9_]+/)
+            for (i = 1; i <= n; i++) {
+                to = folder_of(FILENAME) words[i] ".py"
+                if (to in files && to != FILENAME)
+                    add_edge(FILENAME, to, FILENAME ":" FNR ": imports " words[i])
+            }
+        }
+        next
+    }
+    {
+        line = strip($0)
+        if (pass == 1) {
+            # a definition: at column 0, not static, not a prototype (no ";" at the end); main()
+            # is every program'"'"'s and nobody'"'"'s edge
+            if (line ~ /^[A-Za-z_]/ && line !~ /^(static|typedef|extern|struct [A-Za-z_]+ *\{)/ &&
+                line !~ /;[[:space:]]*$/ && match(line, /[A-Za-z_][A-Za-z0-9_]*\(/)) {
+                name = substr(line, RSTART, RLENGTH - 1)
+                if (name != "main" &&
+                    line ~ /^[A-Za-z_][A-Za-z0-9_ \t\*]*[ \t\*][A-Za-z_][A-Za-z0-9_]*\(/)
+                    defined_in[name] = FILENAME
+            }
+            next
+        }
+        n = split(line, words, /[^A-Za-z0-9_]+/)
+        for (i = 1; i <= n; i++) {
+            if (!(words[i] in defined_in) || defined_in[words[i]] == FILENAME)
+                continue
+            to = defined_in[words[i]]
+            add_edge(FILENAME, to, FILENAME ":" FNR ": uses " words[i] " (" to ")")
+        }
+    }
+    END {
+        close_over(files, reach) # files of two folders never share an edge here
+        print_circles("circle in ", files, reach, used_at)
+        close_over(folders, folder_reach)
+        print_circles("circle between folders", folders, folder_reach, folder_used_at)
+    }
+    ' pass=1 "${files[@]}" pass=2 "${files[@]}"
+}
+
+found=$(circles src/common src/http src/api src/model src/kernel src/sandbox src/daemon
+        circles src/runtime src/runtime/python/cellbox_kernel
+        circles src/cli)
+if [ -n "$found" ]; then
+    echo "$found"
+    violations=$((violations + $(grep -c '^circle' <<<"$found")))
 fi
 
 if [ "$violations" -gt 0 ]; then

@@ -15,6 +15,7 @@
 #include "http/query.h"
 #include "http/url.h"
 #include "kernel/kernelspec.h"
+#include "model/box_log.h"
 #include "model/command.h"
 #include "model/execution.h"
 #include "model/manager.h"

@@ -25,8 +25,10 @@
 #include "http/outbound.h"
 #include "http/server.h"
 #include "kernel/kernelspec.h"
+#include "kernel/reaper.h"
 #include "model/culling.h"
 #include "model/manager.h"
+#include "model/startup.h"
 #include "kernel/zygote.h"
 #include "sandbox/volume.h"
 #include "sandbox/volume_worker.h"
@@ -205,7 +207,7 @@ int main(int argc, char **argv)
     kernelspec_init(cfg.preload, cfg.pool_size);
     if (kernelspec_add_templates(cfg.templates, why, sizeof why) < 0)
         die("--templates: %s", why);
-    manager_init(&(manager_options){
+    startup_run(&(manager_options){
         .data_dir = cfg.data_dir,
         .default_kernel = cfg.default_kernel,
         .max_kernels = cfg.max_kernels,
@@ -280,7 +282,7 @@ int main(int argc, char **argv)
         manager_detach_all();
     else
         manager_shutdown_all();
-    kernel_reap_all();
+    reaper_wait_all();
     volume_worker_stop(); /* after the last removal was sent: it finishes them first */
     for (size_t i = 0; i < kernelspec_count(); i++)
         zygote_stop(kernelspec_at(i)->zygote);

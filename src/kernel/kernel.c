@@ -21,6 +21,7 @@
 #include "common/text.h"
 #include "kernel/keeper.h"
 #include "kernel/message.h"
+#include "kernel/reaper.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/volume.h"
 #include "kernel/zygote.h"
@@ -202,73 +203,6 @@ static void emit(kernel *k, const char *channel, json_t *message)
     json_object_set_new(message, "channel", json_string(channel));
     deliver(k, channel, message);
     json_decref(message);
-}
-
-/* ---- processes we no longer care about still have to be reaped ---- */
-
-typedef struct orphan {
-    int pidfd;
-    loop_watch watch;
-    struct orphan *next;
-} orphan;
-
-static orphan *orphans;
-
-static void free_orphan(void *arg) { free(arg); }
-
-static void forget_orphan(orphan *o)
-{
-    for (orphan **at = &orphans; *at; at = &(*at)->next) {
-        if (*at == o) {
-            *at = o->next;
-            break;
-        }
-    }
-    loop_watch_remove(&o->watch);
-    close(o->pidfd);
-}
-
-static void on_orphan_exit(void *owner, uint32_t events)
-{
-    orphan *o = owner;
-    siginfo_t info = {0};
-    if (waitid(P_PIDFD, (id_t)o->pidfd, &info, WEXITED | WNOHANG) < 0 || info.si_pid != 0) {
-        forget_orphan(o);
-        loop_defer(free_orphan, o);
-    }
-}
-
-void kernel_reap_in_background(int pidfd)
-{
-    orphan *o = calloc(1, sizeof *o);
-    if (!o)
-        die("out of memory");
-    o->pidfd = pidfd;
-    o->next = orphans;
-    orphans = o;
-    loop_watch_add(&o->watch, pidfd, EPOLLIN, on_orphan_exit, o);
-}
-
-void kernel_reap_all(void)
-{
-    /* Not one blocking wait after another: a sandbox's pid 1 does not finish dying until every
-       process of its namespace is reaped, and processes that joined it later (commands, other
-       contexts) are our children too. So reap whatever has exited, in any order, until none is
-       left (or, for a process that will not die, a few seconds have passed). */
-    for (int rounds = 0; orphans && rounds < 500; rounds++) {
-        bool progress = false;
-        for (orphan *o = orphans, *next; o; o = next) {
-            next = o->next;
-            siginfo_t info = {0};
-            if (waitid(P_PIDFD, (id_t)o->pidfd, &info, WEXITED | WNOHANG) < 0 || info.si_pid != 0) {
-                forget_orphan(o);
-                free(o);
-                progress = true;
-            }
-        }
-        if (!progress)
-            usleep(10000);
-    }
 }
 
 /* ---- starting the process ---- */
@@ -1309,7 +1243,7 @@ static void stop_process(kernel *k)
     if (k->pid > 0) {
         kill_process_group(k, SIGKILL);
         loop_watch_remove(&k->pid_watch);
-        kernel_reap_in_background(k->pidfd);
+        reaper_take(k->pidfd);
         k->pidfd = -1;
     }
     release_process(k);

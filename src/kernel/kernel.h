@@ -86,9 +86,6 @@ void kernel_interrupt(kernel *k);
 void kernel_set_environment(kernel *k, json_t *env);
 int kernel_restart(kernel *k, char *why, size_t why_size);
 void kernel_destroy(kernel *k); /* kills the process; freed after the current loop batch */
-void kernel_reap_all(void);
-/* Takes a pidfd of a child that was killed and reaps it when it exits. */
-void kernel_reap_in_background(int pidfd);     /* at exit: waits for the processes of destroyed kernels */
 
 /* The environment every process of a kernel's sandbox starts with (nothing of the daemon's),
    plus `extra` (borrowed, may be NULL): a NULL-terminated array for execve, freed with

@@ -21,7 +21,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/loop.h"
-#include "kernel/kernel.h"
+#include "kernel/reaper.h"
 #include "kernel/kernelspec.h"
 #include "sandbox/cgroup.h"
 
@@ -253,7 +253,7 @@ zygote *zygote_start(const char *name, const char *preload, const char *cache_di
     return z;
 }
 
-static json_t *spawn_request_json(const sandbox_spec *spec, const char *kernel_id)
+static json_t *spawn_request_json(const sandbox_spec *spec, const char *for_kernel_id)
 {
     json_t *procs = json_array(), *env = json_array();
     for (int i = 0; i < SANDBOX_MAX_CGROUP_FILES && spec->cgroup_procs[i]; i++)
@@ -261,7 +261,7 @@ static json_t *spawn_request_json(const sandbox_spec *spec, const char *kernel_i
     for (char *const *entry = spec->envp; entry && *entry; entry++)
         json_array_append_new(env, json_string(*entry));
     return json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:b, s:i, s:I, s:o, s:s*, s:o}", "kernel_id",
-                     kernel_id, "root_mount_point", spec->root.mount_point, "workspace",
+                     for_kernel_id, "root_mount_point", spec->root.mount_point, "workspace",
                      spec->root.workspace, "runtime_dir", spec->root.runtime_dir, "uid",
                      (int)spec->root.uid, "tmp_bytes", (json_int_t)spec->root.tmp_bytes,
                      "network", spec->network, "open_files", spec->open_files, "file_size",
@@ -437,14 +437,14 @@ static void drop_queued(zygote_spawn *spawn)
     free_spawn(spawn);
 }
 
-zygote_spawn *zygote_spawn_start(zygote *z, const sandbox_spec *spec, const char *kernel_id,
+zygote_spawn *zygote_spawn_start(zygote *z, const sandbox_spec *spec, const char *for_kernel_id,
                                  zygote_spawned done, void *arg, char *why, size_t why_size)
 {
     if (!zygote_is_ready(z)) {
         snprintf(why, why_size, "the zygote is not ready");
         return NULL;
     }
-    json_t *request = spawn_request_json(spec, kernel_id);
+    json_t *request = spawn_request_json(spec, for_kernel_id);
     char *text = json_dumps(request, JSON_COMPACT);
     json_decref(request);
     zygote_spawn *spawn = calloc(1, sizeof *spawn);
@@ -516,7 +516,7 @@ void zygote_spawn_abandon(zygote_spawn *spawn)
     int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     kill(-pid, SIGKILL);
     if (pidfd >= 0)
-        kernel_reap_in_background(pidfd);
+        reaper_take(pidfd);
     else
         waitpid(pid, NULL, 0);
 }

@@ -26,7 +26,7 @@ typedef void (*zygote_spawned)(void *arg, pid_t pid, const char *why);
 /* Asks the zygote to clone a new sandbox running the kernel and returns at once: the loop goes
    on while the zygote sets the sandbox up, and `done` gets the answer. spec->fds are duplicated
    (the caller closes its own). NULL, with `why`, if the zygote is not ready. */
-zygote_spawn *zygote_spawn_start(zygote *z, const sandbox_spec *spec, const char *kernel_id,
+zygote_spawn *zygote_spawn_start(zygote *z, const sandbox_spec *spec, const char *for_kernel_id,
                                  zygote_spawned done, void *arg, char *why, size_t why_size);
 /* The requester is gone (its kernel deleted while the zygote clones it): a request still queued
    is dropped; one sent is waited for (the loop blocks, briefly) and its clone killed and reaped,

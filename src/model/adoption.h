@@ -10,7 +10,8 @@
 
 #include <stdbool.h>
 
-/* Called once by manager_init, after keeper_start and before reconcile_data_dir. */
+/* Called once at start by startup_run (startup.h), after keeper_start and before
+   reconcile_data_dir. */
 void adoption_adopt_all(void);
 /* Whether sandbox (or context, or command) `id` was adopted: reconcile_data_dir leaves it alone. */
 bool adoption_took(const char *id);

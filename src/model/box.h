@@ -4,7 +4,7 @@
  * default context; a box adds what /v1 knows: a template name, metadata, a TTL, pause/resume,
  * more contexts (kernels started inside the same namespaces), commands, and a log. Every kernel
  * made through /api/kernels has a box too (made on first use), so both APIs see one model.
- * Pause and resume are pause.h's, the TTL ttl.h's. */
+ * Pause and resume are pause.h's, the TTL ttl.h's, the log box_log.h's. */
 #ifndef CELLBOX_MODEL_BOX_H
 #define CELLBOX_MODEL_BOX_H
 
@@ -61,12 +61,6 @@ bool box_open_files(box *b, confined *c, char *why, size_t why_size);
 void box_close_files(confined *c);
 /* "sandbox ID is dead: <cause>", the sentence every API starts its refusal with. */
 void box_describe_death(const box *b, char *out, size_t size);
-
-/* The log: outputs and events, the last BOX_LOG_ENTRIES of them, BOX_LOG_BYTES of text at most. */
-#define BOX_LOG_ENTRIES 1000
-#define BOX_LOG_BYTES (256 * 1024)
-void box_log(box *b, const char *source, const char *stream, const char *text, size_t length);
-json_t *box_log_model(const box *b, size_t limit);
 
 /* Called when one of a box's kernels goes away (deleted, not merely dead), and when a box does,
    so that the modules holding on to them let go. */

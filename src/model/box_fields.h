@@ -1,6 +1,7 @@
-/* box_fields — what a box holds, and the verbs its three files share: box.c (the record,
- * contexts, log, files, the end), pause.c (the cgroup freezer) and ttl.c (the time to live).
- * Only those include it; everything else goes through box.h, pause.h and ttl.h. */
+/* box_fields — what a box holds, and the verbs its files share. They call each other one way:
+ * box.c (the record, contexts, files, the end) uses pause.c (the cgroup freezer) and ttl.c (the
+ * time to live), pause.c uses ttl.c, and each writes to box_log.c (the log); none calls back up.
+ * Only these four include it; everything else goes through box.h, pause.h, ttl.h and box_log.h. */
 #ifndef CELLBOX_MODEL_BOX_FIELDS_H
 #define CELLBOX_MODEL_BOX_FIELDS_H
 
@@ -9,6 +10,7 @@
 
 #include "common/loop.h"
 #include "model/box.h"
+#include "model/box_log.h"
 #include "sandbox/cgroup.h"
 
 typedef struct box_context {
@@ -42,9 +44,6 @@ struct box {
 
 /* The sandbox's cgroup: its counters (usage) and its freezer (pause). */
 static inline sandbox_cgroup *box_cgroup(const box *b) { return kernel_get_sandbox(b->primary)->cgroup; }
-
-/* box.c: an event in the box's log ("paused", "context X adopted"). */
-void box_log_event(box *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ttl.c: (re)starts the countdown from the box's timeout_s, or stops it while paused or without
    a timeout; puts back a deadline an earlier daemon recorded (wall-clock time); stops it for

@@ -21,6 +21,8 @@
 #include "common/text.h"
 #include "kernel/keeper.h"
 #include "kernel/kernel.h"
+#include "kernel/reaper.h"
+#include "model/box_log.h"
 #include "model/manager.h"
 #include "model/ttl.h"
 #include "sandbox/cgroup.h"
@@ -277,7 +279,7 @@ static void drop(command *c)
     c->timeout = 0;
     if (c->pidfd >= 0) { /* killed, not yet reaped */
         loop_watch_remove(&c->pid_watch);
-        kernel_reap_in_background(c->pidfd);
+        reaper_take(c->pidfd);
         c->pidfd = -1;
     }
     loop_defer(free_command, c);

@@ -13,13 +13,10 @@
 #include "common/text.h"
 #include "kernel/keeper.h"
 #include "kernel/kernelspec.h"
-#include "model/adoption.h"
 #include "model/pool.h"
 #include "model/prepared.h"
-#include "model/reconcile.h"
 #include "model/registry.h"
 #include "model/sandbox_pieces.h"
-#include "sandbox/volume_worker.h"
 
 static manager_options options;
 static kernel **kernels;
@@ -31,7 +28,7 @@ static void on_kernel_started(kernel *k);
 
 /* Sandboxes stop before the daemon's open files run out, so that client connections (kept
    their own share, see main.c) and the sandboxes already running keep working. */
-static bool room_for_another(size_t pooled)
+bool manager_has_room(size_t pooled)
 {
     char why[400];
     return (options.max_kernels <= 0 || kernel_count + pooled < (size_t)options.max_kernels) &&
@@ -52,20 +49,7 @@ void manager_init(const manager_options *opts)
     sandbox_pieces_init(options.data_dir, options.workspace_kind, options.first_uid);
     if (registry_init(options.data_dir) < 0)
         die("cannot create %s/sandboxes: %s", options.data_dir, strerror(errno));
-    /* Before the volume helper, the zygotes and the first request: the sandboxes a previous
-       daemon left are adopted, and what cannot be goes, so nothing of it competes with us. */
     kernel_set_started_hook(on_kernel_started);
-    if (keeper_start(options.data_dir) < 0)
-        log_warn("no keeper: sandboxes end with this daemon, whatever the way it stops");
-    adoption_adopt_all();
-    reconcile_data_dir(options.data_dir, options.keep_workspaces, adoption_took);
-    if (options.workspace_kind == VOLUME_EXT4 && volume_worker_start() < 0)
-        log_warn("cannot start the volume helper (%s): workspace volumes are made in the daemon",
-                 strerror(errno));
-    pool_init(&(pool_options){.default_limits = options.default_limits,
-                              .keep_workspaces = options.keep_workspaces,
-                              .room_for_another = room_for_another});
-    prepared_init(&options.default_limits, options.workspace_kind, options.keep_workspaces);
 }
 
 void manager_set_delete_hook(void (*hook)(kernel *k)) { delete_hook = hook; }
@@ -246,7 +230,7 @@ void manager_detach_all(void)
     keeper_detach();
 }
 
-/* ---- for adoption.c ---- */
+/* ---- for adoption.c, at start ---- */
 
 bool manager_uid_available(uid_t uid) { return sandbox_pieces_uid_available(uid); }
 void manager_sandbox_base(kernel_sandbox *base) { sandbox_pieces_base(base); }

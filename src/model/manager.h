@@ -26,9 +26,13 @@ typedef struct manager_options {
     uid_t first_uid;            /* of the daemon's block of UID_BLOCK_SIZE sandbox uids */
 } manager_options;
 
-/* Called once at start: adopts what a previous daemon left (adoption.h), then starts the warm
-   pools and the prepared sets. */
+/* Called once at start, first of startup_run's steps (startup.h): the data directory's folders,
+   the sandbox pieces (sandbox_pieces.h) and the registry of records (registry.h). */
 void manager_init(const manager_options *options);
+/* May one more sandbox start, with `pooled` kernels in the warm pools besides the handed-out
+   ones? Not at the kernel limit, nor near the daemon's open-file budget (descriptors.h). The
+   pools ask it (pool_options.room_for_another). */
+bool manager_has_room(size_t pooled);
 /* Creates a kernel in a new sandbox; on failure returns NULL with what went wrong (invalid
    limits; forbidden at the kernel limit or for network the daemon does not allow; not found for
    an unknown kernelspec; exhausted when the daemon's open files are near their budget

@@ -23,7 +23,7 @@ typedef struct pool_options {
     bool (*room_for_another)(size_t pooled);
 } pool_options;
 
-/* Called once at start, by manager_init: the pools start filling. */
+/* Called once at start, by startup_run (startup.h): the pools start filling. */
 void pool_init(const pool_options *options);
 /* During a create: a ready kernel of `spec` (live, oldest first) and its pieces, or NULL; dead
    ones met on the way are discarded. The refill waits until a burst of creates is over. */

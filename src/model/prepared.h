@@ -18,7 +18,8 @@
 #include "kernel/kernelspec.h"
 #include "model/sandbox_pieces.h"
 
-/* Called once at start, by manager_init (after sandbox_pieces_init); starts making sets. */
+/* Called once at start, by startup_run (startup.h), after manager_init (which makes the
+   sandbox pieces ready); starts making sets. */
 void prepared_init(const sandbox_limits *default_limits, volume_kind workspace_kind,
                    bool keep_workspaces);
 /* During a create or a pool refill: starts a kernel of `spec` in a new sandbox, on a prepared

@@ -8,8 +8,6 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "kernel/kernelspec.h"
-#include "model/box.h"
-#include "model/command.h"
 #include "model/registry.h"
 #include "sandbox/volume_worker.h"
 
@@ -18,6 +16,7 @@ static volume_kind workspace_kind;
 static uid_t first_uid;
 static unsigned char uid_in_use[SANDBOX_UID_SLOTS];
 static char *root_mount_point, *runtime_dir;
+static void (*add_record_extras)(kernel *k, json_t *record);
 
 void sandbox_pieces_init(const char *dir, volume_kind kind, uid_t first)
 {
@@ -67,6 +66,11 @@ static void add_cgroup_path(const char *path, void *arg) { json_array_append_new
    written before any piece exists, rewritten when a kernel is handed out (`k`: then its workspace
    is the user's, kept with --keep-workspaces) and whenever what survives a restart changes (its
    pid, its box), removed once every piece is released. */
+void sandbox_pieces_set_record_extras(void (*add_extras)(kernel *k, json_t *record))
+{
+    add_record_extras = add_extras;
+}
+
 void sandbox_pieces_record(const sandbox_pieces *pieces, kernel *k)
 {
     char name[64];
@@ -85,10 +89,8 @@ void sandbox_pieces_record(const sandbox_pieces *pieces, kernel *k)
             json_object_set_new(record, "pid", json_integer(pid));
             json_object_set_new(record, "pid_start", json_integer(kernel_process_start_time(pid)));
         }
-        if (kernel_box(k)) {
-            json_object_set_new(record, "box", box_persisted(kernel_box(k)));
-            json_object_set_new(record, "commands", command_persisted(kernel_box(k)));
-        }
+        if (add_record_extras)
+            add_record_extras(k, record);
     }
     registry_write(pieces->id, record);
     json_decref(record);

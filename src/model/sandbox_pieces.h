@@ -3,10 +3,12 @@
  * cgroup, and the record that lets the next daemon clean them up or adopt the sandbox.
  *
  * Shared inside model/ only: manager.c (the kernels handed out), prepared.c (pieces made ahead),
- * pool.c (warm-pool kernels). Nothing outside model/ includes it. */
+ * pool.c (warm-pool kernels), startup.c (the record's extras). Nothing outside model/ includes
+ * it. */
 #ifndef CELLBOX_MODEL_SANDBOX_PIECES_H
 #define CELLBOX_MODEL_SANDBOX_PIECES_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -54,9 +56,14 @@ int sandbox_pieces_create_cgroup(const char *id, const sandbox_limits *limits,
                                  sandbox_pieces *pieces, char *why, size_t why_size);
 uid_t sandbox_pieces_uid(const sandbox_pieces *pieces);
 
+/* Called once at start, by startup_run, before any record is written: what a handed-out
+   kernel's record keeps beyond its pieces and its process (its box, its commands) is added by
+   `add_extras`, which the modules above know how to write; the pieces know nothing of them. */
+void sandbox_pieces_set_record_extras(void (*add_extras)(kernel *k, json_t *record));
+
 /* ---- while the sandbox lives ---- */
 /* (Re)writes the record: `k` once a kernel is handed out (then its workspace is the user's, kept
-   with --keep-workspaces), with what survives a restart (its pid, its box, its commands). */
+   with --keep-workspaces), with what survives a restart (its pid, and the extras above). */
 void sandbox_pieces_record(const sandbox_pieces *pieces, kernel *k);
 
 /* ---- at the end ---- */

@@ -17,7 +17,7 @@ bool box_describe_end(const box *b, const char *what, char *out, size_t size)
              "sandbox expired: its timeout of %d s ended while this %s ran; extend it with POST "
              "/v1/sandboxes/%s/timeout (cellbox timeout %s SECONDS) before it ends, or set a "
              "longer timeout when you create the sandbox",
-             b->timeout_s, what, box_id(b), box_id(b));
+             b->timeout_s, what, kernel_id(b->primary), kernel_id(b->primary));
     return true;
 }
 
@@ -40,14 +40,14 @@ static void on_ttl_expired(void *arg)
     box *b = arg;
     b->ttl = 0;
     b->expired = true;
-    log_info("sandbox %s: expired after %d s", box_id(b), b->timeout_s);
+    log_info("sandbox %s: expired after %d s", kernel_id(b->primary), b->timeout_s);
     char why[512];
     box_describe_end(b, "cell", why, sizeof why);
     kernel_fail_running_cell(b->primary, "SandboxExpired", why);
     for (box_context *c = b->contexts; c; c = c->next)
         kernel_fail_running_cell(c->k, "SandboxExpired", why);
     box_log(b, "sandbox", "event", why, strlen(why));
-    char *id = strdup(box_id(b));
+    char *id = strdup(kernel_id(b->primary));
     if (!id)
         die("out of memory");
     loop_defer(delete_expired, id);

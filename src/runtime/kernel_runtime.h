@@ -1,15 +1,21 @@
 /* kernel_runtime — the cellbox-kernel program: a kernel started by exec (kernel_main.c) or
- * forked from a zygote (zygote.c) that imported its template's preload list once. */
+ * forked from a zygote (zygote.c) that imported its template's preload list once. The arrows run
+ * one way: kernel_main.c -> zygote.c -> kernel_python.c -> kernel_native.c; kernel_main.c also
+ * uses kernel_python.c directly. */
 #ifndef CELLBOX_RUNTIME_KERNEL_RUNTIME_H
 #define CELLBOX_RUNTIME_KERNEL_RUNTIME_H
 
-/* Makes the built-in module _cellbox_native (kernel_native.c) importable; before Python starts. */
-int kernel_native_register(void);
-/* Starts the interpreter as /usr/bin/python3 would, with `python_dir` first on sys.path. */
-int kernel_python_start(const char *python_dir);
-/* Runs cellbox_kernel.main.run(channel_fd); returns the process exit status. */
-int kernel_python_serve(int channel_fd);
-/* `cellbox-kernel --zygote ...` (argv[0] is "--zygote"). */
+/* zygote.c: `cellbox-kernel --zygote ...` (argv[0] is "--zygote"), chosen by main() first. */
 int zygote_main(int argc, char **argv);
+
+/* kernel_python.c, in this order in every kernel: starts the interpreter as /usr/bin/python3
+   would, with `python_dir` first on sys.path (once per zygote, or once per exec'd kernel); then
+   runs cellbox_kernel.main.run(channel_fd) and returns the process exit status. */
+int kernel_python_start(const char *python_dir);
+int kernel_python_serve(int channel_fd);
+
+/* kernel_native.c: makes the built-in module _cellbox_native importable; before Python starts
+   (kernel_python_start calls it). */
+int kernel_native_register(void);
 
 #endif

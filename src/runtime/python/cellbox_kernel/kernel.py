@@ -13,7 +13,7 @@ from . import stdio
 from .channel import MAX_FRAME, ChannelClosed
 from .requests import Requests
 from .session import MalformedMessage, Session, decode, encode, timestamp
-from .shell import add_working_directory_to_path, create_shell
+from .shell import add_working_directory_to_path, create_shell, enable_inline_figures
 
 _CURRENT_REQUEST = object()  # send()'s default parent: the request being handled
 
@@ -39,7 +39,6 @@ class Kernel:
         self.shell = create_shell(self)
         add_working_directory_to_path()
         self.requests = Requests(self)
-        from .zygote import enable_inline_figures
         enable_inline_figures(self.shell)
         self._warm_up()
         self.send("iopub", "status", {"execution_state": "starting"}, parent=None)

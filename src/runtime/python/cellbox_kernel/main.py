@@ -9,6 +9,7 @@ from . import stdio
 from .channel import Channel, ChannelClosed
 from .interrupts import InterruptGate
 from .kernel import Kernel
+from .shell import use_interruptible_pdb
 
 
 def run(channel_fd):
@@ -18,7 +19,7 @@ def run(channel_fd):
     if not os.environ.get("MPLBACKEND"):
         os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
     stdio.install()
-    _use_interruptible_pdb()
+    use_interruptible_pdb()
     gate = InterruptGate()
     gate.install()
     kernel = Kernel(Channel(channel_fd, gate), gate)
@@ -27,13 +28,3 @@ def run(channel_fd):
         return kernel.serve()
     except ChannelClosed:
         return 0  # the daemon hung up: nobody is left to talk to
-
-
-def _use_interruptible_pdb():
-    """As ipykernel's init_pdb: a debugger that SIGINT can leave without wedging the kernel."""
-    import pdb
-
-    from IPython.core import debugger
-    debugger.Pdb = debugger.InterruptiblePdb
-    pdb.Pdb = debugger.Pdb
-    pdb.set_trace = debugger.set_trace

@@ -294,3 +294,24 @@ def add_working_directory_to_path():
             index = i
             break
     sys.path.insert(index, "")
+
+
+def use_interruptible_pdb():
+    """As ipykernel's init_pdb: a debugger that SIGINT can leave without wedging the kernel."""
+    import pdb
+
+    from IPython.core import debugger
+    debugger.Pdb = debugger.InterruptiblePdb
+    pdb.Pdb = debugger.Pdb
+    pdb.set_trace = debugger.set_trace
+
+
+def enable_inline_figures(shell):
+    """pyplot was imported in the zygote, before any shell existed, so matplotlib_inline could
+    not hook figures into the shell then (ipykernel's order is the other way round): hook them
+    now, as its import would have."""
+    backend_inline = sys.modules.get("matplotlib_inline.backend_inline")
+    if backend_inline is None or shell is None or getattr(shell, "_cellbox_inline_figures", False):
+        return  # done already: in the zygote, on the shell this kernel adopted
+    backend_inline._enable_matplotlib_integration()  # noqa: SLF001
+    shell._cellbox_inline_figures = True  # noqa: SLF001

@@ -79,9 +79,8 @@ def remove_scratch(path):
 
 
 def _prebuild_shell():
-    from .main import _use_interruptible_pdb
-    from .shell import prebuild_shell
-    _use_interruptible_pdb()  # before the shell exists: its traceback handlers take the class
+    from .shell import enable_inline_figures, prebuild_shell, use_interruptible_pdb
+    use_interruptible_pdb()  # before the shell exists: its traceback handlers take the class
     _remove_stale_scratch()
     scratch = make_scratch("shell")
     try:
@@ -153,14 +152,3 @@ def _clear_inherited_caches():
             return directory
 
         matplotlib.get_configdir = matplotlib.get_cachedir = made_on_first_use
-
-
-def enable_inline_figures(shell):
-    """pyplot was imported in the zygote, before any shell existed, so matplotlib_inline could
-    not hook figures into the shell then (ipykernel's order is the other way round): hook them
-    now, as its import would have."""
-    backend_inline = sys.modules.get("matplotlib_inline.backend_inline")
-    if backend_inline is None or shell is None or getattr(shell, "_cellbox_inline_figures", False):
-        return  # done already: in the zygote, on the shell this kernel adopted
-    backend_inline._enable_matplotlib_integration()  # noqa: SLF001
-    shell._cellbox_inline_figures = True  # noqa: SLF001
