@@ -374,30 +374,32 @@ static void forget_old_commands(box *b)
 
 /* ---- start ---- */
 
-command *command_start(box *b, const command_request *request, const command_sink *sink,
-                       void *arg, failure_kind *failure, char *why, size_t why_size)
+/* A command runs only in a running sandbox, and its pipes and pidfd come out of the sandboxes'
+   share of the daemon's descriptors. */
+static bool can_start_command(box *b, kernel *k, failure_kind *failure, char *why, size_t why_size)
 {
-    kernel *k = box_default_kernel(b);
-    int pidfd_host = kernel_pidfd(k);
-    if (pidfd_host < 0) {
+    if (kernel_pidfd(k) < 0) {
         *failure = FAILURE_CONFLICT;
         snprintf(why, why_size, kernel_get_state(k) == KERNEL_STARTING
                                     ? "sandbox %s is still starting; try again in a moment"
                                     : "sandbox %s is not running",
                  box_id(b));
-        return NULL;
+        return false;
     }
-    /* its pipes and pidfd come out of the sandboxes' share of the daemon's descriptors */
     if (!descriptors_available(COMMAND_DESCRIPTORS, why, why_size)) {
         *failure = FAILURE_EXHAUSTED;
-        return NULL;
+        return false;
     }
-    int in[2], out[2], err[2];
-    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
-        *failure = FAILURE_INTERNAL;
-        snprintf(why, why_size, "cannot create pipes: %s", strerror(errno));
-        return NULL;
-    }
+    return true;
+}
+
+/* Starts the command's process inside the sandbox's namespaces, with in[0], out[1] and err[1]
+   as its stdin, stdout and stderr; the daemon's ends stay open. Returns its pid, or -1 with
+   `why`. */
+static pid_t start_in_sandbox(box *b, kernel *k, const command_request *request, bool background,
+                              const int in[2], const int out[2], const int err[2], int *pidfd,
+                              char *why, size_t why_size)
+{
     /* bash, as E2B's commands use: agents write bash (`source`, `[[ ]]`, arrays), and a bash -c
        does not catch SIGINT the way dash -c does (dash, interrupted before it has forked the
        command, lets the command run to its end and only then dies). */
@@ -418,20 +420,17 @@ command *command_start(box *b, const command_request *request, const command_sin
         .cwd = request->cwd,
         /* A background command outlives a daemon that dies, for the next one to adopt; a
            foreground one's client goes with the daemon, and so does it. */
-        .outlives_daemon = sink == NULL && keeper_running(),
+        .outlives_daemon = background && keeper_running(),
     };
     cgroup_procs_files(ks->cgroup, spec.cgroup_procs, SANDBOX_MAX_CGROUP_FILES);
-    int pidfd = -1;
-    pid_t pid = sandbox_join(pidfd_host, &spec, &pidfd, why, why_size);
+    pid_t pid = sandbox_join(kernel_pidfd(k), &spec, pidfd, why, why_size);
     kernel_environment_free(envp);
-    close(in[0]);
-    close(out[1]);
-    close(err[1]);
-    if (pid < 0) {
-        close(in[1]), close(out[0]), close(err[0]);
-        *failure = FAILURE_INTERNAL;
-        return NULL;
-    }
+    return pid;
+}
+
+static command *new_command(box *b, const command_request *request, pid_t pid, int pidfd,
+                            const command_sink *sink, void *arg)
+{
     command *c = calloc(1, sizeof *c);
     if (!c || !(c->cmd = strdup(request->cmd)) ||
         !(c->cwd = strdup(request->cwd ? request->cwd : "/workspace")))
@@ -445,11 +444,18 @@ command *command_start(box *b, const command_request *request, const command_sin
     c->arg = arg;
     c->started_us = clock_wall_us();
     c->started_ms = clock_monotonic_ms();
-    c->stdin_fd = in[1];
+    return c;
+}
+
+/* The loop hears what the command prints, when its stdin can take more, when it exits and when
+   its time is up. */
+static void watch_command(command *c, int stdin_fd, int stdout_fd, int stderr_fd, int timeout_s)
+{
+    c->stdin_fd = stdin_fd;
     fcntl(c->stdin_fd, F_SETFL, O_NONBLOCK);
     loop_watch_add(&c->stdin_watch, c->stdin_fd, 0, on_stdin_ready, c);
     output *outputs[2] = {&c->out, &c->err};
-    int fds[2] = {out[0], err[0]};
+    int fds[2] = {stdout_fd, stderr_fd};
     const char *names[2] = {"stdout", "stderr"};
     for (int i = 0; i < 2; i++) {
         outputs[i]->fd = fds[i];
@@ -458,9 +464,35 @@ command *command_start(box *b, const command_request *request, const command_sin
         fcntl(fds[i], F_SETFL, O_NONBLOCK);
         loop_watch_add(&outputs[i]->watch, fds[i], EPOLLIN, on_output_ready, outputs[i]);
     }
-    loop_watch_add(&c->pid_watch, pidfd, EPOLLIN, on_process_exit, c);
-    if (request->timeout_s > 0)
-        c->timeout = loop_timer_add((int64_t)request->timeout_s * 1000, on_timeout, c);
+    loop_watch_add(&c->pid_watch, c->pidfd, EPOLLIN, on_process_exit, c);
+    if (timeout_s > 0)
+        c->timeout = loop_timer_add((int64_t)timeout_s * 1000, on_timeout, c);
+}
+
+command *command_start(box *b, const command_request *request, const command_sink *sink, void *arg,
+                       failure_kind *failure, char *why, size_t why_size)
+{
+    kernel *k = box_default_kernel(b);
+    if (!can_start_command(b, k, failure, why, why_size))
+        return NULL;
+    int in[2], out[2], err[2];
+    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+        *failure = FAILURE_INTERNAL;
+        snprintf(why, why_size, "cannot create pipes: %s", strerror(errno));
+        return NULL;
+    }
+    int pidfd = -1;
+    pid_t pid = start_in_sandbox(b, k, request, sink == NULL, in, out, err, &pidfd, why, why_size);
+    close(in[0]);
+    close(out[1]);
+    close(err[1]);
+    if (pid < 0) {
+        close(in[1]), close(out[0]), close(err[0]);
+        *failure = FAILURE_INTERNAL;
+        return NULL;
+    }
+    command *c = new_command(b, request, pid, pidfd, sink, arg);
+    watch_command(c, in[1], out[0], err[0], request->timeout_s);
     c->next = *list_of(b);
     *list_of(b) = c;
     forget_old_commands(b);
