@@ -335,29 +335,30 @@ static void set_setup_window(kernel *k, bool open)
         cgroup_setup_window(k->sandbox.cgroup, open);
 }
 
-/* Starts the kernel's process: cloned by the zygote when `allow_zygote` and it is ready (the pid
-   comes later, on_zygote_answer), else by exec, or joined into its host's sandbox for another
-   context. */
-static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t why_size)
+/* The kernel's stdin (/dev/null), stdout, stderr and message channel: its sandbox gets one end
+   of each as fds 0-3, the daemon keeps the others. */
+typedef struct kernel_descriptors {
+    int devnull;
+    int channel[2], out[2], err[2]; /* [1]: the sandbox's end */
+} kernel_descriptors;
+
+static int open_kernel_descriptors(kernel_descriptors *d, char *why, size_t why_size)
 {
-    int channel[2], out[2], err[2];
-    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (devnull < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, channel) < 0 ||
-        pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+    d->devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (d->devnull < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, d->channel) < 0 ||
+        pipe2(d->out, O_CLOEXEC) < 0 || pipe2(d->err, O_CLOEXEC) < 0) {
         snprintf(why, why_size, "cannot create the kernel's channels: %s", strerror(errno));
         return -1; /* fds leak only on EMFILE-class failures, where we are in trouble anyway */
     }
-    char *argv[] = {"/opt/cellbox/bin/cellbox-kernel", "--channel-fd=3",
-                    "--python-dir=/opt/cellbox/share/cellbox/python", NULL};
-    /* A request's variables never pass through the zygote, whose memory every later kernel
-       inherits: a zygote kernel gets them over its own channel once it runs. Another context
-       of a running sandbox starts by exec inside its namespaces. */
-    const kernel *host = k->sandbox.host;
-    bool via_zygote = allow_zygote && !host && zygote_is_ready(k->spec->zygote);
-    environment env = {0};
-    build_environment(&env, k, !via_zygote);
+    return 0;
+}
+
+/* What the kernel's sandbox is: its root, limits, program, environment and descriptors. */
+static void describe_kernel_sandbox(const kernel *k, char *const *argv, char *const *envp,
+                                    const kernel_descriptors *d, sandbox_spec *spec)
+{
     const sandbox_limits *limits = &k->sandbox.limits;
-    sandbox_spec spec = {
+    *spec = (sandbox_spec){
         .root = {.mount_point = k->sandbox.root_mount_point,
                  .workspace = k->workspace,
                  .runtime_dir = k->sandbox.runtime_dir,
@@ -369,62 +370,63 @@ static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t wh
         .open_files = limits->open_files,
         .file_size = limits->disk_bytes,
         .argv = argv,
-        .envp = env.entries,
-        .fds = {devnull, out[1], err[1], channel[1]},
+        .envp = envp,
+        .fds = {d->devnull, d->out[1], d->err[1], d->channel[1]},
         .cwd = k->sandbox.cwd,
         .outlives_daemon = keeper_running(), /* another context: adopted as the sandbox is */
     };
-    cgroup_procs_files(k->sandbox.cgroup, spec.cgroup_procs, SANDBOX_MAX_CGROUP_FILES);
-    spec.memory_cgroup_procs = cgroup_memory_procs_file(k->sandbox.cgroup);
-    k->oom_kills_at_start = current_oom_kills(k);
-    k->spawned_at_ms = clock_monotonic_ms();
-    int pidfd = -1;
-    pid_t pid = -1;
-    if (via_zygote) {
-        /* The fast path: a clone of the preloaded interpreter. The zygote answers with the pid
-           in a few milliseconds (on_zygote_answer); the loop does not wait for it. Until then
-           its pid 1 is setting up with the zygote waiting on it: see cgroup_setup_window. */
-        set_setup_window(k, true);
-        k->spawn =
-            zygote_spawn_start(k->spec->zygote, &spec, k->id, on_zygote_answer, k, why, why_size);
-        if (k->spawn) {
-            pid = 0;
-        } else {
-            set_setup_window(k, false);
-            log_warn("kernel %s: %s; starting it by exec", k->id, why);
-            environment_free(&env);
-            env = (environment){0};
-            build_environment(&env, k, true);
-            spec.envp = env.entries;
-            via_zygote = false;
-        }
-    }
-    if (host) {
-        if (host->pidfd < 0)
-            snprintf(why, why_size, "the sandbox is not running (its default context is %s)",
-                     kernel_state_name(host->state));
-        else
-            pid = sandbox_join(host->pidfd, &spec, &pidfd, why, why_size);
-    } else if (pid < 0) { /* 0: the zygote is cloning it */
-        pid = sandbox_start(&spec, &pidfd, why, why_size);
-    }
-    environment_free(&env);
-    close(devnull);
-    close(out[1]);
-    close(err[1]);
-    close(channel[1]);
-    if (pid < 0) {
-        close(out[0]), close(err[0]), close(channel[0]);
+    cgroup_procs_files(k->sandbox.cgroup, spec->cgroup_procs, SANDBOX_MAX_CGROUP_FILES);
+    spec->memory_cgroup_procs = cgroup_memory_procs_file(k->sandbox.cgroup);
+}
+
+/* The fast path: a clone of the preloaded interpreter. The zygote answers with the pid in a few
+   milliseconds (on_zygote_answer); the loop does not wait for it. Until then its pid 1 is
+   setting up with the zygote waiting on it: see cgroup_setup_window. Returns false when the
+   zygote cannot take it: the kernel starts by exec then, with the request's variables in the
+   environment it is given. */
+static bool start_by_zygote(kernel *k, sandbox_spec *spec, environment *env, char *why,
+                            size_t why_size)
+{
+    set_setup_window(k, true);
+    k->spawn = zygote_spawn_start(k->spec->zygote, spec, k->id, on_zygote_answer, k, why, why_size);
+    if (k->spawn)
+        return true;
+    set_setup_window(k, false);
+    log_warn("kernel %s: %s; starting it by exec", k->id, why);
+    environment_free(env);
+    *env = (environment){0};
+    build_environment(env, k, true);
+    spec->envp = env->entries;
+    return false;
+}
+
+/* Another context joins its host's running sandbox; a kernel of its own starts a new one. */
+static pid_t start_by_exec(const kernel *k, const sandbox_spec *spec, int *pidfd, char *why,
+                           size_t why_size)
+{
+    const kernel *host = k->sandbox.host;
+    if (!host)
+        return sandbox_start(spec, pidfd, why, why_size);
+    if (host->pidfd < 0) {
+        snprintf(why, why_size, "the sandbox is not running (its default context is %s)",
+                 kernel_state_name(host->state));
         return -1;
     }
+    return sandbox_join(host->pidfd, spec, pidfd, why, why_size);
+}
+
+/* The process runs (pid 0: the zygote is cloning it, its pidfd comes with the answer): the loop
+   hears its channel, its output and its exit, and the kernel starts afresh. */
+static void watch_started_kernel(kernel *k, pid_t pid, int pidfd, const kernel_descriptors *d)
+{
     k->pid = pid;
     k->pidfd = pidfd;
     k->signal_on_spawn = 0;
-    k->channel_fd = channel[0];
+    k->channel_fd = d->channel[0];
     fcntl(k->channel_fd, F_SETFL, O_NONBLOCK);
     loop_watch_add(&k->channel_watch, k->channel_fd, EPOLLIN, on_channel_ready, k);
-    watch_output(k, &k->out, out[0], "stdout");
-    watch_output(k, &k->err, err[0], "stderr");
+    watch_output(k, &k->out, d->out[0], "stdout");
+    watch_output(k, &k->err, d->err[0], "stderr");
     if (pid > 0)
         loop_watch_add(&k->pid_watch, k->pidfd, EPOLLIN, on_process_exit, k);
     k->state = KERNEL_STARTING;
@@ -433,6 +435,42 @@ static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t wh
     k->shutdown_requested = k->restart_requested = k->shutdown_replied = false;
     k->adopted = false;
     k->lost_since_us = 0;
+}
+
+/* Starts the kernel's process: cloned by the zygote when `allow_zygote` and it is ready (the pid
+   comes later, on_zygote_answer), else by exec, or joined into its host's sandbox for another
+   context. */
+static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t why_size)
+{
+    kernel_descriptors d;
+    if (open_kernel_descriptors(&d, why, why_size) < 0)
+        return -1;
+    char *argv[] = {"/opt/cellbox/bin/cellbox-kernel", "--channel-fd=3",
+                    "--python-dir=/opt/cellbox/share/cellbox/python", NULL};
+    /* A request's variables never pass through the zygote, whose memory every later kernel
+       inherits: a zygote kernel gets them over its own channel once it runs. Another context
+       of a running sandbox starts by exec inside its namespaces. */
+    bool via_zygote = allow_zygote && !k->sandbox.host && zygote_is_ready(k->spec->zygote);
+    environment env = {0};
+    build_environment(&env, k, !via_zygote);
+    sandbox_spec spec;
+    describe_kernel_sandbox(k, argv, env.entries, &d, &spec);
+    k->oom_kills_at_start = current_oom_kills(k);
+    k->spawned_at_ms = clock_monotonic_ms();
+    int pidfd = -1;
+    if (via_zygote)
+        via_zygote = start_by_zygote(k, &spec, &env, why, why_size);
+    pid_t pid = via_zygote ? 0 : start_by_exec(k, &spec, &pidfd, why, why_size);
+    environment_free(&env);
+    close(d.devnull);
+    close(d.out[1]);
+    close(d.err[1]);
+    close(d.channel[1]);
+    if (pid < 0) {
+        close(d.out[0]), close(d.err[0]), close(d.channel[0]);
+        return -1;
+    }
+    watch_started_kernel(k, pid, pidfd, &d);
     if (via_zygote)
         send_environment(k, k->env);
     if (pid > 0)
