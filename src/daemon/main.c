@@ -1,4 +1,5 @@
-/* cellboxd — the flow: options, token, event loop, kernels, HTTP API, run until a signal. */
+/* cellboxd — the flow: options, token, descriptors, data directory, event loop, kernels, HTTP API,
+   run until a signal; main() calls the steps in the order they run. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <signal.h>
@@ -159,39 +160,54 @@ static void print_banner(const config *cfg, int port, bool generated_token)
     fflush(stderr);
 }
 
-int main(int argc, char **argv)
+/* ---- the steps of main(), in the order they run ---- */
+
+static void set_log_level(const config *cfg)
 {
-    heap_init();
-    config cfg;
-    config_load(&cfg, argc, argv);
     enum log_level level;
-    if (log_parse_level(cfg.log_level, &level) < 0)
-        die("--log-level takes debug, info, warn or error, not '%s'", cfg.log_level);
+    if (log_parse_level(cfg->log_level, &level) < 0)
+        die("--log-level takes debug, info, warn or error, not '%s'", cfg->log_level);
     log_set_level(level);
-    if (cfg.memory_limit < LIMITS_MIN_MEMORY_BYTES || cfg.max_memory_limit < LIMITS_MIN_MEMORY_BYTES)
+}
+
+static void check_memory_floor(const config *cfg)
+{
+    if (cfg->memory_limit < LIMITS_MIN_MEMORY_BYTES ||
+        cfg->max_memory_limit < LIMITS_MIN_MEMORY_BYTES)
         die("--memory-limit and --max-memory-limit must be at least %lld MiB (what a kernel needs "
             "to start)", LIMITS_MIN_MEMORY_BYTES >> 20);
-    bool generated_token;
-    settle_token(&cfg, &generated_token);
+}
+
+static void set_descriptor_limits(config *cfg)
+{
     long fd_limit = raise_fd_limit();
     int sandbox_descriptor_budget;
-    share_descriptors(&cfg, fd_limit, &sandbox_descriptor_budget);
+    share_descriptors(cfg, fd_limit, &sandbox_descriptor_budget);
     descriptors_set_budget(sandbox_descriptor_budget);
-    outbound_set_ceiling((size_t)cfg.max_queued_bytes);
+    outbound_set_ceiling((size_t)cfg->max_queued_bytes);
+}
 
+/* Before anything is made in the data directory or handed out: one daemon per data directory,
+   and sandbox uids no other daemon on the host uses. */
+static uid_block claim_data_dir(const config *cfg)
+{
     char why[512];
     if (sandbox_check_privileges(why, sizeof why) < 0)
         die("%s", why);
-    /* Before anything is made in the data directory or handed out: one daemon per data
-       directory, and sandbox uids no other daemon on the host uses. */
-    if (data_dir_lock(cfg.data_dir, why, sizeof why) < 0)
+    if (data_dir_lock(cfg->data_dir, why, sizeof why) < 0)
         die("%s", why);
     uid_block uids;
-    if (uid_block_claim(cfg.data_dir, &uids, why, sizeof why) < 0)
+    if (uid_block_claim(cfg->data_dir, &uids, why, sizeof why) < 0)
         die("%s", why);
     if (uids.previous >= 0 && !uids.same_as_before)
         log_warn("uid block %d (this data directory's last) is taken by another daemon or used by "
                  "running processes: sandboxes get block %d now", uids.previous, uids.number);
+    return uids;
+}
+
+static volume_kind prepare_sandboxing(const config *cfg)
+{
+    char why[512];
     if (cgroup_init(why, sizeof why) < 0)
         die("%s", why);
     /* Once here, not in each helper forked to join a sandbox. */
@@ -199,85 +215,116 @@ int main(int argc, char **argv)
     if (seccomp_rc < 0)
         die("cannot compile the sandbox's seccomp filter: %s", strerror(-seccomp_rc));
     volume_kind workspace_kind;
-    if (volume_parse_kind(cfg.workspace_fs, &workspace_kind) < 0)
-        die("--workspace-fs takes ext4 or tmpfs, not '%s'", cfg.workspace_fs);
-    loop_init();
-    watch_signals();
-    leave_sandboxes = cfg.keep_sandboxes;
-    kernelspec_init(cfg.preload, cfg.pool_size);
-    if (kernelspec_add_templates(cfg.templates, why, sizeof why) < 0)
+    if (volume_parse_kind(cfg->workspace_fs, &workspace_kind) < 0)
+        die("--workspace-fs takes ext4 or tmpfs, not '%s'", cfg->workspace_fs);
+    return workspace_kind;
+}
+
+static void load_kernelspecs(const config *cfg)
+{
+    char why[512];
+    kernelspec_init(cfg->preload, cfg->pool_size);
+    if (kernelspec_add_templates(cfg->templates, why, sizeof why) < 0)
         die("--templates: %s", why);
+}
+
+/* The model (startup_run: the records, the keeper, what a previous daemon left, the warm pools),
+   then the culling of idle sandboxes. */
+static void start_sandboxes(const config *cfg, volume_kind workspace_kind, const uid_block *uids)
+{
     startup_run(&(manager_options){
-        .data_dir = cfg.data_dir,
-        .default_kernel = cfg.default_kernel,
-        .max_kernels = cfg.max_kernels,
-        .keep_workspaces = cfg.keep_workspaces,
-        .default_limits = {.memory_bytes = cfg.memory_limit,
-                           .pids = cfg.pids_limit,
-                           .cpus = cfg.cpu_limit,
-                           .disk_bytes = cfg.disk_limit,
-                           .open_files = cfg.open_files_limit,
-                           .timeout_seconds = cfg.execution_timeout,
-                           .output_bytes = cfg.output_limit},
-        .max_limits = {.memory_bytes = cfg.max_memory_limit,
-                       .pids = cfg.max_pids_limit,
-                       .cpus = cfg.max_cpu_limit,
-                       .disk_bytes = cfg.max_disk_limit,
-                       .open_files = cfg.max_open_files_limit,
-                       .timeout_seconds = cfg.max_execution_timeout,
-                       .output_bytes = cfg.max_output_limit},
-        .allow_network = cfg.allow_network,
+        .data_dir = cfg->data_dir,
+        .default_kernel = cfg->default_kernel,
+        .max_kernels = cfg->max_kernels,
+        .keep_workspaces = cfg->keep_workspaces,
+        .default_limits = {.memory_bytes = cfg->memory_limit,
+                           .pids = cfg->pids_limit,
+                           .cpus = cfg->cpu_limit,
+                           .disk_bytes = cfg->disk_limit,
+                           .open_files = cfg->open_files_limit,
+                           .timeout_seconds = cfg->execution_timeout,
+                           .output_bytes = cfg->output_limit},
+        .max_limits = {.memory_bytes = cfg->max_memory_limit,
+                       .pids = cfg->max_pids_limit,
+                       .cpus = cfg->max_cpu_limit,
+                       .disk_bytes = cfg->max_disk_limit,
+                       .open_files = cfg->max_open_files_limit,
+                       .timeout_seconds = cfg->max_execution_timeout,
+                       .output_bytes = cfg->max_output_limit},
+        .allow_network = cfg->allow_network,
         .workspace_kind = workspace_kind,
-        .first_uid = uids.first,
+        .first_uid = uids->first,
     });
-    culling_start(&(culling_options){.idle_timeout = cfg.cull_idle_timeout,
-                                     .interval = cfg.cull_interval,
-                                     .cull_connected = cfg.cull_connected,
-                                     .cull_busy = cfg.cull_busy});
-    if (!kernelspec_find(cfg.default_kernel))
+    culling_start(&(culling_options){.idle_timeout = cfg->cull_idle_timeout,
+                                     .interval = cfg->cull_interval,
+                                     .cull_connected = cfg->cull_connected,
+                                     .cull_busy = cfg->cull_busy});
+}
+
+static void check_default_kernel(const config *cfg)
+{
+    if (!kernelspec_find(cfg->default_kernel))
         die("--default-kernel %s is not a known kernelspec (python3 is, and the names of "
             "--templates)",
-            cfg.default_kernel);
-    for (size_t i = 0; cfg.zygote && i < kernelspec_count(); i++) {
+            cfg->default_kernel);
+}
+
+/* One zygote per kernelspec, each with its own cache of preloaded pages in the data directory. */
+static void start_zygotes(const config *cfg)
+{
+    for (size_t i = 0; cfg->zygote && i < kernelspec_count(); i++) {
         kernelspec *spec = kernelspec_at(i);
         char cache[4200];
         if (strcmp(spec->name, KERNELSPEC_BUILT_IN) == 0)
-            snprintf(cache, sizeof cache, "%.4000s/zygote", cfg.data_dir);
+            snprintf(cache, sizeof cache, "%.4000s/zygote", cfg->data_dir);
         else
-            snprintf(cache, sizeof cache, "%.4000s/zygote-%s", cfg.data_dir, spec->name);
-        spec->zygote = zygote_start(spec->name, spec->preload, cache, cfg.huge_code_pages);
+            snprintf(cache, sizeof cache, "%.4000s/zygote-%s", cfg->data_dir, spec->name);
+        spec->zygote = zygote_start(spec->name, spec->preload, cache, cfg->huge_code_pages);
     }
-    channels_init((size_t)cfg.max_message_size);
-    jupyter_init(&(jupyter_options){.list_kernels = cfg.list_kernels});
+}
+
+/* The APIs, then the server that routes to them. Returns the port it listens on. */
+static int start_http(const config *cfg)
+{
+    channels_init((size_t)cfg->max_message_size);
+    jupyter_init(&(jupyter_options){.list_kernels = cfg->list_kernels});
     v1_init();
-    int port = http_server_start(
+    return http_server_start(
         &(http_server_options){
-            .ip = cfg.ip,
-            .port = cfg.port,
-            .base_url = cfg.base_url,
-            .token = cfg.token,
-            .max_body_size = (size_t)cfg.max_body_size,
-            .max_connections = (unsigned)cfg.max_connections,
-            .max_connections_per_ip = (unsigned)cfg.max_connections_per_ip,
+            .ip = cfg->ip,
+            .port = cfg->port,
+            .base_url = cfg->base_url,
+            .token = cfg->token,
+            .max_body_size = (size_t)cfg->max_body_size,
+            .max_connections = (unsigned)cfg->max_connections,
+            .max_connections_per_ip = (unsigned)cfg->max_connections_per_ip,
             .streams_body = v1_streams_body,
-            .cors = {.allow_origin = cfg.allow_origin,
-                     .allow_headers = cfg.allow_headers,
-                     .allow_methods = cfg.allow_methods,
-                     .expose_headers = cfg.expose_headers,
-                     .allow_credentials = cfg.allow_credentials,
-                     .max_age = cfg.max_age},
+            .cors = {.allow_origin = cfg->allow_origin,
+                     .allow_headers = cfg->allow_headers,
+                     .allow_methods = cfg->allow_methods,
+                     .expose_headers = cfg->expose_headers,
+                     .allow_credentials = cfg->allow_credentials,
+                     .max_age = cfg->max_age},
         },
         routes_dispatch);
-    print_banner(&cfg, port, generated_token);
-    log_info("sandboxes: cgroup %s, workspaces on %s, zygote %s, warm pool of %d, uids %u-%u (block %d)",
-             cgroup_version_name(), cfg.workspace_fs, cfg.zygote ? "on" : "off", cfg.pool_size,
-             (unsigned)uids.first, (unsigned)(uids.first + UID_BLOCK_SIZE - 1), uids.number);
+}
+
+static void log_sandbox_settings(const config *cfg, const uid_block *uids)
+{
+    log_info(
+        "sandboxes: cgroup %s, workspaces on %s, zygote %s, warm pool of %d, uids %u-%u (block %d)",
+        cgroup_version_name(), cfg->workspace_fs, cfg->zygote ? "on" : "off", cfg->pool_size,
+        (unsigned)uids->first, (unsigned)(uids->first + UID_BLOCK_SIZE - 1), uids->number);
     for (size_t i = 1; i < kernelspec_count(); i++)
         log_info("template %s: preloads '%s', warm pool of %d", kernelspec_at(i)->name,
                  kernelspec_at(i)->preload, kernelspec_at(i)->pool_size);
+}
 
-    loop_run();
-
+/* The sandboxes end, or stay for the next daemon (SIGUSR2, or --keep-sandboxes); then the
+   volume helper, the zygotes, cgroups, volumes and the server stop, and what the loop deferred is
+   freed. */
+static void shut_down_or_detach(void)
+{
     if (leave_sandboxes)
         manager_detach_all();
     else
@@ -290,6 +337,37 @@ int main(int argc, char **argv)
     volume_shutdown();
     http_server_stop();
     loop_run_deferred();
+}
+
+/* One step per stage, in the order they depend on each other: nothing is made in the data
+   directory before it is locked (claim_data_dir), sandboxes start only once the cgroups and the
+   seccomp filter are ready, and the API serves only once the model and the zygotes are. */
+int main(int argc, char **argv)
+{
+    heap_init();
+    config cfg;
+    config_load(&cfg, argc, argv);
+    set_log_level(&cfg);
+    check_memory_floor(&cfg);
+    bool generated_token;
+    settle_token(&cfg, &generated_token);
+    set_descriptor_limits(&cfg);
+    uid_block uids = claim_data_dir(&cfg);
+    volume_kind workspace_kind = prepare_sandboxing(&cfg);
+    loop_init();
+    watch_signals();
+    leave_sandboxes = cfg.keep_sandboxes;
+    load_kernelspecs(&cfg);
+    start_sandboxes(&cfg, workspace_kind, &uids);
+    check_default_kernel(&cfg);
+    start_zygotes(&cfg);
+    int port = start_http(&cfg);
+    print_banner(&cfg, port, generated_token);
+    log_sandbox_settings(&cfg, &uids);
+
+    loop_run();
+
+    shut_down_or_detach();
     log_info("stopped");
     config_free(&cfg);
     return 0;
