@@ -93,3 +93,19 @@ def test_warn_only_reports_the_same_and_does_not_fail(tree):
     assert code == 0
     assert "circle in src/kernel/:" in output
     assert "layers: 1 rule(s) broken (reported only: --warn-only)" in output
+
+
+def test_an_http_include_below_api_is_named_with_its_line(tree):
+    line = plant(tree, "kernel/kernel.c", '#include "http/server.h"\n')
+    code, output = check(tree)
+    assert code == 1
+    assert f"src/kernel/kernel.c:{line}:" in output
+    assert "layers: 1 rule(s) broken" in output
+
+
+def test_an_http_status_written_below_api_is_named_with_its_line(tree):
+    line = plant(tree, "model/manager.c", "static int planted(int *status) { *status = 404; return 0; }\n")
+    code, output = check(tree)
+    assert code == 1
+    assert f"src/model/manager.c:{line}:" in output
+    assert "api/ picks the HTTP status" in output
