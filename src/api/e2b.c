@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/connect.h"
+#include "api/envd_filesystem.h"
 #include "api/request.h"
 #include "api/v1_contexts.h"
 #include "api/v1_execute.h"
@@ -555,6 +557,10 @@ static void write_files(http_request *request, box *b)
         http_respond_json(request, 200, written);
 }
 
+/* envd's Connect-RPC services that cellbox serves; process.Process is not yet among them, so its
+   calls answer "unimplemented" in Connect's shape. */
+static const connect_service *const envd_services[] = {&envd_filesystem_service, NULL};
+
 static void route_envd(http_request *request, box *b, char **s, int n)
 {
     if (n == 1 && strcmp(s[0], "health") == 0) {
@@ -569,16 +575,8 @@ static void route_envd(http_request *request, box *b, char **s, int n)
             respond_method_not_allowed(request, "GET, POST");
         }
     } else if (n == 2 && strchr(s[0], '.')) {
-        /* Connect-RPC (filesystem.Filesystem, process.Process): "unimplemented" in
-           Connect's error shape, which the SDK turns into a clear error. */
-        char message[512];
-        snprintf(message, sizeof message,
-                 "cellbox does not serve envd's %s/%s: of envd it "
-                 "serves /health and /files (GET, POST); run commands with runCode or cellbox's "
-                 "/v1 commands",
-                 s[0], s[1]);
-        http_respond_json(request, 404,
-                          json_pack("{s:s, s:s}", "code", "unimplemented", "message", message));
+        /* Connect-RPC: /{package.Service}/{Method} */
+        connect_serve(request, envd_services, s[0], s[1], b);
     } else {
         respond_error(request, 404,
                       "no such envd endpoint: %s (cellbox serves /health and "

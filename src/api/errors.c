@@ -41,3 +41,47 @@ int errors_status_of_errno(int error)
     default: return 500;
     }
 }
+
+const char *errors_connect_code_of_failure(failure_kind kind)
+{
+    switch (kind) {
+    case FAILURE_INVALID: return "invalid_argument";
+    case FAILURE_FORBIDDEN: return "permission_denied";
+    case FAILURE_NOT_FOUND: return "not_found";
+    case FAILURE_CONFLICT: return "failed_precondition";
+    case FAILURE_EXHAUSTED: return "resource_exhausted";
+    case FAILURE_INTERNAL: return "internal";
+    }
+    return "internal";
+}
+
+/* The same classes as errors_status_of_errno. E2B's SDK reads resource_exhausted as a rate limit
+   ("try again later"), so neither a walk past CONFINED_MAX_ENTRIES (E2BIG) nor a full disk is
+   one: the first is invalid_argument, the second failed_precondition (its message names the
+   limit). */
+const char *errors_connect_code_of_errno(int error)
+{
+    switch (error) {
+    case ENOENT: return "not_found";
+    case EACCES:
+    case EPERM:
+    case EROFS:
+    case EXDEV:
+    case ELOOP: return "permission_denied";
+    case ENOTDIR:
+    case EISDIR:
+    case EINVAL:
+    case ENAMETOOLONG:
+    case ENXIO:
+    case E2BIG: return "invalid_argument";
+    case EEXIST: return "already_exists";
+    case ENOTEMPTY:
+    case EBUSY:
+    case ETXTBSY:
+    case EAGAIN:
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG: return "failed_precondition";
+    default: return "internal";
+    }
+}

@@ -29,9 +29,8 @@ static void route_jupyter(http_request *request)
 
 void routes_dispatch(http_request *request)
 {
-    /* Connect-RPC (E2B envd's process.Process and filesystem.Filesystem, calls into a sandbox
-       whose path is /{service}/{method}) goes here, ahead of E2B: until then e2b.c answers them
-       "unimplemented". */
+    /* Connect-RPC (E2B envd's filesystem.Filesystem, calls into a sandbox whose path is
+       /{service}/{method}) is E2B's: e2b.c hands it to api/connect.c. */
     if (e2b_owns(request)) /* first: E2B's in-sandbox calls may use any path */
         e2b_dispatch(request);
     else if (v1_owns(http_path(request)))

@@ -3,16 +3,19 @@
 - The SDK (tests/clients/node/e2b_client.mjs) pointed at the daemon with E2B_API_URL,
   E2B_SANDBOX_URL and E2B_API_KEY (the daemon's token): sandbox creation, runCode with state,
   output, errors, a chart and streaming callbacks, a second context, files written and read,
-  list, getInfo, setTimeout, kill. Every step is checked here again.
+  envd's filesystem service (files.list, exists, getInfo, makeDir, rename, remove, and links
+  planted towards a host directory, which stays untouched), list, getInfo, setTimeout, kill.
+  Every step is checked here again.
 - The same routes on the wire with `requests`: what the SDK relies on when things go wrong
   (E2B's error body {"code", "message"}, 502 for a sandbox that is gone, the token required in
-  each of E2B's headers) and what cellbox does not serve (envd's Connect-RPC, other ports).
+  each of E2B's headers) and what cellbox does not serve (envd's process service, other ports).
 
 The npm packages come from `scripts/install-deps.sh test` (npm ci in tests/clients/node)."""
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 
 import pytest
 import requests
@@ -25,7 +28,7 @@ INTERPRETER = "49999"
 ENVD = "49983"
 
 
-def run_sdk_client(daemon, timeout=TIMEOUT):
+def run_sdk_client(daemon, timeout=TIMEOUT, host_dir=None):
     node = shutil.which("node")
     assert node, "node is not installed (scripts/install-deps.sh test installs it)"
     assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@e2b", "code-interpreter")), \
@@ -33,6 +36,8 @@ def run_sdk_client(daemon, timeout=TIMEOUT):
     env = {k: v for k, v in os.environ.items() if not k.startswith("E2B_")}
     env.update(E2B_API_URL=daemon.origin, E2B_SANDBOX_URL=daemon.origin, E2B_API_KEY=daemon.token,
                CELLBOX_CLIENT_DEADLINE_MS=str((timeout - 20) * 1000))
+    if host_dir:
+        env["CELLBOX_HOST_DIR"] = host_dir
     proc = subprocess.run([node, "e2b_client.mjs"], cwd=NODE_DIR, env=env, capture_output=True,
                           text=True, timeout=timeout)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -40,12 +45,21 @@ def run_sdk_client(daemon, timeout=TIMEOUT):
     return proc, json.loads(lines[-1])
 
 
-def test_sdk_scenario(daemon):
-    proc, summary = run_sdk_client(daemon)
+@pytest.fixture
+def host_dir():
+    """A host directory with one file that sandboxed links point at; it must stay as it is."""
+    with tempfile.TemporaryDirectory(prefix="cellbox-e2b-host-") as path:
+        with open(os.path.join(path, "secret.txt"), "w") as f:
+            f.write("host secret\n")
+        yield path
+
+
+def test_sdk_scenario(daemon, host_dir):
+    proc, summary = run_sdk_client(daemon, host_dir=host_dir)
     steps = summary["steps"]
     detail = f"exit {proc.returncode}\nsummary: {json.dumps(summary, indent=1)}\nstderr:\n{proc.stderr[-3000:]}"
     expected = ["create", "state", "print", "error", "chart", "streaming", "context", "files",
-                "list", "info_and_timeout", "kill"]
+                "fs_methods", "fs_escape", "list", "info_and_timeout", "kill"]
     missing = [s for s in expected if s not in steps]
     assert not missing, f"steps never reported: {missing}\n{detail}"
     failed = {name: s for name, s in steps.items() if not s["ok"]}
@@ -61,6 +75,8 @@ def test_sdk_scenario(daemon):
     assert steps["files"]["written"] == {"name": "hello.txt", "type": "file",
                                          "path": "/workspace/notes/hello.txt"}
     assert steps["files"]["bytes"] == [0, 1, 2, 255]
+    check_filesystem_methods(steps["fs_methods"])
+    check_escape_failed(steps["fs_escape"], host_dir)
     assert steps["list"]["metadata"] == {"purpose": "cellbox-e2b-test"}
     assert steps["info_and_timeout"]["template"] == "python3"
     assert steps["kill"] == {"ok": True, "killed": True, "running": False, "again": False}
@@ -68,6 +84,40 @@ def test_sdk_scenario(daemon):
     sandbox_id = steps["create"]["sandbox_id"]
     r = daemon.client().get(f"v1/sandboxes/{sandbox_id}")
     assert r.status_code == 404, r.text
+
+
+def check_filesystem_methods(fs):
+    assert fs["made"] is True and fs["again"] is False  # makeDir: new, then already there
+    assert fs["one"] == ["dir:/workspace/tree/sub", "file:/workspace/tree/top.txt"]
+    assert fs["two"] == ["dir:/workspace/tree/sub", "file:/workspace/tree/sub/deep.txt",
+                         "file:/workspace/tree/top.txt"]
+    assert fs["relative"] == ["/workspace/tree/sub", "/workspace/tree/top.txt"]  # against /workspace
+    assert fs["exists"] is True and fs["absent"] is False
+    file, directory = fs["file"], fs["dir"]
+    assert {k: file[k] for k in ("name", "type", "path", "size", "permissions")} == \
+        {"name": "top.txt", "type": "file", "path": "/workspace/tree/top.txt", "size": 3,
+         "permissions": "-rw-r--r--"}
+    assert file["mode"] == 0o644 and file["modifiedTime"][:2] == "20"
+    assert {k: directory[k] for k in ("name", "type", "path", "permissions")} == \
+        {"name": "sub", "type": "dir", "path": "/workspace/tree/sub", "permissions": "drwxr-xr-x"}
+    assert directory["mode"] == (1 << 31) | 0o755  # Go's os.ModeDir, as envd reports it
+    assert fs["renamed"]["path"] == "/workspace/tree/moved.txt" and fs["moved_text"] == "top"
+    assert fs["file_gone"] and fs["dir_gone"]
+    assert fs["missing"] == {"info": "FileNotFoundError", "list": "FileNotFoundError",
+                             "rename": "FileNotFoundError", "remove": "FileNotFoundError"}
+
+
+def check_escape_failed(escape, host_dir):
+    for link, result in escape["results"].items():
+        assert result["exists"] is False and result["info"] == "FileNotFoundError", (link, result)
+        assert result["list"] == "FileNotFoundError" and result["remove"] == "FileNotFoundError", result
+        assert result["rename"] == "FileNotFoundError", result
+    assert escape["link_type"] == "symlink" and escape["link_target"] == host_dir
+    assert escape["stolen"] is False
+    # the host directory is as the test left it
+    assert sorted(os.listdir(host_dir)) == ["secret.txt"]
+    with open(os.path.join(host_dir, "secret.txt")) as f:
+        assert f.read() == "host secret\n"
 
 
 # ---- on the wire ----

@@ -133,6 +133,66 @@ if (sandbox) {
                  many.length === 2 && missing === 'FileNotFoundError' };
   });
 
+  // envd's filesystem.Filesystem over Connect-RPC (files.list, exists, getInfo, makeDir, rename,
+  // remove): the SDK's own calls and error classes.
+  await step('fs_methods', async () => {
+    const made = await sandbox.files.makeDir('/workspace/tree/sub');
+    const again = await sandbox.files.makeDir('/workspace/tree/sub');
+    await sandbox.files.write('/workspace/tree/top.txt', 'top');
+    await sandbox.files.write('/workspace/tree/sub/deep.txt', 'deeper');
+    const one = (await sandbox.files.list('/workspace/tree')).map(e => `${e.type}:${e.path}`);
+    const two = (await sandbox.files.list('/workspace/tree', { depth: 2 })).map(e => `${e.type}:${e.path}`);
+    const relative = (await sandbox.files.list('tree')).map(e => e.path);
+    const exists = await sandbox.files.exists('/workspace/tree/top.txt');
+    const absent = await sandbox.files.exists('/workspace/tree/nothing.txt');
+    const file = await sandbox.files.getInfo('/workspace/tree/top.txt');
+    const dir = await sandbox.files.getInfo('/workspace/tree/sub');
+    const renamed = await sandbox.files.rename('/workspace/tree/top.txt', '/workspace/tree/moved.txt');
+    const movedText = await sandbox.files.read('/workspace/tree/moved.txt');
+    await sandbox.files.remove('/workspace/tree/moved.txt');
+    const fileGone = !(await sandbox.files.exists('/workspace/tree/moved.txt'));
+    await sandbox.files.remove('/workspace/tree/sub');
+    const dirGone = !(await sandbox.files.exists('/workspace/tree/sub'));
+    const errorOf = async (call) => { try { await call(); return null; } catch (err) { return err.name; } };
+    const missingInfo = await errorOf(() => sandbox.files.getInfo('/workspace/no/such/file'));
+    const missingList = await errorOf(() => sandbox.files.list('/workspace/no-such-dir'));
+    const missingRename = await errorOf(() => sandbox.files.rename('/workspace/nope', '/workspace/nope2'));
+    const missingRemove = await errorOf(() => sandbox.files.remove('/workspace/nope'));
+    const plain = (info) => ({ ...info, modifiedTime: info.modifiedTime?.toISOString() });
+    return { made, again, one, two, relative, exists, absent, file: plain(file), dir: plain(dir),
+             renamed: plain(renamed), moved_text: movedText, file_gone: fileGone, dir_gone: dirGone,
+             missing: { info: missingInfo, list: missingList, rename: missingRename, remove: missingRemove },
+             ok: made === true && again === false && exists === true && absent === false &&
+                 fileGone && dirGone && missingInfo === 'FileNotFoundError' };
+  });
+
+  // A link a sandboxed program plants towards a host path: every files method stays inside the
+  // sandbox (the pytest side checks the host directory is untouched).
+  if (process.env.CELLBOX_HOST_DIR) {
+    await step('fs_escape', async () => {
+      const host = process.env.CELLBOX_HOST_DIR;
+      await sandbox.runCode(`import os\nos.symlink(${JSON.stringify(host)}, "/workspace/out")\n` +
+                            `os.symlink("../../../../../../..${host}", "/workspace/out-relative")`);
+      const errorOf = async (call) => { try { await call(); return null; } catch (err) { return err.name; } };
+      const results = {};
+      for (const link of ['/workspace/out', '/workspace/out-relative']) {
+        results[link] = {
+          list: await errorOf(() => sandbox.files.list(link)),
+          info: await errorOf(() => sandbox.files.getInfo(`${link}/secret.txt`)),
+          exists: await sandbox.files.exists(`${link}/secret.txt`),
+          remove: await errorOf(() => sandbox.files.remove(`${link}/secret.txt`)),
+          rename: await errorOf(() => sandbox.files.rename(`${link}/secret.txt`, '/workspace/stolen.txt')),
+          make_dir: await errorOf(() => sandbox.files.makeDir(`${link}/planted`)),
+          rename_in: await errorOf(() => sandbox.files.rename('/workspace/a.txt', `${link}/planted.txt`)),
+        };
+      }
+      const linkInfo = await sandbox.files.getInfo('/workspace/out');
+      return { results, link_type: linkInfo.type, link_target: linkInfo.symlinkTarget,
+               stolen: await sandbox.files.exists('/workspace/stolen.txt'),
+               ok: Object.values(results).every(r => r.exists === false && r.info === 'FileNotFoundError') };
+    });
+  }
+
   await step('list', async () => {
     const paginator = Sandbox.list({ query: { metadata: { purpose: 'cellbox-e2b-test' } } });
     const items = await paginator.nextItems();
