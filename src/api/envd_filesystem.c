@@ -64,9 +64,23 @@ static const char *file_type_enum(const char *type)
     return "FILE_TYPE_UNSPECIFIED"; /* FIFOs, sockets, devices: the SDK's list leaves them out */
 }
 
-/* envd's EntryInfo in protojson from a confined entry (confined_entry's fields). Owner and group
-   are not reported yet: the confined entry carries no owner. */
-static json_t *entry_info(json_t *entry)
+/* An owner's name as the sandbox's own /etc/passwd and /etc/group (sandbox/rootfs.c) give it:
+   root, the sandbox user "user", nobody/nogroup; another id as its number, as `ls -l` shows it. */
+static void owner_name(json_int_t id, json_int_t sandbox_id, const char *nobody, char out[32])
+{
+    if (id == 0)
+        snprintf(out, 32, "root");
+    else if (id == sandbox_id)
+        snprintf(out, 32, "user");
+    else if (id == 65534)
+        snprintf(out, 32, "%s", nobody);
+    else
+        snprintf(out, 32, "%lld", (long long)id);
+}
+
+/* envd's EntryInfo in protojson from a confined entry (confined_entry's fields) of the sandbox
+   whose files `c` opened. */
+static json_t *entry_info(const confined *c, json_t *entry)
 {
     const char *type = json_string_value(json_object_get(entry, "type"));
     const char *mode_text = json_string_value(json_object_get(entry, "mode"));
@@ -83,15 +97,22 @@ static json_t *entry_info(json_t *entry)
     json_t *target = json_object_get(entry, "symlink_target");
     if (target)
         json_object_set(info, "symlinkTarget", target);
+    char owner[32], group[32];
+    owner_name(json_integer_value(json_object_get(entry, "uid")), (json_int_t)c->uid, "nobody",
+               owner);
+    owner_name(json_integer_value(json_object_get(entry, "gid")), (json_int_t)c->gid, "nogroup",
+               group);
+    json_object_set_new(info, "owner", json_string(owner));
+    json_object_set_new(info, "group", json_string(group));
     return info;
 }
 
 /* {"entry": EntryInfo} from a confined entry (stolen); NULL passes a failure on. */
-static json_t *entry_response(json_t *entry)
+static json_t *entry_response(const confined *c, json_t *entry)
 {
     if (!entry)
         return NULL;
-    json_t *response = json_pack("{s:o}", "entry", entry_info(entry));
+    json_t *response = json_pack("{s:o}", "entry", entry_info(c, entry));
     json_decref(entry);
     return response;
 }
@@ -144,7 +165,7 @@ static json_t *stat_entry(void *context, json_t *message, connect_error *error)
     if (!path || !open_files(context, &c, error))
         return NULL;
     json_t *entry = confined_stat(&c, path);
-    json_t *response = entry ? entry_response(entry) : confined_failure(&c, error);
+    json_t *response = entry ? entry_response(&c, entry) : confined_failure(&c, error);
     box_close_files(&c);
     return response;
 }
@@ -166,7 +187,7 @@ static json_t *make_directory(void *context, json_t *message, connect_error *err
         connect_fail(error, "already_exists", "directory '%s' already exists",
                      json_string_value(json_object_get(entry, "path")));
     else
-        response = entry_response(json_incref(entry));
+        response = entry_response(&c, json_incref(entry));
     json_decref(entry);
     box_close_files(&c);
     return response;
@@ -180,7 +201,7 @@ static json_t *move_entry(void *context, json_t *message, connect_error *error)
     if (!destination || !open_files(context, &c, error))
         return NULL;
     json_t *entry = confined_move(&c, source, destination);
-    json_t *response = entry ? entry_response(entry) : confined_failure(&c, error);
+    json_t *response = entry ? entry_response(&c, entry) : confined_failure(&c, error);
     box_close_files(&c);
     return response;
 }
@@ -207,7 +228,7 @@ static json_t *list_directory(void *context, json_t *message, connect_error *err
         json_t *entry;
         json_array_foreach(entries, i, entry)
         {
-            json_array_append_new(infos, entry_info(entry));
+            json_array_append_new(infos, entry_info(&c, entry));
         }
         response = json_pack("{s:o}", "entries", infos);
         json_decref(entries);

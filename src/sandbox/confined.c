@@ -362,6 +362,8 @@ json_t *confined_entry(const char *path, const struct stat *st, const char *syml
     json_object_set_new(entry, "type", json_string(type_name(st->st_mode)));
     json_object_set_new(entry, "size", json_integer((json_int_t)st->st_size));
     json_object_set_new(entry, "mode", json_string(mode));
+    json_object_set_new(entry, "uid", json_integer((json_int_t)st->st_uid));
+    json_object_set_new(entry, "gid", json_integer((json_int_t)st->st_gid));
     json_object_set_new(entry, "modified_at", json_string(modified));
     if (symlink_target)
         json_object_set_new(entry, "symlink_target", text_json_string(symlink_target));

@@ -88,7 +88,8 @@ int confined_walk(confined *c, const char *path, int depth, size_t max_entries,
 /* From a visit: the regular file `name` in dirfd opened for reading, never following a link. */
 int confined_open_entry(confined *c, int dirfd, const char *name, const char *entry_path);
 
-/* An entry: {"name", "path", "type", "size", "mode", "modified_at", "symlink_target"?}. */
+/* An entry: {"name", "path", "type", "size", "mode", "uid", "gid", "modified_at",
+   "symlink_target"?}. */
 json_t *confined_entry(const char *path, const struct stat *st, const char *symlink_target);
 
 /* Record a failure and return -1: with the standard sentence for `error` about `path`, or with

@@ -44,6 +44,7 @@ def check_entry(e, path, typ):
     assert type(e["size"]) is int and e["size"] >= 0, e
     assert isinstance(e["mode"], str) and e["mode"].isdigit() and e["mode"].startswith("0"), e
     assert isinstance(e["modified_at"], str) and e["modified_at"][:2] == "20", e
+    assert type(e["uid"]) is int and type(e["gid"]) is int, e
 
 
 def test_files_right_after_create(v1):

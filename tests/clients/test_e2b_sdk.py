@@ -98,6 +98,8 @@ def check_filesystem_methods(fs):
         {"name": "top.txt", "type": "file", "path": "/workspace/tree/top.txt", "size": 3,
          "permissions": "-rw-r--r--"}
     assert file["mode"] == 0o644 and file["modifiedTime"][:2] == "20"
+    # written by the SDK as the sandbox user, named as the sandbox's /etc/passwd names it
+    assert file["owner"] == "user" and file["group"] == "user"
     assert {k: directory[k] for k in ("name", "type", "path", "permissions")} == \
         {"name": "sub", "type": "dir", "path": "/workspace/tree/sub", "permissions": "drwxr-xr-x"}
     assert directory["mode"] == (1 << 31) | 0o755  # Go's os.ModeDir, as envd reports it

@@ -50,6 +50,9 @@ def test_unary_answer_is_the_response_message_in_protojson(daemon, sandbox_id):
     assert entry["size"].isdigit()  # int64 as a string
     assert entry["mode"] == 0o20000000755 and entry["permissions"] == "drwxr-xr-x"
     assert entry["modifiedTime"].endswith("Z")
+    assert entry["owner"] == "user" and entry["group"] == "user"
+    r = call(daemon, sandbox_id, "/filesystem.Filesystem/Stat", b'{"path": "/etc"}')
+    assert r.status_code == 200 and r.json()["entry"]["owner"] == "root", r.text
     r = call(daemon, sandbox_id, "/filesystem.Filesystem/ListDir",
              b'{"path": "/workspace", "depth": "1", "someFutureField": true}')  # uint32 as string
     assert r.status_code == 200, r.text
