@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/connect.h"
-#include "api/envd_filesystem.h"
+#include "api/envd.h"
 #include "api/request.h"
 #include "api/v1_contexts.h"
 #include "api/v1_execute.h"
@@ -30,34 +29,10 @@
 #define ENVD_VERSION "0.5.7"
 #define CLIENT_ID "cellbox"
 #define INTERPRETER_PORT "49999"
-#define ENVD_PORT "49983"
 #define DEFAULT_TIMEOUT_S 300 /* E2B's default sandbox lifetime */
 #define MAX_SEGMENTS 6
-#define MAX_UPLOAD_FILES 64
 
 /* ---- helpers ---- */
-
-/* E2B's error body, {"code", "message"}: the SDK tells a missing sandbox by code == 404. */
-static void respond_error(http_request *request, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void respond_error(http_request *request, int status, const char *fmt, ...)
-{
-    char message[1024];
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(message, sizeof message, fmt, args);
-    va_end(args);
-    http_respond_json(
-        request, status,
-        json_pack("{s:i, s:o}", "code", status, "message", text_json_string(message)));
-}
-
-static void respond_method_not_allowed(http_request *request, const char *allow)
-{
-    http_add_response_header(request, "Allow", allow);
-    respond_error(request, 405, "%s is not allowed on %s: use %s", http_method(request),
-                  http_path(request), allow);
-}
 
 /* Percent-decoding in place (url.h).
    False when the result holds a NUL or control byte: it would name another key or file. */
@@ -146,12 +121,12 @@ static void create_sandbox(http_request *request)
     kernel *k = spec ? manager_create(spec, env, NULL, network, &failure, why, sizeof why) : NULL;
     json_decref(network);
     if (!spec)
-        respond_error(request, 404,
+        errors_respond_e2b(request, 404,
                       "template '%.*s' does not exist: use one of cellbox's "
                       "kernelspecs (GET /v1/templates), or 'base' for the default",
                       text_utf8_prefix(template_id, 200), template_id);
     else if (!k)
-        respond_error(request, errors_status_of_failure(failure), "%s", why);
+        errors_respond_e2b(request, errors_status_of_failure(failure), "%s", why);
     if (!k) {
         json_decref(body);
         return;
@@ -247,13 +222,13 @@ static void connect_sandbox(http_request *request, box *b)
     char why[256];
     int status = 200;
     if (box_get_state(b) == BOX_DEAD) {
-        respond_error(request, 409, "sandbox %s is dead: %s", box_id(b),
+        errors_respond_e2b(request, 409, "sandbox %s is dead: %s", box_id(b),
                       kernel_death_reason(box_default_kernel(b)));
         return;
     }
     if (box_get_state(b) == BOX_PAUSED) {
         if (box_resume(b, why, sizeof why) < 0) {
-            respond_error(request, 500, "%s", why);
+            errors_respond_e2b(request, 500, "%s", why);
             return;
         }
         status = 201;
@@ -267,10 +242,10 @@ static void pause_sandbox(http_request *request, box *b)
 {
     char why[256];
     if (box_get_state(b) != BOX_RUNNING)
-        respond_error(request, 409, "sandbox %s is %s, not running", box_id(b),
+        errors_respond_e2b(request, 409, "sandbox %s is %s, not running", box_id(b),
                       box_state_name(box_get_state(b)));
     else if (box_pause(b, why, sizeof why) < 0)
-        respond_error(request, 500, "%s", why);
+        errors_respond_e2b(request, 500, "%s", why);
     else
         http_respond(request, 204, NULL, "", 0);
 }
@@ -281,7 +256,7 @@ static void set_timeout(http_request *request, box *b)
     int timeout_s = body ? body_timeout(request, body) : -2;
     json_decref(body);
     if (timeout_s == -1)
-        respond_error(request, 400, "'timeout' is required: seconds from now");
+        errors_respond_e2b(request, 400, "'timeout' is required: seconds from now");
     else if (timeout_s >= 0) {
         box_set_timeout(b, timeout_s);
         http_respond(request, 204, NULL, "", 0);
@@ -315,14 +290,14 @@ static void route_sandbox(http_request *request, box *b, const char *action)
             manager_delete(box_default_kernel(b));
             http_respond(request, 204, NULL, "", 0);
         } else
-            respond_method_not_allowed(request, "GET, DELETE");
+            errors_respond_e2b_method_not_allowed(request, "GET, DELETE");
     } else if (strcmp(action, "metrics") == 0) {
         if (http_method_is(request, "GET"))
             get_metrics(request, b);
         else
-            respond_method_not_allowed(request, "GET");
+            errors_respond_e2b_method_not_allowed(request, "GET");
     } else if (!http_method_is(request, "POST")) {
-        respond_method_not_allowed(request, "POST");
+        errors_respond_e2b_method_not_allowed(request, "POST");
     } else if (strcmp(action, "timeout") == 0) {
         set_timeout(request, b);
     } else if (strcmp(action, "pause") == 0) {
@@ -330,7 +305,7 @@ static void route_sandbox(http_request *request, box *b, const char *action)
     } else if (strcmp(action, "connect") == 0 || strcmp(action, "resume") == 0) {
         connect_sandbox(request, b);
     } else {
-        respond_error(request, 404,
+        errors_respond_e2b(request, 404,
                       "no such sandbox endpoint: %s (cellbox serves timeout, pause, "
                       "connect, resume and metrics)",
                       action);
@@ -353,14 +328,14 @@ static void route_control_plane(http_request *request)
         else if (http_method_is(request, "POST"))
             create_sandbox(request);
         else
-            respond_method_not_allowed(request, "GET, POST");
+            errors_respond_e2b_method_not_allowed(request, "GET, POST");
         return;
     }
     box *b = n <= 3 ? box_find(rest[1]) : NULL;
     if (n > 3)
-        respond_error(request, 404, "no such endpoint: %s", http_path(request));
+        errors_respond_e2b(request, 404, "no such endpoint: %s", http_path(request));
     else if (!b)
-        respond_error(request, 404, "sandbox %s does not exist", rest[1]);
+        errors_respond_e2b(request, 404, "sandbox %s does not exist", rest[1]);
     else
         route_sandbox(request, b, n == 3 ? rest[2] : NULL);
 }
@@ -373,214 +348,22 @@ static void route_interpreter(http_request *request, box *b, char **s, int n)
         http_respond(request, 200, "text/plain", "OK", 2);
     } else if (n == 1 && strcmp(s[0], "execute") == 0) {
         if (!http_method_is(request, "POST"))
-            respond_method_not_allowed(request, "POST");
+            errors_respond_e2b_method_not_allowed(request, "POST");
         else if (v1_require_running(request, b))
             v1_execute(request, b, true); /* E2B's body and stream already, colours too */
     } else if (n == 1 && strcmp(s[0], "contexts") == 0) {
         if (http_method_is(request, "GET"))
             http_respond_json(request, 200, box_contexts_model(b));
         else if (!http_method_is(request, "POST"))
-            respond_method_not_allowed(request, "GET, POST");
+            errors_respond_e2b_method_not_allowed(request, "GET, POST");
         else if (v1_require_running(request, b))
             v1_create_context(request, b);
     } else if (n <= 3 && strcmp(s[0], "contexts") == 0) {
         v1_route_context(request, b, s[1], n == 3 ? s[2] : NULL);
     } else {
-        respond_error(request, 404,
+        errors_respond_e2b(request, 404,
                       "no such code interpreter endpoint: %s (cellbox serves "
                       "/execute, /contexts and /health)",
-                      http_path(request));
-    }
-}
-
-/* ---- port 49983: envd ---- */
-
-/* The value of parameter `name` in a header like `multipart/form-data; boundary=x`, unquoted;
-   false if it is not there or does not fit. */
-static bool header_parameter(const char *header, const char *name, char *out, size_t size)
-{
-    size_t n = strlen(name);
-    for (const char *at = strchr(header, ';'); at; at = strchr(at + 1, ';')) {
-        const char *p = at + 1 + strspn(at + 1, " \t");
-        if (strncasecmp(p, name, n) != 0 || p[n] != '=')
-            continue;
-        p += n + 1;
-        size_t length = *p == '"' ? strcspn(p + 1, "\"") : strcspn(p, "; \t");
-        if (*p == '"')
-            p++;
-        if (length == 0 || length >= size)
-            return false;
-        memcpy(out, p, length);
-        out[length] = '\0';
-        return true;
-    }
-    return false;
-}
-
-typedef struct upload_part {
-    char filename[4096]; /* the path, as the SDK names each part */
-    bool filename_refused; /* it holds a NUL or control byte once decoded */
-    const char *data;
-    size_t length;
-} upload_part;
-
-/* Splits a multipart/form-data body (RFC 7578) into its parts; -1 when it is malformed. The
-   SDK sends each file as a part named "file" whose filename is the file's path. */
-static int parse_multipart(const char *body, size_t length, const char *boundary,
-                           upload_part *parts, int max_parts)
-{
-    char delimiter[256];
-    int delimiter_length = snprintf(delimiter, sizeof delimiter, "--%s", boundary);
-    const char *end = body + length;
-    const char *at = memmem(body, length, delimiter, (size_t)delimiter_length);
-    int count = 0;
-    while (at) {
-        at += delimiter_length;
-        if (end - at >= 2 && at[0] == '-' && at[1] == '-')
-            return count; /* the closing delimiter */
-        if (count == max_parts || end - at < 2 || at[0] != '\r' || at[1] != '\n')
-            return -1;
-        const char *headers = at + 2;
-        const char *data = memmem(headers, (size_t)(end - headers), "\r\n\r\n", 4);
-        if (!data)
-            return -1;
-        char header_text[8192];
-        size_t header_length = (size_t)(data - headers);
-        if (header_length >= sizeof header_text)
-            return -1;
-        memcpy(header_text, headers, header_length);
-        header_text[header_length] = '\0';
-        data += 4;
-        char closing[260];
-        int closing_length = snprintf(closing, sizeof closing, "\r\n%s", delimiter);
-        const char *next = memmem(data, (size_t)(end - data), closing, (size_t)closing_length);
-        if (!next)
-            return -1;
-        upload_part *part = &parts[count++];
-        part->filename[0] = '\0';
-        for (char *line = header_text; line;
-             line = strstr(line, "\r\n") ? strstr(line, "\r\n") + 2 : NULL)
-            if (strncasecmp(line, "Content-Disposition:", 20) == 0) {
-                char *line_end = strstr(line, "\r\n");
-                if (line_end)
-                    *line_end = '\0';
-                header_parameter(line, "filename", part->filename, sizeof part->filename);
-                if (line_end)
-                    *line_end = '\r';
-            }
-        /* undici escapes '"', CR and LF as %22, %0D, %0A */
-        part->filename_refused = !url_decode(part->filename);
-        part->data = data;
-        part->length = (size_t)(next - data);
-        at = next + 2;
-    }
-    return -1;
-}
-
-/* The entry envd answers for each file written: {name, type, path}. */
-static json_t *written_entry(json_t *entry)
-{
-    json_t *written = json_pack("{s:O, s:s, s:O}", "name", json_object_get(entry, "name"), "type",
-                                "file", "path", json_object_get(entry, "path"));
-    json_decref(entry);
-    return written;
-}
-
-/* POST /files?path=: a multipart form of files, or (envd 0.5.7) the file's bytes as
-   application/octet-stream. The body is held in memory (the server's body size limit applies):
-   /v1's PUT .../files streams uploads of any size. */
-static void write_files(http_request *request, box *b)
-{
-    const char *type = http_header(request, "Content-Type");
-    const char *path = http_query(request, "path");
-    const char *encoding = http_header(request, "Content-Encoding");
-    size_t length;
-    const char *body = http_body(request, &length);
-    if (encoding && strcasecmp(encoding, "identity") != 0) {
-        respond_error(request, 400,
-                      "Content-Encoding '%s' is not supported: upload the file "
-                      "uncompressed (without gzip)",
-                      encoding);
-        return;
-    }
-    if (!v1_require_running(request, b))
-        return;
-    json_t *written = json_array();
-    if (type && strncasecmp(type, "multipart/form-data", 19) == 0) {
-        char boundary[200];
-        upload_part *parts = calloc(MAX_UPLOAD_FILES, sizeof *parts);
-        if (!parts)
-            die("out of memory");
-        int count = header_parameter(type, "boundary", boundary, sizeof boundary)
-                        ? parse_multipart(body, length, boundary, parts, MAX_UPLOAD_FILES)
-                        : -1;
-        if (count <= 0)
-            respond_error(request, 400,
-                          "the body is not a multipart form with up to %d files "
-                          "(each a part with its path as the filename)",
-                          MAX_UPLOAD_FILES);
-        for (int i = 0; i < count && written; i++) {
-            const char *target = path && *path && count == 1 ? path : parts[i].filename;
-            bool refused = target == parts[i].filename && parts[i].filename_refused;
-            json_t *entry = *target && !refused
-                                ? v1_files_write(request, b, target, parts[i].data, parts[i].length)
-                                : NULL;
-            if (refused)
-                respond_error(request, 400,
-                              "the filename of file %d of the form holds a NUL or control byte: "
-                              "paths cannot contain them",
-                              i + 1);
-            else if (!*target)
-                respond_error(request, 400,
-                              "file %d of the form has no path: pass ?path= or "
-                              "give the part a filename",
-                              i + 1);
-            if (entry)
-                json_array_append_new(written, written_entry(entry));
-            else
-                json_decref(written), written = NULL;
-        }
-        if (count <= 0)
-            json_decref(written), written = NULL;
-        free(parts);
-    } else if (!path || !*path) {
-        respond_error(request, 400, "the 'path' query parameter is required");
-        json_decref(written), written = NULL;
-    } else {
-        json_t *entry = v1_files_write(request, b, path, body, length);
-        if (entry)
-            json_array_append_new(written, written_entry(entry));
-        else
-            json_decref(written), written = NULL;
-    }
-    if (written)
-        http_respond_json(request, 200, written);
-}
-
-/* envd's Connect-RPC services that cellbox serves; process.Process is not yet among them, so its
-   calls answer "unimplemented" in Connect's shape. */
-static const connect_service *const envd_services[] = {&envd_filesystem_service, NULL};
-
-static void route_envd(http_request *request, box *b, char **s, int n)
-{
-    if (n == 1 && strcmp(s[0], "health") == 0) {
-        http_respond(request, 204, NULL, "", 0);
-    } else if (n == 1 && strcmp(s[0], "files") == 0) {
-        if (http_method_is(request, "GET")) {
-            if (v1_require_running(request, b))
-                v1_files_route(request, b, ""); /* same ?path=, same bytes back */
-        } else if (http_method_is(request, "POST")) {
-            write_files(request, b);
-        } else {
-            respond_method_not_allowed(request, "GET, POST");
-        }
-    } else if (n == 2 && strchr(s[0], '.')) {
-        /* Connect-RPC: /{package.Service}/{Method} */
-        connect_serve(request, envd_services, s[0], s[1], b);
-    } else {
-        respond_error(request, 404,
-                      "no such envd endpoint: %s (cellbox serves /health and "
-                      "/files)",
                       http_path(request));
     }
 }
@@ -611,17 +394,17 @@ static void route_into_sandbox(http_request *request)
     int n = url_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
     bool interpreter = port && strcmp(port, INTERPRETER_PORT) == 0;
     if (!b) {
-        respond_error(request, 502, "sandbox %s was not found (it was killed, or timed out)", id);
+        errors_respond_e2b(request, 502, "sandbox %s was not found (it was killed, or timed out)", id);
     } else if (!interpreter && !(port && strcmp(port, ENVD_PORT) == 0)) {
-        respond_error(request, 502,
+        errors_respond_e2b(request, 502,
                       "port %s of sandbox %s is not served: cellbox answers "
                       "E2b-Sandbox-Port " INTERPRETER_PORT " (code interpreter) and " ENVD_PORT
                       " (envd)",
                       port ? port : "(none)", id);
     } else if (n < 1 || n > 3) {
-        respond_error(request, 404, "no such endpoint: %s", http_path(request));
+        errors_respond_e2b(request, 404, "no such endpoint: %s", http_path(request));
     } else {
-        interpreter ? route_interpreter(request, b, s, n) : route_envd(request, b, s, n);
+        interpreter ? route_interpreter(request, b, s, n) : envd_route(request, b, s, n);
     }
 }
 

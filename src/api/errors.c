@@ -1,6 +1,10 @@
 #include "api/errors.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "common/text.h"
 
 int errors_status_of_failure(failure_kind kind)
 {
@@ -84,4 +88,23 @@ const char *errors_connect_code_of_errno(int error)
     case EFBIG: return "failed_precondition";
     default: return "internal";
     }
+}
+
+void errors_respond_e2b(http_request *request, int status, const char *fmt, ...)
+{
+    char message[1024];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(message, sizeof message, fmt, args);
+    va_end(args);
+    http_respond_json(
+        request, status,
+        json_pack("{s:i, s:o}", "code", status, "message", text_json_string(message)));
+}
+
+void errors_respond_e2b_method_not_allowed(http_request *request, const char *allow)
+{
+    http_add_response_header(request, "Allow", allow);
+    errors_respond_e2b(request, 405, "%s is not allowed on %s: use %s", http_method(request),
+                       http_path(request), allow);
 }
