@@ -9,6 +9,9 @@
 #include "model/box.h"
 
 #define ENVD_PORT "49983"
+/* The user's home: the default working directory of envd's processes and the directory relative
+   paths resolve against on E2B's routes. */
+#define ENVD_HOME_DIR "/workspace"
 
 void envd_route(http_request *request, box *b, char **s, int n);
 
