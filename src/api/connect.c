@@ -377,11 +377,14 @@ size_t connect_stream_queued(const connect_stream *stream)
     return stream->ended ? 0 : http_stream_queued(stream->http);
 }
 
-/* Keepalive-Ping-Interval in milliseconds; the header is seconds, as the SDKs send it. */
+/* Keepalive-Ping-Interval in milliseconds; the header is seconds, as the SDKs send it (one that
+   is not a whole number is taken as absent). */
 static int64_t keepalive_interval_ms(http_request *request)
 {
     const char *header = http_header(request, "Keepalive-Ping-Interval");
-    long seconds = header ? strtol(header, NULL, 10) : KEEPALIVE_DEFAULT_SECONDS;
+    size_t digits = header ? strspn(header, "0123456789") : 0;
+    bool given = digits > 0 && digits <= 9 && header[digits] == '\0';
+    long seconds = given ? strtol(header, NULL, 10) : KEEPALIVE_DEFAULT_SECONDS;
     if (seconds < 1)
         seconds = 1;
     if (seconds > KEEPALIVE_MAX_SECONDS)

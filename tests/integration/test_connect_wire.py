@@ -359,6 +359,24 @@ def test_streaming_request_errors_end_the_stream(daemon, sandbox_id):
     assert r.status_code == 415 and r.headers["Accept-Post"] == "application/connect+json", r.text
 
 
+def test_a_paused_sandbox_is_not_watched_until_it_resumes(daemon, sandbox_id):
+    r = daemon.client().post(f"v1/sandboxes/{sandbox_id}/pause")
+    assert r.status_code == 200, r.text
+    try:
+        message = stream_error(stream_call(daemon, sandbox_id, "/filesystem.Filesystem/WatchDir",
+                                           envelope({"path": "/workspace"})),
+                               "failed_precondition")
+        assert "paused" in message
+    finally:
+        r = daemon.client().post(f"v1/sandboxes/{sandbox_id}/resume")
+        assert r.status_code == 200, r.text
+    stream = Stream(daemon, sandbox_id, "/filesystem.Filesystem/WatchDir", {"path": "/workspace"})
+    try:
+        assert stream.next() == (0, {"start": {}})
+    finally:
+        stream.close()
+
+
 def test_a_planted_link_cannot_make_the_daemon_watch_a_host_directory(daemon, sandbox_id):
     """A link inside the sandbox towards a host directory resolves inside the sandbox (where the
     path does not exist): the watch fails and the host directory is untouched."""
