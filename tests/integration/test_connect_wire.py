@@ -396,6 +396,38 @@ def test_a_planted_link_cannot_make_the_daemon_watch_a_host_directory(daemon, sa
         os.rmdir(host)
 
 
+def test_a_recursive_watch_does_not_follow_links_out_to_the_host(daemon, sandbox_id):
+    """Links planted inside a recursively watched directory, before the watch and while it
+    runs, point at a host directory: changes the host makes there are never reported, and the
+    host directory keeps exactly what the host put in it."""
+    host = tempfile.mkdtemp(prefix="cellbox-watch-host-")
+    try:
+        fs(daemon, sandbox_id, "MakeDir", {"path": "/workspace/trap"})
+        r = daemon.client().post(f"v1/sandboxes/{sandbox_id}/execute", json={
+            "code": f"import os\nos.symlink({host!r}, '/workspace/trap/before')"})
+        assert r.status_code == 200, r.text
+        stream = Stream(daemon, sandbox_id, "/filesystem.Filesystem/WatchDir",
+                        {"path": "/workspace/trap", "recursive": True})
+        try:
+            assert stream.next() == (0, {"start": {}})
+            r = daemon.client().post(f"v1/sandboxes/{sandbox_id}/execute", json={
+                "code": f"import os\nos.symlink({host!r}, '/workspace/trap/during')"})
+            assert r.status_code == 200, r.text
+            with open(os.path.join(host, "host-file.txt"), "w") as f:
+                f.write("written by the host")
+            write_file(daemon, sandbox_id, "/workspace/trap/marker.txt", b"m")
+            events = events_until(stream, ("EVENT_TYPE_WRITE", "marker.txt"))
+            names = {name for _, name in events}
+            assert names <= {"during", "marker.txt"}, events  # the link itself, nothing through it
+        finally:
+            stream.close()
+        assert os.listdir(host) == ["host-file.txt"]
+    finally:
+        for name in os.listdir(host):
+            os.unlink(os.path.join(host, name))
+        os.rmdir(host)
+
+
 # ---- the polling watchers ----
 
 def test_polling_watcher_accumulates_events_between_polls(daemon, sandbox_id):
