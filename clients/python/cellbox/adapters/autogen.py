@@ -358,6 +358,8 @@ class CellboxCodeExecutor(_Component):
         return lines
 
     def _run_shell(self, code, language, cancellation):
+        # In the background, so that a cancellation can kill it by id at once (a foreground
+        # command dies only with its stream); the daemon keeps the last 1 MiB of each stream.
         shell = "bash" if language in ("bash", "shell") else "sh"
         command = self.sandbox.commands.run(f"{shell} -c {shlex.quote(code)}", cwd=self._work_dir,
                                             timeout_s=self.timeout, background=True)
