@@ -1,4 +1,4 @@
-"""A client that speaks to cellboxd exactly the way AutoGen's Jupyter executor does
+"""Two halves. First, a client that speaks to cellboxd exactly the way AutoGen's Jupyter executor does
 (autogen-ext's code_executors/docker_jupyter: JupyterClient, JupyterKernelClient and
 DockerJupyterCodeExecutor), run through the scenarios of the project's seed articles.
 
@@ -20,6 +20,10 @@ because clients break on it (see shared/brief/protocols.md):
          text, execute_result/display_data (text/plain -> text, image/* and text/html ->
          files), first "error" ends the block (ERROR: {ename}: {evalue}\n{traceback}),
          status idle ends it otherwise; a batch stops at the first failing block.
+
+Second (at the end of the file), cellbox's own AutoGen adapter (clients/python,
+cellbox.adapters.autogen) against AutoGen's published interfaces, with a stub of autogen_core on
+sys.path (tests/clients/autogen_stub) and without autogen_core.
 """
 import asyncio
 import base64
