@@ -5,11 +5,14 @@ Both servers run on this machine in one run, on free loopback ports, and are dri
 same code below (REST + the legacy WebSocket framing, as AutoGen speaks it). Figures and ratios are
 printed, written to bench/results/latest.json and drawn to bench/results/latest.png.
 
-    /usr/bin/python3 bench/bench.py [--quick] [--idle N] [--only restart] [--sandboxes N]
+    /usr/bin/python3 bench/bench.py [--quick] [--idle N] [--only restart|e2b] [--sandboxes N]
 
 `--only restart` runs the restart figure alone (sandboxes kept across a kill -9 and a SIGUSR2 of
 cellboxd and adopted by the next one, beside Jupyter Server losing its kernels) and writes
-bench/results/restart-latest.json, leaving latest.json to full runs.
+bench/results/restart-latest.json, leaving latest.json to full runs. `--only e2b` runs E2B's
+SDK beside /v1 alone (commands.run('true') and a 10 MiB files.write against their /v1 routes,
+tests/clients/node/e2b_bench.mjs) into bench/results/e2b-latest.json; a full run has the same
+figures under "e2b_sdk_vs_v1".
 """
 import argparse
 import concurrent.futures
@@ -354,6 +357,46 @@ def native_api(server, count):
     return executes, pauses, resumes
 
 
+E2B_CLIENT_DIR = os.path.join(REPO, "tests", "clients", "node")
+
+
+def e2b_sdk_samples(server, runs):
+    """E2B's SDK beside /v1, timed by one node process on one sandbox
+    (tests/clients/node/e2b_bench.mjs): commands.run('true') vs /v1's command route, and a
+    10 MiB files.write vs /v1's PUT .../files. Its raw samples, or {"ok": False, "error"}."""
+    node = shutil.which("node")
+    if node is None or not os.path.isdir(os.path.join(E2B_CLIENT_DIR, "node_modules", "e2b")):
+        return {"ok": False, "error": "node or the npm packages of tests/clients/node are missing "
+                                      "(scripts/install-deps.sh bench installs them)"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("E2B_")}
+    env.update(E2B_API_URL=server.base, E2B_SANDBOX_URL=server.base, E2B_API_KEY=server.token,
+               CELLBOX_BENCH_RUNS=str(runs), CELLBOX_CLIENT_DEADLINE_MS="280000")
+    proc = subprocess.run([node, "e2b_bench.mjs"], cwd=E2B_CLIENT_DIR, env=env, capture_output=True,
+                          text=True, timeout=300)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        return {"ok": False, "error": f"no figures (exit {proc.returncode}): {proc.stderr[-2000:]}"}
+    return json.loads(lines[-1])
+
+
+def e2b_figures(raw):
+    """p50/p99 of each path and the ratio E2B SDK / /v1 (1.0: the E2B path costs nothing more);
+    the commands half is {"skipped": why} while the daemon does not serve commands.run."""
+    if not raw.get("ok"):
+        raise RuntimeError(f"the E2B bench client failed: {raw.get('error')}")
+
+    def side_by_side(pair):
+        sdk, v1 = pair["sdk_ms"], pair["v1_ms"]
+        return {"e2b_sdk_p50": pct(sdk, 50), "e2b_sdk_p99": pct(sdk, 99), "v1_p50": pct(v1, 50),
+                "v1_p99": pct(v1, 99), "ratio_p50": pct(sdk, 50) / pct(v1, 50),
+                "ratio_p99": pct(sdk, 99) / pct(v1, 99), "runs": len(sdk)}
+
+    commands = raw["commands"]
+    return {"commands_run_true_ms": {"skipped": commands["skipped"]} if "skipped" in commands
+            else side_by_side(commands),
+            "file_write_10mib_ms": side_by_side(raw["files"])}
+
+
 def busy_cpu_ms():
     """CPU time the whole host has been busy since boot (user, nice, system, interrupts)."""
     with open("/proc/stat") as f:
@@ -660,7 +703,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer samples (CI smoke run)")
     parser.add_argument("--idle", type=int, default=500, help="idle sandboxes for the memory figure")
-    parser.add_argument("--only", choices=["restart"], help="run this figure alone (written to "
+    parser.add_argument("--only", choices=["restart", "e2b"], help="run this figure alone (written to "
                         "bench/results/<name>-latest.json, latest.json untouched)")
     parser.add_argument("--sandboxes", type=int, default=50, help="sandboxes kept across the restarts")
     args = parser.parse_args()
@@ -676,6 +719,22 @@ def main():
             shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(RESULTS, exist_ok=True)
         with open(os.path.join(RESULTS, "restart-latest.json"), "w") as f:
+            json.dump(figures, f, indent=2)
+        print(json.dumps(figures, indent=2))
+        return 0
+    if args.only == "e2b":
+        try:
+            cellbox = start_cellbox(os.path.join(tmp, "cb-e2b"), pool_size=4)
+            try:
+                figures = {"machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
+                           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           "e2b_sdk_vs_v1": e2b_figures(e2b_sdk_samples(cellbox, n))}
+            finally:
+                cellbox.stop()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(RESULTS, exist_ok=True)
+        with open(os.path.join(RESULTS, "e2b-latest.json"), "w") as f:
             json.dump(figures, f, indent=2)
         print(json.dumps(figures, indent=2))
         return 0
@@ -708,6 +767,7 @@ def main():
             c_sustained = sustained(cellbox, 10 if not args.quick else 5, 2)
             c_runs, c_run_ms = stateless_runs(cellbox, 10 if not args.quick else 5, 2)
             c_exec_ms, c_pause_ms, c_resume_ms = native_api(cellbox, n)
+            c_e2b = e2b_figures(e2b_sdk_samples(cellbox, n))
             c_concurrent = concurrent_creates(cellbox, 100)
             c_uss, c_rss = idle_memory(cellbox, args.idle, True)
         finally:
@@ -758,6 +818,7 @@ def main():
                               "ratio": c_runs / max(j_sustained, 1e-9)},
             "native_api_ms": {"execute_p50": pct(c_exec_ms, 50), "execute_p99": pct(c_exec_ms, 99),
                               "pause_p50": pct(c_pause_ms, 50), "resume_p50": pct(c_resume_ms, 50)},
+            "e2b_sdk_vs_v1": c_e2b,
             "idle_kernel_memory_mib": {"cellbox_uss": c_uss, "cellbox_rss": c_rss, "cellbox_count": args.idle,
                                        "jupyter_uss": j_uss, "jupyter_rss": j_rss,
                                        "ratio_uss": j_uss / max(c_uss, 1e-9)},

@@ -15,10 +15,11 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 run_pkgs=(build-essential pkg-config libmicrohttpd-dev libwslay-dev libjansson-dev libssl-dev
   libseccomp-dev libpython3.11-dev libcurl4-openssl-dev libarchive-dev e2fsprogs tar python3-ipython python3-numpy python3-pandas
   python3-matplotlib python3-matplotlib-inline procps)
+# nodejs, npm: make bench times E2B's npm SDK beside /v1 (tests/clients/node/e2b_bench.mjs).
 bench_pkgs=(python3-websocket python3-requests jupyter-server python3-jupyter-server
-  python3-jupyter-client python3-ipykernel)
+  python3-jupyter-client python3-ipykernel nodejs npm ca-certificates)
 # ca-certificates: npm fetches the client-test modules over https (a bare Debian has no CA list).
-test_pkgs=("${bench_pkgs[@]}" python3-pytest python3-yaml python3-jsonschema nodejs npm ca-certificates
+test_pkgs=("${bench_pkgs[@]}" python3-pytest python3-yaml python3-jsonschema
   python3-pip python3-setuptools python3-wheel mmdebstrap clang libclang-rt-14-dev)
 
 pkgs=("${run_pkgs[@]}")
@@ -46,11 +47,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if [ "$mode" = test ] && [ -f "$here/tests/clients/node/package.json" ]; then
+if { [ "$mode" = test ] || [ "$mode" = bench ]; } && [ -f "$here/tests/clients/node/package.json" ]; then
   node_dir="$here/tests/clients/node"
   # Installed, and from the current lock file (a dependency added later is installed too).
   if [ ! -d "$node_dir/node_modules" ] || [ "$node_dir/package-lock.json" -nt "$node_dir/node_modules/.package-lock.json" ]; then
-    echo "cellbox: installing npm packages for the client tests" >&2
+    echo "cellbox: installing npm packages for the client tests and make bench" >&2
     (cd "$here/tests/clients/node" && npm ci --no-audit --no-fund --loglevel=error)
   fi
 fi

@@ -1,4 +1,4 @@
-"""A client that speaks to cellboxd exactly the way AutoGen's Jupyter executor does
+"""Two halves. First, a client that speaks to cellboxd exactly the way AutoGen's Jupyter executor does
 (autogen-ext's code_executors/docker_jupyter: JupyterClient, JupyterKernelClient and
 DockerJupyterCodeExecutor), run through the scenarios of the project's seed articles.
 
@@ -20,14 +20,25 @@ because clients break on it (see shared/brief/protocols.md):
          text, execute_result/display_data (text/plain -> text, image/* and text/html ->
          files), first "error" ends the block (ERROR: {ename}: {evalue}\n{traceback}),
          status idle ends it otherwise; a batch stops at the first failing block.
+
+Second (at the end of the file), cellbox's own AutoGen adapter (clients/python,
+cellbox.adapters.autogen) against AutoGen's published interfaces, with a stub of autogen_core on
+sys.path (tests/clients/autogen_stub) and without autogen_core.
 """
+import asyncio
 import base64
+import dataclasses
 import datetime
+import importlib
 import json
 import os
 import shutil
+import sys
 import tempfile
+import threading
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 import requests
@@ -385,3 +396,271 @@ def test_two_executors_on_one_server_are_isolated(daemon, output_dir):
     finally:
         a.stop()
         b.stop()
+
+
+# ---------------------------------------------------------------------------- the AutoGen adapter
+#
+# cellbox.adapters.autogen (clients/python) against AutoGen's published interfaces. AutoGen
+# cannot be installed here (no PyPI): each test runs twice, once with tests/clients/autogen_stub
+# on sys.path (a stub of autogen_core's published classes and signatures: CodeResult,
+# CodeExecutor, Component, ComponentModel, CancellationToken, FunctionWithRequirements, ...),
+# once with autogen_core not importable (the adapter's own classes with the same fields).
+
+CLIENT = os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python")
+AUTOGEN_STUB = os.path.join(os.path.dirname(__file__), "autogen_stub")
+_ADAPTER_MODULES = ("autogen_core", "cellbox.adapters.autogen", "cellbox.adapters._autogen")
+
+
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+def norm(values):
+    return float(np.sqrt(sum(v * v for v in values))) + sqrt(0)  # noqa: F821 - names the module imports
+
+
+def _adapter_modules():
+    return {name: module for name, module in sys.modules.items() if name.startswith(_ADAPTER_MODULES)}
+
+
+@pytest.fixture(params=["autogen_core stub", "no autogen_core"])
+def autogen(request, daemon, monkeypatch):
+    """The adapter module imported afresh, with the stub autogen_core or without any; the
+    modules it loaded are taken out again afterwards, so nothing else sees the stub."""
+    if os.environ.get("CELLBOX_TEST_REFERENCE"):
+        pytest.skip("the adapter speaks cellbox's /v1 API")
+    monkeypatch.syspath_prepend(os.path.abspath(CLIENT))
+    before = _adapter_modules()
+    for name in before:
+        del sys.modules[name]
+    if request.param == "autogen_core stub":
+        monkeypatch.syspath_prepend(AUTOGEN_STUB)
+    else:
+        monkeypatch.setitem(sys.modules, "autogen_core", None)
+    import cellbox.adapters
+    before_attribute = getattr(cellbox.adapters, "autogen", None)
+    module = importlib.import_module("cellbox.adapters.autogen")
+    assert module.AUTOGEN_INSTALLED == (request.param == "autogen_core stub")
+    monkeypatch.setenv("CELLBOX_TOKEN", daemon.token)    # what a loaded executor authenticates with
+    yield module
+    for name in _adapter_modules():
+        del sys.modules[name]
+    sys.modules.update(before)
+    if before_attribute is not None:
+        cellbox.adapters.autogen = before_attribute
+
+
+class PlainToken:
+    """A CancellationToken-like object without autogen_core: add_callback and cancel."""
+
+    def __init__(self):
+        self.callbacks = []
+
+    def add_callback(self, callback):
+        self.callbacks.append(callback)
+
+    def cancel(self):
+        for callback in self.callbacks:
+            callback()
+
+
+def _token(autogen):
+    if autogen.AUTOGEN_INSTALLED:
+        from autogen_core import CancellationToken
+        return CancellationToken()
+    return PlainToken()
+
+
+def _wait_for_file(sandbox, path, then):
+    """Call `then` once `path` exists in the sandbox (at most 30 s of looking)."""
+    for _ in range(300):
+        if sandbox.files.exists(path):
+            then()
+            return
+        time.sleep(0.1)
+
+
+def test_adapter_result_is_autogens_code_result(autogen, daemon, output_dir):
+    with autogen.CellboxCodeExecutor(url=daemon.origin, token=daemon.token, output_dir=output_dir) as executor:
+        result = executor.execute_code_blocks([autogen.CodeBlock("print(6 * 7)")])
+    assert (result.exit_code, result.output, result.output_files, result.code_file) == (0, "42", [], None)
+    if autogen.AUTOGEN_INSTALLED:
+        from autogen_core.code_executor import CodeExecutor, CodeResult
+        assert isinstance(result, CodeResult)
+        assert issubclass(autogen.AsyncCellboxCodeExecutor, CodeExecutor)
+    else:
+        assert [f.name for f in dataclasses.fields(result)] == ["exit_code", "output", "output_files", "code_file"]
+
+
+def test_adapter_functions_module_and_work_dir(autogen, daemon, output_dir):
+    functions = [add, "def greet(name):\n    return 'hello ' + name\n"]
+    if autogen.AUTOGEN_INSTALLED:
+        from autogen_core.code_executor import (Alias, FunctionWithRequirements, ImportFromModule,
+                                                with_requirements)
+
+        @with_requirements(python_packages=["numpy"], global_imports=["json"])
+        def as_json(value):
+            return json.dumps(value, sort_keys=True)
+
+        functions += [as_json,
+                      FunctionWithRequirements.from_callable(
+                          norm, python_packages=["numpy"],
+                          global_imports=[Alias("numpy", "np"), ImportFromModule("math", ["sqrt"])]),
+                      FunctionWithRequirements.from_str("def twice(x):\n    return 2 * x\n")]
+    with autogen.CellboxCodeExecutor(url=daemon.origin, token=daemon.token, output_dir=output_dir,
+                                     work_dir="/workspace/agent", functions=functions,
+                                     functions_module="tools") as executor:
+        assert executor.work_dir == "/workspace/agent" and executor.functions_module == "tools"
+        result = executor.execute_code_blocks([autogen.CodeBlock(
+            "from tools import add, greet\nimport os\nprint(add(2, 3), greet('box'), os.getcwd())")])
+        assert (result.exit_code, result.output) == (0, "5 hello box /workspace/agent"), result.output
+        module = executor.sandbox.files.read_text("/workspace/agent/tools.py")
+        assert "def add(a: int, b: int) -> int:" in module and "def greet(name):" in module
+        shell = executor.execute_code_blocks([autogen.CodeBlock(
+            "pwd; python3 -c 'from tools import add; print(add(1, 1))'", "bash")])
+        assert (shell.exit_code, shell.output) == (0, "/workspace/agent\n2")
+        if autogen.AUTOGEN_INSTALLED:
+            assert "@with_requirements" not in module and "import json" in module
+            assert "import numpy as np" in module and "from math import sqrt" in module
+            done = executor.execute_code_blocks([autogen.CodeBlock(
+                "from tools import as_json, norm, twice\nprint(as_json({'b': 1, 'a': 2}), norm([3, 4]), twice(21))")])
+            assert (done.exit_code, done.output) == (0, '{"a": 2, "b": 1} 5.0 42'), done.output
+        prompt = executor.format_functions_for_prompt()
+        assert "from tools import foo" in prompt and "def add(a: int, b: int) -> int:" in prompt
+        assert '"""Add two numbers."""' in prompt and "def greet(name):" in prompt
+        # a fresh kernel imports them again
+        executor.restart()
+        again = executor.execute_code_blocks([autogen.CodeBlock("from tools import add\nprint(add(1, 2))")])
+        assert (again.exit_code, again.output) == (0, "3")
+
+
+def test_adapter_broken_functions_module_is_named(autogen, daemon, output_dir):
+    executor = autogen.CellboxCodeExecutor(url=daemon.origin, token=daemon.token, output_dir=output_dir,
+                                           functions=["def broken(:\n    pass\n"])
+    with executor, pytest.raises(ValueError, match="functions module functions.py failed to load"):
+        executor.execute_code_blocks([autogen.CodeBlock("print(1)")])
+    with pytest.raises(ValueError, match="not a Python identifier"):
+        autogen.CellboxCodeExecutor(functions_module="not-a-name")
+
+
+def test_adapter_filename_blocks_saved_under_work_dir(autogen, daemon, output_dir):
+    with autogen.CellboxCodeExecutor(url=daemon.origin, token=daemon.token, output_dir=output_dir,
+                                     work_dir="/workspace/job") as executor:
+        code = "# filename: scripts/hello.py\nprint('hi from a file')\n"
+        shell = "# filename: run.sh\necho from sh\n"
+        result = executor.execute_code_blocks([autogen.CodeBlock(code), autogen.CodeBlock(shell, "sh")])
+        assert (result.exit_code, result.output) == (0, "hi from a file\nfrom sh")
+        assert result.code_file == "/workspace/job/scripts/hello.py"
+        assert executor.sandbox.files.read_text("/workspace/job/scripts/hello.py") == code
+        assert executor.sandbox.files.read_text("/workspace/job/run.sh") == shell
+        ran = executor.execute_code_blocks([autogen.CodeBlock("python3 scripts/hello.py", "bash")])
+        assert (ran.exit_code, ran.output) == (0, "hi from a file")
+        escape = executor.execute_code_blocks([autogen.CodeBlock("# filename: ../escape.py\nprint('never')")])
+        assert escape.exit_code == 1 and escape.output.startswith("Filename is not in the workspace")
+        assert "never" not in escape.output
+        assert not executor.sandbox.files.exists("/workspace/escape.py")
+
+
+def test_adapter_html_results_saved_as_output_files(autogen, daemon, output_dir):
+    with autogen.CellboxCodeExecutor(url=daemon.origin, token=daemon.token, output_dir=output_dir) as executor:
+        result = executor.execute_code_blocks([autogen.CodeBlock(
+            "import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': [3, 4]})")])
+    assert result.exit_code == 0, result.output
+    assert len(result.output_files) == 1
+    page = result.output_files[0]
+    assert page.suffix == ".html" and page.parent == Path(output_dir).absolute()
+    assert "<table" in page.read_text()
+    assert f"HTML data saved to {page}" in result.output and "a  b" in result.output
+
+
+LONG_CELL = ("import time\nfinished = False\nopen('started', 'w').close()\n"
+             "for step in range(600):\n    time.sleep(0.1)\nfinished = True\n")
+
+
+def test_adapter_cancellation_interrupts_the_cell(autogen, daemon, output_dir):
+    import cellbox
+    with autogen.CellboxCodeExecutor(url=daemon.origin, token=daemon.token, output_dir=output_dir,
+                                     timeout=300) as executor:
+        watcher = cellbox.Sandbox(executor.sandbox.id, url=daemon.origin, token=daemon.token)
+        token = _token(autogen)
+        cancel = threading.Thread(target=_wait_for_file, args=(watcher, "/workspace/started", token.cancel))
+        cancel.start()
+        try:
+            with pytest.raises(asyncio.CancelledError):
+                executor.execute_code_blocks([autogen.CodeBlock(LONG_CELL)], token)
+        finally:
+            cancel.join()
+        # the cell was stopped in the sandbox (KeyboardInterrupt mid-loop), the kernel lives on
+        after = executor.execute_code_blocks([autogen.CodeBlock("print(finished, step < 599)")])
+        assert (after.exit_code, after.output) == (0, "False True")
+
+        token = _token(autogen)
+        cancel = threading.Thread(target=_wait_for_file, args=(watcher, "/workspace/started_sh", token.cancel))
+        cancel.start()
+        try:
+            with pytest.raises(asyncio.CancelledError):
+                executor.execute_code_blocks([autogen.CodeBlock("touch started_sh; sleep 600; touch ended", "sh")],
+                                             token)
+        finally:
+            cancel.join()
+        assert [c for c in executor.sandbox.commands.list() if c.state == "running"] == []
+        assert not executor.sandbox.files.exists("/workspace/ended")
+
+
+def test_adapter_async_cancellation(autogen, daemon, output_dir):
+    import cellbox
+
+    async def main():
+        async with autogen.AsyncCellboxCodeExecutor(url=daemon.origin, token=daemon.token,
+                                                    output_dir=output_dir, timeout=300) as executor:
+            watcher = cellbox.Sandbox(executor.sync.sandbox.id, url=daemon.origin, token=daemon.token)
+            token = _token(autogen)
+            task = asyncio.ensure_future(executor.execute_code_blocks([autogen.CodeBlock(LONG_CELL)], token))
+            await asyncio.to_thread(_wait_for_file, watcher, "/workspace/started", token.cancel)
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            after = await executor.execute_code_blocks([autogen.CodeBlock("print(finished)")], _token(autogen))
+            return after.exit_code, after.output
+
+    assert asyncio.run(main()) == (0, "False")
+
+
+def test_adapter_dump_and_load_component(autogen, daemon, output_dir):
+    import cellbox
+    sandbox = cellbox.Sandbox.create(timeout_s=0, url=daemon.origin, token=daemon.token)
+    try:
+        executor = autogen.AsyncCellboxCodeExecutor(sandbox, timeout=30, output_dir=output_dir,
+                                                    work_dir="/workspace/w", functions_module="helpers")
+        model = executor.dump_component()
+        if autogen.AUTOGEN_INSTALLED:
+            import autogen_core
+            assert isinstance(model, autogen_core.ComponentModel)
+        assert model.provider == "cellbox.adapters.autogen.AsyncCellboxCodeExecutor"
+        assert (model.component_type, model.version, model.component_version) == ("code_executor", 1, 1)
+        assert model.description
+        assert model.config == {"url": sandbox.connection.url, "sandbox_id": sandbox.id, "timeout": 30,
+                                "work_dir": "/workspace/w", "output_dir": output_dir,
+                                "functions_module": "helpers", "sandbox_options": {"timeout_s": 3600}}
+        assert daemon.token not in json.dumps(model.model_dump())        # never the token
+        asyncio.run(executor.execute_code_blocks([autogen.CodeBlock("kept = 'state'")]))
+
+        loaded = autogen.AsyncCellboxCodeExecutor.load_component(model.model_dump())
+        assert type(loaded) is autogen.AsyncCellboxCodeExecutor
+        assert loaded.dump_component().config == model.config
+        result = asyncio.run(loaded.execute_code_blocks([autogen.CodeBlock("import os\nprint(kept, os.getcwd())")]))
+        assert (result.exit_code, result.output) == (0, "state /workspace/w")   # the same sandbox and kernel
+        asyncio.run(loaded.stop())
+        assert sandbox.is_running()                                    # given, so not killed
+
+        own = autogen.CellboxCodeExecutor(url=daemon.origin, token=daemon.token, timeout=5)
+        config = own.dump_component().config
+        assert "sandbox_id" not in config and "output_dir" not in config and config["timeout"] == 5
+        assert own.dump_component().provider == "cellbox.adapters.autogen.CellboxCodeExecutor"
+        fresh = autogen.CellboxCodeExecutor.load_component(own.dump_component())
+        with fresh:
+            assert fresh.sandbox.id != sandbox.id
+            assert fresh.execute_code_blocks([autogen.CodeBlock("print('new')")]).output == "new"
+        own.stop()
+    finally:
+        sandbox.kill()

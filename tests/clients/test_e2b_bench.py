@@ -1,0 +1,85 @@
+"""make bench's E2B figures (tests/clients/node/e2b_bench.mjs), run short against a daemon this
+test starts: that they are measured and what they measure is right, never how fast (speed
+belongs in `make bench`).
+
+- files: sandbox.files.write of 10 MiB through the SDK and PUT /v1/.../files, each sample a
+  whole write; both files land in the sandbox whole.
+- commands: sandbox.commands.run('true') and /v1's command route, or, while the daemon answers
+  envd's process.Process `unimplemented` (issue 20, part B), a skip with a note that says so.
+- bench.py's reduction of the samples to p50/p99 and ratios (e2b_figures)."""
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+pytestmark = pytest.mark.cellbox_only  # Jupyter Server has no E2B API
+
+NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "bench.py")
+TIMEOUT = 180
+RUNS = 3
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("cellbox_bench", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_bench_client(daemon):
+    node = shutil.which("node")
+    assert node, "node is not installed (scripts/install-deps.sh test installs it)"
+    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@e2b", "code-interpreter")), \
+        "npm packages missing: run `scripts/install-deps.sh test` (npm ci in tests/clients/node)"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("E2B_")}
+    env.update(E2B_API_URL=daemon.origin, E2B_SANDBOX_URL=daemon.origin, E2B_API_KEY=daemon.token,
+               CELLBOX_BENCH_RUNS=str(RUNS), CELLBOX_BENCH_FILE_RUNS="2",
+               CELLBOX_CLIENT_DEADLINE_MS=str((TIMEOUT - 20) * 1000))
+    proc = subprocess.run([node, "e2b_bench.mjs"], cwd=NODE_DIR, env=env, capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"no figures from the client (exit {proc.returncode})\nstderr:\n{proc.stderr[-4000:]}"
+    return proc, json.loads(lines[-1])
+
+
+def test_e2b_bench_measures_both_paths(daemon):
+    proc, figures = run_bench_client(daemon)
+    assert proc.returncode == 0 and figures["ok"], (figures, proc.stderr[-3000:])
+    assert figures["runs"] == RUNS
+
+    files = figures["files"]
+    assert files["bytes"] == 10 * 1024 * 1024
+    assert len(files["sdk_ms"]) == 2 and len(files["v1_ms"]) == 2
+    assert all(ms > 0 for ms in files["sdk_ms"] + files["v1_ms"])
+
+    commands = figures["commands"]
+    if "skipped" in commands:
+        assert "unimplemented" in commands["skipped"] and "part B" in commands["skipped"]
+        assert "sdk_ms" not in commands
+    else:
+        assert len(commands["sdk_ms"]) == RUNS and len(commands["v1_ms"]) == RUNS
+        assert all(ms > 0 for ms in commands["sdk_ms"] + commands["v1_ms"])
+    # the sandbox the client made is gone
+    assert daemon.client().get("v1/sandboxes").json() == []
+
+
+def test_bench_reduces_samples_to_percentiles_and_ratios():
+    bench = load_bench()
+    raw = {"ok": True, "runs": 5,
+           "commands": {"sdk_ms": [4.0, 2.0, 3.0, 8.0, 6.0], "v1_ms": [1.0, 1.0, 2.0, 4.0, 2.0]},
+           "files": {"bytes": 10485760, "sdk_ms": [30.0, 10.0, 20.0], "v1_ms": [5.0, 5.0, 5.0]}}
+    figures = bench.e2b_figures(raw)
+    # ratio: the E2B SDK's time over /v1's (1.0: the E2B path costs nothing more)
+    assert figures["commands_run_true_ms"] == {"e2b_sdk_p50": 4.0, "e2b_sdk_p99": 8.0, "v1_p50": 2.0,
+                                               "v1_p99": 4.0, "ratio_p50": 2.0, "ratio_p99": 2.0, "runs": 5}
+    assert figures["file_write_10mib_ms"] == {"e2b_sdk_p50": 20.0, "e2b_sdk_p99": 30.0, "v1_p50": 5.0,
+                                              "v1_p99": 5.0, "ratio_p50": 4.0, "ratio_p99": 6.0, "runs": 3}
+    skipped = bench.e2b_figures({"ok": True, "runs": 5, "commands": {"skipped": "not served yet"},
+                                 "files": raw["files"]})
+    assert skipped["commands_run_true_ms"] == {"skipped": "not served yet"}
+    with pytest.raises(RuntimeError, match="the E2B bench client failed: boom"):
+        bench.e2b_figures({"ok": False, "error": "boom"})
