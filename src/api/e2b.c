@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api/envd.h"
+#include "api/envd_files.h"
 #include "api/request.h"
 #include "api/v1_contexts.h"
 #include "api/v1_execute.h"
@@ -25,7 +26,8 @@
 
 /* The SDK gates features on the envd version a sandbox reports: 0.4.0 and later take no
    default user (so no "Authorization: Basic user:" on every call), 0.5.7 and later may upload
-   as application/octet-stream. Files metadata (0.6.2) is not served, so we stay below it. */
+   as application/octet-stream (and gzip-compressed). Files metadata (0.6.2) is not served, so
+   we stay below it. */
 #define ENVD_VERSION "0.5.7"
 #define CLIENT_ID "cellbox"
 #define INTERPRETER_PORT "49999"
@@ -380,6 +382,13 @@ static bool is_control_plane_path(const char *path)
 bool e2b_owns(http_request *request)
 {
     return http_header(request, "E2b-Sandbox-Id") || is_control_plane_path(http_path(request));
+}
+
+bool e2b_streams_body(const http_request *request)
+{
+    const char *port = http_header(request, "E2b-Sandbox-Port");
+    bool to_envd = http_header(request, "E2b-Sandbox-Id") && port && strcmp(port, ENVD_PORT) == 0;
+    return to_envd && envd_files_streams_body(request);
 }
 
 /* A call into a sandbox, as E2B's proxy routes it: an unknown sandbox is 502, which the SDK

@@ -1,5 +1,6 @@
 /* envd — E2B's in-sandbox daemon as the SDKs reach it on port 49983 (E2b-Sandbox-Port): GET
- * /health, GET and POST /files (downloads and uploads, multipart or octet-stream), and the
+ * /health, GET and POST /files (api/envd_files.h: downloads, and uploads streamed to disk,
+ * multipart or octet-stream, gzip both ways), and the
  * Connect-RPC services /{package.Service}/{Method} (api/connect.h): filesystem.Filesystem
  * (api/envd_filesystem.h). api/e2b.c routes a call here once it found the sandbox. */
 #ifndef CELLBOX_API_ENVD_H

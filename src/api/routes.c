@@ -27,6 +27,11 @@ static void route_jupyter(http_request *request)
         http_respond_error(request, 404, "no such endpoint: %s", http_path(request));
 }
 
+bool routes_streams_body(const http_request *request)
+{
+    return e2b_streams_body(request) || v1_streams_body(http_method(request), http_path(request));
+}
+
 void routes_dispatch(http_request *request)
 {
     /* Connect-RPC (E2B envd's filesystem.Filesystem, calls into a sandbox whose path is

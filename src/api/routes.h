@@ -17,5 +17,7 @@
 /* The server's handler for every request (http_server_start): each is answered exactly once,
    now or later (streams). */
 void routes_dispatch(http_request *request);
+/* The server's streams_body option: uploads of /v1 and envd that go to disk as they arrive. */
+bool routes_streams_body(const http_request *request);
 
 #endif
