@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "api/envd_access.h"
 #include "api/errors.h"
 #include "api/file_upload.h"
 #include "api/v1_ready.h"
@@ -337,5 +338,10 @@ void envd_files_route(http_request *request, box *b)
         errors_respond_e2b_method_not_allowed(request, "GET, POST");
         return;
     }
+    /* A signed URL is checked before anything else, and decides which sandbox when the
+       request names none. */
+    if ((envd_access_is_signed(request) || !b) &&
+        !(b = envd_access_check_signed(request, b, get ? "read" : "write")))
+        return;
     get ? read_file(request, b) : write_files(request, b);
 }

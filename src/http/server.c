@@ -597,7 +597,8 @@ static bool admit_request(http_request *request)
         respond_preflight(request); /* CORS preflights are never authenticated (as in KG) */
         return false;
     }
-    if (!request_is_authorized(request)) {
+    if (!request_is_authorized(request) &&
+        !(server.options.admits && server.options.admits(request))) {
         http_respond_error(request, 401, "a valid token is required: pass ?token= or the header "
                                          "'Authorization: token <token>'");
         return false;

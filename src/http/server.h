@@ -34,6 +34,10 @@ typedef struct http_server_options {
     /* Does this request take its body as a stream (see http_receive_body)? Asked once its head
        is in (method, path, headers). May be NULL. */
     bool (*streams_body)(const http_request *request);
+    /* Does the API admit this request without the daemon's token, on a credential of its own
+       (a sandbox's envd access token, a signed file URL)? Asked only when the token check
+       failed; may be NULL. A request it admits must be checked in full by its route. */
+    bool (*admits)(const http_request *request);
     http_cors cors;
 } http_server_options;
 

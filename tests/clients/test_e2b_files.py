@@ -3,10 +3,13 @@ sandboxes have a 64 MiB disk.
 
 - The SDK (tests/clients/node/e2b_files.mjs): a 40 MiB file written as a stream and as a form
   and read back (hashes compared), several files in one form, writes past the disk limit
-  (NotEnoughSpaceError, nothing left), gzip both ways. Every step is checked here again.
+  (NotEnoughSpaceError, nothing left), gzip both ways, signed upload/download URLs fetched with
+  plain fetch() and no token (valid, without expiry, wrong, for another path, expired, unsigned,
+  another sandbox's). Every step is checked here again.
 - On the wire: a corrupt gzip body (400, no file), gzip on the way out only when asked, a form
   sent in small pieces (boundaries split across reads), a form cut short (400, no partial
-  file)."""
+  file), each sandbox's envd access token admitting calls into that sandbox only, and the
+  daemon's token still admitting every call."""
 import gzip
 import hashlib
 import json
@@ -51,13 +54,14 @@ def test_sdk_files(small_disk_daemon):
     proc, summary = run_files_client(small_disk_daemon)
     steps = summary["steps"]
     detail = f"exit {proc.returncode}\nsummary: {json.dumps(summary, indent=1)}\nstderr:\n{proc.stderr[-3000:]}"
-    expected = ["create", "big_stream", "big_form", "multipart", "disk_full", "gzip", "kill"]
+    expected = ["create", "big_stream", "big_form", "multipart", "disk_full", "gzip", "signed_urls", "kill"]
     missing = [s for s in expected if s not in steps]
     assert not missing, f"steps never reported: {missing}\n{detail}"
     failed = {name: s for name, s in steps.items() if not s["ok"]}
     assert not failed, f"failed steps: {failed}\n{detail}"
     assert proc.returncode == 0, detail
 
+    assert steps["create"]["token_differs"], "each sandbox has its own envd access token"
     big = steps["big_stream"]
     assert big["size"] == 40 * MiB and big["same_hash"]
     assert big["written"] == {"name": "big.bin", "type": "file", "path": "/workspace/big.bin"}
@@ -77,6 +81,23 @@ def test_sdk_files(small_disk_daemon):
 
     zipped = steps["gzip"]
     assert zipped["plain_same"] and zipped["zipped_same"] and zipped["bytes_same"]
+
+    signed = steps["signed_urls"]
+    assert signed["valid"] == {"status": 200, "body": "hello world"}
+    assert signed["forever"] == {"status": 200, "body": "hello world"}
+    assert signed["uploaded"] == {"status": 200, "body": [
+        {"name": "up.txt", "type": "file", "path": "/workspace/signed/up.txt"}]}
+    assert signed["read_back"] == "uploaded without a token"
+    for refused in ("wrong", "moved"):
+        assert signed[refused]["status"] == 401 and signed[refused]["body"]["code"] == 401
+        assert "invalid signature" in signed[refused]["body"]["message"]
+    for late in ("expired", "expired_upload"):
+        assert signed[late]["status"] == 401
+        # E2B's own words first, then when
+        assert signed[late]["body"]["message"].startswith("signature is already expired (at ")
+    assert signed["late_exists"] is False, "an expired upload URL writes nothing"
+    assert signed["bare_status"] == 401, "no signature and no token: refused"
+    assert signed["theirs_status"] == 404, "another sandbox's signature reaches that sandbox only"
 
 
 # ---- on the wire ----
@@ -175,3 +196,34 @@ def test_form_cut_short_leaves_no_partial_file(small_disk_daemon, two_sandboxes)
     assert r.status_code == 400, r.text
     assert "closing boundary" in r.json()["message"]
     assert read_back(d, s, "cut/half.bin").status_code == 404, "no partial file"
+
+
+def test_envd_access_tokens_are_per_sandbox(small_disk_daemon, two_sandboxes):
+    d = small_disk_daemon
+    a, b = two_sandboxes
+    assert a["envdAccessToken"] != b["envdAccessToken"]
+    assert a["envdAccessToken"] != d.token and d.token not in a["envdAccessToken"]
+    assert into(d, a, "POST", "/files", params={"path": "mine.txt"}, data=b"a's",
+                headers={"Content-Type": "application/octet-stream"}).status_code == 200
+    # b's token does not open a: read, write, Connect-RPC
+    r = into(d, a, "GET", "/files", token=b["envdAccessToken"], params={"path": "mine.txt"})
+    assert r.status_code == 401
+    r = into(d, a, "POST", "/files", token=b["envdAccessToken"], params={"path": "planted.txt"},
+             data=b"b's", headers={"Content-Type": "application/octet-stream"})
+    assert r.status_code == 401
+    r = into(d, a, "POST", "/filesystem.Filesystem/Stat", token=b["envdAccessToken"],
+             json={"path": "mine.txt"})
+    assert r.status_code == 401
+    assert read_back(d, a, "planted.txt").status_code == 404, "nothing was written into a"
+    assert read_back(d, a, "mine.txt").content == b"a's"
+    # nor the control plane, nor /v1
+    assert requests.get(d.origin + "/v2/sandboxes", headers={"X-API-Key": a["envdAccessToken"]},
+                        timeout=30).status_code == 401
+    assert requests.get(d.origin + "/v1/sandboxes", headers={"Authorization": f"token {a['envdAccessToken']}"},
+                        timeout=30).status_code == 401
+    # the daemon's token still opens every sandbox
+    r = into(d, a, "GET", "/files", token=d.token, params={"path": "mine.txt"})
+    assert r.status_code == 200 and r.content == b"a's"
+    # a signature made with a's token but sent naming b does not reach a
+    r = into(d, b, "GET", "/files", token=d.token, params={"path": "mine.txt", "signature": "v1_x"})
+    assert r.status_code == 401

@@ -4,7 +4,9 @@
 //
 //   a 40 MiB file written as a stream (application/octet-stream) and as a form, read back and
 //   its hash compared; several files in one form; a write past the disk limit
-//   (NotEnoughSpaceError, no partial file left); gzip both ways.
+//   (NotEnoughSpaceError, no partial file left); gzip both ways; signed upload and download
+//   URLs fetched with plain fetch() and no token (valid, without expiry, a wrong signature,
+//   expired, and a URL without signature); another sandbox's signature.
 //
 // Prints one JSON summary line, {"ok", "steps": {name: {ok, ...}}}, and exits 0 when every
 // step passed, 1 otherwise, 2 on a hang (global deadline). tests/clients/test_e2b_files.py
@@ -83,7 +85,9 @@ let sandbox, other;
 await step('create', async () => {
   sandbox = await Sandbox.create({ timeoutMs: 120_000 });
   other = await Sandbox.create({ timeoutMs: 120_000 });
-  return { sandbox_id: sandbox.sandboxId, ok: !!sandbox.sandboxId && !!other.sandboxId };
+  return { sandbox_id: sandbox.sandboxId, token_differs: sandbox.envdAccessToken !== other.envdAccessToken,
+           has_token: !!sandbox.envdAccessToken,
+           ok: !!sandbox.sandboxId && !!sandbox.envdAccessToken && sandbox.envdAccessToken !== other.envdAccessToken };
 });
 
 if (sandbox) {
@@ -141,6 +145,42 @@ if (sandbox) {
     return { written, plain_same: plain === text, zipped_same: zipped === text,
              bytes_same: sha256(bytesBack) === sha256(bytes),
              ok: plain === text && zipped === text && sha256(bytesBack) === sha256(bytes) };
+  });
+
+  await step('signed_urls', async () => {
+    await sandbox.files.write('signed/hello.txt', 'hello world');
+    const download = await sandbox.downloadUrl('signed/hello.txt', { useSignatureExpiration: 60 });
+    const valid = await fetched(download);
+    const forever = await fetched(await sandbox.downloadUrl('signed/hello.txt'));
+    const upload = await sandbox.uploadUrl('signed/up.txt', { useSignatureExpiration: 60 });
+    const form = new FormData();
+    form.append('file', 'uploaded without a token');
+    const uploaded = await fetched(upload, { method: 'POST', body: form });
+    const readBack = await sandbox.files.read('signed/up.txt');
+    const wrongUrl = new URL(download);
+    wrongUrl.searchParams.set('signature', 'v1_' + 'A'.repeat(43));
+    const wrong = await fetched(wrongUrl);
+    const otherPath = new URL(download);
+    otherPath.searchParams.set('path', 'signed/up.txt'); // a signature is for one path
+    const moved = await fetched(otherPath);
+    const expired = await fetched(await sandbox.downloadUrl('signed/hello.txt', { useSignatureExpiration: -10 }));
+    const expiredForm = new FormData();
+    expiredForm.append('file', 'must not land');
+    const expiredUpload = await fetched(await sandbox.uploadUrl('signed/late.txt', { useSignatureExpiration: -10 }),
+                                        { method: 'POST', body: expiredForm });
+    const late = await sandbox.files.exists('signed/late.txt');
+    const unsigned = new URL(download);
+    unsigned.searchParams.delete('signature');
+    unsigned.searchParams.delete('signature_expiration');
+    const bare = await fetched(unsigned);
+    // the other sandbox's signature for the same path reaches the other sandbox only
+    const theirs = await fetched(await other.downloadUrl('signed/hello.txt', { useSignatureExpiration: 60 }));
+    return { valid, forever, uploaded, read_back: readBack, wrong, moved, expired, expired_upload: expiredUpload,
+             late_exists: late, bare_status: bare.status, theirs_status: theirs.status,
+             ok: valid.status === 200 && valid.body === 'hello world' && forever.status === 200 &&
+                 uploaded.status === 200 && readBack === 'uploaded without a token' &&
+                 wrong.status === 401 && moved.status === 401 && expired.status === 401 &&
+                 expiredUpload.status === 401 && !late && bare.status === 401 && theirs.status === 404 };
   });
 
   await step('kill', async () => {
