@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "api/envd.h"
+#include "api/envd_access.h"
+#include "api/envd_files.h"
 #include "api/request.h"
 #include "api/v1_contexts.h"
 #include "api/v1_execute.h"
@@ -25,7 +27,8 @@
 
 /* The SDK gates features on the envd version a sandbox reports: 0.4.0 and later take no
    default user (so no "Authorization: Basic user:" on every call), 0.5.7 and later may upload
-   as application/octet-stream. Files metadata (0.6.2) is not served, so we stay below it. */
+   as application/octet-stream (and gzip-compressed). Files metadata (0.6.2) is not served, so
+   we stay below it. */
 #define ENVD_VERSION "0.5.7"
 #define CLIENT_ID "cellbox"
 #define INTERPRETER_PORT "49999"
@@ -50,17 +53,20 @@ static const char *e2b_state(box *b)
     return state == BOX_RUNNING ? "running" : state == BOX_PAUSED ? "paused" : NULL;
 }
 
-/* What the SDK needs to reach a sandbox. The access tokens are the key the request came with:
-   it was admitted, so it is the daemon's token, and the SDK sends it back on every call into
-   the sandbox (X-Access-Token to envd, E2B-Traffic-Access-Token to the interpreter's contexts,
-   which carry no other credential). */
+/* What the SDK needs to reach a sandbox. envdAccessToken is the sandbox's own access token
+   (api/envd_access.h): the SDK sends it as X-Access-Token on every call into the sandbox and
+   signs file URLs with it. trafficAccessToken is the key the request came with (it was
+   admitted, so it is the daemon's token): the SDK sends it to the interpreter's contexts, which
+   carry no other credential. */
 static json_t *connection_model(http_request *request, box *b)
 {
     const char *key = http_header(request, "X-API-Key");
+    char token[ENVD_ACCESS_TOKEN_SIZE];
+    envd_access_token(b, token);
     json_t *model = json_pack("{s:s, s:s, s:s, s:s, s:n}", "sandboxID", box_id(b), "templateID",
                               kernel_spec(box_default_kernel(b))->name, "clientID", CLIENT_ID,
                               "envdVersion", ENVD_VERSION, "domain");
-    json_object_set_new(model, "envdAccessToken", key ? json_string(key) : json_null());
+    json_object_set_new(model, "envdAccessToken", json_string(token));
     json_object_set_new(model, "trafficAccessToken", key ? json_string(key) : json_null());
     return model;
 }
@@ -377,9 +383,26 @@ static bool is_control_plane_path(const char *path)
     return strncmp(path, "/sandboxes", 10) == 0 && (path[10] == '\0' || path[10] == '/');
 }
 
+/* A signed file URL (uploadUrl, downloadUrl) reaches the daemon with no E2B header: envd's
+   /files with ?signature=, whose signature names the sandbox. */
+static bool is_signed_file_url(const http_request *request)
+{
+    return !http_header(request, "E2b-Sandbox-Id") && strcmp(http_path(request), "/files") == 0 &&
+           envd_access_is_signed(request);
+}
+
 bool e2b_owns(http_request *request)
 {
-    return http_header(request, "E2b-Sandbox-Id") || is_control_plane_path(http_path(request));
+    return http_header(request, "E2b-Sandbox-Id") || is_control_plane_path(http_path(request)) ||
+           is_signed_file_url(request);
+}
+
+bool e2b_streams_body(const http_request *request)
+{
+    const char *port = http_header(request, "E2b-Sandbox-Port");
+    bool to_envd = is_signed_file_url(request) || (http_header(request, "E2b-Sandbox-Id") && port &&
+                                                    strcmp(port, ENVD_PORT) == 0);
+    return to_envd && envd_streams_body(request);
 }
 
 /* A call into a sandbox, as E2B's proxy routes it: an unknown sandbox is 502, which the SDK
@@ -412,6 +435,8 @@ void e2b_dispatch(http_request *request)
 {
     if (http_header(request, "E2b-Sandbox-Id"))
         route_into_sandbox(request);
+    else if (is_signed_file_url(request))
+        envd_files_route(request, NULL);
     else
         route_control_plane(request);
 }

@@ -17,5 +17,7 @@
 /* A call into a sandbox (it names one in E2b-Sandbox-Id) or to the control plane's paths. */
 bool e2b_owns(http_request *request);
 void e2b_dispatch(http_request *request);
+/* Does this E2B request take its body as a stream (envd's POST /files)? */
+bool e2b_streams_body(const http_request *request);
 
 #endif

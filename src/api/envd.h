@@ -1,5 +1,6 @@
 /* envd — E2B's in-sandbox daemon as the SDKs reach it on port 49983 (E2b-Sandbox-Port): GET
- * /health, GET and POST /files (downloads and uploads, multipart or octet-stream), and the
+ * /health, GET and POST /files (api/envd_files.h: downloads, and uploads streamed to disk,
+ * multipart or octet-stream, gzip both ways), and the
  * Connect-RPC services /{package.Service}/{Method} (api/connect.h): filesystem.Filesystem
  * (api/envd_filesystem.h). api/e2b.c routes a call here once it found the sandbox. */
 #ifndef CELLBOX_API_ENVD_H
@@ -14,7 +15,8 @@
 #define ENVD_HOME_DIR "/workspace"
 
 void envd_route(http_request *request, box *b, char **s, int n);
-/* Does POST `path` take its body as it arrives (a client-streaming Connect method)? */
-bool envd_streams_body(const char *method, const char *path);
+/* Does this envd call take its body as it arrives (a file upload, a client-streaming Connect
+   method)? */
+bool envd_streams_body(const http_request *request);
 
 #endif

@@ -28,12 +28,9 @@ static void route_jupyter(http_request *request)
         http_respond_error(request, 404, "no such endpoint: %s", http_path(request));
 }
 
-bool routes_streams_body(const char *method, const char *path)
+bool routes_streams_body(const http_request *request)
 {
-    /* envd's paths (/{package.Service}/{Method}) are E2B's only with E2b-Sandbox-Id, which is not
-       known yet: a request elsewhere on such a path is answered 404 by its family, and its
-       streamed body discarded */
-    return v1_streams_body(method, path) || envd_streams_body(method, path);
+    return e2b_streams_body(request) || v1_streams_body(http_method(request), http_path(request));
 }
 
 void routes_dispatch(http_request *request)

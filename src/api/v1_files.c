@@ -11,6 +11,7 @@
 
 #include "api/request.h"
 #include "api/errors.h"
+#include "api/file_upload.h"
 #include "common/log.h"
 #include "http/query.h"
 #include "sandbox/confined.h"
@@ -43,23 +44,9 @@ static void disk_limit_text(long long disk_bytes, char *out, size_t size)
 /* A confined failure as a response: the sentence names the path; a full disk adds the limit. */
 static void respond_failure(http_request *request, const confined *c, long long disk_bytes)
 {
-    int status = errors_status_of_errno(c->error);
-    if (status != 507) {
-        http_respond_error(request, status, "%s", c->why);
-        return;
-    }
-    char limit[32];
-    disk_limit_text(disk_bytes, limit, sizeof limit);
-    if (c->inode_limit > 0) /* files, not bytes: the number grows with the disk limit */
-        http_respond_error(request, 507,
-                           "%s, or create the sandbox with a larger \"disk\" limit (%s gives "
-                           "%lld)",
-                           c->why, limit, c->inode_limit);
-    else
-        http_respond_error(request, 507,
-                           "%s (the sandbox's disk limit is %s); remove files, or create "
-                           "the sandbox with a larger \"disk\" limit",
-                           c->why, limit);
+    file_upload_failure failure;
+    file_upload_describe(c, disk_bytes, &failure);
+    http_respond_error(request, failure.status, "%s", failure.message);
 }
 
 static void respond_too_large(http_request *request, long long disk_bytes)
@@ -378,33 +365,14 @@ static void write_batch(http_request *request, box *b)
     json_decref(body);
 }
 
-json_t *v1_files_write(http_request *request, box *b, const char *path, const void *data,
-                       size_t length)
-{
-    long long disk_bytes = box_limits(b)->disk_bytes;
-    batch_file file = {.path = path, .text = data, .length = length};
-    confined c;
-    if (disk_bytes > 0 && (long long)length > disk_bytes) {
-        respond_too_large(request, disk_bytes);
-        return NULL;
-    }
-    if (!open_sandbox(request, b, &c))
-        return NULL;
-    json_t *entry = write_batch_file(&c, &file);
-    if (!entry)
-        respond_failure(request, &c, disk_bytes);
-    close_sandbox(&c);
-    return entry;
-}
-
-/* ---- streamed uploads: PUT a file, PUT a tar ---- */
+/* ---- streamed uploads: PUT a file (api/file_upload.c), PUT a tar ---- */
 
 typedef struct upload {
-    confined c;      /* owns c.root_fd */
-    char path[4096]; /* normalized: the file written, or the directory a tar goes to */
-    int fd;          /* the file being written, or the spooled tar */
     bool is_tar;
-    bool existed; /* the file was there before (200, not 201) */
+    file_upload *file; /* a file's upload, until it is finished */
+    confined c;        /* a tar's: owns c.root_fd */
+    char path[4096];   /* normalized: the directory a tar goes to */
+    int tar_fd;
     long long received;
     long long disk_bytes; /* 0: unlimited */
     http_request *request;
@@ -412,21 +380,22 @@ typedef struct upload {
 
 static void free_upload(upload *u)
 {
-    if (u->fd >= 0)
-        close(u->fd);
-    close_sandbox(&u->c);
+    if (u->file)
+        file_upload_abandon(u->file);
+    if (u->tar_fd >= 0)
+        close(u->tar_fd);
+    if (u->is_tar)
+        close_sandbox(&u->c);
     free(u);
 }
 
 /* Answers now and ends the upload: the server drops the rest of the body and calls the receiver
    no more once on_data returns -1. A half-written file is removed (a tar's spool goes with its
    descriptor). */
-static int fail_upload(upload *u, int status)
+static int fail_upload(upload *u, const file_upload_failure *failure)
 {
-    if (!u->is_tar)
-        confined_discard(&u->c, u->path, u->fd);
-    if (status == 413)
-        respond_too_large(u->request, u->disk_bytes);
+    if (failure)
+        http_respond_error(u->request, failure->status, "%s", failure->message);
     else
         respond_failure(u->request, &u->c, u->disk_bytes);
     free_upload(u);
@@ -437,35 +406,38 @@ static int receive_data(void *arg, const char *data, size_t length)
 {
     upload *u = arg;
     u->received += (long long)length;
-    if (u->disk_bytes > 0 && u->received > u->disk_bytes)
-        return fail_upload(u, 413);
-    if (write_all(u->fd, data, length) < 0) {
-        if (u->is_tar)
-            confined_failf(&u->c, errno,
-                           "cannot spool the uploaded archive in the daemon's /tmp: %s",
-                           strerror(errno));
-        else
-            confined_fail(&u->c, errno, u->path);
-        return fail_upload(u, 0);
+    if (u->disk_bytes > 0 && u->received > u->disk_bytes) {
+        respond_too_large(u->request, u->disk_bytes);
+        free_upload(u);
+        return -1;
+    }
+    file_upload_failure failure;
+    if (!u->is_tar && file_upload_write(u->file, data, length, &failure) < 0)
+        return fail_upload(u, &failure);
+    if (u->is_tar && write_all(u->tar_fd, data, length) < 0) {
+        confined_failf(&u->c, errno, "cannot spool the uploaded archive in the daemon's /tmp: %s",
+                       strerror(errno));
+        return fail_upload(u, NULL);
     }
     return 0;
 }
 
 static void finish_file(http_request *request, upload *u)
 {
-    struct stat st;
-    if (fstat(u->fd, &st) < 0) {
-        confined_fail(&u->c, errno, u->path);
-        respond_failure(request, &u->c, u->disk_bytes);
-        return;
-    }
-    http_respond_json(request, u->existed ? 200 : 201, confined_entry(u->path, &st, NULL));
+    file_upload_failure failure;
+    bool existed = file_upload_existed(u->file);
+    json_t *entry = file_upload_finish(u->file, &failure);
+    u->file = NULL;
+    if (entry)
+        http_respond_json(request, existed ? 200 : 201, entry);
+    else
+        http_respond_error(request, failure.status, "%s", failure.message);
 }
 
 static void finish_tar(http_request *request, upload *u)
 {
     json_t *entry = NULL;
-    if (confined_tar_extract(&u->c, u->path, u->fd) == 0)
+    if (confined_tar_extract(&u->c, u->path, u->tar_fd) == 0)
         entry = confined_stat(&u->c, u->path);
     entry ? http_respond_json(request, 200, entry) : respond_failure(request, &u->c, u->disk_bytes);
 }
@@ -479,15 +451,25 @@ static void receive_end(http_request *request, void *arg)
 }
 
 /* The client went away: nothing to answer, and no partial file left behind. */
-static void receive_abort(void *arg)
-{
-    upload *u = arg;
-    if (!u->is_tar)
-        confined_discard(&u->c, u->path, u->fd);
-    free_upload(u);
-}
+static void receive_abort(void *arg) { free_upload(arg); }
 
 static const http_body_receiver upload_receiver = {receive_data, receive_end, receive_abort};
+
+/* A tar's spool, and the directory it goes to; false after answering. */
+static bool start_tar(http_request *request, box *b, upload *u, const char *path)
+{
+    if (!open_sandbox(request, b, &u->c))
+        return false;
+    if (confined_normalize(&u->c, path, u->path, sizeof u->path) < 0) {
+        respond_failure(request, &u->c, u->disk_bytes);
+        close_sandbox(&u->c);
+        return false;
+    }
+    u->tar_fd = open_spool(request);
+    if (u->tar_fd < 0)
+        close_sandbox(&u->c);
+    return u->tar_fd >= 0;
+}
 
 static void start_upload(http_request *request, box *b, bool is_tar)
 {
@@ -503,24 +485,18 @@ static void start_upload(http_request *request, box *b, bool is_tar)
     upload *u = calloc(1, sizeof *u);
     if (!u)
         die("out of memory");
-    u->fd = -1;
+    u->tar_fd = -1;
     u->is_tar = is_tar;
     u->disk_bytes = disk_bytes;
     u->request = request;
-    if (!open_sandbox(request, b, &u->c)) {
+    file_upload_failure failure;
+    if (is_tar && !start_tar(request, b, u, path)) {
         free(u);
         return;
     }
-    if (confined_normalize(&u->c, path, u->path, sizeof u->path) < 0) {
-        respond_failure(request, &u->c, disk_bytes);
-        free_upload(u);
-        return;
-    }
-    u->fd = is_tar ? open_spool(request) : confined_open_write(&u->c, path, 0644, &u->existed);
-    if (u->fd < 0) {
-        if (!is_tar)
-            respond_failure(request, &u->c, disk_bytes);
-        free_upload(u);
+    if (!is_tar && !(u->file = file_upload_open(b, path, false, &failure))) {
+        http_respond_error(request, failure.status, "%s", failure.message);
+        free(u);
         return;
     }
     http_receive_body(request, &upload_receiver, u);

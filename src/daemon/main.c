@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "api/channels.h"
+#include "api/envd_access.h"
 #include "api/jupyter.h"
 #include "api/routes.h"
 #include "api/v1.h"
@@ -289,6 +290,7 @@ static int start_http(const config *cfg)
     channels_init((size_t)cfg->max_message_size);
     jupyter_init(&(jupyter_options){.list_kernels = cfg->list_kernels});
     v1_init();
+    envd_access_init(cfg->token);
     return http_server_start(
         &(http_server_options){
             .ip = cfg->ip,
@@ -299,6 +301,7 @@ static int start_http(const config *cfg)
             .max_connections = (unsigned)cfg->max_connections,
             .max_connections_per_ip = (unsigned)cfg->max_connections_per_ip,
             .streams_body = routes_streams_body,
+            .admits = envd_access_admits,
             .cors = {.allow_origin = cfg->allow_origin,
                      .allow_headers = cfg->allow_headers,
                      .allow_methods = cfg->allow_methods,

@@ -25,6 +25,7 @@
 #include "http/outbound.h"
 #include "common/text.h"
 #include "http/linger.h"
+#include "http/server_connection.h"
 
 /* Headers added to one response, kept until it is queued. */
 typedef struct response_header {
@@ -101,6 +102,11 @@ bool http_method_is(const http_request *request, const char *method)
     return strcmp(request->method, method) == 0;
 }
 const char *http_base_url(void) { return server.options.base_url; }
+
+struct MHD_Connection *http_request_connection(http_request *request)
+{
+    return request->connection;
+}
 
 const char *http_header(const http_request *request, const char *name)
 {
@@ -593,7 +599,8 @@ static bool admit_request(http_request *request)
         respond_preflight(request); /* CORS preflights are never authenticated (as in KG) */
         return false;
     }
-    if (!request_is_authorized(request)) {
+    if (!request_is_authorized(request) &&
+        !(server.options.admits && server.options.admits(request))) {
         http_respond_error(request, 401, "a valid token is required: pass ?token= or the header "
                                          "'Authorization: token <token>'");
         return false;
@@ -830,7 +837,7 @@ static void begin_request(struct MHD_Connection *connection, const char *url, co
         http_respond_error(request, 404, "%s is outside the base URL %s", url,
                            server.options.base_url);
     } else if (server.options.streams_body &&
-               server.options.streams_body(request->method, request->path)) {
+               server.options.streams_body(request)) {
         request->streams_body = true;
         start_streamed_request(request);
     } else if (declared_body_too_large(connection)) {

@@ -31,8 +31,13 @@ typedef struct http_server_options {
     size_t max_body_size;   /* larger request bodies get 413 */
     unsigned max_connections;         /* past it: 503 (see admission.h); 0 = no limit */
     unsigned max_connections_per_ip;  /* past it: 429; 0 = no limit */
-    /* Does this request take its body as a stream (see http_receive_body)? May be NULL. */
-    bool (*streams_body)(const char *method, const char *path);
+    /* Does this request take its body as a stream (see http_receive_body)? Asked once its head
+       is in (method, path, headers). May be NULL. */
+    bool (*streams_body)(const http_request *request);
+    /* Does the API admit this request without the daemon's token, on a credential of its own
+       (a sandbox's envd access token, a signed file URL)? Asked only when the token check
+       failed; may be NULL. A request it admits must be checked in full by its route. */
+    bool (*admits)(const http_request *request);
     http_cors cors;
 } http_server_options;
 

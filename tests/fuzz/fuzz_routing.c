@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "api/v1.h"
+#include "api/routes.h"
 #include "common/ids.h"
 #include "http/url.h"
 #include "http_stub.h"
@@ -34,7 +34,7 @@ static void check_url_helpers(const http_request *request)
         id_is_uuid(segments[i]);
         url_percent_decode(segments[i]);
     }
-    v1_streams_body(http_method(request), http_path(request));
+    routes_streams_body(request); /* /v1 and envd uploads */
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
