@@ -217,3 +217,15 @@ def test_matplotlib_inline_configured_again_keeps_the_chart(kernel):
     assert exchange.reply["content"]["status"] == "ok"
     assert chart_of(kernel, "plt.plot([3, 1])")["elements"] == [
         {"label": "Line 0", "points": [[0.0, 3.0], [1.0, 1.0]]}]
+
+
+def test_a_pandas_time_series_plot_has_dates_on_its_axis(kernel):
+    # DataFrame.plot() of a regular DatetimeIndex puts periods on the axis, not matplotlib dates.
+    chart = chart_of(kernel, """
+import pandas as pd
+frame = pd.DataFrame({"sales": [3, 5, 4]}, index=pd.date_range("2024-01-01", periods=3, freq="D"))
+frame.plot(title="Sales")""")
+    assert (chart["type"], chart["title"], chart["x_scale"]) == ("line", "Sales", "datetime")
+    assert chart["elements"] == [{"label": "sales", "points": [
+        ["2024-01-01T00:00:00", 3.0], ["2024-01-02T00:00:00", 5.0], ["2024-01-03T00:00:00", 4.0]]}]
+    assert chart["x_ticks"] and all(t.startswith("2024-01-0") for t in chart["x_ticks"])

@@ -167,7 +167,17 @@ def _point_chart(kind, ax):
 
 def _is_date_axis(axis):
     from matplotlib import dates
-    return isinstance(axis.get_major_locator(), dates.DateLocator)
+    return isinstance(axis.get_major_locator(), dates.DateLocator) or _period_frequency(axis)
+
+
+def _period_frequency(axis):
+    """The frequency of a pandas time series axis (DataFrame.plot() of a regular DatetimeIndex),
+    whose positions are period numbers rather than matplotlib's dates; else None. Read from its
+    locator by name: pandas is not imported for a figure that has no such axis."""
+    locator = axis.get_major_locator()
+    if type(locator).__name__ != "TimeSeries_DateLocator":
+        return None
+    return getattr(locator, "freq", None)
 
 
 def _scale_of(axis, scale, ticks, labels):
@@ -190,6 +200,10 @@ def _scale_of(axis, scale, ticks, labels):
 def _axis_value(axis, value):
     """A position on an axis as the user gave it: an ISO date on a date axis, else a number."""
     if _is_date_axis(axis) and _is_number(value):
+        frequency = _period_frequency(axis)
+        if frequency is not None:
+            import pandas
+            return pandas.Period(ordinal=round(float(value)), freq=frequency).start_time.isoformat()
         from matplotlib import dates
         return dates.num2date(value).isoformat()
     return _json_value(value)
@@ -367,6 +381,8 @@ def _json_value(value):
     text."""
     if isinstance(value, (datetime.date, datetime.datetime)):
         return value.isoformat()
+    if type(value).__name__ == "Period":  # a pandas time series plot's x values
+        return value.start_time.isoformat()
     if type(value).__name__ == "datetime64":
         import numpy
         return str(numpy.datetime_as_string(value, unit="s"))
