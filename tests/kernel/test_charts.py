@@ -229,3 +229,14 @@ frame.plot(title="Sales")""")
     assert chart["elements"] == [{"label": "sales", "points": [
         ["2024-01-01T00:00:00", 3.0], ["2024-01-02T00:00:00", 5.0], ["2024-01-03T00:00:00", 4.0]]}]
     assert chart["x_ticks"] and all(t.startswith("2024-01-0") for t in chart["x_ticks"])
+
+
+def test_bars_on_a_numeric_or_date_axis_are_named_by_their_position(kernel):
+    histogram = chart_of(kernel, "plt.hist([1, 1, 2, 3, 3, 3], bins=2)")
+    assert histogram["type"] == "bar"
+    # Two bins, [1, 2) and [2, 3], named by their centres.
+    assert [(e["label"], e["value"]) for e in histogram["elements"]] == [("1.5", 2.0), ("2.5", 4.0)]
+    by_day = chart_of(kernel, "import datetime\n"
+                              "plt.bar([datetime.date(2024, 1, 1), datetime.date(2024, 1, 2)], [3, 4])")
+    assert [(e["label"], e["value"]) for e in by_day["elements"]] == [
+        ("2024-01-01T00:00:00+00:00", 3.0), ("2024-01-02T00:00:00+00:00", 4.0)]

@@ -9,9 +9,9 @@ cellboxd's execution stream names it `chart`). A figure of several axes is a `su
 whose elements are one chart per axes. What cannot be read as one of these kinds is `unknown`
 (type and title only); a blank figure has no chart.
 
-Lazy on purpose: the formatter is registered for matplotlib.figure.Figure *by name*, so IPython
-never imports matplotlib for it, and nothing here runs unless a Figure is being displayed; a
-cell without figures pays nothing. The code below imports matplotlib only inside the functions a
+Lazy on purpose: the formatter's printer is registered for matplotlib's figures *by name*
+(matplotlib.figure.FigureBase), so IPython never imports matplotlib for it, and nothing here runs
+unless a figure is being displayed; a cell without figures pays nothing. The code below imports matplotlib only inside the functions a
 Figure reaches (matplotlib is in sys.modules by then).
 
 Never in the way of the figure itself: any failure while reading a chart gives no chart (the PNG
@@ -78,10 +78,10 @@ def _figure_chart(figure):
     if sum(_data_count(ax) for ax in axes) > CHART_MAX_POINTS:
         return None
     if len(axes) == 1:
-        return axes_chart(axes[0])
+        return _axes_chart(axes[0])
     suptitle = getattr(figure, "_suptitle", None)  # Figure.get_suptitle() only from 3.8
     return {"type": "superchart", "title": _text_or_none(suptitle.get_text() if suptitle else ""),
-            "elements": [axes_chart(ax) for ax in axes]}
+            "elements": [_axes_chart(ax) for ax in axes]}
 
 
 def _data_count(ax):
@@ -90,8 +90,11 @@ def _data_count(ax):
     return count + len(ax.patches)
 
 
-def axes_chart(ax):
+def _axes_chart(ax):
     """One Axes as a chart of the kind its artists make."""
+    boxes = _boxes(ax)
+    if boxes is not None:
+        return _box_chart(ax, boxes)
     kind = _chart_kind(ax)
     if kind == "line":
         return _line_chart(ax)
@@ -101,14 +104,13 @@ def axes_chart(ax):
         return _bar_chart(ax)
     if kind == "pie":
         return _pie_chart(ax)
-    if kind == "box_and_whisker":
-        return _box_chart(ax, _boxes(ax))
     return {"type": "unknown", "title": _text_or_none(ax.get_title()), "elements": []}
 
 
 # ---------------------------------------------------------------------- which kind of chart
 
 def _chart_kind(ax):
+    """line, scatter, bar, pie or unknown (box plots are told apart by _boxes, first)."""
     from matplotlib.collections import PathCollection
     from matplotlib.container import BarContainer
     from matplotlib.patches import Rectangle, Wedge
@@ -117,8 +119,6 @@ def _chart_kind(ax):
     patches, collections = list(ax.patches), list(ax.collections)
     if ax.images or ax.tables:
         return "unknown"
-    if _boxes(ax) is not None:
-        return "box_and_whisker"
     if patches and not lines and not collections:
         if all(isinstance(patch, Wedge) for patch in patches):
             return "pie"
@@ -158,7 +158,7 @@ def _point_chart(kind, ax):
     for name, axis, scale in (("x", ax.xaxis, ax.get_xscale()), ("y", ax.yaxis, ax.get_yscale())):
         ticks = list(axis.get_ticklocs())
         labels = [label.get_text() for label in axis.get_ticklabels()]
-        chart[f"{name}_ticks"] = [_axis_value(axis, tick) for tick in ticks]
+        chart[f"{name}_ticks"] = [_position_reader(axis)(tick) for tick in ticks]
         chart[f"{name}_tick_labels"] = labels
         chart[f"{name}_scale"] = _scale_of(axis, scale, ticks, labels)
     chart["elements"] = chart.pop("elements")  # last, as E2B has it
@@ -197,16 +197,25 @@ def _scale_of(axis, scale, ticks, labels):
     return "linear"
 
 
-def _axis_value(axis, value):
-    """A position on an axis as the user gave it: an ISO date on a date axis, else a number."""
-    if _is_date_axis(axis) and _is_number(value):
-        frequency = _period_frequency(axis)
-        if frequency is not None:
-            import pandas
+def _position_reader(axis):
+    """A function giving a position on `axis` (a number, as matplotlib holds it) as the user
+    gave it: ISO 8601 text on a date axis, else the number."""
+    frequency = _period_frequency(axis)
+    if frequency is not None:
+        import pandas
+
+        def period_start(value):
+            if not _is_number(value):
+                return _json_value(value)
             return pandas.Period(ordinal=round(float(value)), freq=frequency).start_time.isoformat()
+        return period_start
+    if _is_date_axis(axis):
         from matplotlib import dates
-        return dates.num2date(value).isoformat()
-    return _json_value(value)
+
+        def date(value):
+            return dates.num2date(value).isoformat() if _is_number(value) else _json_value(value)
+        return date
+    return _json_value
 
 
 # ---------------------------------------------------------------------- line, scatter
@@ -223,12 +232,12 @@ def _line_chart(ax):
 
 def _scatter_chart(ax):
     chart = _point_chart("scatter", ax)
+    # Offsets are positions, dates already turned into numbers: they are turned back.
+    read_x, read_y = _position_reader(ax.xaxis), _position_reader(ax.yaxis)
     for index, collection in enumerate(ax.collections):
-        # Offsets are in data units already converted to numbers: dates come back as dates.
         chart["elements"].append({
             "label": _element_label(collection.get_label(), "Series", index),
-            "points": [[_axis_value(ax.xaxis, x), _axis_value(ax.yaxis, y)]
-                       for x, y in collection.get_offsets()]})
+            "points": [[read_x(x), read_y(y)] for x, y in collection.get_offsets()]})
     return chart
 
 
@@ -256,15 +265,21 @@ def _bar_chart(ax):
 
 
 def _category_at(axis, position):
-    """The name of the tick nearest to `position` (a bar's centre): the category it shows. A
-    bar drawn off its tick (grouped bars) is named by the tick it stands beside."""
+    """What a bar or box at `position` (its centre) stands for: on an axis whose ticks are named
+    (categories, set_xticks(..., labels), a boxplot's labels) the name of the nearest tick, so
+    that grouped bars drawn beside their tick are named by it; on a numeric or date axis (a
+    histogram, bars over time) the position itself."""
+    from matplotlib.ticker import LogFormatter, ScalarFormatter
+
     ticks = list(axis.get_ticklocs())
     labels = [label.get_text() for label in axis.get_ticklabels()]
-    if ticks and len(labels) == len(ticks):
+    numeric = isinstance(axis.get_major_formatter(), (ScalarFormatter, LogFormatter))
+    if not numeric and not _is_date_axis(axis) and ticks and len(labels) == len(ticks):
         nearest = min(range(len(ticks)), key=lambda i: abs(ticks[i] - position))
         if labels[nearest]:
             return labels[nearest]
-    return _number_text(position)
+    value = _position_reader(axis)(position)
+    return f"{value:.12g}" if isinstance(value, float) else str(value)  # 2, not 1.9999999999999998
 
 
 # ---------------------------------------------------------------------- pie
@@ -402,10 +417,6 @@ def _is_number(value):
     return not isinstance(value, (str, bytes))
 
 
-def _number_text(value):
-    return str(_json_value(value))
-
-
 def _text_or_none(text):
     return text if text else None
 
@@ -418,7 +429,9 @@ def _unit_of(label):
 
 
 def _element_label(label, kind, index):
+    """An artist's legend label; matplotlib's hidden ones (starting with "_") as E2B names them,
+    "Line 3" for "_child3", else by position."""
     match = _UNLABELLED.match(label or "")
     if match:
         return f"{kind} {match.group(2)}"
-    return label if label else f"{kind} {index}"
+    return label if label and not label.startswith("_") else f"{kind} {index}"
