@@ -338,10 +338,33 @@ typedef struct code_run {
     mcp_call *call;
     execution *execution;
     buffer out, err, values;
+    buffer charts; /* each figure's structured chart, one JSON line each */
     bool truncated;
     json_t *images;
     json_t *error;
 } code_run;
+
+/* A figure's chart (type, title, axes, data) as one line of JSON: a model reads the numbers
+   behind a plot it cannot see. Whole or not at all: JSON cut at the cap would mislead. */
+static void append_chart(code_run *run, json_t *chart)
+{
+    char *line = json_dumps(chart, JSON_COMPACT);
+    if (!line)
+        return;
+    size_t length = strlen(line);
+    if (buffer_size(&run->charts) + length + 1 <= TEXT_CAP) {
+        buffer_append(&run->charts, line, length);
+        buffer_append(&run->charts, "\n", 1);
+    } else {
+        const char *type = json_string_value(json_object_get(chart, "type"));
+        char note[160];
+        snprintf(note, sizeof note,
+                 "[a %s chart of %zu bytes is left out: past the %d KiB a tool result lists]\n",
+                 type ? type : "figure's", length, TEXT_CAP / 1024);
+        append_capped(&run->charts, note, strlen(note), &run->truncated);
+    }
+    free(line);
+}
 
 static void code_on_event(void *arg, json_t *event)
 {
@@ -365,6 +388,9 @@ static void code_on_event(void *arg, json_t *event)
                 had_image = true;
             }
         }
+        json_t *chart = json_object_get(event, "chart");
+        if (json_is_object(chart))
+            append_chart(run, chart);
         const char *text = json_string_value(json_object_get(event, "text"));
         const char *html = json_string_value(json_object_get(event, "html"));
         if (had_image)
@@ -389,6 +415,7 @@ static void code_on_end(void *arg)
     append_section(&text, "stdout", &run->out);
     append_section(&text, "stderr", &run->err);
     append_section(&text, "result", &run->values);
+    append_section(&text, "chart", &run->charts);
     if (run->error) {
         const char *traceback = json_string_value(json_object_get(run->error, "traceback"));
         append_text(&text, "error: ");
@@ -414,6 +441,7 @@ static void code_on_end(void *arg)
     buffer_free(&run->out);
     buffer_free(&run->err);
     buffer_free(&run->values);
+    buffer_free(&run->charts);
     json_decref(run->images);
     json_decref(run->error);
     run->execution = NULL;
@@ -429,6 +457,7 @@ static void code_on_abandon(void *arg)
     buffer_free(&run->out);
     buffer_free(&run->err);
     buffer_free(&run->values);
+    buffer_free(&run->charts);
     json_decref(run->images);
     json_decref(run->error);
     free(run);

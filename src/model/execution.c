@@ -136,14 +136,16 @@ static void finish(execution *e)
 
 /* ---- what the kernel says ---- */
 
-/* E2B's result: the MIME bundle's known types under short names, the rest under "extra". */
+/* E2B's result: the MIME bundle's known types under short names, the rest under "extra". The
+   kernel's structured chart of a figure (runtime/python/cellbox_kernel/charts.py) is E2B's
+   `chart`, which its SDKs read as result.chart. */
 static json_t *result_event(json_t *data, bool is_main)
 {
     static const struct { const char *mime, *field; } known[] = {
         {"text/plain", "text"}, {"text/html", "html"}, {"text/markdown", "markdown"},
         {"image/svg+xml", "svg"}, {"image/png", "png"}, {"image/jpeg", "jpeg"},
         {"application/pdf", "pdf"}, {"text/latex", "latex"}, {"application/json", "json"},
-        {"application/javascript", "javascript"},
+        {"application/javascript", "javascript"}, {"application/vnd.cellbox.chart+json", "chart"},
     };
     json_t *event = json_pack("{s:s}", "type", "result");
     json_t *extra = json_object();

@@ -90,6 +90,9 @@ def test_png_from_matplotlib(sandbox, tmp_path):
     assert len(images) == 1
     chart = images[0]
     assert "png" in chart.formats() and not chart.is_main_result
+    # the figure's structured chart (E2B's result.chart) rides along
+    assert chart.chart["type"] == "bar" and "chart" in chart.formats()
+    assert [(bar["label"], bar["value"]) for bar in chart.chart["elements"]] == [("a", 3), ("b", 5)]
     path = chart.save_png(str(tmp_path / "chart.png"))
     data = open(path, "rb").read()
     assert data.startswith(PNG_MAGIC) and data == chart.png_bytes() and len(data) > 1000

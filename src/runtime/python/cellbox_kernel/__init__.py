@@ -12,6 +12,7 @@ Modules, in the order a request flows through them:
   kernel      the request loop: busy/idle, dispatch, stop_on_error aborts, input_request
   requests    one handler per request type (execute, complete, inspect, ...)
   shell       the InteractiveShell subclass and its display publisher / display hook
+  charts      a displayed matplotlib figure as a structured chart (E2B's result.chart)
   stdio       unbuffered sys.stdout / sys.stderr on fd 1 / 2
   compiler    ipykernel's cell file names (/tmp/ipykernel_<pid>/<hash>.py)
 """

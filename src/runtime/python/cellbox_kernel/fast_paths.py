@@ -94,7 +94,8 @@ _BUILTIN_VALUE_TYPES = frozenset({int, float, complex, bool, str, bytes, list, t
                                   frozenset, range})
 
 # The formatter classes whose answer for such a value the test below predicts, each with the
-# __call__ IPython gives it (the decorator's wrapper replaced, above).
+# __call__ IPython gives it (the decorator's wrapper replaced, above). Any other class that keeps
+# BaseFormatter's own __call__ and lookups (the chart formatter, charts.py) answers as they do.
 _PREDICTABLE_CALLS = {cls: cls.__call__ for cls in (
     formatters.HTMLFormatter, formatters.MarkdownFormatter, formatters.SVGFormatter,
     formatters.PNGFormatter, formatters.PDFFormatter, formatters.JPEGFormatter,
@@ -108,7 +109,7 @@ def _answers_nothing(formatter, obj, mro):
     """Whether formatter(obj) is None (or False) for sure: BaseFormatter.__call__ read
     backwards — disabled, or no singleton, type or deferred printer for obj and no print method."""
     cls = type(formatter)
-    if (_PREDICTABLE_CALLS.get(cls) is not cls.__call__
+    if (_PREDICTABLE_CALLS.get(cls, _BASE.__call__) is not cls.__call__
             or (cls.lookup, cls.lookup_by_type, cls._in_deferred_types) != _BASE_LOOKUP):
         return False
     # The traits' stored values: what their descriptors return, at a tenth of the cost. A trait

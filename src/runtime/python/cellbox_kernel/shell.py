@@ -23,6 +23,7 @@ from pickleshare import PickleShareDB
 from traitlets import Any, CBool, Instance, Type, default
 from traitlets.config import Config
 
+from .charts import register_chart_formatter
 from .compiler import CellCompiler
 from .fast_paths import CellDisplayFormatter, CellTransformerManager, input_ends_with_semicolon
 
@@ -92,6 +93,9 @@ class ZMQInteractiveShell(InteractiveShell):
 
     def init_display_formatter(self):
         self.display_formatter = CellDisplayFormatter(parent=self)
+        # A figure also goes out as a structured chart (E2B's result.chart), as E2B's kernel
+        # does; registered by name, so it costs nothing until a figure is shown.
+        register_chart_formatter(self.display_formatter)
         self.configurables.append(self.display_formatter)
 
     def init_environment(self):
