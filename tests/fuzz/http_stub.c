@@ -473,7 +473,7 @@ bool http_responded(const http_request *request)
    their receiver (stub_request_run hands it over whole). */
 bool http_body_is_streamed(const http_request *request)
 {
-    return routes_streams_body(request->method, request->path);
+    return routes_streams_body(request);
 }
 
 /* No socket to take over: the handshake is refused as server.c refuses a bad one. */

@@ -70,9 +70,9 @@ static const connect_method collect_methods[] = {
 static const connect_service collect_service = {"test.Collect", collect_methods};
 static const connect_service *const services[] = {&collect_service, NULL};
 
-static bool streams_body(const char *method, const char *path)
+static bool streams_body(const http_request *request)
 {
-    return connect_streams_body(services, method, path);
+    return connect_streams_body(services, http_method(request), http_path(request));
 }
 
 static void dispatch(http_request *request)
