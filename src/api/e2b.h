@@ -17,5 +17,10 @@
 /* A call into a sandbox (it names one in E2b-Sandbox-Id) or to the control plane's paths. */
 bool e2b_owns(http_request *request);
 void e2b_dispatch(http_request *request);
+/* Ports 49983 (envd) and 49999 (the code interpreter): cellbox serves them itself. */
+bool e2b_serves_port(int port);
+/* A call into sandbox `id`'s port `port` (one e2b_serves_port names), as the headers
+   E2b-Sandbox-Id and E2b-Sandbox-Port or a sandbox host (api/ports.h) name them. */
+void e2b_route_into_sandbox(http_request *request, const char *id, const char *port);
 
 #endif

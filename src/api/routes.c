@@ -1,10 +1,12 @@
 #include "api/routes.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "api/e2b.h"
 #include "api/jupyter.h"
 #include "api/mcp.h"
+#include "api/ports.h"
 #include "api/sessions.h"
 #include "api/v1.h"
 #include "http/url.h"
@@ -27,8 +29,27 @@ static void route_jupyter(http_request *request)
         http_respond_error(request, 404, "no such endpoint: %s", http_path(request));
 }
 
+/* A sandbox host, <port>-<sandboxId>.<domain>: E2B's own two ports are served here, any other
+   is a server inside the sandbox. */
+static void route_sandbox_host(http_request *request, const ports_address *address)
+{
+    if (e2b_serves_port(address->port)) {
+        char port[8];
+        snprintf(port, sizeof port, "%d", address->port);
+        e2b_route_into_sandbox(request, address->sandbox_id, port);
+    } else {
+        ports_forward(request, address);
+    }
+}
+
 void routes_dispatch(http_request *request)
 {
+    ports_address address;
+    /* first: every path on a sandbox host is the sandbox's */
+    if (ports_address_of(request, &address)) {
+        route_sandbox_host(request, &address);
+        return;
+    }
     /* Connect-RPC (E2B envd's filesystem.Filesystem, calls into a sandbox whose path is
        /{service}/{method}) is E2B's: e2b.c hands it to api/connect.c. */
     if (e2b_owns(request)) /* first: E2B's in-sandbox calls may use any path */

@@ -74,6 +74,7 @@ struct http_request {
     bool framing_refused;       /* answered 400/501 for its framing: its body is not trusted */
     bool answered_early;        /* answered while the client still had a body to send */
     bool responded;
+    bool answer_later;          /* suspended until a response is given (http_respond_later) */
     response_header *headers;
     pending_upgrade *upgrade;   /* set once a WebSocket handshake was answered */
 };
@@ -131,6 +132,35 @@ void http_query_each(const http_request *request, const char *prefix, json_t *ou
 {
     query_collector collector = {prefix, out};
     MHD_get_connection_values(request->connection, MHD_GET_ARGUMENT_KIND, collect_query, &collector);
+}
+
+typedef struct value_visitor {
+    void (*visit)(void *arg, const char *name, const char *value);
+    void *arg;
+} value_visitor;
+
+static enum MHD_Result visit_value(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    value_visitor *visitor = cls;
+    if (key)
+        visitor->visit(visitor->arg, key, value);
+    return MHD_YES;
+}
+
+void http_each_header(const http_request *request,
+                      void (*visit)(void *arg, const char *name, const char *value), void *arg)
+{
+    value_visitor visitor = {visit, arg};
+    MHD_get_connection_values(request->connection, MHD_HEADER_KIND, visit_value, &visitor);
+}
+
+void http_each_query_argument(const http_request *request,
+                              void (*visit)(void *arg, const char *name, const char *value),
+                              void *arg)
+{
+    value_visitor visitor = {visit, arg};
+    MHD_get_connection_values(request->connection, MHD_GET_ARGUMENT_KIND, visit_value, &visitor);
 }
 
 const char *http_body(const http_request *request, size_t *length)
@@ -228,6 +258,10 @@ static void queue_response(http_request *request, int status, struct MHD_Respons
         log_warn("could not queue a %d response for %s %s", status, request->method, request->path);
     MHD_destroy_response(response);
     request->responded = true;
+    if (request->answer_later) { /* the response wakes the connection that slept for it */
+        request->answer_later = false;
+        MHD_resume_connection(request->connection);
+    }
     request->answered_early =
         !request->body_read && status != MHD_HTTP_SWITCHING_PROTOCOLS && request_has_body(request);
 }
@@ -478,6 +512,16 @@ void http_receive_body(http_request *request, const http_body_receiver *receiver
 
 bool http_responded(const http_request *request) { return request->responded; }
 
+/* libmicrohttpd calls the handler of a request whose body is in again and again until it has a
+   response; a suspended connection is left alone until resumed, which queue_response does. */
+void http_respond_later(http_request *request)
+{
+    if (request->responded || request->answer_later)
+        return;
+    request->answer_later = true;
+    MHD_suspend_connection(request->connection);
+}
+
 /* ---- authentication ---- */
 
 static bool token_equals(const char *given)
@@ -605,7 +649,7 @@ static void start_streamed_request(http_request *request)
     if (!admit_request(request))
         return;
     server.dispatch(request);
-    if (!request->responded && !request->receiver)
+    if (!request->responded && !request->receiver && !request->answer_later)
         http_respond_error(request, 500, "no response was produced for %s %s", request->method,
                            request->path);
 }
@@ -620,7 +664,7 @@ static void handle_complete_request(http_request *request)
         return;
     }
     server.dispatch(request);
-    if (!request->responded)
+    if (!request->responded && !request->answer_later)
         http_respond_error(request, 500, "no response was produced for %s %s", request->method,
                            request->path);
 }
@@ -866,7 +910,7 @@ static void continue_streamed_request(struct MHD_Connection *connection, http_re
     }
     if (!request->responded && request->receiver)
         request->receiver->on_end(request, request->receiver_arg);
-    if (!request->responded)
+    if (!request->responded && !request->answer_later)
         http_respond_error(request, 500, "no response was produced for %s %s", request->method,
                            request->path);
 }

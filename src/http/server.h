@@ -51,6 +51,13 @@ const char *http_query(const http_request *request, const char *name);
 const char *http_body(const http_request *request, size_t *length);
 /* Adds every query argument named `prefix`<key> to `out` as key → value (e.g. ?metadata.user=x). */
 void http_query_each(const http_request *request, const char *prefix, json_t *out);
+/* Calls visit(arg, name, value) for every request header / query argument, in request order
+   (a query argument without '=' has a NULL value; names and values are percent-decoded). */
+void http_each_header(const http_request *request,
+                      void (*visit)(void *arg, const char *name, const char *value), void *arg);
+void http_each_query_argument(const http_request *request,
+                              void (*visit)(void *arg, const char *name, const char *value),
+                              void *arg);
 bool http_is_websocket_upgrade(const http_request *request);
 const char *http_base_url(void);
 
@@ -98,6 +105,11 @@ typedef struct http_body_receiver {
 } http_body_receiver;
 void http_receive_body(http_request *request, const http_body_receiver *receiver, void *arg);
 bool http_responded(const http_request *request);
+
+/* The response comes later, from the loop (a proxied request waits for the inner server's
+   head): called from dispatch (or a body receiver's on_end), it puts the connection to sleep
+   until one of the http_respond* calls above gives the response, which wakes it. */
+void http_respond_later(http_request *request);
 
 typedef void (*http_websocket_open)(void *arg, websocket *socket);
 void http_upgrade_websocket(http_request *request, const char *subprotocol, size_t max_message,

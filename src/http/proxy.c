@@ -1,0 +1,455 @@
+#include "http/proxy.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "common/buffer.h"
+#include "common/log.h"
+#include "common/loop.h"
+
+/* One request on its way in and its answer on its way out. It ends when libcurl is done with
+   the inner server and, once an answer was started, the client's response is closed too. */
+typedef struct exchange {
+    CURL *easy;                   /* NULL once libcurl is done */
+    http_request *request;        /* NULL once answered by on_failed or closed */
+    http_stream *stream;          /* the streamed answer, once the inner server's head is in */
+    struct curl_slist *headers;   /* the request headers passed on */
+    char *target;                 /* URL of the inner server's resource */
+    int socket;                   /* until libcurl asks for it */
+    int port;
+    size_t max_queued;
+    bool paused;                  /* the inner server waits for the client to read */
+    http_proxy_failed on_failed;
+    void (*on_finished)(void *arg);
+    void *arg;
+    char error[CURL_ERROR_SIZE];
+    struct exchange *prev, *next; /* every exchange running, for http_proxy_stop */
+} exchange;
+
+/* A socket libcurl asked the loop to watch. */
+typedef struct curl_watch {
+    loop_watch watch;
+    curl_socket_t socket;
+    bool removed; /* an event collected before the removal is ignored */
+} curl_watch;
+
+static struct {
+    CURLM *multi;
+    loop_timer_id timer;
+    exchange *running;
+} proxy;
+
+static const char *const hop_by_hop_headers[] = {
+    "Host", "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "TE",
+    "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length", "Expect", NULL};
+
+static bool listed(const char *const *names, const char *name)
+{
+    for (size_t i = 0; names && names[i]; i++)
+        if (strcasecmp(names[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* ---- ending an exchange ---- */
+
+static void release_easy(exchange *x)
+{
+    if (!x->easy)
+        return;
+    curl_multi_remove_handle(proxy.multi, x->easy);
+    curl_easy_cleanup(x->easy);
+    x->easy = NULL;
+}
+
+static void free_exchange(void *arg)
+{
+    exchange *x = arg;
+    curl_slist_free_all(x->headers);
+    free(x->target);
+    free(x);
+}
+
+/* Over when libcurl is done and no answer is still being sent. */
+static void finish_if_over(exchange *x)
+{
+    if (x->easy || x->stream)
+        return;
+    if (x->prev)
+        x->prev->next = x->next;
+    else
+        proxy.running = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+    if (x->socket >= 0)
+        close(x->socket);
+    x->on_finished(x->arg);
+    loop_defer(free_exchange, x); /* a libcurl callback may still be on the stack */
+}
+
+/* The client's response is closed: sent whole, or the client went away (then the inner
+   server's transfer is cut). */
+static void on_stream_closed(void *arg, bool completed)
+{
+    exchange *x = arg;
+    x->stream = NULL;
+    x->request = NULL;
+    release_easy(x);
+    finish_if_over(x);
+}
+
+static void on_transfer_done(exchange *x, CURLcode result)
+{
+    release_easy(x);
+    if (x->stream) {
+        if (result != CURLE_OK)
+            log_info("proxy: the answer from port %d was cut short: %s", x->port,
+                     *x->error ? x->error : curl_easy_strerror(result));
+        http_stream_end(x->stream);
+    } else if (x->request) {
+        const char *why = *x->error ? x->error : curl_easy_strerror(result);
+        http_request *request = x->request;
+        x->request = NULL;
+        x->on_failed(x->arg, request, result == CURLE_COULDNT_CONNECT, why);
+    }
+    finish_if_over(x);
+}
+
+/* ---- libcurl on the loop ---- */
+
+static void collect_finished_transfers(void)
+{
+    CURLMsg *message;
+    int left;
+    while ((message = curl_multi_info_read(proxy.multi, &left))) {
+        if (message->msg != CURLMSG_DONE)
+            continue;
+        exchange *x = NULL;
+        curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+        if (x)
+            on_transfer_done(x, message->data.result);
+    }
+}
+
+static void on_curl_socket(void *owner, uint32_t events)
+{
+    curl_watch *w = owner;
+    if (w->removed)
+        return;
+    int mask = (events & EPOLLIN ? CURL_CSELECT_IN : 0) | (events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
+               (events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
+    int running;
+    curl_multi_socket_action(proxy.multi, w->socket, mask, &running);
+    collect_finished_transfers();
+}
+
+static int watch_curl_socket(CURL *easy, curl_socket_t socket, int what, void *userp, void *socketp)
+{
+    curl_watch *w = socketp;
+    if (what == CURL_POLL_REMOVE) {
+        if (w) {
+            loop_watch_remove(&w->watch);
+            w->removed = true;
+            curl_multi_assign(proxy.multi, socket, NULL);
+            loop_defer(free, w);
+        }
+        return 0;
+    }
+    uint32_t events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
+    if (!w) {
+        w = calloc(1, sizeof *w);
+        if (!w)
+            die("out of memory");
+        w->socket = socket;
+        loop_watch_add(&w->watch, socket, events, on_curl_socket, w);
+        curl_multi_assign(proxy.multi, socket, w);
+    } else {
+        loop_watch_modify(&w->watch, events);
+    }
+    return 0;
+}
+
+static void on_curl_timeout(void *arg)
+{
+    proxy.timer = 0;
+    int running;
+    curl_multi_socket_action(proxy.multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    collect_finished_transfers();
+}
+
+static int set_curl_timer(CURLM *multi, long timeout_ms, void *userp)
+{
+    loop_timer_cancel(proxy.timer);
+    proxy.timer = timeout_ms >= 0 ? loop_timer_add(timeout_ms, on_curl_timeout, NULL) : 0;
+    return 0;
+}
+
+static void start_multi(void)
+{
+    if (proxy.multi)
+        return;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || !(proxy.multi = curl_multi_init()))
+        die("cannot start libcurl for the port proxy");
+    curl_multi_setopt(proxy.multi, CURLMOPT_SOCKETFUNCTION, watch_curl_socket);
+    curl_multi_setopt(proxy.multi, CURLMOPT_TIMERFUNCTION, set_curl_timer);
+}
+
+/* ---- libcurl's callbacks for one exchange ---- */
+
+/* The socket the caller opened (in the sandbox's network namespace) is the only one libcurl
+   gets: it cannot open one of its own in the daemon's namespace. */
+static curl_socket_t hand_over_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *address)
+{
+    exchange *x = clientp;
+    if (purpose != CURLSOCKTYPE_IPCXN || x->socket < 0)
+        return CURL_SOCKET_BAD;
+    int socket = x->socket;
+    x->socket = -1;
+    return socket;
+}
+
+static void on_drained(void *arg)
+{
+    exchange *x = arg;
+    if (x->paused && x->easy) {
+        x->paused = false;
+        curl_easy_pause(x->easy, CURLPAUSE_CONT);
+    }
+}
+
+/* The inner server's head is in: the client's answer starts with its status and headers. */
+static void start_answer(exchange *x)
+{
+    long status = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+    struct curl_header *header = NULL;
+    while ((header = curl_easy_nextheader(x->easy, CURLH_HEADER, -1, header)))
+        if (!listed(hop_by_hop_headers, header->name))
+            http_add_response_header(x->request, header->name, header->value);
+    x->stream = http_respond_stream(x->request, (int)status, NULL, on_stream_closed, x);
+    http_stream_on_drained(x->stream, on_drained);
+}
+
+static size_t on_header_line(char *line, size_t size, size_t count, void *arg)
+{
+    exchange *x = arg;
+    size_t n = size * count;
+    bool head_ends = n <= 2 && (n == 0 || line[0] == '\r' || line[0] == '\n');
+    long status = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+    /* an interim answer (100 Continue) is followed by the real one */
+    if (head_ends && status >= 200 && !x->stream && x->request)
+        start_answer(x);
+    return n;
+}
+
+static size_t on_body(char *data, size_t size, size_t count, void *arg)
+{
+    exchange *x = arg;
+    size_t n = size * count;
+    if (!x->stream)
+        return n;
+    if (http_stream_queued(x->stream) >= x->max_queued) {
+        x->paused = true; /* libcurl keeps these bytes and hands them again on resume */
+        return CURL_WRITEFUNC_PAUSE;
+    }
+    http_stream_write(x->stream, data, n);
+    return n;
+}
+
+/* ---- the request passed on ---- */
+
+static void append_escaped(buffer *out, CURL *easy, const char *text)
+{
+    char *escaped = curl_easy_escape(easy, text, 0);
+    if (!escaped)
+        die("out of memory");
+    buffer_append(out, escaped, strlen(escaped));
+    curl_free(escaped);
+}
+
+typedef struct query_builder {
+    buffer *out;
+    CURL *easy;
+    const char *withheld;
+    bool first;
+} query_builder;
+
+static void append_query_argument(void *arg, const char *name, const char *value)
+{
+    query_builder *builder = arg;
+    if (builder->withheld && strcmp(name, builder->withheld) == 0)
+        return;
+    buffer_append(builder->out, builder->first ? "?" : "&", 1);
+    builder->first = false;
+    append_escaped(builder->out, builder->easy, name);
+    if (value) {
+        buffer_append(builder->out, "=", 1);
+        append_escaped(builder->out, builder->easy, value);
+    }
+}
+
+/* libmicrohttpd decoded the path and query; each segment and argument is encoded again. */
+static char *target_url(exchange *x, const char *withheld_query)
+{
+    buffer url = {0};
+    char origin[64];
+    int n = snprintf(origin, sizeof origin, "http://127.0.0.1:%d", x->port);
+    buffer_append(&url, origin, (size_t)n);
+    const char *path = http_path(x->request);
+    while (*path == '/') {
+        path++;
+        size_t length = strcspn(path, "/");
+        char *segment = strndup(path, length);
+        if (!segment)
+            die("out of memory");
+        buffer_append(&url, "/", 1);
+        append_escaped(&url, x->easy, segment);
+        free(segment);
+        path += length;
+    }
+    query_builder builder = {&url, x->easy, withheld_query, true};
+    http_each_query_argument(x->request, append_query_argument, &builder);
+    buffer_append(&url, "", 1);
+    char *text = strdup(buffer_head(&url));
+    buffer_free(&url);
+    if (!text)
+        die("out of memory");
+    return text;
+}
+
+typedef struct header_builder {
+    exchange *x;
+    const char *const *withheld;
+    bool has_accept, has_content_type;
+} header_builder;
+
+static void add_header(exchange *x, const char *name, const char *value)
+{
+    size_t n = strlen(name) + strlen(value) + 3;
+    char *line = malloc(n);
+    if (!line)
+        die("out of memory");
+    snprintf(line, n, "%s:%s%s", name, *value ? " " : "", value);
+    struct curl_slist *list = curl_slist_append(x->headers, line);
+    free(line);
+    if (!list)
+        die("out of memory");
+    x->headers = list;
+}
+
+static void pass_on_header(void *arg, const char *name, const char *value)
+{
+    header_builder *builder = arg;
+    if (listed(hop_by_hop_headers, name) || listed(builder->withheld, name))
+        return;
+    builder->has_accept |= strcasecmp(name, "Accept") == 0;
+    builder->has_content_type |= strcasecmp(name, "Content-Type") == 0;
+    add_header(builder->x, name, value ? value : "");
+}
+
+/* The client's headers, then what libcurl would otherwise add of its own (an empty value
+   removes one of libcurl's: its Accept, a form Content-Type, Expect: 100-continue). */
+static void build_headers(exchange *x, const char *const *withheld)
+{
+    header_builder builder = {x, withheld, false, false};
+    http_each_header(x->request, pass_on_header, &builder);
+    char host[64];
+    snprintf(host, sizeof host, "localhost:%d", x->port);
+    add_header(x, "Host", host);
+    const char *client_host = http_header(x->request, "Host");
+    if (client_host)
+        add_header(x, "X-Forwarded-Host", client_host);
+    add_header(x, "X-Forwarded-Proto", "http");
+    add_header(x, "Expect", "");
+    if (!builder.has_accept)
+        add_header(x, "Accept", "");
+    if (!builder.has_content_type)
+        add_header(x, "Content-Type", "");
+}
+
+static void set_method_and_body(exchange *x)
+{
+    size_t length;
+    const char *body = http_body(x->request, &length);
+    const char *method = http_method(x->request);
+    if (strcmp(method, "HEAD") == 0) {
+        curl_easy_setopt(x->easy, CURLOPT_NOBODY, 1L);
+        return;
+    }
+    if (length > 0 || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
+        strcmp(method, "PATCH") == 0) {
+        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)length);
+        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, body); /* the request holds it to the end */
+    }
+    if (strcmp(method, "GET") != 0 || length > 0)
+        curl_easy_setopt(x->easy, CURLOPT_CUSTOMREQUEST, method);
+}
+
+static void configure_transfer(exchange *x, const http_proxy_target *target)
+{
+    CURL *easy = x->easy;
+    curl_easy_setopt(easy, CURLOPT_URL, x->target);
+    curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http");
+    curl_easy_setopt(easy, CURLOPT_PROXY, "");          /* never the daemon's http_proxy */
+    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, 1L);  /* see proxy.h: no connection reuse */
+    curl_easy_setopt(easy, CURLOPT_FORBID_REUSE, 1L);
+    curl_easy_setopt(easy, CURLOPT_PATH_AS_IS, 1L);
+    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(easy, CURLOPT_HTTP_CONTENT_DECODING, 0L); /* gzip passes through as is */
+    curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, hand_over_socket);
+    curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, x);
+    curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, target->connect_timeout_ms);
+    curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, target->idle_timeout_s);
+    curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header_line);
+    curl_easy_setopt(easy, CURLOPT_HEADERDATA, x);
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(easy, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, x->error);
+    curl_easy_setopt(easy, CURLOPT_PRIVATE, x);
+    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, x->headers);
+    set_method_and_body(x);
+}
+
+void http_proxy_forward(http_request *request, const http_proxy_target *target,
+                        http_proxy_failed on_failed, void (*on_finished)(void *arg), void *arg)
+{
+    start_multi();
+    exchange *x = calloc(1, sizeof *x);
+    if (!x || !(x->easy = curl_easy_init()))
+        die("out of memory");
+    x->request = request;
+    x->socket = target->socket;
+    x->port = target->port;
+    x->max_queued = target->max_queued;
+    x->on_failed = on_failed;
+    x->on_finished = on_finished;
+    x->arg = arg;
+    x->next = proxy.running;
+    if (proxy.running)
+        proxy.running->prev = x;
+    proxy.running = x;
+    x->target = target_url(x, target->withheld_query);
+    build_headers(x, target->withheld_headers);
+    configure_transfer(x, target);
+    http_respond_later(request);
+    if (curl_multi_add_handle(proxy.multi, x->easy) != CURLM_OK)
+        on_transfer_done(x, CURLE_FAILED_INIT);
+}
+
+void http_proxy_stop(void)
+{
+    exchange *next;
+    for (exchange *x = proxy.running; x; x = next) {
+        next = x->next; /* x may be over (and unlinked) once its transfer ends */
+        snprintf(x->error, sizeof x->error, "the server is shutting down");
+        on_transfer_done(x, CURLE_ABORTED_BY_CALLBACK);
+    }
+}
