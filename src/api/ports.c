@@ -17,6 +17,7 @@
 #define MAX_EXCHANGES_PER_SANDBOX 64 /* requests to one sandbox's ports at once */
 #define CONNECT_TIMEOUT_MS 10000
 #define IDLE_TIMEOUT_S 300           /* an exchange with nothing moving this long is ended */
+#define TUNNEL_IDLE_TIMEOUT_S 3600   /* the same for a WebSocket, which may sit silent a while */
 #define MAX_QUEUED_BYTES (1 << 20)   /* answer bytes waiting on one client before the inner
                                         server is paused */
 
@@ -174,10 +175,6 @@ static bool refuse_unreachable(http_request *request, box *b, const ports_addres
                            "sandbox %s shares the host's network, so its port %d is the host's: "
                            "cellbox reaches only the ports of sandboxes with a network of their "
                            "own", id, address->port);
-    } else if (http_is_websocket_upgrade(request) || http_header(request, "Upgrade")) {
-        errors_respond_e2b(request, 501,
-                           "a WebSocket (or other Upgrade) to port %d of sandbox %s is not "
-                           "supported by cellbox yet: use plain HTTP requests", address->port, id);
     } else {
         sandbox_count *count = count_of(id, false);
         if (!count || count->exchanges < MAX_EXCHANGES_PER_SANDBOX)
@@ -233,6 +230,7 @@ void ports_forward(http_request *request, const ports_address *address)
         .connect_timeout_ms = CONNECT_TIMEOUT_MS,
         .idle_timeout_s = IDLE_TIMEOUT_S,
         .max_queued = MAX_QUEUED_BYTES,
+        .tunnel_idle_timeout_s = TUNNEL_IDLE_TIMEOUT_S,
     };
     http_proxy_forward(request, &target, on_forward_failed, on_exchange_finished, exchange);
 }

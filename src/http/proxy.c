@@ -1,6 +1,7 @@
 #include "http/proxy.h"
 
 #include <curl/curl.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "common/buffer.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "http/tunnel.h"
 
 /* One request on its way in and its answer on its way out. It ends when libcurl is done with
    the inner server and, once an answer was started, the client's response is closed too. */
@@ -21,9 +23,15 @@ typedef struct exchange {
     struct curl_slist *headers;   /* the request headers passed on */
     char *target;                 /* URL of the inner server's resource */
     int socket;                   /* until libcurl asks for it */
+    int given_socket;             /* then libcurl's (it closes it), for an Upgrade to keep */
     int port;
     size_t max_queued;
     bool paused;                  /* the inner server waits for the client to read */
+    bool upgrade_asked;           /* the client asked for an Upgrade (a WebSocket) */
+    bool upgrading;               /* the inner server switched: until the tunnel closes */
+    int inner_socket;             /* after the switch, until the tunnel takes it */
+    buffer early;                 /* bytes the inner server sent right after its 101 */
+    long tunnel_idle_timeout_s;
     http_proxy_failed on_failed;
     void (*on_finished)(void *arg);
     void *arg;
@@ -71,14 +79,15 @@ static void free_exchange(void *arg)
 {
     exchange *x = arg;
     curl_slist_free_all(x->headers);
+    buffer_free(&x->early);
     free(x->target);
     free(x);
 }
 
-/* Over when libcurl is done and no answer is still being sent. */
+/* Over when libcurl is done and no answer is still being sent, nor a tunnel open. */
 static void finish_if_over(exchange *x)
 {
-    if (x->easy || x->stream)
+    if (x->easy || x->stream || x->upgrading)
         return;
     if (x->prev)
         x->prev->next = x->next;
@@ -111,7 +120,7 @@ static void on_transfer_done(exchange *x, CURLcode result)
             log_info("proxy: the answer from port %d was cut short: %s", x->port,
                      *x->error ? x->error : curl_easy_strerror(result));
         http_stream_end(x->stream);
-    } else if (x->request) {
+    } else if (x->request && !x->upgrading) {
         const char *why = *x->error ? x->error : curl_easy_strerror(result);
         http_request *request = x->request;
         x->request = NULL;
@@ -121,6 +130,15 @@ static void on_transfer_done(exchange *x, CURLcode result)
 }
 
 /* ---- libcurl on the loop ---- */
+
+/* An exchange whose inner server switched protocols leaves libcurl: the tunnel reads its socket
+   (a duplicate) from now on. libcurl has handed every byte it read past the 101 to on_body. */
+static void detach_upgraded_transfers(void)
+{
+    for (exchange *x = proxy.running; x; x = x->next)
+        if (x->upgrading && x->easy)
+            release_easy(x);
+}
 
 static void collect_finished_transfers(void)
 {
@@ -134,6 +152,7 @@ static void collect_finished_transfers(void)
         if (x)
             on_transfer_done(x, message->data.result);
     }
+    detach_upgraded_transfers();
 }
 
 static void on_curl_socket(void *owner, uint32_t events)
@@ -210,6 +229,7 @@ static curl_socket_t hand_over_socket(void *clientp, curlsocktype purpose, struc
         return CURL_SOCKET_BAD;
     int socket = x->socket;
     x->socket = -1;
+    x->given_socket = socket;
     return socket;
 }
 
@@ -235,6 +255,59 @@ static void start_answer(exchange *x)
     http_stream_on_drained(x->stream, on_drained);
 }
 
+static void on_tunnel_closed(void *arg)
+{
+    exchange *x = arg;
+    x->upgrading = false;
+    finish_if_over(x);
+}
+
+/* The client's socket, once it has its 101 too: the tunnel joins it to the inner server's. */
+static void on_client_upgraded(void *arg, int socket, const char *extra, size_t extra_size,
+                               void *handle)
+{
+    exchange *x = arg;
+    x->request = NULL;
+    if (socket < 0) { /* the client went away before the switch */
+        close(x->inner_socket);
+        x->inner_socket = -1;
+        on_tunnel_closed(x);
+        return;
+    }
+    http_tunnel_ends ends = {
+        .client = socket,
+        .close_client = http_upgraded_close,
+        .client_handle = handle,
+        .inner = x->inner_socket,
+        .to_inner = extra,
+        .to_inner_length = extra_size,
+        .to_client = buffer_head(&x->early),
+        .to_client_length = buffer_size(&x->early),
+        .idle_timeout_s = x->tunnel_idle_timeout_s,
+    };
+    x->inner_socket = -1;
+    http_tunnel_start(&ends, on_tunnel_closed, x);
+    buffer_free(&x->early);
+}
+
+/* The inner server answered an Upgrade with 101: the client gets the same answer, then both
+   sockets are joined. The socket is duplicated because libcurl closes its own when the transfer
+   is removed (detach_upgraded_transfers). */
+static void start_upgrade(exchange *x)
+{
+    x->inner_socket = fcntl(x->given_socket, F_DUPFD_CLOEXEC, 3);
+    if (x->inner_socket < 0) {
+        snprintf(x->error, sizeof x->error, "the inner server's socket could not be kept");
+        return; /* the transfer ends with no answer sent: on_failed answers */
+    }
+    struct curl_header *header = NULL; /* libcurl files a 101's headers as those of a 1xx */
+    while ((header = curl_easy_nextheader(x->easy, CURLH_1XX, -1, header)))
+        if (strcasecmp(header->name, "Upgrade") == 0 || !listed(hop_by_hop_headers, header->name))
+            http_add_response_header(x->request, header->name, header->value);
+    x->upgrading = true;
+    http_upgrade_raw(x->request, on_client_upgraded, x);
+}
+
 static size_t on_header_line(char *line, size_t size, size_t count, void *arg)
 {
     exchange *x = arg;
@@ -242,6 +315,10 @@ static size_t on_header_line(char *line, size_t size, size_t count, void *arg)
     bool head_ends = n <= 2 && (n == 0 || line[0] == '\r' || line[0] == '\n');
     long status = 0;
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (head_ends && status == 101 && x->upgrade_asked && !x->upgrading && x->request) {
+        start_upgrade(x);
+        return x->upgrading ? n : 0; /* 0 ends the transfer */
+    }
     /* an interim answer (100 Continue) is followed by the real one */
     if (head_ends && status >= 200 && !x->stream && x->request)
         start_answer(x);
@@ -252,6 +329,10 @@ static size_t on_body(char *data, size_t size, size_t count, void *arg)
 {
     exchange *x = arg;
     size_t n = size * count;
+    if (x->upgrading) {
+        buffer_append(&x->early, data, n);
+        return n;
+    }
     if (!x->stream)
         return n;
     if (http_stream_queued(x->stream) >= x->max_queued) {
@@ -346,7 +427,8 @@ static void add_header(exchange *x, const char *name, const char *value)
 static void pass_on_header(void *arg, const char *name, const char *value)
 {
     header_builder *builder = arg;
-    if (listed(hop_by_hop_headers, name) || listed(builder->withheld, name))
+    bool upgrade = builder->x->upgrade_asked && strcasecmp(name, "Upgrade") == 0;
+    if ((listed(hop_by_hop_headers, name) && !upgrade) || listed(builder->withheld, name))
         return;
     builder->has_accept |= strcasecmp(name, "Accept") == 0;
     builder->has_content_type |= strcasecmp(name, "Content-Type") == 0;
@@ -367,6 +449,8 @@ static void build_headers(exchange *x, const char *const *withheld)
         add_header(x, "X-Forwarded-Host", client_host);
     add_header(x, "X-Forwarded-Proto", "http");
     add_header(x, "Expect", "");
+    if (x->upgrade_asked)
+        add_header(x, "Connection", "Upgrade");
     if (!builder.has_accept)
         add_header(x, "Accept", "");
     if (!builder.has_content_type)
@@ -429,6 +513,9 @@ void http_proxy_forward(http_request *request, const http_proxy_target *target,
     x->socket = target->socket;
     x->port = target->port;
     x->max_queued = target->max_queued;
+    x->inner_socket = -1;
+    x->tunnel_idle_timeout_s = target->tunnel_idle_timeout_s;
+    x->upgrade_asked = http_header(request, "Upgrade") != NULL;
     x->on_failed = on_failed;
     x->on_finished = on_finished;
     x->arg = arg;

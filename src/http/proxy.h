@@ -10,7 +10,11 @@
  * localhost:<port>, as a server listening there expects) and body; the answer's status and
  * headers are those of the inner server, its body streamed back as it comes. When more than
  * `max_queued` bytes wait for the client, the inner server is paused (TCP flow control holds it)
- * until the client has read them. */
+ * until the client has read them.
+ *
+ * An Upgrade (a WebSocket) is asked of the inner server as the client asked it; when it answers
+ * 101, the client gets that answer and its headers, and the two sockets are joined
+ * (http/tunnel.h) until either side closes. Any other answer goes back as an answer. */
 #ifndef CELLBOX_HTTP_PROXY_H
 #define CELLBOX_HTTP_PROXY_H
 
@@ -27,6 +31,7 @@ typedef struct http_proxy_target {
     long connect_timeout_ms;
     long idle_timeout_s;                 /* nothing moving for this long ends the exchange */
     size_t max_queued;                   /* answer bytes waiting for the client at most */
+    long tunnel_idle_timeout_s;          /* an upgraded connection with nothing moving */
 } http_proxy_target;
 
 /* Called when the inner server could not be reached or gave no answer: nothing was sent yet,

@@ -37,6 +37,7 @@ typedef struct pending_upgrade {
     size_t max_message;
     const websocket_callbacks *callbacks;
     http_websocket_open on_open;
+    http_raw_upgrade_open on_raw_open; /* http_upgrade_raw: the socket itself is handed over */
     void *arg;
     bool opened;
 } pending_upgrade;
@@ -573,6 +574,10 @@ static void on_upgraded(void *cls, struct MHD_Connection *connection, void *con_
     http_request *request = con_cls;
     pending_upgrade *upgrade = request->upgrade;
     upgrade->opened = true;
+    if (upgrade->on_raw_open) {
+        upgrade->on_raw_open(upgrade->arg, sock, extra_in, extra_in_size, urh);
+        return;
+    }
     websocket *socket = websocket_start(sock, extra_in, extra_in_size, upgrade->max_message,
                                         upgrade->callbacks, upgrade->arg, close_upgraded_socket, urh);
     upgrade->on_open(upgrade->arg, socket);
@@ -620,6 +625,20 @@ void http_upgrade_websocket(http_request *request, const char *subprotocol, size
         MHD_add_response_header(response, "Sec-WebSocket-Protocol", subprotocol);
     queue_response(request, MHD_HTTP_SWITCHING_PROTOCOLS, response);
 }
+
+void http_upgrade_raw(http_request *request, http_raw_upgrade_open on_open, void *arg)
+{
+    pending_upgrade *upgrade = calloc(1, sizeof *upgrade);
+    if (!upgrade)
+        die("out of memory");
+    upgrade->on_raw_open = on_open;
+    upgrade->arg = arg;
+    request->upgrade = upgrade;
+    queue_response(request, MHD_HTTP_SWITCHING_PROTOCOLS,
+                   MHD_create_response_for_upgrade(on_upgraded, NULL));
+}
+
+void http_upgraded_close(void *handle) { close_upgraded_socket(handle); }
 
 /* ---- request life cycle ---- */
 
@@ -976,8 +995,11 @@ static void on_request_completed(void *cls, struct MHD_Connection *connection, v
         heap_note_release();
     }
     if (request->upgrade) {
-        if (!request->upgrade->opened)
-            request->upgrade->on_open(request->upgrade->arg, NULL);
+        pending_upgrade *upgrade = request->upgrade;
+        if (!upgrade->opened && upgrade->on_raw_open)
+            upgrade->on_raw_open(upgrade->arg, -1, NULL, 0, NULL);
+        else if (!upgrade->opened)
+            upgrade->on_open(upgrade->arg, NULL);
         free(request->upgrade);
     }
     while (request->headers) {

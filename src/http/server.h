@@ -116,4 +116,14 @@ void http_upgrade_websocket(http_request *request, const char *subprotocol, size
                             const websocket_callbacks *callbacks, http_websocket_open on_open,
                             void *arg);
 
+/* Passes an Upgrade on as it is (a proxied WebSocket, http/proxy.c): answers 101 with the
+   headers added by http_add_response_header (Upgrade among them), then hands over the client's
+   socket with the bytes it sent after its request already (`extra`). The socket is closed with
+   http_upgraded_close(handle), never close(). on_open gets socket -1 when the client went away
+   before the switch. */
+typedef void (*http_raw_upgrade_open)(void *arg, int socket, const char *extra, size_t extra_size,
+                                      void *handle);
+void http_upgrade_raw(http_request *request, http_raw_upgrade_open on_open, void *arg);
+void http_upgraded_close(void *handle);
+
 #endif

@@ -45,7 +45,7 @@ def test_sdk_reaches_servers_in_sandboxes(daemon):
     steps = summary["steps"]
     detail = f"exit {proc.returncode}\nsummary: {json.dumps(summary, indent=1)[:6000]}\nstderr:\n{proc.stderr[-3000:]}"
     expected = ["create", "servers", "get_host", "get_file", "big_file", "post", "own_server_each",
-                "nothing_listening", "unknown_sandbox", "envd_port", "no_token", "kill"]
+                "websocket", "nothing_listening", "unknown_sandbox", "envd_port", "no_token", "kill"]
     missing = [s for s in expected if s not in steps]
     assert not missing, f"steps never reported: {missing}\n{detail}"
     failed = {name: s for name, s in steps.items() if not s["ok"]}
@@ -76,6 +76,12 @@ def test_sdk_reaches_servers_in_sandboxes(daemon):
     # each sandbox reaches its own server on the same port
     assert steps["own_server_each"]["a"] == "hello from sandbox a\n"
     assert steps["own_server_each"]["b"] == "hello from sandbox b\n"
+
+    # a WebSocket: the inner server's 101 and headers, then frames both ways, a large one too
+    ws = steps["websocket"]
+    assert ws["x_inner_ws"] == "yes"
+    assert ws["received"] == ["echo: ping-1", {"binary": 200 * 1024, "same": True}, "echo: ping-2",
+                              {"closed": 1000}]
 
     refused = steps["nothing_listening"]["body"]
     assert refused["code"] == 502

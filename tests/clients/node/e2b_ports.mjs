@@ -14,6 +14,7 @@
 // checks each step's details again.
 import { Sandbox } from '@e2b/code-interpreter';
 import http from 'node:http';
+import WebSocket from 'ws';
 import crypto from 'node:crypto';
 
 const deadlineMs = Number(process.env.CELLBOX_CLIENT_DEADLINE_MS || 150000);
@@ -26,6 +27,7 @@ for (const name of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY']) {
 const daemon = new URL(process.env.E2B_API_URL);
 const key = process.env.E2B_API_KEY;
 const PORT = 8000;
+const WS_PORT = 8001;
 
 const steps = {};
 function report(step, ok, detail) {
@@ -96,22 +98,74 @@ class Handler(http.server.SimpleHTTPRequestHandler):
 http.server.ThreadingHTTPServer(('127.0.0.1', int(sys.argv[1])), Handler).serve_forever()
 `;
 
+// A WebSocket echo server with no library (the sandbox has what the host's /usr has, and Debian's
+// python3-websockets may be absent): the handshake, then each frame's payload unmasked and sent
+// back, text prefixed with "echo: ".
+const WS_SERVER = `
+import base64, hashlib, socket, struct, sys, threading
+GUID = b'258EAFA5-E914-47DA-95CA-C5AB0DC85B11'
+def read_exact(c, n):
+    data = b''
+    while len(data) < n:
+        part = c.recv(n - len(data))
+        if not part:
+            raise EOFError
+        data += part
+    return data
+def serve(c):
+    head = b''
+    while b'\\r\\n\\r\\n' not in head:
+        head += c.recv(4096)
+    key = [l.split(b':', 1)[1].strip() for l in head.split(b'\\r\\n') if l.lower().startswith(b'sec-websocket-key:')][0]
+    accept = base64.b64encode(hashlib.sha1(key + GUID).digest())
+    c.sendall(b'HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Accept: ' + accept + b'\\r\\nX-Inner-WS: yes\\r\\n\\r\\n')
+    try:
+        while True:
+            b0, b1 = read_exact(c, 2)
+            opcode, n = b0 & 15, b1 & 127
+            if n == 126: n = struct.unpack('>H', read_exact(c, 2))[0]
+            elif n == 127: n = struct.unpack('>Q', read_exact(c, 8))[0]
+            mask = read_exact(c, 4)
+            payload = bytes(b ^ mask[i % 4] for i, b in enumerate(read_exact(c, n)))
+            if opcode == 8:
+                c.sendall(bytes([0x88, len(payload)]) + payload)
+                break
+            if opcode == 1:
+                payload = b'echo: ' + payload
+            size = len(payload)
+            header = bytes([0x80 | opcode]) + (bytes([size]) if size < 126 else bytes([126]) + struct.pack('>H', size) if size < 65536 else bytes([127]) + struct.pack('>Q', size))
+            c.sendall(header + payload)
+    except EOFError:
+        pass
+    c.close()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', int(sys.argv[1])))
+s.listen(8)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+`;
+
 // Starts the server in the sandbox (a child of its kernel) and waits until it accepts.
 async function startServer(sandbox, name, bigBytes) {
   await sandbox.files.write('/workspace/server.py', SERVER);
+  await sandbox.files.write('/workspace/ws_echo.py', WS_SERVER);
   await sandbox.files.write('/workspace/www/hello.txt', `hello from ${name}\n`);
   if (bigBytes) await sandbox.files.write('/workspace/www/big.bin', new Uint8Array(bigBytes));
   const run = await sandbox.runCode(`
 import socket, subprocess, time
 server = subprocess.Popen(['python3', '/workspace/server.py', '${PORT}'], start_new_session=True)
-for attempt in range(100):
-    try:
-        socket.create_connection(('127.0.0.1', ${PORT}), timeout=1).close()
-        break
-    except OSError:
-        time.sleep(0.1)
-else:
-    raise RuntimeError('the server did not start')
+echo = subprocess.Popen(['python3', '/workspace/ws_echo.py', '${WS_PORT}'], start_new_session=True)
+for port in (${PORT}, ${WS_PORT}):
+    for attempt in range(100):
+        try:
+            socket.create_connection(('127.0.0.1', port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        raise RuntimeError(f'the server on {port} did not start')
 print('listening')
 `);
   if (run.error) throw new Error(`${run.error.name}: ${run.error.value}`);
@@ -162,6 +216,31 @@ if (a && b) {
     const fromA = await request(a.getHost(PORT), '/hello.txt');
     const fromB = await request(b.getHost(PORT), '/hello.txt');
     return { ok: fromA.status === 200 && fromB.status === 200, a: fromA.body.toString(), b: fromB.body.toString() };
+  });
+
+  await step('websocket', async () => {
+    const ws = new WebSocket(`ws://${daemon.host}/chat`, {
+      headers: { Host: a.getHost(WS_PORT), 'E2B-Traffic-Access-Token': key },
+    });
+    let upgradeHeaders = {};
+    ws.on('upgrade', res => { upgradeHeaders = res.headers; });
+    const received = [];
+    const binary = crypto.randomBytes(200 * 1024);
+    await new Promise((resolve, reject) => {
+      ws.on('error', reject);
+      ws.on('unexpected-response', (req, res) => {
+        const chunks = [];
+        res.on('data', c => chunks.push(c));
+        res.on("end", () => reject(new Error(`${res.statusCode}: ${JSON.stringify(res.rawHeaders)} ${Buffer.concat(chunks)}`)));
+      });
+      ws.on('open', () => { ws.send('ping-1'); ws.send(binary); ws.send('ping-2'); });
+      ws.on('message', (data, isBinary) => {
+        received.push(isBinary ? { binary: data.length, same: sha256(data) === sha256(binary) } : data.toString());
+        if (received.length === 3) ws.close(1000, 'done');
+      });
+      ws.on('close', (code) => { received.push({ closed: code }); resolve(); });
+    });
+    return { ok: received.length === 4, received, x_inner_ws: upgradeHeaders['x-inner-ws'] };
   });
 
   await step('nothing_listening', async () => {
