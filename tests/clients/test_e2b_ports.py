@@ -3,9 +3,12 @@
 - The SDK (tests/clients/node/e2b_ports.mjs) creates two sandboxes, starts a small HTTP server on
   127.0.0.1:8000 inside each, and reaches it through cellboxd with the Host `getHost(8000)`
   names (<port>-<sandboxId>.<domain>): a file, a 5 MiB file, a POST with a body, each sandbox its
-  own server, a port nothing listens on, an unknown sandbox, envd's port on the same host, a
-  wrong token, a killed sandbox. Every step is checked here again.
-- The domain: --e2b-domain, and its default (localhost with the daemon's port), on the wire.
+  own server, a port only the second sandbox listens on (not reachable through the first's id),
+  a WebSocket echo server, a port nothing listens on, an unknown sandbox, envd's port on the
+  same host, a wrong token, a killed sandbox. Every step is checked here again.
+- On the wire: --e2b-domain; cellbox's token kept from the inner server (query and headers);
+  HEAD, 304 and 404 as the inner server answers them; a paused sandbox; a sandbox on the host's
+  network refused (its 127.0.0.1 is the host's).
 
 The sandboxes get no network: the daemon opens the socket inside each sandbox's own network
 namespace (docs/security.md)."""
@@ -45,7 +48,7 @@ def test_sdk_reaches_servers_in_sandboxes(daemon):
     steps = summary["steps"]
     detail = f"exit {proc.returncode}\nsummary: {json.dumps(summary, indent=1)[:6000]}\nstderr:\n{proc.stderr[-3000:]}"
     expected = ["create", "servers", "get_host", "get_file", "big_file", "post", "own_server_each",
-                "websocket", "nothing_listening", "unknown_sandbox", "envd_port", "no_token", "kill"]
+                "neighbour_port", "websocket", "nothing_listening", "unknown_sandbox", "envd_port", "no_token", "kill"]
     missing = [s for s in expected if s not in steps]
     assert not missing, f"steps never reported: {missing}\n{detail}"
     failed = {name: s for name, s in steps.items() if not s["ok"]}
@@ -76,6 +79,10 @@ def test_sdk_reaches_servers_in_sandboxes(daemon):
     # each sandbox reaches its own server on the same port
     assert steps["own_server_each"]["a"] == "hello from sandbox a\n"
     assert steps["own_server_each"]["b"] == "hello from sandbox b\n"
+
+    # a port only the second sandbox listens on is not reachable through the first's id
+    assert steps["neighbour_port"]["through_a"] == 502
+    assert steps["neighbour_port"]["through_b_text"] == "hello from sandbox b\n"
 
     # a WebSocket: the inner server's 101 and headers, then frames both ways, a large one too
     ws = steps["websocket"]
@@ -125,3 +132,140 @@ def test_configured_domain_names_the_hosts(domain_daemon):
         assert other.status_code == 200 and isinstance(other.json(), list)
     finally:
         requests.delete(f"{origin}/sandboxes/{sandbox_id}", headers={"X-API-Key": token}, timeout=30)
+
+
+# ---- on the wire ----
+
+def api(daemon, method, path, **kw):
+    headers = {"X-API-Key": daemon.token, **kw.pop("headers", {})}
+    return requests.request(method, daemon.origin + path, headers=headers, timeout=60, **kw)
+
+
+def execute(daemon, sandbox_id, code):
+    """Runs code in the sandbox's default context (E2B's code interpreter route); its stdout."""
+    r = requests.post(daemon.origin + "/execute", json={"code": code}, timeout=60,
+                      headers={"E2b-Sandbox-Id": sandbox_id, "E2b-Sandbox-Port": "49999",
+                               "X-Access-Token": daemon.token})
+    assert r.status_code == 200, r.text
+    events = [json.loads(line) for line in r.text.splitlines()]
+    errors = [e for e in events if e["type"] == "error"]
+    assert not errors, errors
+    return "".join(e["text"] for e in events if e["type"] == "stdout")
+
+
+# A server answering each request with what it saw (JSON), HEAD and 304 as http.server does.
+ECHO_SERVER = r'''
+import http.server, json, sys
+class Handler(http.server.SimpleHTTPRequestHandler):
+    def __init__(self, *a, **k):
+        super().__init__(*a, directory='/workspace', **k)
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get('Content-Length') or 0))
+        answer = json.dumps({'path': self.path, 'headers': {k.lower(): v for k, v in self.headers.items()},
+                             'body': body.decode()}).encode()
+        self.send_response(200)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(('127.0.0.1', int(sys.argv[1])), Handler).serve_forever()
+'''
+
+START = '''
+import socket, subprocess, time
+open('/workspace/echo.py', 'w').write({source!r})
+open('/workspace/page.txt', 'w').write('a page\\n')
+subprocess.Popen(['python3', '/workspace/echo.py', '{port}'], start_new_session=True)
+for attempt in range(100):
+    try:
+        socket.create_connection(('127.0.0.1', {port}), timeout=1).close()
+        print('listening')
+        break
+    except OSError:
+        time.sleep(0.1)
+'''
+
+
+@pytest.fixture
+def served(daemon):
+    """A sandbox whose echo server listens on 127.0.0.1:9000; yields (sandbox id, host)."""
+    r = api(daemon, "POST", "/sandboxes", json={"templateID": "python3", "timeout": 120})
+    assert r.status_code == 201, r.text
+    sandbox_id = r.json()["sandboxID"]
+    try:
+        assert execute(daemon, sandbox_id, START.format(source=ECHO_SERVER, port=9000)) == "listening\n"
+        yield sandbox_id, f"9000-{sandbox_id}.{r.json()['domain']}"
+    finally:
+        api(daemon, "DELETE", f"/sandboxes/{sandbox_id}")
+
+
+def test_token_in_the_query_is_not_passed_on(daemon, served):
+    sandbox_id, host = served
+    r = requests.post(f"{daemon.origin}/echo?token={daemon.token}&keep=1", data="body",
+                      headers={"Host": host, "Authorization": f"token {daemon.token}",
+                               "X-Access-Token": daemon.token}, timeout=30)
+    assert r.status_code == 200, r.text
+    seen = r.json()
+    assert seen["path"] == "/echo?keep=1" and seen["body"] == "body"
+    assert "authorization" not in seen["headers"] and "x-access-token" not in seen["headers"]
+    # an Authorization of the inner server's own goes on (cellbox's token then in ?token=, since
+    # an Authorization header is what the daemon reads before E2B's headers)
+    r = requests.post(f"{daemon.origin}/echo?token={daemon.token}", timeout=30,
+                      headers={"Host": host, "Authorization": "Bearer app-own"})
+    assert r.status_code == 200, r.text
+    assert r.json()["headers"]["authorization"] == "Bearer app-own"
+    assert r.json()["path"] == "/echo"
+
+
+def test_head_and_not_modified_come_back_as_the_server_answers(daemon, served):
+    sandbox_id, host = served
+    headers = {"Host": host, "E2B-Traffic-Access-Token": daemon.token}
+    head = requests.head(f"{daemon.origin}/page.txt", headers=headers, timeout=30)
+    assert head.status_code == 200 and head.text == ""
+    assert head.headers["Last-Modified"]
+    again = requests.get(f"{daemon.origin}/page.txt", timeout=30,
+                         headers={**headers, "If-Modified-Since": head.headers["Last-Modified"]})
+    assert again.status_code == 304 and again.text == ""
+    missing = requests.get(f"{daemon.origin}/no-such-file", headers=headers, timeout=30)
+    assert missing.status_code == 404  # the inner server's own answer
+
+
+def test_a_paused_sandbox_says_so(daemon, served):
+    sandbox_id, host = served
+    assert api(daemon, "POST", f"/sandboxes/{sandbox_id}/pause").status_code == 204
+    r = requests.get(f"{daemon.origin}/page.txt", timeout=30,
+                     headers={"Host": host, "E2B-Traffic-Access-Token": daemon.token})
+    assert r.status_code == 502 and r.json()["code"] == 502
+    assert f"sandbox {sandbox_id} is paused" in r.json()["message"]
+    assert api(daemon, "POST", f"/sandboxes/{sandbox_id}/connect", json={}).status_code == 201
+    r = requests.get(f"{daemon.origin}/page.txt", timeout=30,
+                     headers={"Host": host, "E2B-Traffic-Access-Token": daemon.token})
+    assert r.status_code == 200 and r.text == "a page\n"
+
+
+@pytest.fixture
+def network_daemon():
+    d = Daemon(args=["--allow-network"])
+    d.start()
+    yield d
+    d.stop()
+    d.remove_tmp()
+
+
+def test_a_sandbox_on_the_hosts_network_is_not_proxied(network_daemon):
+    """Its 127.0.0.1 is the host's: its ports would be the daemon's own and the host's services."""
+    d = network_daemon
+    r = api(d, "POST", "/sandboxes", json={"templateID": "python3", "allow_internet_access": True})
+    assert r.status_code == 201, r.text
+    sandbox_id = r.json()["sandboxID"]
+    try:
+        # the daemon's own port, through the sandbox's host
+        r = requests.get(f"{d.origin}/api/kernelspecs", timeout=30,
+                         headers={"Host": f"{d.port}-{sandbox_id}.localhost:{d.port}",
+                                  "E2B-Traffic-Access-Token": d.token})
+        assert r.status_code == 502, r.text
+        assert "shares the host's network" in r.json()["message"]
+    finally:
+        api(d, "DELETE", f"/sandboxes/{sandbox_id}")

@@ -28,6 +28,7 @@ const daemon = new URL(process.env.E2B_API_URL);
 const key = process.env.E2B_API_KEY;
 const PORT = 8000;
 const WS_PORT = 8001;
+const B_ONLY_PORT = 8002; // only the second sandbox listens there
 
 const steps = {};
 function report(step, ok, detail) {
@@ -148,16 +149,17 @@ while True:
 `;
 
 // Starts the server in the sandbox (a child of its kernel) and waits until it accepts.
-async function startServer(sandbox, name, bigBytes) {
+async function startServer(sandbox, name, bigBytes, ports = [PORT, WS_PORT]) {
   await sandbox.files.write('/workspace/server.py', SERVER);
   await sandbox.files.write('/workspace/ws_echo.py', WS_SERVER);
   await sandbox.files.write('/workspace/www/hello.txt', `hello from ${name}\n`);
   if (bigBytes) await sandbox.files.write('/workspace/www/big.bin', new Uint8Array(bigBytes));
   const run = await sandbox.runCode(`
 import socket, subprocess, time
-server = subprocess.Popen(['python3', '/workspace/server.py', '${PORT}'], start_new_session=True)
-echo = subprocess.Popen(['python3', '/workspace/ws_echo.py', '${WS_PORT}'], start_new_session=True)
-for port in (${PORT}, ${WS_PORT}):
+for port in ${JSON.stringify(ports)}:
+    script = '/workspace/ws_echo.py' if port == ${WS_PORT} else '/workspace/server.py'
+    subprocess.Popen(['python3', script, str(port)], start_new_session=True)
+for port in ${JSON.stringify(ports)}:
     for attempt in range(100):
         try:
             socket.create_connection(('127.0.0.1', port), timeout=1).close()
@@ -182,7 +184,7 @@ await step('create', async () => {
 
 if (a && b) {
   await step('servers', async () => {
-    const started = [await startServer(a, 'sandbox a', big), await startServer(b, 'sandbox b')];
+    const started = [await startServer(a, 'sandbox a', big), await startServer(b, 'sandbox b', null, [PORT, WS_PORT, B_ONLY_PORT])];
     return { ok: started.every(s => s.includes('listening')), started };
   });
 
@@ -216,6 +218,13 @@ if (a && b) {
     const fromA = await request(a.getHost(PORT), '/hello.txt');
     const fromB = await request(b.getHost(PORT), '/hello.txt');
     return { ok: fromA.status === 200 && fromB.status === 200, a: fromA.body.toString(), b: fromB.body.toString() };
+  });
+
+  await step('neighbour_port', async () => {
+    const throughA = await request(a.getHost(B_ONLY_PORT), '/hello.txt');
+    const throughB = await request(b.getHost(B_ONLY_PORT), '/hello.txt');
+    return { ok: throughA.status === 502 && throughB.status === 200, through_a: throughA.status,
+             through_b: throughB.status, through_b_text: throughB.body.toString() };
   });
 
   await step('websocket', async () => {
