@@ -75,9 +75,8 @@ static bool names_our_domain(const char *rest)
     return !both_have_ports || strcmp(rest + rest_name, ports.domain + domain_name) == 0;
 }
 
-bool ports_address_of(const http_request *request, ports_address *address)
+bool ports_parse_host(const char *host, ports_address *address)
 {
-    const char *host = http_header(request, "Host");
     if (!host || !isdigit((unsigned char)host[0]))
         return false;
     char *end;
@@ -96,6 +95,11 @@ bool ports_address_of(const http_request *request, ports_address *address)
     memcpy(address->sandbox_id, id, id_length);
     address->sandbox_id[id_length] = '\0';
     return true;
+}
+
+bool ports_address_of(const http_request *request, ports_address *address)
+{
+    return ports_parse_host(http_header(request, "Host"), address);
 }
 
 /* ---- exchanges per sandbox ---- */

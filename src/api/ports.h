@@ -28,7 +28,11 @@ typedef struct ports_address {
 void ports_init(const char *domain, int daemon_port, const char *token);
 /* The domain E2B's create and connect answers carry, from which the SDK builds getHost. */
 const char *ports_domain(void);
-/* True, with the port and sandbox id, when the request's Host is <port>-<id>.<domain>. */
+/* True, with the port and sandbox id, when `host` (a Host header's value) is
+   <port>-<id>.<domain>: a port 1..65535 in decimal, an id of letters, digits, '-' and '_', and
+   our domain (see names_our_domain in ports.c for how its port matches). */
+bool ports_parse_host(const char *host, ports_address *address);
+/* The same for the request's Host. */
 bool ports_address_of(const http_request *request, ports_address *address);
 /* Forwards the request to the address's server (any port but E2B's own two), or answers why
    not in E2B's error shape: 502 for a sandbox that is not there or a port nothing listens on. */
