@@ -77,7 +77,7 @@ static bool names_our_domain(const char *rest)
 
 bool ports_parse_host(const char *host, ports_address *address)
 {
-    if (!host || !isdigit((unsigned char)host[0]))
+    if (!*ports.domain || !host || !isdigit((unsigned char)host[0])) /* before ports_init */
         return false;
     char *end;
     long port = strtol(host, &end, 10);

@@ -42,6 +42,14 @@ static void route_sandbox_host(http_request *request, const ports_address *addre
     }
 }
 
+bool routes_streams_body(const http_request *request)
+{
+    ports_address address;
+    if (ports_address_of(request, &address))
+        return !e2b_serves_port(address.port);
+    return v1_streams_body(http_method(request), http_path(request));
+}
+
 void routes_dispatch(http_request *request)
 {
     ports_address address;

@@ -32,6 +32,17 @@ typedef struct exchange {
     int inner_socket;             /* after the switch, until the tunnel takes it */
     buffer early;                 /* bytes the inner server sent right after its 101 */
     long tunnel_idle_timeout_s;
+    /* the client's body, passed on as it comes */
+    buffer upload;                /* received, not yet taken by libcurl */
+    bool body_done;               /* the client's body is all in */
+    bool upload_waits;            /* libcurl's read is paused until more comes */
+    bool body_paused;             /* the client's body is stopped: `upload` is full */
+    /* the inner server's answer, held until the client's body is in (libmicrohttpd takes an
+       answer before a body or after it, not in between) */
+    bool head_waits;              /* its head is in; its body waits (libcurl paused) */
+    bool done_early;              /* the transfer ended meanwhile: the handle is kept for its head */
+    bool failure_waits;           /* it failed meanwhile: answered at the body's end */
+    bool failure_refused;
     http_proxy_failed on_failed;
     void (*on_finished)(void *arg);
     void *arg;
@@ -80,6 +91,7 @@ static void free_exchange(void *arg)
     exchange *x = arg;
     curl_slist_free_all(x->headers);
     buffer_free(&x->early);
+    buffer_free(&x->upload);
     free(x->target);
     free(x);
 }
@@ -87,7 +99,7 @@ static void free_exchange(void *arg)
 /* Over when libcurl is done and no answer is still being sent, nor a tunnel open. */
 static void finish_if_over(exchange *x)
 {
-    if (x->easy || x->stream || x->upgrading)
+    if (x->easy || x->stream || x->upgrading || x->failure_waits)
         return;
     if (x->prev)
         x->prev->next = x->next;
@@ -114,12 +126,23 @@ static void on_stream_closed(void *arg, bool completed)
 
 static void on_transfer_done(exchange *x, CURLcode result)
 {
+    if (x->head_waits && !x->body_done) { /* answered before the client's body ended */
+        curl_multi_remove_handle(proxy.multi, x->easy);
+        x->done_early = true;
+        return;
+    }
     release_easy(x);
     if (x->stream) {
         if (result != CURLE_OK)
             log_info("proxy: the answer from port %d was cut short: %s", x->port,
                      *x->error ? x->error : curl_easy_strerror(result));
         http_stream_end(x->stream);
+    } else if (x->request && !x->upgrading && !x->body_done) {
+        if (!*x->error) /* kept for the answer at the body's end */
+            snprintf(x->error, sizeof x->error, "%s", curl_easy_strerror(result));
+        x->failure_waits = true;
+        x->failure_refused = result == CURLE_COULDNT_CONNECT;
+        http_resume_body(x->request); /* the rest is read and dropped */
     } else if (x->request && !x->upgrading) {
         const char *why = *x->error ? x->error : curl_easy_strerror(result);
         http_request *request = x->request;
@@ -316,12 +339,17 @@ static size_t on_header_line(char *line, size_t size, size_t count, void *arg)
     long status = 0;
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
     if (head_ends && status == 101 && x->upgrade_asked && !x->upgrading && x->request) {
-        start_upgrade(x);
+        if (x->body_done) /* an Upgrade has no body: it is in as soon as the head is */
+            start_upgrade(x);
         return x->upgrading ? n : 0; /* 0 ends the transfer */
     }
     /* an interim answer (100 Continue) is followed by the real one */
-    if (head_ends && status >= 200 && !x->stream && x->request)
-        start_answer(x);
+    if (head_ends && status >= 200 && !x->stream && x->request) {
+        if (x->body_done)
+            start_answer(x);
+        else
+            x->head_waits = true;
+    }
     return n;
 }
 
@@ -334,7 +362,7 @@ static size_t on_body(char *data, size_t size, size_t count, void *arg)
         return n;
     }
     if (!x->stream)
-        return n;
+        return x->head_waits ? CURL_WRITEFUNC_PAUSE : n;
     if (http_stream_queued(x->stream) >= x->max_queued) {
         x->paused = true; /* libcurl keeps these bytes and hands them again on resume */
         return CURL_WRITEFUNC_PAUSE;
@@ -457,21 +485,117 @@ static void build_headers(exchange *x, const char *const *withheld)
         add_header(x, "Content-Type", "");
 }
 
+/* ---- the client's body, as it comes ---- */
+
+/* libcurl asks for the next piece of the body: what came, the end, or a pause until more. */
+static size_t read_upload(char *out, size_t size, size_t count, void *arg)
+{
+    exchange *x = arg;
+    size_t n = buffer_size(&x->upload) < size * count ? buffer_size(&x->upload) : size * count;
+    if (n > 0) {
+        memcpy(out, buffer_head(&x->upload), n);
+        buffer_consume(&x->upload, n);
+        if (x->body_paused && x->request && buffer_size(&x->upload) < x->max_queued / 2) {
+            x->body_paused = false;
+            http_resume_body(x->request);
+        }
+        return n;
+    }
+    if (x->body_done)
+        return 0;
+    x->upload_waits = true;
+    return CURL_READFUNC_PAUSE;
+}
+
+static void wake_upload(exchange *x)
+{
+    if (x->upload_waits && x->easy && !x->done_early) {
+        x->upload_waits = false;
+        curl_easy_pause(x->easy, CURLPAUSE_CONT);
+    }
+}
+
+static int on_client_data(void *arg, const char *data, size_t length)
+{
+    exchange *x = arg;
+    if (x->failure_waits)
+        return 0; /* dropped: the answer is the failure */
+    buffer_append(&x->upload, data, length);
+    wake_upload(x);
+    if (buffer_size(&x->upload) > x->max_queued && !x->body_paused) {
+        x->body_paused = true;
+        http_pause_body(x->request);
+    }
+    return 0;
+}
+
+/* The client's body is in: the answer can start (now, or when the inner server's head is in). */
+static void on_client_body_end(http_request *request, void *arg)
+{
+    exchange *x = arg;
+    x->body_done = true;
+    if (x->failure_waits) {
+        x->failure_waits = false;
+        x->request = NULL;
+        x->on_failed(x->arg, request, x->failure_refused, x->error);
+        finish_if_over(x);
+        return;
+    }
+    if (x->head_waits) {
+        x->head_waits = false;
+        start_answer(x);
+        if (x->done_early) { /* its whole answer is in the head */
+            curl_easy_cleanup(x->easy);
+            x->easy = NULL;
+            http_stream_end(x->stream);
+        } else {
+            curl_easy_pause(x->easy, CURLPAUSE_CONT);
+        }
+        return;
+    }
+    wake_upload(x);
+    http_respond_later(request);
+}
+
+/* The client went away before its body ended. */
+static void on_client_abort(void *arg)
+{
+    exchange *x = arg;
+    x->request = NULL;
+    x->failure_waits = false;
+    if (x->easy)
+        curl_multi_remove_handle(proxy.multi, x->easy); /* done_early's handle is out already */
+    if (x->easy)
+        curl_easy_cleanup(x->easy);
+    x->easy = NULL;
+    finish_if_over(x);
+}
+
+static const http_body_receiver client_body = {on_client_data, on_client_body_end, on_client_abort};
+
+/* A body is passed on as it comes: with its length when the client gave one, else chunked. */
 static void set_method_and_body(exchange *x)
 {
-    size_t length;
-    const char *body = http_body(x->request, &length);
     const char *method = http_method(x->request);
+    const char *length = http_header(x->request, "Content-Length");
+    bool has_body = (length && strcmp(length, "0") != 0) ||
+                    http_header(x->request, "Transfer-Encoding");
     if (strcmp(method, "HEAD") == 0) {
         curl_easy_setopt(x->easy, CURLOPT_NOBODY, 1L);
         return;
     }
-    if (length > 0 || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
-        strcmp(method, "PATCH") == 0) {
-        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)length);
-        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, body); /* the request holds it to the end */
+    if (has_body) {
+        curl_easy_setopt(x->easy, CURLOPT_UPLOAD, 1L);
+        curl_easy_setopt(x->easy, CURLOPT_READFUNCTION, read_upload);
+        curl_easy_setopt(x->easy, CURLOPT_READDATA, x);
+        curl_easy_setopt(x->easy, CURLOPT_INFILESIZE_LARGE,
+                         length ? (curl_off_t)strtoull(length, NULL, 10) : (curl_off_t)-1);
+    } else if (strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
+               strcmp(method, "PATCH") == 0) {
+        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
+        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, "");
     }
-    if (strcmp(method, "GET") != 0 || length > 0)
+    if (strcmp(method, "GET") != 0 || has_body)
         curl_easy_setopt(x->easy, CURLOPT_CUSTOMREQUEST, method);
 }
 
@@ -526,7 +650,7 @@ void http_proxy_forward(http_request *request, const http_proxy_target *target,
     x->target = target_url(x, target->withheld_query);
     build_headers(x, target->withheld_headers);
     configure_transfer(x, target);
-    http_respond_later(request);
+    http_receive_body(request, &client_body, x);
     if (curl_multi_add_handle(proxy.multi, x->easy) != CURLM_OK)
         on_transfer_done(x, CURLE_FAILED_INIT);
 }

@@ -7,7 +7,7 @@
  * reused for another request (every inner server is "127.0.0.1:<port>" to libcurl, so a cached
  * connection could belong to another sandbox). The request goes on with its method, path, query,
  * headers (the hop-by-hop ones and those the caller withholds left out; Host set to
- * localhost:<port>, as a server listening there expects) and body; the answer's status and
+ * localhost:<port>, as a server listening there expects) and body, streamed; the answer's status and
  * headers are those of the inner server, its body streamed back as it comes. When more than
  * `max_queued` bytes wait for the client, the inner server is paused (TCP flow control holds it)
  * until the client has read them.
@@ -39,8 +39,11 @@ typedef struct http_proxy_target {
 typedef void (*http_proxy_failed)(void *arg, http_request *request, bool refused,
                                   const char *why);
 
-/* Forwards `request` (its body read whole already). Exactly one of on_failed (which answers) or
-   a streamed answer follows; on_finished(arg) runs once when the exchange is over either way. */
+/* Forwards `request`, called when its head is in (the server's streams_body said so): its body
+   goes on as it arrives (at most `max_queued` bytes wait for the inner server, then the client's
+   body is paused). Exactly one of on_failed (which answers) or an answer from the inner server
+   follows, once the client's body is all in; on_finished(arg) runs once when the exchange is
+   over either way. */
 void http_proxy_forward(http_request *request, const http_proxy_target *target,
                         http_proxy_failed on_failed, void (*on_finished)(void *arg), void *arg);
 

@@ -76,6 +76,7 @@ struct http_request {
     bool answered_early;        /* answered while the client still had a body to send */
     bool responded;
     bool answer_later;          /* suspended until a response is given (http_respond_later) */
+    bool body_paused;           /* suspended until the receiver takes more (http_pause_body) */
     response_header *headers;
     pending_upgrade *upgrade;   /* set once a WebSocket handshake was answered */
 };
@@ -513,6 +514,22 @@ void http_receive_body(http_request *request, const http_body_receiver *receiver
 
 bool http_responded(const http_request *request) { return request->responded; }
 
+void http_pause_body(http_request *request)
+{
+    if (request->body_paused || request->body_complete)
+        return;
+    request->body_paused = true;
+    MHD_suspend_connection(request->connection);
+}
+
+void http_resume_body(http_request *request)
+{
+    if (!request->body_paused)
+        return;
+    request->body_paused = false;
+    MHD_resume_connection(request->connection);
+}
+
 /* libmicrohttpd calls the handler of a request whose body is in again and again until it has a
    response; a suspended connection is left alone until resumed, which queue_response does. */
 void http_respond_later(http_request *request)
@@ -891,7 +908,7 @@ static void begin_request(struct MHD_Connection *connection, const char *url, co
         http_respond_error(request, 404, "%s is outside the base URL %s", url,
                            server.options.base_url);
     } else if (server.options.streams_body &&
-               server.options.streams_body(request->method, request->path)) {
+               server.options.streams_body(request)) {
         request->streams_body = true;
         start_streamed_request(request);
     } else if (declared_body_too_large(connection)) {

@@ -31,8 +31,9 @@ typedef struct http_server_options {
     size_t max_body_size;   /* larger request bodies get 413 */
     unsigned max_connections;         /* past it: 503 (see admission.h); 0 = no limit */
     unsigned max_connections_per_ip;  /* past it: 429; 0 = no limit */
-    /* Does this request take its body as a stream (see http_receive_body)? May be NULL. */
-    bool (*streams_body)(const char *method, const char *path);
+    /* Does this request take its body as a stream (see http_receive_body)? Asked once its head
+       is in (method, path and headers). May be NULL. */
+    bool (*streams_body)(const http_request *request);
     http_cors cors;
 } http_server_options;
 
@@ -104,6 +105,10 @@ typedef struct http_body_receiver {
     void (*on_abort)(void *arg);                        /* the client went away first */
 } http_body_receiver;
 void http_receive_body(http_request *request, const http_body_receiver *receiver, void *arg);
+/* A receiver whose consumer is slower than the client (a proxied upload) stops the body: the
+   connection sleeps (the client's TCP window fills) until http_resume_body. */
+void http_pause_body(http_request *request);
+void http_resume_body(http_request *request);
 bool http_responded(const http_request *request);
 
 /* The response comes later, from the loop (a proxied request waits for the inner server's

@@ -12,6 +12,7 @@
 
 The sandboxes get no network: the daemon opens the socket inside each sandbox's own network
 namespace (docs/security.md)."""
+import hashlib
 import json
 import os
 import shutil
@@ -155,14 +156,25 @@ def execute(daemon, sandbox_id, code):
 
 # A server answering each request with what it saw (JSON), HEAD and 304 as http.server does.
 ECHO_SERVER = r'''
-import http.server, json, sys
+import hashlib, http.server, json, sys
 class Handler(http.server.SimpleHTTPRequestHandler):
     def __init__(self, *a, **k):
         super().__init__(*a, directory='/workspace', **k)
+    def read_body(self):
+        if self.headers.get('Transfer-Encoding') != 'chunked':
+            return self.rfile.read(int(self.headers.get('Content-Length') or 0))
+        body = b''
+        while True:
+            size = int(self.rfile.readline().split(b';')[0], 16)
+            chunk = self.rfile.read(size + 2)[:size]
+            if size == 0:
+                return body
+            body += chunk
     def do_POST(self):
-        body = self.rfile.read(int(self.headers.get('Content-Length') or 0))
+        body = self.read_body()
         answer = json.dumps({'path': self.path, 'headers': {k.lower(): v for k, v in self.headers.items()},
-                             'body': body.decode()}).encode()
+                             'length': len(body), 'sha256': hashlib.sha256(body).hexdigest(),
+                             'body': body[:100].decode(errors='replace')}).encode()
         self.send_response(200)
         self.send_header('Content-Type', 'application/json')
         self.send_header('Content-Length', str(len(answer)))
@@ -217,6 +229,34 @@ def test_token_in_the_query_is_not_passed_on(daemon, served):
     assert r.status_code == 200, r.text
     assert r.json()["headers"]["authorization"] == "Bearer app-own"
     assert r.json()["path"] == "/echo"
+
+
+def test_bodies_stream_past_the_body_size_limit(daemon, served):
+    """A proxied body is not held whole: 40 MiB (past --max-body-size, 16 MiB) with its length,
+    and a chunked one of unknown length, reach the inner server whole."""
+    sandbox_id, host = served
+    headers = {"Host": host, "E2B-Traffic-Access-Token": daemon.token}
+    big = os.urandom(1 << 20) * 40
+    r = requests.post(f"{daemon.origin}/upload", data=big, headers=headers, timeout=120)
+    assert r.status_code == 200, r.text
+    assert r.json()["length"] == len(big)
+    assert r.json()["sha256"] == hashlib.sha256(big).hexdigest()
+    assert r.json()["headers"]["content-length"] == str(len(big))
+
+    pieces = [os.urandom(100_000) for _ in range(30)]
+    r = requests.post(f"{daemon.origin}/upload", data=iter(pieces), headers=headers, timeout=120)
+    assert r.status_code == 200, r.text
+    assert r.json()["headers"]["transfer-encoding"] == "chunked"
+    assert r.json()["length"] == 3_000_000
+    assert r.json()["sha256"] == hashlib.sha256(b"".join(pieces)).hexdigest()
+
+
+def test_a_post_to_a_closed_port_is_answered_after_its_body(daemon, served):
+    sandbox_id, host = served
+    r = requests.post(f"{daemon.origin}/upload", data=os.urandom(5 << 20), timeout=60,
+                      headers={"Host": host.replace("9000-", "9009-", 1),
+                               "E2B-Traffic-Access-Token": daemon.token})
+    assert r.status_code == 502 and "port 9009 is not open" in r.json()["message"]
 
 
 def test_head_and_not_modified_come_back_as_the_server_answers(daemon, served):

@@ -470,3 +470,36 @@ void http_upgrade_websocket(http_request *request, const char *subprotocol, size
     on_open(arg, NULL);
     http_respond_error(request, 400, "fuzzing: no WebSocket is opened");
 }
+
+void http_each_header(const http_request *request,
+                      void (*visit)(void *arg, const char *name, const char *value), void *arg)
+{
+    for (int i = 0; i < request->header_count; i++)
+        visit(arg, request->headers[i].name, request->headers[i].value);
+}
+
+void http_each_query_argument(const http_request *request,
+                              void (*visit)(void *arg, const char *name, const char *value),
+                              void *arg)
+{
+    for (int i = 0; i < request->query_count; i++)
+        visit(arg, request->query[i].name, request->query[i].value);
+}
+
+/* E2B's sandbox hosts are not routed here (no domain is set: ports_init is not called), so no
+   request waits for an inner server; a call would be a routing bug. */
+void http_respond_later(http_request *request)
+{
+    fprintf(stderr, "fuzz: %s %s was proxied\n", request->method, request->path);
+    abort();
+}
+
+void http_upgrade_raw(http_request *request, http_raw_upgrade_open on_open, void *arg)
+{
+    on_open(arg, -1, NULL, 0, NULL);
+    http_respond_error(request, 400, "fuzzing: no socket is handed over");
+}
+
+void http_upgraded_close(void *handle) {}
+void http_pause_body(http_request *request) {}
+void http_resume_body(http_request *request) {}

@@ -207,7 +207,8 @@ if (a && b) {
   await step('post', async () => {
     const body = crypto.randomBytes(300 * 1024);
     const res = await request(a.getHost(PORT), '/submit?x=1&y=a%20b', {
-      method: 'POST', body, headers: { 'Content-Type': 'application/octet-stream', 'X-Custom': 'kept' },
+      method: 'POST', body,
+      headers: { 'Content-Type': 'application/octet-stream', 'Content-Length': body.length, 'X-Custom': 'kept' },
     });
     const seen = JSON.parse(res.body.toString());
     return { ok: res.status === 201, status: res.status, x_inner: res.headers['x-inner'], seen,
