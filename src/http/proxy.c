@@ -657,6 +657,7 @@ void http_proxy_forward(http_request *request, const http_proxy_target *target,
 
 void http_proxy_stop(void)
 {
+    http_tunnel_close_all();
     exchange *next;
     for (exchange *x = proxy.running; x; x = next) {
         next = x->next; /* x may be over (and unlinked) once its transfer ends */

@@ -37,7 +37,10 @@ struct tunnel {
     bool closed;
     void (*on_closed)(void *arg);
     void *arg;
+    struct tunnel *prev, *next; /* every open tunnel, for http_tunnel_close_all */
 };
+
+static tunnel *open_tunnels;
 
 static void free_tunnel(void *arg)
 {
@@ -52,6 +55,12 @@ static void close_tunnel(tunnel *t)
     if (t->closed)
         return;
     t->closed = true;
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        open_tunnels = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
     loop_watch_remove(&t->client.watch);
     loop_watch_remove(&t->inner.watch);
     close(t->inner.fd);
@@ -172,6 +181,10 @@ void http_tunnel_start(const http_tunnel_ends *ends, void (*on_closed)(void *arg
     if (ends->to_client_length > 0)
         buffer_append(&t->client.queued, ends->to_client, ends->to_client_length);
     outbound_add(&t->outbound, evict_tunnel, t);
+    t->next = open_tunnels;
+    if (open_tunnels)
+        open_tunnels->prev = t;
+    open_tunnels = t;
     loop_watch_add(&t->client.watch, t->client.fd, EPOLLIN | EPOLLRDHUP, on_end_event, &t->client);
     loop_watch_add(&t->inner.watch, t->inner.fd, EPOLLIN | EPOLLRDHUP, on_end_event, &t->inner);
     t->idle_timer = loop_timer_add(t->idle_timeout_s * 1000, check_idle, t);
@@ -179,4 +192,10 @@ void http_tunnel_start(const http_tunnel_ends *ends, void (*on_closed)(void *arg
     on_end_event(&t->client, EPOLLOUT);
     if (!t->closed)
         on_end_event(&t->inner, EPOLLOUT);
+}
+
+void http_tunnel_close_all(void)
+{
+    while (open_tunnels)
+        close_tunnel(open_tunnels);
 }

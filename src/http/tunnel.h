@@ -28,5 +28,7 @@ typedef struct http_tunnel_ends {
 /* Starts pumping (the pending bytes are copied); on_closed(arg) runs once both sockets are
    closed. */
 void http_tunnel_start(const http_tunnel_ends *ends, void (*on_closed)(void *arg), void *arg);
+/* Closes every tunnel (at shutdown, before the server stops). */
+void http_tunnel_close_all(void);
 
 #endif

@@ -16,12 +16,13 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 
 import pytest
 import requests
 
-from helpers.daemon import Daemon
+from helpers.daemon import SANITIZER_MARKERS, Daemon
 
 pytestmark = pytest.mark.cellbox_only  # Jupyter Server has no E2B API
 
@@ -309,3 +310,67 @@ def test_a_sandbox_on_the_hosts_network_is_not_proxied(network_daemon):
         assert "shares the host's network" in r.json()["message"]
     finally:
         api(d, "DELETE", f"/sandboxes/{sandbox_id}")
+
+
+# Answers any Upgrade with 101 (protocol "x-echo"), then sends back every byte it receives.
+RAW_UPGRADE_SERVER = r'''
+import socket, sys, threading
+def serve(c):
+    head = b''
+    while b'\r\n\r\n' not in head:
+        head += c.recv(4096)
+    c.sendall(b'HTTP/1.1 101 Switching Protocols\r\nUpgrade: x-echo\r\nConnection: Upgrade\r\n\r\n')
+    while True:
+        data = c.recv(65536)
+        if not data:
+            break
+        c.sendall(data)
+    c.close()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', int(sys.argv[1])))
+s.listen(8)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+'''
+
+
+def upgrade_through(daemon, host):
+    """A raw Upgrade to the sandbox host; the socket and the head of the answer."""
+    sock = socket.create_connection((daemon.host, daemon.port), timeout=30)
+    sock.sendall((f"GET /stream HTTP/1.1\r\nHost: {host}\r\nUpgrade: x-echo\r\n"
+                  f"Connection: Upgrade\r\nE2B-Traffic-Access-Token: {daemon.token}\r\n\r\n").encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        part = sock.recv(4096)
+        assert part, f"closed after {head!r}"
+        head += part
+    return sock, head
+
+
+def test_any_upgrade_is_a_tunnel_and_the_daemon_stops_cleanly_with_one_open():
+    d = Daemon()
+    d.start()
+    try:
+        r = api(d, "POST", "/sandboxes", json={"templateID": "python3"})
+        assert r.status_code == 201, r.text
+        sandbox_id = r.json()["sandboxID"]
+        assert execute(d, sandbox_id, START.format(source=RAW_UPGRADE_SERVER, port=9100)) == "listening\n"
+        sock, head = upgrade_through(d, f"9100-{sandbox_id}.localhost:{d.port}")
+        assert head.startswith(b"HTTP/1.1 101"), head
+        assert b"upgrade: x-echo" in head.lower()
+        payload = os.urandom(300_000)
+        sock.sendall(payload)
+        back = b""
+        while len(back) < len(payload):
+            part = sock.recv(65536)
+            assert part, f"closed after {len(back)} bytes"
+            back += part
+        assert back == payload
+    finally:
+        d.stop()  # with the tunnel still open
+        log = d.log_text()
+        d.remove_tmp()
+    assert not any(marker in log for marker in SANITIZER_MARKERS), log[-4000:]
+    assert "stopped" in log
