@@ -18,6 +18,7 @@ import os
 import shutil
 import socket
 import subprocess
+import time
 
 import pytest
 import requests
@@ -374,3 +375,42 @@ def test_any_upgrade_is_a_tunnel_and_the_daemon_stops_cleanly_with_one_open():
         d.remove_tmp()
     assert not any(marker in log for marker in SANITIZER_MARKERS), log[-4000:]
     assert "stopped" in log
+
+
+def test_a_sandbox_has_at_most_64_exchanges_open(daemon):
+    """Tunnels count while they are open: the 65th is 429 naming the limit; once one closes, a
+    new one is let in (the count drops when the daemon sees the close: bounded retries)."""
+    r = api(daemon, "POST", "/sandboxes", json={"templateID": "python3"})
+    assert r.status_code == 201, r.text
+    sandbox_id = r.json()["sandboxID"]
+    host = f"9100-{sandbox_id}.localhost:{daemon.port}"
+    sockets = []
+    try:
+        assert execute(daemon, sandbox_id, START.format(source=RAW_UPGRADE_SERVER, port=9100)) == "listening\n"
+        for _ in range(64):
+            sock, head = upgrade_through(daemon, host)
+            sockets.append(sock)
+            assert head.startswith(b"HTTP/1.1 101"), head
+        refused = requests.get(f"{daemon.origin}/", timeout=30,
+                               headers={"Host": host, "E2B-Traffic-Access-Token": daemon.token})
+        assert refused.status_code == 429 and refused.json()["code"] == 429
+        assert "64 requests to its ports open" in refused.json()["message"]
+        assert refused.headers["Retry-After"] == "1"
+        # another sandbox's ports are not held back by this one's
+        assert requests.get(f"{daemon.origin}/", timeout=30, headers={
+            "Host": f"9100-00000000-0000-4000-8000-000000000000.localhost:{daemon.port}",
+            "E2B-Traffic-Access-Token": daemon.token}).status_code == 502
+        sockets.pop().close()
+        for attempt in range(100):
+            sock, head = upgrade_through(daemon, host)
+            sockets.append(sock)
+            if head.startswith(b"HTTP/1.1 101"):
+                break
+            assert b" 429 " in head.split(b"\r\n")[0], head
+            sockets.pop().close()
+            time.sleep(0.05)
+        assert head.startswith(b"HTTP/1.1 101"), head
+    finally:
+        for sock in sockets:
+            sock.close()
+        api(daemon, "DELETE", f"/sandboxes/{sandbox_id}")
