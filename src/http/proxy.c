@@ -43,6 +43,7 @@ typedef struct exchange {
     bool done_early;              /* the transfer ended meanwhile: the handle is kept for its head */
     bool failure_waits;           /* it failed meanwhile: answered at the body's end */
     bool failure_refused;
+    bool finished;                /* on_finished ran; freed after the loop's batch */
     http_proxy_failed on_failed;
     void (*on_finished)(void *arg);
     void *arg;
@@ -99,8 +100,9 @@ static void free_exchange(void *arg)
 /* Over when libcurl is done and no answer is still being sent, nor a tunnel open. */
 static void finish_if_over(exchange *x)
 {
-    if (x->easy || x->stream || x->upgrading || x->failure_waits)
+    if (x->finished || x->easy || x->stream || x->upgrading || x->failure_waits)
         return;
+    x->finished = true;
     if (x->prev)
         x->prev->next = x->next;
     else
