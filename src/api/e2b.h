@@ -6,7 +6,8 @@
  * sandbox. Every call into a sandbox goes to one base URL (E2B_SANDBOX_URL) with the headers
  * E2b-Sandbox-Id and E2b-Sandbox-Port: port 49999 is the code interpreter (/execute, /contexts,
  * served by /v1's execution stream and contexts) and 49983 is envd (/health, /files; commands
- * through Connect-RPC are not served). docs/api.md lists what works. */
+ * through Connect-RPC are not served). A sandbox host (<port>-<id>.<domain>, api/ports.h) reaches
+ * the same two ports through e2b_route_into_sandbox. docs/api.md lists what works. */
 #ifndef CELLBOX_API_E2B_H
 #define CELLBOX_API_E2B_H
 
