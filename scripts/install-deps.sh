@@ -10,6 +10,8 @@ set -euo pipefail
 mode=${1:-run}
 here=$(cd "$(dirname "$0")/.." && pwd)
 
+# libcurl4-openssl-dev: the CLI's HTTP client, and cellboxd's for E2B's sandbox hosts (api/ports.c
+# forwards requests to servers inside sandboxes through libcurl).
 # procps: a sandbox's commands run the host's /usr, and `ps` is one every agent expects (a bare
 # Debian has none).
 run_pkgs=(build-essential pkg-config libmicrohttpd-dev libwslay-dev libjansson-dev libssl-dev

@@ -13,6 +13,7 @@
 #include "api/v1_contexts.h"
 #include "api/v1_execute.h"
 #include "api/errors.h"
+#include "api/ports.h"
 #include "api/v1_files.h"
 #include "api/v1_ready.h"
 #include "common/clock.h"
@@ -63,9 +64,9 @@ static json_t *connection_model(http_request *request, box *b)
     const char *key = http_header(request, "X-API-Key");
     char token[ENVD_ACCESS_TOKEN_SIZE];
     envd_access_token(b, token);
-    json_t *model = json_pack("{s:s, s:s, s:s, s:s, s:n}", "sandboxID", box_id(b), "templateID",
+    json_t *model = json_pack("{s:s, s:s, s:s, s:s, s:s}", "sandboxID", box_id(b), "templateID",
                               kernel_spec(box_default_kernel(b))->name, "clientID", CLIENT_ID,
-                              "envdVersion", ENVD_VERSION, "domain");
+                              "envdVersion", ENVD_VERSION, "domain", ports_domain());
     json_object_set_new(model, "envdAccessToken", json_string(token));
     json_object_set_new(model, "trafficAccessToken", key ? json_string(key) : json_null());
     return model;
@@ -202,7 +203,7 @@ static void get_sandbox(http_request *request, box *b)
     json_t *model = listed_model(b);
     json_t *connection = connection_model(request, b);
     json_object_set(model, "envdAccessToken", json_object_get(connection, "envdAccessToken"));
-    json_object_set(model, "domain", json_null());
+    json_object_set(model, "domain", json_object_get(connection, "domain"));
     json_decref(connection);
     http_respond_json(request, 200, model);
 }
@@ -405,12 +406,15 @@ bool e2b_streams_body(const http_request *request)
     return to_envd && envd_streams_body(request);
 }
 
+bool e2b_serves_port(int port)
+{
+    return port == atoi(INTERPRETER_PORT) || port == atoi(ENVD_PORT);
+}
+
 /* A call into a sandbox, as E2B's proxy routes it: an unknown sandbox is 502, which the SDK
    reads as "not running" (Sandbox.isRunning). */
-static void route_into_sandbox(http_request *request)
+void e2b_route_into_sandbox(http_request *request, const char *id, const char *port)
 {
-    const char *id = http_header(request, "E2b-Sandbox-Id");
-    const char *port = http_header(request, "E2b-Sandbox-Port");
     box *b = box_find(id);
     char copy[2048];
     char *s[MAX_SEGMENTS];
@@ -434,7 +438,8 @@ static void route_into_sandbox(http_request *request)
 void e2b_dispatch(http_request *request)
 {
     if (http_header(request, "E2b-Sandbox-Id"))
-        route_into_sandbox(request);
+        e2b_route_into_sandbox(request, http_header(request, "E2b-Sandbox-Id"),
+                               http_header(request, "E2b-Sandbox-Port"));
     else if (is_signed_file_url(request))
         envd_files_route(request, NULL);
     else

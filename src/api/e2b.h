@@ -6,7 +6,8 @@
  * sandbox. Every call into a sandbox goes to one base URL (E2B_SANDBOX_URL) with the headers
  * E2b-Sandbox-Id and E2b-Sandbox-Port: port 49999 is the code interpreter (/execute, /contexts,
  * served by /v1's execution stream and contexts) and 49983 is envd (/health, /files; commands
- * through Connect-RPC are not served). docs/api.md lists what works. */
+ * through Connect-RPC are not served). A sandbox host (<port>-<id>.<domain>, api/ports.h) reaches
+ * the same two ports through e2b_route_into_sandbox. docs/api.md lists what works. */
 #ifndef CELLBOX_API_E2B_H
 #define CELLBOX_API_E2B_H
 
@@ -19,5 +20,10 @@ bool e2b_owns(http_request *request);
 void e2b_dispatch(http_request *request);
 /* Does this E2B request take its body as a stream (envd's POST /files)? */
 bool e2b_streams_body(const http_request *request);
+/* Ports 49983 (envd) and 49999 (the code interpreter): cellbox serves them itself. */
+bool e2b_serves_port(int port);
+/* A call into sandbox `id`'s port `port` (one e2b_serves_port names), as the headers
+   E2b-Sandbox-Id and E2b-Sandbox-Port or a sandbox host (api/ports.h) name them. */
+void e2b_route_into_sandbox(http_request *request, const char *id, const char *port);
 
 #endif

@@ -1,4 +1,6 @@
 /* routes — the one place that decides which API family owns a request, in this order:
+ *   0. E2B's sandbox hosts (ports.c): a Host <port>-<sandboxId>.<domain>, any path: ports 49983
+ *      and 49999 to e2b.c's in-sandbox routes, any other to the server inside the sandbox;
  *   1. E2B (e2b.c): a call into a sandbox (header E2b-Sandbox-Id: any path) or the control
  *      plane's /sandboxes and /v2/sandboxes;
  *   2. cellbox's native API (v1.c): /v1 and below;
@@ -17,8 +19,9 @@
 /* The server's handler for every request (http_server_start): each is answered exactly once,
    now or later (streams). */
 void routes_dispatch(http_request *request);
-/* The server's streams_body option: uploads of /v1 and envd that go to disk as they arrive, and
-   envd's client-streaming Connect methods, take their bodies as they arrive. */
+/* The server's `streams_body` option: does this request take its body as it arrives (uploads
+   to /v1's and envd's files, envd's client-streaming Connect methods, requests to a server
+   inside a sandbox)? */
 bool routes_streams_body(const http_request *request);
 
 #endif

@@ -72,6 +72,7 @@ static const option_spec options[] = {
     {"huge-code-pages", OPT_BOOL, FIELD(huge_code_pages), "false", "map the library code every kernel runs with 2 MiB pages shared by all kernels, from the hugetlb pool where it has pages free, else transparent ones (faster starts where a page's first touch traps; see docs/performance.md for when it costs more)"},
     {"pool-size", OPT_INT, FIELD(pool_size), "2", "python3 kernels kept started ahead of time, handed out by POST /api/kernels (default limits)"},
     {"workspace-fs", OPT_STRING, FIELD(workspace_fs), "ext4", "what /workspace is: ext4 (an image on disk, kept with --keep-workspaces) or tmpfs (memory, counted against the sandbox's memory limit; fastest)"},
+    {"e2b-domain", OPT_STRING, FIELD(e2b_domain), "", "the domain of E2B's sandbox hosts: <port>-<sandboxId>.<domain> reaches a server in a sandbox (getHost); '' = localhost with the daemon's port (localhost:8888)"},
     {"allow-network", OPT_BOOL, FIELD(allow_network), "false", "let a sandbox ask for network access (\"network\": true); off = no sandbox ever has it"},
 };
 #define OPTION_COUNT (sizeof options / sizeof options[0])

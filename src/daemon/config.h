@@ -42,6 +42,7 @@ typedef struct config {
     bool huge_code_pages;
     int pool_size;
     char *workspace_fs;
+    char *e2b_domain;       /* "" = localhost:<port> */
 } config;
 
 typedef enum config_outcome {

@@ -14,6 +14,7 @@
 #include "api/channels.h"
 #include "api/envd_access.h"
 #include "api/jupyter.h"
+#include "api/ports.h"
 #include "api/routes.h"
 #include "api/v1.h"
 #include "common/descriptors.h"
@@ -338,6 +339,7 @@ static void shut_down_or_detach(void)
         zygote_stop(kernelspec_at(i)->zygote);
     cgroup_shutdown();
     volume_shutdown();
+    ports_stop();
     http_server_stop();
     loop_run_deferred();
 }
@@ -365,6 +367,7 @@ int main(int argc, char **argv)
     check_default_kernel(&cfg);
     start_zygotes(&cfg);
     int port = start_http(&cfg);
+    ports_init(cfg.e2b_domain, port, cfg.token);
     print_banner(&cfg, port, generated_token);
     log_sandbox_settings(&cfg, &uids);
 

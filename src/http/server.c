@@ -38,6 +38,7 @@ typedef struct pending_upgrade {
     size_t max_message;
     const websocket_callbacks *callbacks;
     http_websocket_open on_open;
+    http_raw_upgrade_open on_raw_open; /* http_upgrade_raw: the socket itself is handed over */
     void *arg;
     bool opened;
 } pending_upgrade;
@@ -75,6 +76,9 @@ struct http_request {
     bool framing_refused;       /* answered 400/501 for its framing: its body is not trusted */
     bool answered_early;        /* answered while the client still had a body to send */
     bool responded;
+    bool admitted_by_token; /* the daemon's token, not a credential the API admits */
+    bool answer_later;          /* suspended until a response is given (http_respond_later) */
+    bool body_paused;           /* suspended until the receiver takes more (http_pause_body) */
     response_header *headers;
     pending_upgrade *upgrade;   /* set once a WebSocket handshake was answered */
 };
@@ -137,6 +141,35 @@ void http_query_each(const http_request *request, const char *prefix, json_t *ou
 {
     query_collector collector = {prefix, out};
     MHD_get_connection_values(request->connection, MHD_GET_ARGUMENT_KIND, collect_query, &collector);
+}
+
+typedef struct value_visitor {
+    void (*visit)(void *arg, const char *name, const char *value);
+    void *arg;
+} value_visitor;
+
+static enum MHD_Result visit_value(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    value_visitor *visitor = cls;
+    if (key)
+        visitor->visit(visitor->arg, key, value);
+    return MHD_YES;
+}
+
+void http_each_header(const http_request *request,
+                      void (*visit)(void *arg, const char *name, const char *value), void *arg)
+{
+    value_visitor visitor = {visit, arg};
+    MHD_get_connection_values(request->connection, MHD_HEADER_KIND, visit_value, &visitor);
+}
+
+void http_each_query_argument(const http_request *request,
+                              void (*visit)(void *arg, const char *name, const char *value),
+                              void *arg)
+{
+    value_visitor visitor = {visit, arg};
+    MHD_get_connection_values(request->connection, MHD_GET_ARGUMENT_KIND, visit_value, &visitor);
 }
 
 const char *http_body(const http_request *request, size_t *length)
@@ -234,6 +267,10 @@ static void queue_response(http_request *request, int status, struct MHD_Respons
         log_warn("could not queue a %d response for %s %s", status, request->method, request->path);
     MHD_destroy_response(response);
     request->responded = true;
+    if (request->answer_later) { /* the response wakes the connection that slept for it */
+        request->answer_later = false;
+        MHD_resume_connection(request->connection);
+    }
     request->answered_early =
         !request->body_read && status != MHD_HTTP_SWITCHING_PROTOCOLS && request_has_body(request);
 }
@@ -486,6 +523,34 @@ bool http_responded(const http_request *request) { return request->responded; }
 
 bool http_body_is_streamed(const http_request *request) { return request->streams_body; }
 
+bool http_admitted_by_token(const http_request *request) { return request->admitted_by_token; }
+
+void http_pause_body(http_request *request)
+{
+    if (request->body_paused || request->body_complete)
+        return;
+    request->body_paused = true;
+    MHD_suspend_connection(request->connection);
+}
+
+void http_resume_body(http_request *request)
+{
+    if (!request->body_paused)
+        return;
+    request->body_paused = false;
+    MHD_resume_connection(request->connection);
+}
+
+/* libmicrohttpd calls the handler of a request whose body is in again and again until it has a
+   response; a suspended connection is left alone until resumed, which queue_response does. */
+void http_respond_later(http_request *request)
+{
+    if (request->responded || request->answer_later)
+        return;
+    request->answer_later = true;
+    MHD_suspend_connection(request->connection);
+}
+
 /* ---- authentication ---- */
 
 static bool token_equals(const char *given)
@@ -537,6 +602,10 @@ static void on_upgraded(void *cls, struct MHD_Connection *connection, void *con_
     http_request *request = con_cls;
     pending_upgrade *upgrade = request->upgrade;
     upgrade->opened = true;
+    if (upgrade->on_raw_open) {
+        upgrade->on_raw_open(upgrade->arg, sock, extra_in, extra_in_size, urh);
+        return;
+    }
     websocket *socket = websocket_start(sock, extra_in, extra_in_size, upgrade->max_message,
                                         upgrade->callbacks, upgrade->arg, close_upgraded_socket, urh);
     upgrade->on_open(upgrade->arg, socket);
@@ -585,6 +654,20 @@ void http_upgrade_websocket(http_request *request, const char *subprotocol, size
     queue_response(request, MHD_HTTP_SWITCHING_PROTOCOLS, response);
 }
 
+void http_upgrade_raw(http_request *request, http_raw_upgrade_open on_open, void *arg)
+{
+    pending_upgrade *upgrade = calloc(1, sizeof *upgrade);
+    if (!upgrade)
+        die("out of memory");
+    upgrade->on_raw_open = on_open;
+    upgrade->arg = arg;
+    request->upgrade = upgrade;
+    queue_response(request, MHD_HTTP_SWITCHING_PROTOCOLS,
+                   MHD_create_response_for_upgrade(on_upgraded, NULL));
+}
+
+void http_upgraded_close(void *handle) { close_upgraded_socket(handle); }
+
 /* ---- request life cycle ---- */
 
 static void respond_preflight(http_request *request)
@@ -599,7 +682,8 @@ static bool admit_request(http_request *request)
         respond_preflight(request); /* CORS preflights are never authenticated (as in KG) */
         return false;
     }
-    if (!request_is_authorized(request) &&
+    request->admitted_by_token = request_is_authorized(request);
+    if (!request->admitted_by_token &&
         !(server.options.admits && server.options.admits(request))) {
         http_respond_error(request, 401, "a valid token is required: pass ?token= or the header "
                                          "'Authorization: token <token>'");
@@ -614,7 +698,7 @@ static void start_streamed_request(http_request *request)
     if (!admit_request(request))
         return;
     server.dispatch(request);
-    if (!request->responded && !request->receiver)
+    if (!request->responded && !request->receiver && !request->answer_later)
         http_respond_error(request, 500, "no response was produced for %s %s", request->method,
                            request->path);
 }
@@ -629,7 +713,7 @@ static void handle_complete_request(http_request *request)
         return;
     }
     server.dispatch(request);
-    if (!request->responded)
+    if (!request->responded && !request->answer_later)
         http_respond_error(request, 500, "no response was produced for %s %s", request->method,
                            request->path);
 }
@@ -875,7 +959,7 @@ static void continue_streamed_request(struct MHD_Connection *connection, http_re
     }
     if (!request->responded && request->receiver)
         request->receiver->on_end(request, request->receiver_arg);
-    if (!request->responded)
+    if (!request->responded && !request->answer_later)
         http_respond_error(request, 500, "no response was produced for %s %s", request->method,
                            request->path);
 }
@@ -941,8 +1025,11 @@ static void on_request_completed(void *cls, struct MHD_Connection *connection, v
         heap_note_release();
     }
     if (request->upgrade) {
-        if (!request->upgrade->opened)
-            request->upgrade->on_open(request->upgrade->arg, NULL);
+        pending_upgrade *upgrade = request->upgrade;
+        if (!upgrade->opened && upgrade->on_raw_open)
+            upgrade->on_raw_open(upgrade->arg, -1, NULL, 0, NULL);
+        else if (!upgrade->opened)
+            upgrade->on_open(upgrade->arg, NULL);
         free(request->upgrade);
     }
     while (request->headers) {

@@ -56,6 +56,13 @@ const char *http_query(const http_request *request, const char *name);
 const char *http_body(const http_request *request, size_t *length);
 /* Adds every query argument named `prefix`<key> to `out` as key → value (e.g. ?metadata.user=x). */
 void http_query_each(const http_request *request, const char *prefix, json_t *out);
+/* Calls visit(arg, name, value) for every request header / query argument, in request order
+   (a query argument without '=' has a NULL value; names and values are percent-decoded). */
+void http_each_header(const http_request *request,
+                      void (*visit)(void *arg, const char *name, const char *value), void *arg);
+void http_each_query_argument(const http_request *request,
+                              void (*visit)(void *arg, const char *name, const char *value),
+                              void *arg);
 bool http_is_websocket_upgrade(const http_request *request);
 const char *http_base_url(void);
 
@@ -102,14 +109,36 @@ typedef struct http_body_receiver {
     void (*on_abort)(void *arg);                        /* the client went away first */
 } http_body_receiver;
 void http_receive_body(http_request *request, const http_body_receiver *receiver, void *arg);
+/* A receiver whose consumer is slower than the client (a proxied upload) stops the body: the
+   connection sleeps (the client's TCP window fills) until http_resume_body. */
+void http_pause_body(http_request *request);
+void http_resume_body(http_request *request);
 bool http_responded(const http_request *request);
 /* Was this request dispatched before its body (streams_body said so)? Its body then comes only
    through http_receive_body; http_body has nothing. */
 bool http_body_is_streamed(const http_request *request);
+/* Did the request carry the daemon's token (or need none)? False when only the API's `admits`
+   let it in, on a credential that opens one sandbox. */
+bool http_admitted_by_token(const http_request *request);
+
+/* The response comes later, from the loop (a proxied request waits for the inner server's
+   head): called from dispatch (or a body receiver's on_end), it puts the connection to sleep
+   until one of the http_respond* calls above gives the response, which wakes it. */
+void http_respond_later(http_request *request);
 
 typedef void (*http_websocket_open)(void *arg, websocket *socket);
 void http_upgrade_websocket(http_request *request, const char *subprotocol, size_t max_message,
                             const websocket_callbacks *callbacks, http_websocket_open on_open,
                             void *arg);
+
+/* Passes an Upgrade on as it is (a proxied WebSocket, http/proxy.c): answers 101 with the
+   headers added by http_add_response_header (Upgrade among them), then hands over the client's
+   socket with the bytes it sent after its request already (`extra`). The socket is closed with
+   http_upgraded_close(handle), never close(). on_open gets socket -1 when the client went away
+   before the switch. */
+typedef void (*http_raw_upgrade_open)(void *arg, int socket, const char *extra, size_t extra_size,
+                                      void *handle);
+void http_upgrade_raw(http_request *request, http_raw_upgrade_open on_open, void *arg);
+void http_upgraded_close(void *handle);
 
 #endif

@@ -471,6 +471,9 @@ bool http_responded(const http_request *request)
 
 /* As the server decides it: the routes that take their body as it arrives get it through
    their receiver (stub_request_run hands it over whole). */
+/* The fuzzer's requests carry no token check: as if admitted with the daemon's token. */
+bool http_admitted_by_token(const http_request *request) { return true; }
+
 bool http_body_is_streamed(const http_request *request)
 {
     return routes_streams_body(request);
@@ -484,3 +487,36 @@ void http_upgrade_websocket(http_request *request, const char *subprotocol, size
     on_open(arg, NULL);
     http_respond_error(request, 400, "fuzzing: no WebSocket is opened");
 }
+
+void http_each_header(const http_request *request,
+                      void (*visit)(void *arg, const char *name, const char *value), void *arg)
+{
+    for (int i = 0; i < request->header_count; i++)
+        visit(arg, request->headers[i].name, request->headers[i].value);
+}
+
+void http_each_query_argument(const http_request *request,
+                              void (*visit)(void *arg, const char *name, const char *value),
+                              void *arg)
+{
+    for (int i = 0; i < request->query_count; i++)
+        visit(arg, request->query[i].name, request->query[i].value);
+}
+
+/* E2B's sandbox hosts are not routed here (no domain is set: ports_init is not called), so no
+   request waits for an inner server; a call would be a routing bug. */
+void http_respond_later(http_request *request)
+{
+    fprintf(stderr, "fuzz: %s %s was proxied\n", request->method, request->path);
+    abort();
+}
+
+void http_upgrade_raw(http_request *request, http_raw_upgrade_open on_open, void *arg)
+{
+    on_open(arg, -1, NULL, 0, NULL);
+    http_respond_error(request, 400, "fuzzing: no socket is handed over");
+}
+
+void http_upgraded_close(void *handle) {}
+void http_pause_body(http_request *request) {}
+void http_resume_body(http_request *request) {}
