@@ -47,6 +47,9 @@ typedef struct connect_service {
 void connect_serve(http_request *request, const connect_service *const *services,
                    const char *service, const char *method, void *context);
 
+/* Answers a call refused before any method ran (its user, say) with Connect's error. */
+void connect_respond_error(http_request *request, const connect_error *error);
+
 /* Records a failure in `error` and returns NULL, for a handler's `return`. */
 json_t *connect_fail(connect_error *error, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -133,6 +133,7 @@ static void create_sandbox(http_request *request)
     }
     box *b = box_of(k);
     box_configure(b, metadata, env, timeout_s);
+    kernel_set_working_directory(k, ENVD_HOME_DIR); /* E2B's default context starts there */
     json_decref(body);
     /* answered once it can run code and take files: the SDK calls into it at once */
     v1_respond_when_ready(request, k, connection_model(request, b));
@@ -357,7 +358,7 @@ static void route_interpreter(http_request *request, box *b, char **s, int n)
         else if (!http_method_is(request, "POST"))
             errors_respond_e2b_method_not_allowed(request, "GET, POST");
         else if (v1_require_running(request, b))
-            v1_create_context(request, b);
+            v1_create_context(request, b, ENVD_HOME_DIR); /* as E2B's code interpreter */
     } else if (n <= 3 && strcmp(s[0], "contexts") == 0) {
         v1_route_context(request, b, s[1], n == 3 ? s[2] : NULL);
     } else {

@@ -6,6 +6,7 @@
 
 #include "api/connect.h"
 #include "api/envd_filesystem.h"
+#include "api/envd_user.h"
 #include "api/errors.h"
 #include "api/v1_files.h"
 #include "api/v1_ready.h"
@@ -14,12 +15,31 @@
 #include "http/url.h"
 
 #define MAX_UPLOAD_FILES 64
+#define MAX_PATH 4096
 
 /* Percent-decoding in place (url.h).
    False when the result holds a NUL or control byte: it would name another key or file. */
 static bool url_decode(char *text)
 {
     return !text_has_control_bytes(text, url_percent_decode(text));
+}
+
+bool envd_absolute_path(const char *path, char *out, size_t size)
+{
+    int n = path[0] == '/' || !*path ? snprintf(out, size, "%s", path)
+                                     : snprintf(out, size, ENVD_HOME_DIR "/%s", path);
+    return n >= 0 && (size_t)n < size;
+}
+
+/* The user a /files call names (?username=), answered with E2B's 400 when it is not one. */
+static bool files_user(http_request *request)
+{
+    envd_user user;
+    char why[256];
+    if (envd_user_of_request(request, &user, why, sizeof why))
+        return true;
+    errors_respond_e2b(request, 400, "%s", why);
+    return false;
 }
 
 /* The value of parameter `name` in a header like `multipart/form-data; boundary=x`, unquoted;
@@ -130,7 +150,7 @@ static void write_files(http_request *request, box *b)
                       encoding);
         return;
     }
-    if (!v1_require_running(request, b))
+    if (!files_user(request) || !v1_require_running(request, b))
         return;
     json_t *written = json_array();
     if (type && strncasecmp(type, "multipart/form-data", 19) == 0) {
@@ -149,10 +169,16 @@ static void write_files(http_request *request, box *b)
         for (int i = 0; i < count && written; i++) {
             const char *target = path && *path && count == 1 ? path : parts[i].filename;
             bool refused = target == parts[i].filename && parts[i].filename_refused;
-            json_t *entry = *target && !refused
-                                ? v1_files_write(request, b, target, parts[i].data, parts[i].length)
-                                : NULL;
-            if (refused)
+            char absolute[MAX_PATH];
+            bool fits = envd_absolute_path(target, absolute, sizeof absolute);
+            json_t *entry =
+                *target && !refused && fits
+                    ? v1_files_write(request, b, absolute, parts[i].data, parts[i].length)
+                    : NULL;
+            if (!fits)
+                errors_respond_e2b(request, 400, "the path of file %d of the form is too long",
+                                   i + 1);
+            else if (refused)
                 errors_respond_e2b(request, 400,
                               "the filename of file %d of the form holds a NUL or control byte: "
                               "paths cannot contain them",
@@ -174,7 +200,12 @@ static void write_files(http_request *request, box *b)
         errors_respond_e2b(request, 400, "the 'path' query parameter is required");
         json_decref(written), written = NULL;
     } else {
-        json_t *entry = v1_files_write(request, b, path, body, length);
+        char absolute[MAX_PATH];
+        json_t *entry = NULL;
+        if (!envd_absolute_path(path, absolute, sizeof absolute))
+            errors_respond_e2b(request, 400, "the 'path' query parameter is too long");
+        else
+            entry = v1_files_write(request, b, absolute, body, length);
         if (entry)
             json_array_append_new(written, written_entry(entry));
         else
@@ -188,14 +219,41 @@ static void write_files(http_request *request, box *b)
    calls answer "unimplemented" in Connect's shape. */
 static const connect_service *const envd_services[] = {&envd_filesystem_service, NULL};
 
+/* GET /files?path=&username=: the file's bytes. */
+static void read_file(http_request *request, box *b)
+{
+    const char *path = http_query(request, "path");
+    char absolute[MAX_PATH];
+    if (!files_user(request) || !v1_require_running(request, b))
+        return;
+    if (!path || !*path)
+        errors_respond_e2b(request, 400,
+                           "the 'path' query parameter is required (a path inside the sandbox; "
+                           "relative paths are relative to " ENVD_HOME_DIR ")");
+    else if (!envd_absolute_path(path, absolute, sizeof absolute))
+        errors_respond_e2b(request, 400, "the 'path' query parameter is too long");
+    else
+        v1_files_read(request, b, absolute);
+}
+
+/* A Connect-RPC call /{package.Service}/{Method}, once its user is one of envd's. */
+static void serve_connect(http_request *request, box *b, const char *service, const char *method)
+{
+    envd_user user;
+    connect_error error = {.code = "invalid_argument"};
+    if (envd_user_of_request(request, &user, error.message, sizeof error.message))
+        connect_serve(request, envd_services, service, method, b);
+    else
+        connect_respond_error(request, &error);
+}
+
 void envd_route(http_request *request, box *b, char **s, int n)
 {
     if (n == 1 && strcmp(s[0], "health") == 0) {
         http_respond(request, 204, NULL, "", 0);
     } else if (n == 1 && strcmp(s[0], "files") == 0) {
         if (http_method_is(request, "GET")) {
-            if (v1_require_running(request, b))
-                v1_files_route(request, b, ""); /* same ?path=, same bytes back */
+            read_file(request, b);
         } else if (http_method_is(request, "POST")) {
             write_files(request, b);
         } else {
@@ -203,7 +261,7 @@ void envd_route(http_request *request, box *b, char **s, int n)
         }
     } else if (n == 2 && strchr(s[0], '.')) {
         /* Connect-RPC: /{package.Service}/{Method} */
-        connect_serve(request, envd_services, s[0], s[1], b);
+        serve_connect(request, b, s[0], s[1]);
     } else {
         errors_respond_e2b(request, 404,
                       "no such envd endpoint: %s (cellbox serves /health and "

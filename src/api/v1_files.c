@@ -109,8 +109,14 @@ static int open_spool(http_request *request)
 static void get_file(http_request *request, box *b)
 {
     const char *path = path_query(request);
+    if (path)
+        v1_files_read(request, b, path);
+}
+
+void v1_files_read(http_request *request, box *b, const char *path)
+{
     confined c;
-    if (!path || !open_sandbox(request, b, &c))
+    if (!open_sandbox(request, b, &c))
         return;
     struct stat st;
     int fd = confined_open_read(&c, path, &st);

@@ -17,6 +17,9 @@ void v1_files_route(http_request *request, box *b, const char *rest);
 /* Does this request take its body as a stream (uploads)? */
 bool v1_files_streams_body(const char *method, const char *rest);
 
+/* Answers with the bytes of the file at `path` (a sandbox path), or the failure. For E2B's
+   envd downloads, whose paths envd.c resolves first. */
+void v1_files_read(http_request *request, box *b, const char *path);
 /* Writes `length` bytes held in memory to the file at `path` (parents made, an existing file
    emptied first): its entry, or NULL after answering the failure. For E2B's envd uploads. */
 json_t *v1_files_write(http_request *request, box *b, const char *path, const void *data,

@@ -313,7 +313,8 @@ int box_delete_context(box *b, kernel *context)
 
 json_t *box_context_model(box *b, kernel *context)
 {
-    const char *cwd = "/workspace";
+    const char *cwd =
+        kernel_working_directory(context) ? kernel_working_directory(context) : "/workspace";
     for (box_context *c = b->contexts; c; c = c->next)
         if (c->k == context)
             cwd = c->cwd;
