@@ -186,8 +186,8 @@ static void create_sandbox(http_request *request)
     }
     box *b = box_of(k);
     box_configure(b, metadata, env, timeout_s);
-    box_set_lifecycle(b, pause_at_timeout, auto_resume);
     kernel_set_working_directory(k, ENVD_HOME_DIR); /* E2B's default context starts there */
+    box_set_lifecycle(b, pause_at_timeout, auto_resume); /* records both */
     json_decref(body);
     /* answered once it can run code and take files: the SDK calls into it at once */
     v1_respond_when_ready(request, k, connection_model(request, b));

@@ -1336,6 +1336,13 @@ void kernel_set_working_directory(kernel *k, const char *path)
     send_settings(k, NULL);
 }
 
+void kernel_restore_working_directory(kernel *k, const char *path)
+{
+    free(k->working_directory);
+    if (!(k->working_directory = strdup(path)))
+        die("out of memory");
+}
+
 const char *kernel_working_directory(const kernel *k)
 {
     return k->working_directory;

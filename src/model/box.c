@@ -210,11 +210,15 @@ json_t *box_persisted(const box *b)
                                                   "cwd", c->cwd, "pid", (int)pid, "pid_start",
                                                   (json_int_t)kernel_process_start_time(pid)));
     }
-    return json_pack("{s:O, s:O, s:i, s:I, s:I, s:b, s:b, s:b, s:o}", "metadata", b->metadata,
-                     "env", b->env, "timeout_s", b->timeout_s, "started_at_us",
-                     (json_int_t)b->started_at_us, "ends_at_us", (json_int_t)b->ends_at_us,
-                     "paused", b->paused, "pause_at_timeout", b->pause_at_timeout, "auto_resume",
-                     b->auto_resume, "contexts", contexts);
+    json_t *saved =
+        json_pack("{s:O, s:O, s:i, s:I, s:I, s:b, s:b, s:b, s:o}", "metadata", b->metadata, "env",
+                  b->env, "timeout_s", b->timeout_s, "started_at_us", (json_int_t)b->started_at_us,
+                  "ends_at_us", (json_int_t)b->ends_at_us, "paused", b->paused, "pause_at_timeout",
+                  b->pause_at_timeout, "auto_resume", b->auto_resume, "contexts", contexts);
+    if (kernel_working_directory(b->primary)) /* E2B's default context works in /home/user */
+        json_object_set_new(saved, "working_directory",
+                            json_string(kernel_working_directory(b->primary)));
+    return saved;
 }
 
 int box_adopt_context(box *b, kernel *k, const char *cwd)
@@ -245,6 +249,9 @@ void box_restore(box *b, json_t *saved)
     b->paused = json_is_true(json_object_get(saved, "paused"));
     b->pause_at_timeout = json_is_true(json_object_get(saved, "pause_at_timeout"));
     b->auto_resume = json_is_true(json_object_get(saved, "auto_resume"));
+    const char *working_directory = json_string_value(json_object_get(saved, "working_directory"));
+    if (working_directory)
+        kernel_restore_working_directory(b->primary, working_directory);
     box_ttl_restore(b, json_integer_value(json_object_get(saved, "ends_at_us")));
     box_log_event(b, "adopted by a new cellboxd");
 }
