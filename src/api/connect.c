@@ -65,6 +65,11 @@ static void respond_error(http_request *request, const connect_error *error)
                       json_pack("{s:s, s:s}", "code", error->code, "message", error->message));
 }
 
+void connect_respond_error(http_request *request, const connect_error *error)
+{
+    respond_error(request, error);
+}
+
 json_t *connect_fail(connect_error *error, const char *code, const char *fmt, ...)
 {
     va_list args;

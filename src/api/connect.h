@@ -91,6 +91,9 @@ void connect_stream_end(connect_stream *stream, const connect_error *error);
 void connect_stream_on_cancel(connect_stream *stream, void (*on_cancel)(void *arg), void *arg);
 size_t connect_stream_queued(const connect_stream *stream); /* bytes not yet sent: backpressure */
 
+/* Answers a call refused before any method ran (its user, say) with Connect's error. */
+void connect_respond_error(http_request *request, const connect_error *error);
+
 /* Records a failure in `error` and returns NULL, for a handler's `return`. */
 json_t *connect_fail(connect_error *error, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/envd.h"
 #include "api/envd_access.h"
@@ -35,6 +36,7 @@
 #define INTERPRETER_PORT "49999"
 #define DEFAULT_TIMEOUT_S 300 /* E2B's default sandbox lifetime */
 #define MAX_SEGMENTS 6
+#define LIST_LIMIT_MAX 100 /* E2B's most (and default) sandboxes on one page of Sandbox.list */
 
 /* ---- helpers ---- */
 
@@ -72,6 +74,13 @@ static json_t *connection_model(http_request *request, box *b)
     return model;
 }
 
+/* The CPUs a sandbox may use, whole: its limit, or the host's when it has none. */
+static int cpu_count(const sandbox_limits *limits)
+{
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return limits->cpus > 0 ? (int)ceil(limits->cpus) : online > 0 ? (int)online : 1;
+}
+
 /* ListedSandbox (and, with the tokens, SandboxDetail) from cellbox's own model. */
 static json_t *listed_model(box *b)
 {
@@ -82,11 +91,15 @@ static json_t *listed_model(box *b)
         "templateID", json_string_value(json_object_get(native, "template")), "alias",
         json_string_value(json_object_get(native, "template")), "clientID", CLIENT_ID, "startedAt",
         json_object_get(native, "started_at"), "endAt", json_object_get(native, "ends_at"),
-        "cpuCount", limits->cpus > 0 ? (int)ceil(limits->cpus) : 1, "memoryMB",
-        (json_int_t)(limits->memory_bytes >> 20), "diskSizeMB",
-        (json_int_t)(limits->disk_bytes >> 20), "metadata", json_object_get(native, "metadata"),
-        "state", e2b_state(b) ? e2b_state(b) : "dead", "envdVersion", ENVD_VERSION);
+        "cpuCount", cpu_count(limits), "memoryMB", (json_int_t)(limits->memory_bytes >> 20),
+        "diskSizeMB", (json_int_t)(limits->disk_bytes >> 20), "metadata",
+        json_object_get(native, "metadata"), "state", e2b_state(b) ? e2b_state(b) : "dead",
+        "envdVersion", ENVD_VERSION);
     json_decref(native);
+    json_object_set_new(model, "lifecycle",
+                        json_pack("{s:s, s:b}", "onTimeout",
+                                  box_pauses_at_timeout(b) ? "pause" : "kill", "autoResume",
+                                  box_resumes_on_call(b)));
     return model;
 }
 
@@ -100,13 +113,51 @@ static const char *kernelspec_for_template(const char *template_id)
     return kernelspec_find(template_id) ? template_id : NULL;
 }
 
-/* POST /sandboxes {templateID, timeout, metadata, envVars, allow_internet_access, ...}: fields
-   cellbox has no use for (mcp, network rules, autoPause, volumes) are ignored. */
+/* E2B's lifecycle fields of POST /sandboxes: autoPause (onTimeout 'pause') and autoResume
+   {enabled}. False after answering 400. autoPauseMemory is read as always true: a paused
+   cellbox sandbox keeps its memory (the freezer), so it can always be resumed by a call. */
+static bool read_lifecycle(http_request *request, json_t *body, bool *pause, bool *resume)
+{
+    json_t *auto_resume = json_object_get(body, "autoResume");
+    *pause = *resume = false;
+    if (!request_optional_bool(request, body, "autoPause", pause))
+        return false;
+    if (auto_resume && !json_is_null(auto_resume) &&
+        !request_optional_bool(request, auto_resume, "enabled", resume))
+        return false;
+    if (*resume && !*pause) {
+        errors_respond_e2b(request, 400,
+                           "autoResume needs autoPause: a sandbox resumes by a call only if it "
+                           "pauses at its timeout (lifecycle {onTimeout: 'pause', autoResume: "
+                           "true})");
+        return false;
+    }
+    return true;
+}
+
+/* What E2B's cloud runs for a sandbox and cellbox does not: answered 501 before anything is
+   made. True after answering. */
+static bool refuse_cloud_only_create(http_request *request, json_t *body, const char *template_id)
+{
+    json_t *mcp = json_object_get(body, "mcp");
+    if ((mcp && !json_is_null(mcp)) || (template_id && strcmp(template_id, "mcp-gateway") == 0)) {
+        errors_respond_e2b(request, 501,
+                           "not supported by cellbox: E2B's MCP gateway (Sandbox.create({mcp}), "
+                           "getMcpUrl, getMcpToken) runs in E2B's cloud; cellbox serves MCP "
+                           "itself at /mcp (docs/api.md)");
+        return true;
+    }
+    return false;
+}
+
+/* POST /sandboxes {templateID, timeout, metadata, envVars, allow_internet_access, autoPause,
+   autoResume, ...}: fields cellbox has no use for (network rules, volumes) are ignored. */
 static void create_sandbox(http_request *request)
 {
     json_t *body = request_parse_body(request, REQUEST_ANY_FIELD); /* unlike /v1 */
     if (!body)
         return;
+    bool pause_at_timeout, auto_resume;
     const char *template_id = NULL;
     int timeout_s = DEFAULT_TIMEOUT_S;
     json_t *env = NULL, *metadata = NULL;
@@ -116,7 +167,9 @@ static void create_sandbox(http_request *request)
         !request_optional_int(request, body, "timeout", 0, &timeout_s) ||
         !request_optional_string_map(request, body, "envVars", &env) ||
         !request_optional_string_map(request, body, "metadata", &metadata) ||
-        !request_optional_bool(request, body, "allow_internet_access", &internet)) {
+        !request_optional_bool(request, body, "allow_internet_access", &internet) ||
+        !read_lifecycle(request, body, &pause_at_timeout, &auto_resume) ||
+        refuse_cloud_only_create(request, body, template_id)) {
         json_decref(body);
         return;
     }
@@ -140,6 +193,8 @@ static void create_sandbox(http_request *request)
     }
     box *b = box_of(k);
     box_configure(b, metadata, env, timeout_s);
+    kernel_set_working_directory(k, ENVD_HOME_DIR); /* E2B's default context starts there */
+    box_set_lifecycle(b, pause_at_timeout, auto_resume); /* records both */
     json_decref(body);
     /* answered once it can run code and take files: the SDK calls into it at once */
     v1_respond_when_ready(request, k, connection_model(request, b));
@@ -185,17 +240,94 @@ static bool state_wanted(http_request *request, const char *state)
     return false;
 }
 
+/* Sandbox.list's pages are in a stable order, oldest first (ties by id); a page's next token
+   names the last sandbox it holds by that order ("<started_at_us>-<id>"), so a sandbox created
+   or deleted between two pages neither repeats nor shifts the rest. */
+typedef struct list_key {
+    long long started_at_us;
+    const char *id;
+} list_key;
+
+static int compare_keys(const list_key *a, const list_key *b)
+{
+    if (a->started_at_us != b->started_at_us)
+        return a->started_at_us < b->started_at_us ? -1 : 1;
+    return strcmp(a->id, b->id);
+}
+
+static list_key key_of(const box *b)
+{
+    return (list_key){box_started_at_us(b), box_id(b)};
+}
+
+static int compare_boxes(const void *a, const void *b)
+{
+    list_key x = key_of(*(box *const *)a), y = key_of(*(box *const *)b);
+    return compare_keys(&x, &y);
+}
+
+/* ?nextToken= as a key; false when it is not one this server gave. */
+static bool parse_next_token(const char *token, list_key *key)
+{
+    char *end;
+    key->started_at_us = strtoll(token, &end, 10);
+    key->id = end + 1;
+    return end != token && *end == '-' && *key->id;
+}
+
+/* ?limit=: 1 to LIST_LIMIT_MAX sandboxes a page (that many when absent); -1 after a 400. */
+static int page_limit(http_request *request)
+{
+    const char *text = http_query(request, "limit");
+    char *end;
+    long limit = text ? strtol(text, &end, 10) : LIST_LIMIT_MAX;
+    if (text && (end == text || *end || limit < 1 || limit > LIST_LIMIT_MAX)) {
+        errors_respond_e2b(request, 400, "'limit' is %.32s: give 1 to %d sandboxes a page", text,
+                           LIST_LIMIT_MAX);
+        return -1;
+    }
+    return (int)limit;
+}
+
 static void list_sandboxes(http_request *request)
 {
+    const char *token = http_query(request, "nextToken");
+    list_key after = {0};
+    int limit = page_limit(request);
+    if (limit < 0)
+        return;
+    if (token && *token && !parse_next_token(token, &after)) {
+        errors_respond_e2b(request, 400,
+                           "'nextToken' %.100s is not one cellbox gave: pass the x-next-token "
+                           "header of the previous page as it is",
+                           token);
+        return;
+    }
     json_t *filter = metadata_filter(request);
-    json_t *list = json_array();
+    box **matching = calloc(manager_count() + 1, sizeof *matching);
+    if (!matching)
+        die("out of memory");
+    size_t count = 0;
     for (size_t i = 0; i < manager_count(); i++) {
         box *b = box_of(manager_at(i));
-        if (e2b_state(b) && state_wanted(request, e2b_state(b)) && box_matches(b, NULL, filter))
-            json_array_append_new(list, listed_model(b));
+        list_key key = key_of(b);
+        if (e2b_state(b) && state_wanted(request, e2b_state(b)) && box_matches(b, NULL, filter) &&
+            (!token || !*token || compare_keys(&key, &after) > 0))
+            matching[count++] = b;
     }
+    qsort(matching, count, sizeof *matching, compare_boxes);
+    json_t *page = json_array();
+    for (size_t i = 0; i < count && i < (size_t)limit; i++)
+        json_array_append_new(page, listed_model(matching[i]));
+    if (count > (size_t)limit) {
+        char next[160];
+        list_key last = key_of(matching[limit - 1]);
+        snprintf(next, sizeof next, "%lld-%s", last.started_at_us, last.id);
+        http_add_response_header(request, "X-Next-Token", next);
+    }
+    free(matching);
     json_decref(filter);
-    http_respond_json(request, 200, list);
+    http_respond_json(request, 200, page);
 }
 
 static void get_sandbox(http_request *request, box *b)
@@ -270,22 +402,94 @@ static void set_timeout(http_request *request, box *b)
     }
 }
 
-/* One sample of what E2B's metrics report, from cellbox's usage counters. */
+/* GET /sandboxes/{id}/metrics: one sample taken now, whatever ?start= and ?end= ask (cellbox
+   keeps no history); CPU as the share of its CPUs used since the previous call. */
 static void get_metrics(http_request *request, box *b)
 {
-    json_t *native = box_model(b);
-    json_t *usage = json_object_get(native, "usage");
-    const sandbox_limits *limits = box_limits(b);
+    box_usage_sample usage;
+    box_sample_usage(b, &usage);
     char now[ISO_TIME_BUFFER];
-    clock_format_iso(clock_wall_us(), now);
-    json_t *sample = json_pack("{s:s, s:i, s:f, s:O, s:I, s:O, s:I}", "timestamp", now, "cpuCount",
-                               limits->cpus > 0 ? (int)ceil(limits->cpus) : 1, "cpuUsedPct", 0.0,
-                               "memUsed", json_object_get(usage, "memory_bytes"), "memTotal",
-                               (json_int_t)limits->memory_bytes, "diskUsed",
-                               json_object_get(usage, "disk_bytes"), "diskTotal",
-                               (json_int_t)limits->disk_bytes);
-    json_decref(native);
+    clock_format_iso(usage.at_us, now);
+    json_t *sample = json_pack(
+        "{s:s, s:i, s:f, s:I, s:I, s:I, s:I}", "timestamp", now, "cpuCount",
+        (int)ceil(usage.cpu_count), "cpuUsedPct", usage.cpu_used_percent, "memUsed",
+        (json_int_t)usage.memory_used, "memTotal", (json_int_t)usage.memory_total, "diskUsed",
+        (json_int_t)usage.disk_used, "diskTotal", (json_int_t)usage.disk_total);
     http_respond_json(request, 200, json_pack("[o]", sample));
+}
+
+/* ---- E2B's cloud-only calls ----
+   What the SDKs can ask of E2B's control plane that only makes sense in E2B's cloud, or that
+   cellbox does not do: each answers 501 with a sentence naming the SDK call and what to use
+   instead, which the SDK raises as SandboxError("501: not supported by cellbox: ..."). */
+
+typedef struct cloud_only {
+    const char *action; /* a sandbox's action (/sandboxes/{id}/<action>), or NULL */
+    const char *prefix; /* else a path prefix of the control plane ("/secrets") */
+    const char *what;   /* the SDK calls, and why or what to use instead */
+} cloud_only;
+
+static const cloud_only cloud_only_calls[] = {
+    {"snapshots", NULL,
+     "snapshots (Sandbox.createSnapshot) are images kept in E2B's cloud; pause the sandbox "
+     "(sandbox.pause()) to keep its state and Sandbox.connect() to resume it"},
+    {"fork", NULL,
+     "forking a sandbox (Sandbox.fork) copies a VM in E2B's cloud; create another sandbox and "
+     "copy files with files.write"},
+    {"network", NULL,
+     "changing a running sandbox's network (Sandbox.updateNetwork) needs E2B's egress proxy; "
+     "choose allowInternetAccess when you create the sandbox"},
+    {NULL, "/snapshots",
+     "snapshots (Sandbox.listSnapshots) are images kept in E2B's cloud; pause a sandbox to keep "
+     "its state"},
+    {NULL, "/secrets",
+     "E2B's secrets (Secret.create, update, getInfo, list, exists, destroy) are a vault of E2B's "
+     "cloud; give values to a sandbox with envs (Sandbox.create({envs}), runCode(code, {envs}))"},
+    {NULL, "/templates",
+     "templates (Template.build, exists, getTags, assignTags, removeTags, "
+     "Sandbox.deleteSnapshot) are built in E2B's cloud; cellbox's templates are its kernelspecs "
+     "(GET /v1/templates), named by templateID at create"},
+    {NULL, "/teams",
+     "E2B's teams and billing belong to E2B's cloud; cellbox has one token, the daemon's"},
+    {NULL, "/api-keys",
+     "E2B's API keys belong to E2B's cloud; cellbox has one token, the daemon's"},
+    {NULL, "/access-tokens",
+     "E2B's access tokens belong to E2B's cloud; cellbox has one token, the daemon's"},
+};
+
+/* The entry for a control-plane path (its /v2 or /v3 prefix taken off), or NULL. */
+static const cloud_only *cloud_only_path(const char *path)
+{
+    if (strncmp(path, "/v2/", 4) == 0 || strncmp(path, "/v3/", 4) == 0)
+        path += 3;
+    for (size_t i = 0; i < sizeof cloud_only_calls / sizeof *cloud_only_calls; i++) {
+        const char *prefix = cloud_only_calls[i].prefix;
+        size_t n = prefix ? strlen(prefix) : 0;
+        if (prefix && strncmp(path, prefix, n) == 0 && (path[n] == '\0' || path[n] == '/'))
+            return &cloud_only_calls[i];
+    }
+    return NULL;
+}
+
+static void respond_cloud_only(http_request *request, const cloud_only *call)
+{
+    errors_respond_e2b(request, 501, "not supported by cellbox: %s (%s %s)", call->what,
+                       http_method_is(request, "GET")      ? "GET"
+                       : http_method_is(request, "DELETE") ? "DELETE"
+                       : http_method_is(request, "PUT")    ? "PUT"
+                                                           : "POST",
+                       http_path(request));
+}
+
+/* True after answering a sandbox's cloud-only action (/sandboxes/{id}/fork, ...). */
+static bool refuse_cloud_only_action(http_request *request, const char *action)
+{
+    for (size_t i = 0; i < sizeof cloud_only_calls / sizeof *cloud_only_calls; i++)
+        if (cloud_only_calls[i].action && strcmp(cloud_only_calls[i].action, action) == 0) {
+            respond_cloud_only(request, &cloud_only_calls[i]);
+            return true;
+        }
+    return false;
 }
 
 static void route_sandbox(http_request *request, box *b, const char *action)
@@ -303,6 +507,8 @@ static void route_sandbox(http_request *request, box *b, const char *action)
             get_metrics(request, b);
         else
             errors_respond_e2b_method_not_allowed(request, "GET");
+    } else if (refuse_cloud_only_action(request, action)) {
+        return;
     } else if (!http_method_is(request, "POST")) {
         errors_respond_e2b_method_not_allowed(request, "POST");
     } else if (strcmp(action, "timeout") == 0) {
@@ -321,6 +527,11 @@ static void route_sandbox(http_request *request, box *b, const char *action)
 
 static void route_control_plane(http_request *request)
 {
+    const cloud_only *call = cloud_only_path(http_path(request));
+    if (call) {
+        respond_cloud_only(request, call);
+        return;
+    }
     char copy[2048];
     char *s[MAX_SEGMENTS];
     int n = url_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
@@ -364,7 +575,7 @@ static void route_interpreter(http_request *request, box *b, char **s, int n)
         else if (!http_method_is(request, "POST"))
             errors_respond_e2b_method_not_allowed(request, "GET, POST");
         else if (v1_require_running(request, b))
-            v1_create_context(request, b);
+            v1_create_context(request, b, ENVD_HOME_DIR); /* as E2B's code interpreter */
     } else if (n <= 3 && strcmp(s[0], "contexts") == 0) {
         v1_route_context(request, b, s[1], n == 3 ? s[2] : NULL);
     } else {
@@ -395,7 +606,7 @@ static bool is_signed_file_url(const http_request *request)
 bool e2b_owns(http_request *request)
 {
     return http_header(request, "E2b-Sandbox-Id") || is_control_plane_path(http_path(request)) ||
-           is_signed_file_url(request);
+           is_signed_file_url(request) || cloud_only_path(http_path(request));
 }
 
 bool e2b_streams_body(const http_request *request)
@@ -409,6 +620,30 @@ bool e2b_streams_body(const http_request *request)
 bool e2b_serves_port(int port)
 {
     return port == atoi(INTERPRETER_PORT) || port == atoi(ENVD_PORT);
+}
+
+/* A call into a paused sandbox: resumed first when its lifecycle says autoResume, as E2B's
+   proxy does; else 502, E2B's answer for a sandbox that is not running (the SDK's isRunning()
+   reads it as false). True when the call can go on. */
+static bool resumed_for_call(http_request *request, box *b)
+{
+    char why[256];
+    if (box_get_state(b) != BOX_PAUSED)
+        return true;
+    if (!box_resumes_on_call(b)) {
+        errors_respond_e2b(request, 502,
+                           "sandbox %s is paused: resume it with Sandbox.connect(), or create it "
+                           "with lifecycle {onTimeout: 'pause', autoResume: true} so that calls "
+                           "resume it",
+                           box_id(b));
+        return false;
+    }
+    if (box_resume(b, why, sizeof why) < 0) {
+        errors_respond_e2b(request, 500, "sandbox %s is paused and could not be resumed: %s",
+                           box_id(b), why);
+        return false;
+    }
+    return true;
 }
 
 /* A call into a sandbox, as E2B's proxy routes it: an unknown sandbox is 502, which the SDK
@@ -430,7 +665,7 @@ void e2b_route_into_sandbox(http_request *request, const char *id, const char *p
                       port ? port : "(none)", id);
     } else if (n < 1 || n > 3) {
         errors_respond_e2b(request, 404, "no such endpoint: %s", http_path(request));
-    } else {
+    } else if (resumed_for_call(request, b)) {
         interpreter ? route_interpreter(request, b, s, n) : envd_route(request, b, s, n);
     }
 }

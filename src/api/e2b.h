@@ -5,9 +5,11 @@
  * pauses, resumes and kills sandboxes: /sandboxes and /v2/sandboxes here, each a cellbox
  * sandbox. Every call into a sandbox goes to one base URL (E2B_SANDBOX_URL) with the headers
  * E2b-Sandbox-Id and E2b-Sandbox-Port: port 49999 is the code interpreter (/execute, /contexts,
- * served by /v1's execution stream and contexts) and 49983 is envd (/health, /files; commands
- * through Connect-RPC are not served). A sandbox host (<port>-<id>.<domain>, api/ports.h) reaches
- * the same two ports through e2b_route_into_sandbox. docs/api.md lists what works. */
+ * served by /v1's execution stream and contexts) and 49983 is envd (api/envd.h). A sandbox host
+ * (<port>-<id>.<domain>, api/ports.h) reaches the same two ports through e2b_route_into_sandbox.
+ * A paused sandbox is resumed by a call into it when its lifecycle says autoResume; what only
+ * E2B's cloud does (snapshots, templates, secrets, fork, the MCP gateway, teams) answers 501 "not
+ * supported by cellbox: ...". docs/api.md lists what works. */
 #ifndef CELLBOX_API_E2B_H
 #define CELLBOX_API_E2B_H
 

@@ -5,6 +5,7 @@
 #include "api/connect.h"
 #include "api/envd_files.h"
 #include "api/envd_filesystem.h"
+#include "api/envd_user.h"
 #include "api/errors.h"
 
 /* envd's Connect-RPC services that cellbox serves; process.Process is not yet among them, so its
@@ -17,6 +18,17 @@ bool envd_streams_body(const http_request *request)
            connect_streams_body(envd_services, http_method(request), http_path(request));
 }
 
+/* A Connect-RPC call /{package.Service}/{Method}, once its user is one of envd's. */
+static void serve_connect(http_request *request, box *b, const char *service, const char *method)
+{
+    envd_user user;
+    connect_error error = {.code = "invalid_argument"};
+    if (envd_user_of_request(request, &user, error.message, sizeof error.message))
+        connect_serve(request, envd_services, service, method, b);
+    else
+        connect_respond_error(request, &error);
+}
+
 void envd_route(http_request *request, box *b, char **s, int n)
 {
     if (n == 1 && strcmp(s[0], "health") == 0) {
@@ -25,7 +37,7 @@ void envd_route(http_request *request, box *b, char **s, int n)
         envd_files_route(request, b);
     } else if (n == 2 && strchr(s[0], '.')) {
         /* Connect-RPC: /{package.Service}/{Method} */
-        connect_serve(request, envd_services, s[0], s[1], b);
+        serve_connect(request, b, s[0], s[1]);
     } else {
         errors_respond_e2b(request, 404,
                       "no such envd endpoint: %s (cellbox serves /health and "

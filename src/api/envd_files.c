@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "api/envd_access.h"
+#include "api/envd_user.h"
 #include "api/errors.h"
 #include "api/file_upload.h"
 #include "api/v1_ready.h"
@@ -83,9 +84,12 @@ static int finish_file(envd_upload *u)
 static int open_file(envd_upload *u, const char *path)
 {
     box *b = box_find(u->sandbox_id);
+    char absolute[4096];
     if (!b)
         return note_failure(u, 502, "the sandbox was killed during the upload");
-    u->file = file_upload_open(b, path, u->gzip, &u->failure);
+    if (!envd_absolute_path(path, absolute, sizeof absolute))
+        return note_failure(u, 400, "the file's path is too long");
+    u->file = file_upload_open(b, absolute, u->gzip, &u->failure);
     return u->file ? 0 : -1;
 }
 
@@ -301,7 +305,8 @@ static void read_file(http_request *request, box *b)
     char why[256];
     if (!path || !*path) {
         errors_respond_e2b(request, 400, "the 'path' query parameter is required: the file to "
-                                         "read");
+                                         "read (relative paths are relative to " ENVD_HOME_DIR
+                                         ")");
         return;
     }
     if (!v1_require_running(request, b))
@@ -311,7 +316,10 @@ static void read_file(http_request *request, box *b)
         return;
     }
     struct stat st;
-    int fd = confined_open_read(&c, path, &st);
+    char absolute[4096];
+    int fd = envd_absolute_path(path, absolute, sizeof absolute)
+                 ? confined_open_read(&c, absolute, &st)
+                 : (errno = ENAMETOOLONG, -1);
     if (fd < 0) {
         file_upload_failure failure;
         file_upload_describe(&c, 0, &failure);
@@ -343,5 +351,11 @@ void envd_files_route(http_request *request, box *b)
     if ((envd_access_is_signed(request) || !b) &&
         !(b = envd_access_check_signed(request, b, get ? "read" : "write")))
         return;
+    envd_user user;
+    char why[256];
+    if (!envd_user_of_request(request, &user, why, sizeof why)) {
+        errors_respond_e2b(request, 400, "%s", why);
+        return;
+    }
     get ? read_file(request, b) : write_files(request, b);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/envd_user.h"
 #include "api/errors.h"
 #include "common/ids.h"
 #include "common/log.h"
@@ -152,18 +153,24 @@ static json_t *confined_failure(confined *c, connect_error *error)
     return connect_fail(error, errors_connect_code_of_errno(c->error), "%s", c->why);
 }
 
-/* The message's `path`, which must be there and not empty; NULL with the error set. */
-static const char *path_field(json_t *message, const char *field, connect_error *error)
+/* The message's `path`, which must be there and not empty, made absolute in `out` (relative
+   paths are relative to the user's home, as in envd); NULL with the error set. */
+static const char *path_field(json_t *message, const char *field, char out[PATH_MAX],
+                              connect_error *error)
 {
     const char *path = NULL;
     if (!connect_string_field(message, field, &path, error))
         return NULL;
-    if (path && *path)
-        return path;
-    connect_fail(error, "invalid_argument",
-                 "'%s' is required: a path inside the sandbox (relative paths are relative to "
-                 "%s)",
-                 field, CONFINED_WORKSPACE);
+    if (!path || !*path)
+        connect_fail(error, "invalid_argument",
+                     "'%s' is required: a path inside the sandbox (relative paths are relative "
+                     "to " ENVD_HOME_DIR ")",
+                     field);
+    else if (!envd_absolute_path(path, out, PATH_MAX))
+        connect_fail(error, "invalid_argument", "'%s' is longer than %d bytes", field,
+                     PATH_MAX - 1);
+    else
+        return out;
     return NULL;
 }
 
@@ -171,7 +178,8 @@ static const char *path_field(json_t *message, const char *field, connect_error 
 
 static json_t *stat_entry(void *context, json_t *message, connect_error *error)
 {
-    const char *path = path_field(message, "path", error);
+    char absolute[PATH_MAX];
+    const char *path = path_field(message, "path", absolute, error);
     confined c;
     if (!path || !open_files(context, &c, error))
         return NULL;
@@ -185,7 +193,8 @@ static json_t *stat_entry(void *context, json_t *message, connect_error *error)
    false); parents are made as mkdir -p does. */
 static json_t *make_directory(void *context, json_t *message, connect_error *error)
 {
-    const char *path = path_field(message, "path", error);
+    char absolute[PATH_MAX];
+    const char *path = path_field(message, "path", absolute, error);
     confined c;
     if (!path || !open_files(context, &c, error))
         return NULL;
@@ -206,8 +215,10 @@ static json_t *make_directory(void *context, json_t *message, connect_error *err
 
 static json_t *move_entry(void *context, json_t *message, connect_error *error)
 {
-    const char *source = path_field(message, "source", error);
-    const char *destination = source ? path_field(message, "destination", error) : NULL;
+    char source_path[PATH_MAX], destination_path[PATH_MAX];
+    const char *source = path_field(message, "source", source_path, error);
+    const char *destination =
+        source ? path_field(message, "destination", destination_path, error) : NULL;
     confined c;
     if (!destination || !open_files(context, &c, error))
         return NULL;
@@ -220,7 +231,8 @@ static json_t *move_entry(void *context, json_t *message, connect_error *error)
 /* depth 0 is protojson's default (absent): one level, as envd lists it. */
 static json_t *list_directory(void *context, json_t *message, connect_error *error)
 {
-    const char *path = path_field(message, "path", error);
+    char absolute[PATH_MAX];
+    const char *path = path_field(message, "path", absolute, error);
     unsigned depth = 0;
     if (!path || !connect_uint32_field(message, "depth", &depth, error))
         return NULL;
@@ -253,7 +265,8 @@ static json_t *list_directory(void *context, json_t *message, connect_error *err
 /* A file, a link (never its target) or a directory with all in it, as envd's os.RemoveAll. */
 static json_t *remove_entry(void *context, json_t *message, connect_error *error)
 {
-    const char *path = path_field(message, "path", error);
+    char absolute[PATH_MAX];
+    const char *path = path_field(message, "path", absolute, error);
     confined c;
     if (!path || !open_files(context, &c, error))
         return NULL;
@@ -296,10 +309,10 @@ static json_t *filesystem_event(box *b, const watch *w, watch_change change, con
 }
 
 /* WatchDir's and CreateWatcher's request: the directory and the options; false with the error. */
-static bool watch_request(json_t *message, const char **path, bool *recursive, bool *include_entry,
-                          connect_error *error)
+static bool watch_request(json_t *message, char absolute[PATH_MAX], const char **path,
+                          bool *recursive, bool *include_entry, connect_error *error)
 {
-    *path = path_field(message, "path", error);
+    *path = path_field(message, "path", absolute, error);
     if (!*path)
         return false;
     const char *fields[] = {"recursive", "includeEntry"};
@@ -401,7 +414,8 @@ static void watch_directory(void *context, json_t *message, connect_stream *stre
     if (!d)
         die("out of memory");
     *d = (directory_stream){.b = context, .stream = stream};
-    if (watch_request(message, &path, &recursive, &include_entry, &error))
+    char absolute[PATH_MAX];
+    if (watch_request(message, absolute, &path, &recursive, &include_entry, &error))
         d->w = start_watch(context, path, recursive, &stream_callbacks, d, &error);
     if (!d->w) {
         connect_stream_end(stream, &error);
@@ -488,8 +502,9 @@ static const watch_callbacks watcher_callbacks = {watcher_on_change, watcher_on_
 static json_t *create_watcher(void *context, json_t *message, connect_error *error)
 {
     const char *path = NULL;
+    char absolute[PATH_MAX];
     bool recursive = false, include_entry = false;
-    if (!watch_request(message, &path, &recursive, &include_entry, error))
+    if (!watch_request(message, absolute, &path, &recursive, &include_entry, error))
         return NULL;
     watcher *w = calloc(1, sizeof *w);
     if (!w)

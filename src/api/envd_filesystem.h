@@ -3,8 +3,7 @@
  * ListDir and Remove on a sandbox's files, through box_open_files and sandbox/confined.h like
  * /v1's files, and WatchDir (server streaming) and the polling watchers CreateWatcher,
  * GetWatcherEvents and RemoveWatcher, on model/watch.h. The connect_serve context is the box.
- * Relative paths are relative to the sandbox's working directory (/workspace; E2B's is
- * /home/user). */
+ * Relative paths are relative to the user's home, ENVD_HOME_DIR (/home/user), as in E2B. */
 #ifndef CELLBOX_API_ENVD_FILESYSTEM_H
 #define CELLBOX_API_ENVD_FILESYSTEM_H
 

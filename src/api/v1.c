@@ -21,6 +21,7 @@
 #include "model/manager.h"
 #include "model/pause.h"
 #include "model/ttl.h"
+#include "sandbox/confined.h"
 
 #define MAX_SEGMENTS 8
 
@@ -201,7 +202,7 @@ static void route_sandbox(http_request *request, box *b, char **s, int n)
         else if (!http_method_is(request, "POST"))
             http_respond_method_not_allowed(request, "GET, POST");
         else if (v1_require_running(request, b))
-            v1_create_context(request, b);
+            v1_create_context(request, b, CONFINED_WORKSPACE);
     } else if (strcmp(what, "contexts") == 0 && n <= 6) {
         v1_route_context(request, b, s[4], n == 6 ? s[5] : NULL);
     } else if (strcmp(what, "files") == 0 && n <= 5) {

@@ -6,13 +6,13 @@
 #include "api/request.h"
 #include "api/v1_ready.h"
 
-void v1_create_context(http_request *request, box *b)
+void v1_create_context(http_request *request, box *b, const char *default_cwd)
 {
     static const char *const fields[] = {"language", "cwd", NULL};
     json_t *body = request_parse_body(request, fields);
     if (!body)
         return;
-    const char *language = "python", *cwd = "/workspace";
+    const char *language = "python", *cwd = default_cwd;
     if (request_optional_string(request, body, "language", &language) &&
         request_optional_string(request, body, "cwd", &cwd)) {
         char why[512];

@@ -7,8 +7,9 @@
 #include "http/server.h"
 #include "model/box.h"
 
-/* POST .../contexts on a running sandbox: 201 with the new context's model. */
-void v1_create_context(http_request *request, box *b);
+/* POST .../contexts on a running sandbox: 201 with the new context's model. It starts in the
+   body's cwd, else in `default_cwd` (/v1's /workspace, E2B's /home/user). */
+void v1_create_context(http_request *request, box *b, const char *default_cwd);
 /* GET, DELETE or POST restart (`action` "restart", else NULL) on context `context_id`. */
 void v1_route_context(http_request *request, box *b, const char *context_id, const char *action);
 

@@ -22,6 +22,7 @@
 #include "kernel/keeper.h"
 #include "kernel/message.h"
 #include "kernel/reaper.h"
+#include "sandbox/rootfs.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/volume.h"
 #include "kernel/zygote.h"
@@ -56,6 +57,7 @@ struct kernel {
     const kernelspec *spec;
     char *workspace;
     json_t *env;                /* extra environment, kept for restarts */
+    char *working_directory;    /* where it moves once started (NULL: the sandbox's default) */
     kernel_state state;
     int64_t last_activity_us;
     pid_t pid;                  /* 0 while none, or while the zygote has not said it yet */
@@ -235,7 +237,7 @@ static void environment_free(environment *env)
 static void build_environment(environment *env, const kernel *k, bool with_request_env)
 {
     environment_add(env, "PATH", "/usr/local/bin:/usr/bin:/bin");
-    environment_add(env, "HOME", "/workspace");
+    environment_add(env, "HOME", ROOTFS_HOME); /* as the sandbox's /etc/passwd says */
     environment_add(env, "USER", "user");
     environment_add(env, "LANG", "C.UTF-8");
     environment_add(env, "PYTHONUNBUFFERED", "1");
@@ -308,12 +310,16 @@ static void watch_output(kernel *k, output_pipe *pipe_end, int fd, const char *n
     loop_watch_add(&pipe_end->watch, fd, EPOLLIN, on_output_ready, pipe_end);
 }
 
-static void send_environment(kernel *k, json_t *env)
+/* Variables and the working directory a started kernel takes on before its first request (the
+   runtime's "environment" message); nothing when there is neither. */
+static void send_settings(kernel *k, json_t *env)
 {
-    if (json_object_size(env) == 0)
+    if (json_object_size(env) == 0 && !k->working_directory)
         return;
-    json_t *message = json_pack("{s:s, s:s, s:O}", "channel", "cellbox", "type", "environment",
-                                "set", env);
+    json_t *message = json_pack("{s:s, s:s, s:o}", "channel", "cellbox", "type", "environment",
+                                "set", env ? json_incref(env) : json_object());
+    if (k->working_directory)
+        json_object_set_new(message, "cwd", json_string(k->working_directory));
     kernel_send(k, message);
     json_decref(message);
 }
@@ -471,8 +477,8 @@ static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t wh
         return -1;
     }
     watch_started_kernel(k, pid, pidfd, &d);
-    if (via_zygote)
-        send_environment(k, k->env);
+    /* a clone of the zygote has none of its request's variables yet; an exec'd kernel has */
+    send_settings(k, via_zygote ? k->env : NULL);
     if (pid > 0)
         announce_started(k);
     return 0;
@@ -1319,7 +1325,27 @@ void kernel_set_environment(kernel *k, json_t *env)
     if (json_object_size(env) == 0)
         return;
     json_object_update(k->env, env); /* kept for restarts */
-    send_environment(k, env);
+    send_settings(k, env);
+}
+
+void kernel_set_working_directory(kernel *k, const char *path)
+{
+    free(k->working_directory);
+    if (!(k->working_directory = strdup(path)))
+        die("out of memory");
+    send_settings(k, NULL);
+}
+
+void kernel_restore_working_directory(kernel *k, const char *path)
+{
+    free(k->working_directory);
+    if (!(k->working_directory = strdup(path)))
+        die("out of memory");
+}
+
+const char *kernel_working_directory(const kernel *k)
+{
+    return k->working_directory;
 }
 
 void kernel_interrupt(kernel *k)
@@ -1353,6 +1379,7 @@ static void kernel_free(void *arg)
     kernel *k = arg;
     json_decref(k->env);
     free(k->workspace);
+    free(k->working_directory);
     free(k);
 }
 

@@ -84,6 +84,13 @@ int kernel_send(kernel *k, json_t *message);
 void kernel_interrupt(kernel *k);
 /* Adds variables to a running kernel's environment (a kernel handed out from the warm pool). */
 void kernel_set_environment(kernel *k, json_t *env);
+/* Moves a running kernel to `path` inside its sandbox, and again after each restart (E2B's
+   contexts start in the user's home, /v1's in /workspace). */
+void kernel_set_working_directory(kernel *k, const char *path);
+/* An adopted kernel's working directory as its earlier daemon set it: kept for its restarts,
+   not sent (the kernel is there already). */
+void kernel_restore_working_directory(kernel *k, const char *path);
+const char *kernel_working_directory(const kernel *k); /* NULL: the sandbox's default */
 int kernel_restart(kernel *k, char *why, size_t why_size);
 void kernel_destroy(kernel *k); /* kills the process; freed after the current loop batch */
 

@@ -21,6 +21,7 @@
 #include "model/box_fields.h"
 #include "model/box_log.h"
 #include "model/manager.h"
+#include "model/pause.h"
 #include "model/ttl.h"
 #include "kernel/message.h"
 #include "sandbox/cgroup.h"
@@ -148,6 +149,7 @@ box *box_of(kernel *k)
     b->metadata = json_object();
     b->env = json_object();
     b->started_at_us = clock_wall_us();
+    b->pause = box_pause;
     kernel_set_box(k, b);
     box_log_event(b, "sandbox %s started", kernel_id(k));
     return b;
@@ -208,10 +210,15 @@ json_t *box_persisted(const box *b)
                                                   "cwd", c->cwd, "pid", (int)pid, "pid_start",
                                                   (json_int_t)kernel_process_start_time(pid)));
     }
-    return json_pack("{s:O, s:O, s:i, s:I, s:I, s:b, s:o}", "metadata", b->metadata, "env", b->env,
-                     "timeout_s", b->timeout_s, "started_at_us", (json_int_t)b->started_at_us,
-                     "ends_at_us", (json_int_t)b->ends_at_us, "paused", b->paused,
-                     "contexts", contexts);
+    json_t *saved =
+        json_pack("{s:O, s:O, s:i, s:I, s:I, s:b, s:b, s:b, s:o}", "metadata", b->metadata, "env",
+                  b->env, "timeout_s", b->timeout_s, "started_at_us", (json_int_t)b->started_at_us,
+                  "ends_at_us", (json_int_t)b->ends_at_us, "paused", b->paused, "pause_at_timeout",
+                  b->pause_at_timeout, "auto_resume", b->auto_resume, "contexts", contexts);
+    if (kernel_working_directory(b->primary)) /* E2B's default context works in /home/user */
+        json_object_set_new(saved, "working_directory",
+                            json_string(kernel_working_directory(b->primary)));
+    return saved;
 }
 
 int box_adopt_context(box *b, kernel *k, const char *cwd)
@@ -240,6 +247,11 @@ void box_restore(box *b, json_t *saved)
     b->timeout_s = (int)json_integer_value(json_object_get(saved, "timeout_s"));
     /* Still frozen in its cgroup: the freezer outlived the daemon. */
     b->paused = json_is_true(json_object_get(saved, "paused"));
+    b->pause_at_timeout = json_is_true(json_object_get(saved, "pause_at_timeout"));
+    b->auto_resume = json_is_true(json_object_get(saved, "auto_resume"));
+    const char *working_directory = json_string_value(json_object_get(saved, "working_directory"));
+    if (working_directory)
+        kernel_restore_working_directory(b->primary, working_directory);
     box_ttl_restore(b, json_integer_value(json_object_get(saved, "ends_at_us")));
     box_log_event(b, "adopted by a new cellboxd");
 }
@@ -313,7 +325,8 @@ int box_delete_context(box *b, kernel *context)
 
 json_t *box_context_model(box *b, kernel *context)
 {
-    const char *cwd = "/workspace";
+    const char *cwd =
+        kernel_working_directory(context) ? kernel_working_directory(context) : "/workspace";
     for (box_context *c = b->contexts; c; c = c->next)
         if (c->k == context)
             cwd = c->cwd;
@@ -354,6 +367,41 @@ static json_t *usage_model(const box *b)
                      "memory_bytes", (json_int_t)counters.memory_current, "memory_peak_bytes",
                      (json_int_t)counters.memory_peak, "disk_bytes",
                      (json_int_t)(disk.bytes_total - disk.bytes_free));
+}
+
+int64_t box_started_at_us(const box *b)
+{
+    return b->started_at_us;
+}
+
+void box_sample_usage(box *b, box_usage_sample *out)
+{
+    const sandbox_limits *limits = box_limits(b);
+    cgroup_counters counters = {0};
+    if (box_cgroup(b))
+        cgroup_read_counters(box_cgroup(b), &counters);
+    volume_usage disk = {0};
+    volume_read_usage(kernel_workspace(b->primary), &disk);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    *out = (box_usage_sample){
+        .at_us = clock_wall_us(),
+        .cpu_count = limits->cpus > 0 ? limits->cpus : (double)(online > 0 ? online : 1),
+        .memory_used = counters.memory_current,
+        .memory_total = limits->memory_bytes,
+        .disk_used = disk.bytes_total - disk.bytes_free,
+        .disk_total = limits->disk_bytes,
+    };
+    /* the CPU time used between two samples over the time they are apart: a rate needs two */
+    int64_t since_us = b->cpu_sampled_at_us ? b->cpu_sampled_at_us : b->started_at_us;
+    long long cpu_since_us = b->cpu_sampled_at_us ? b->cpu_sampled_us : 0;
+    double wall_us = (double)(out->at_us - since_us);
+    double used_us = (double)(counters.cpu_usage_us - cpu_since_us);
+    if (wall_us > 0 && used_us > 0)
+        out->cpu_used_percent = 100.0 * used_us / (wall_us * out->cpu_count);
+    if (out->cpu_used_percent > 100.0)
+        out->cpu_used_percent = 100.0;
+    b->cpu_sampled_at_us = out->at_us;
+    b->cpu_sampled_us = counters.cpu_usage_us;
 }
 
 /* The native API names each limit with its unit. */

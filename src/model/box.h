@@ -39,6 +39,19 @@ const sandbox_limits *box_limits(const box *b);
 json_t *box_env(const box *b); /* borrowed: variables for every context and command */
 json_t *box_model(box *b);
 bool box_matches(const box *b, const char *state, json_t *metadata_filter);
+int64_t box_started_at_us(const box *b);
+
+/* One sample of what a sandbox uses (E2B's getMetrics): the share of its CPUs it used since the
+   previous sample (since it started, for the first), from its cgroup (v1 or v2); its memory;
+   what is written on its workspace volume. Totals are its limits. */
+typedef struct box_usage_sample {
+    int64_t at_us;           /* wall-clock time of the sample */
+    double cpu_count;        /* CPUs it may use: its limit, or the host's when unlimited */
+    double cpu_used_percent; /* 0-100 of cpu_count */
+    long long memory_used, memory_total; /* bytes */
+    long long disk_used, disk_total;     /* bytes */
+} box_usage_sample;
+void box_sample_usage(box *b, box_usage_sample *out);
 
 /* Contexts: the default one (id = the box's) and others, each a kernel in the same sandbox. */
 kernel *box_find_context(box *b, const char *context_id);

@@ -35,6 +35,13 @@ struct box {
     loop_timer_id ttl;
     bool expired;              /* its TTL ended: it is being removed for that */
     bool paused;
+    bool pause_at_timeout;     /* E2B's lifecycle onTimeout 'pause': its TTL pauses it */
+    bool auto_resume;          /* E2B's autoResume: a call into it while paused resumes it */
+    /* box_pause, given by box.c: how ttl.c pauses the box at its timeout without calling up
+       into pause.c, which calls ttl.c */
+    int (*pause)(box *b, char *why, size_t why_size);
+    int64_t cpu_sampled_at_us; /* the last box_sample_usage (0: none yet) */
+    long long cpu_sampled_us;  /* the group's CPU time then */
     box_context *contexts;     /* the contexts other than the default one */
     struct command *commands;  /* command.c's list */
     log_entry log[BOX_LOG_ENTRIES];

@@ -33,12 +33,30 @@ static void delete_expired(void *arg)
     free(id);
 }
 
+/* E2B's onTimeout 'pause': the sandbox stops where it is, its memory kept, until a client
+   resumes it (or a call does, with autoResume). False when the freezer refused: it is deleted at
+   its timeout then, as without the lifecycle, rather than running on past it. */
+static bool pause_at_timeout(box *b)
+{
+    char why[256];
+    if (b->pause(b, why, sizeof why) < 0) {
+        log_warn("sandbox %s: %s; it ends at its timeout instead", kernel_id(b->primary), why);
+        return false;
+    }
+    log_info("sandbox %s: paused at its timeout of %d s", kernel_id(b->primary), b->timeout_s);
+    box_log_event(b, "its timeout of %d s ended: paused (E2B's onTimeout 'pause')%s", b->timeout_s,
+                  b->auto_resume ? "; a call into it resumes it" : "");
+    return true;
+}
+
 /* Cells that run when the sandbox expires end with that cause, not a bare kernel death: each
    context's clients (WebSocket, /v1 executions) get an error saying so before the kernels go. */
 static void on_ttl_expired(void *arg)
 {
     box *b = arg;
     b->ttl = 0;
+    if (b->pause_at_timeout && pause_at_timeout(b))
+        return;
     b->expired = true;
     log_info("sandbox %s: expired after %d s", kernel_id(b->primary), b->timeout_s);
     char why[512];
@@ -88,4 +106,21 @@ void box_ttl_cancel(box *b)
     if (b->ttl)
         loop_timer_cancel(b->ttl);
     b->ttl = 0;
+}
+
+void box_set_lifecycle(box *b, bool pause_at_timeout, bool auto_resume)
+{
+    b->pause_at_timeout = pause_at_timeout;
+    b->auto_resume = pause_at_timeout && auto_resume;
+    manager_record(b->primary);
+}
+
+bool box_pauses_at_timeout(const box *b)
+{
+    return b->pause_at_timeout;
+}
+
+bool box_resumes_on_call(const box *b)
+{
+    return b->auto_resume;
 }

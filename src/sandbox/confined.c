@@ -87,8 +87,9 @@ int confined_fail(confined *c, int error, const char *path)
             path, (unsigned)c->uid);
     case EROFS:
         return confined_failf(c, error,
-                              "'%s' is on a read-only filesystem; write beneath %s or /tmp", path,
-                              CONFINED_WORKSPACE);
+                              "'%s' is on a read-only filesystem; write beneath %s (also named "
+                              "/home/user) or /tmp",
+                              path, CONFINED_WORKSPACE);
     case ELOOP:
         return confined_failf(c, error,
                               "'%s' goes through too many symbolic links, or through a /proc "

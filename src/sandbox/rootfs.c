@@ -78,7 +78,7 @@ static int write_identity_files(const rootfs_spec *spec)
     char passwd[512], group[256];
     snprintf(passwd, sizeof passwd,
              "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-             "user:x:%u:%u:cellbox sandbox:/workspace:/bin/bash\n"
+             "user:x:%u:%u:cellbox sandbox:" ROOTFS_HOME ":/bin/bash\n"
              "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
              spec->uid, spec->gid);
     snprintf(group, sizeof group, "root:x:0:\nuser:x:%u:\nnogroup:x:65534:\n", spec->gid);
@@ -176,16 +176,27 @@ static int build_proc(char *why, size_t why_size)
     return 0;
 }
 
+/* The workspace bound read-write (but nosuid, nodev) at `target`, made first. */
+static int bind_workspace(const char *workspace, const char *target)
+{
+    if (make_dirs(target) < 0 || mount(workspace, target, NULL, MS_BIND, NULL) < 0)
+        return -1;
+    return mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL);
+}
+
 static int build_writable(const rootfs_spec *spec, char *why, size_t why_size)
 {
     char tmp_options[64];
     snprintf(tmp_options, sizeof tmp_options, "mode=1777,size=%lld", spec->tmp_bytes);
     if (make_dirs("tmp") < 0 || mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmp_options) < 0)
         return fail(why, why_size, "cannot mount", "/tmp");
-    if (make_dirs("workspace") < 0 ||
-        mount(spec->workspace, "workspace", NULL, MS_BIND, NULL) < 0 ||
-        mount(NULL, "workspace", NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) < 0)
+    if (bind_workspace(spec->workspace, "workspace") < 0)
         return fail(why, why_size, "cannot bind", spec->workspace);
+    /* The same directory again as the user's home, where E2B's SDKs and tutorials put files and
+       /etc/passwd points: one writable place under two names, so /v1's /workspace and E2B's
+       /home/user see the same files and nothing else becomes writable. */
+    if (bind_workspace(spec->workspace, &ROOTFS_HOME[1]) < 0) /* "home/user": relative */
+        return fail(why, why_size, "cannot bind the workspace at", ROOTFS_HOME);
     if (bind_readonly(spec->runtime_dir, "opt/cellbox", true) < 0)
         return fail(why, why_size, "cannot bind", spec->runtime_dir);
     return 0;

@@ -6,9 +6,12 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+/* The sandbox user's home (/etc/passwd, HOME): the workspace under the name E2B's SDKs use. */
+#define ROOTFS_HOME "/home/user"
+
 typedef struct rootfs_spec {
     const char *mount_point;   /* host: an empty directory the new root is mounted on */
-    const char *workspace;     /* host: bound read-write at /workspace */
+    const char *workspace;     /* host: bound read-write at /workspace and at ROOTFS_HOME */
     const char *runtime_dir;   /* host: cellbox's install prefix, bound read-only at /opt/cellbox */
     uid_t uid;                 /* the sandbox user, named "user" in /etc/passwd */
     gid_t gid;

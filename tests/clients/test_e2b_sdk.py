@@ -91,7 +91,8 @@ def check_filesystem_methods(fs):
     assert fs["one"] == ["dir:/workspace/tree/sub", "file:/workspace/tree/top.txt"]
     assert fs["two"] == ["dir:/workspace/tree/sub", "file:/workspace/tree/sub/deep.txt",
                          "file:/workspace/tree/top.txt"]
-    assert fs["relative"] == ["/workspace/tree/sub", "/workspace/tree/top.txt"]  # against /workspace
+    # against the home, /home/user: the same directory as /workspace
+    assert fs["relative"] == ["/home/user/tree/sub", "/home/user/tree/top.txt"]
     assert fs["exists"] is True and fs["absent"] is False
     file, directory = fs["file"], fs["dir"]
     assert {k: file[k] for k in ("name", "type", "path", "size", "permissions")} == \

@@ -12,6 +12,7 @@ import signal
 import subprocess
 
 import pytest
+import requests
 
 from helpers.daemon import free_port, mounts_under, run_daemon_to_exit
 from helpers.processes import start_time
@@ -391,6 +392,48 @@ def test_kill_9_leaves_busy_paused_and_timed_sandboxes_to_the_next_daemon(make_d
         assert [e["text"] for e in lines if e["type"] == "stdout"] == ["42\n"], lines
         assert d.finish() is None  # a plain stop ends them all
         assert cgroups_named({busy["id"], paused["id"], timed["id"]}) == []
+    finally:
+        stop_keeper(d)
+
+
+def test_kill_9_keeps_an_e2b_sandboxs_lifecycle_and_home(make_daemon):
+    """An E2B sandbox's lifecycle (onTimeout 'pause', autoResume) and its default context's
+    working directory (/home/user) are the next daemon's too: a restart of that context starts
+    there again, and a call into it after a pause still resumes it."""
+    d = make_daemon()
+    api = {"X-API-Key": d.token}
+
+    def into(sid, method, path, **kw):
+        headers = {**api, "E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49999"}
+        return requests.request(method, d.origin + path, headers=headers, timeout=60, **kw)
+
+    def value(sid, code):
+        r = into(sid, "POST", "/execute", json={"code": code})
+        assert r.status_code == 200, r.text
+        return [e["text"] for e in map(json.loads, r.text.splitlines()) if e["type"] == "result"]
+
+    r = requests.post(d.origin + "/v2/sandboxes", headers=api, timeout=60,
+                      json={"timeout": 3600, "autoPause": True, "autoResume": {"enabled": True}})
+    assert r.status_code == 201, r.text
+    sid = r.json()["sandboxID"]
+    assert value(sid, "kept = 7; import os; os.getcwd()") == ["'/home/user'"]
+    kill_hard(d)
+    try:
+        d = restart_on(make_daemon, d)
+        api = {"X-API-Key": d.token}
+        info = requests.get(f"{d.origin}/sandboxes/{sid}", headers=api, timeout=60).json()
+        assert info["lifecycle"] == {"onTimeout": "pause", "autoResume": True}, info
+        assert value(sid, "kept * 6") == ["42"]
+        contexts = into(sid, "GET", "/contexts").json()
+        assert [(c["id"], c["cwd"]) for c in contexts if c["default"]] == [(sid, "/home/user")]
+        r = into(sid, "POST", f"/contexts/{sid}/restart")
+        assert r.status_code == 200, r.text
+        assert value(sid, "import os; os.getcwd()") == ["'/home/user'"]
+        r = requests.post(f"{d.origin}/sandboxes/{sid}/pause", headers=api, timeout=60)
+        assert r.status_code == 204, r.text
+        assert value(sid, "1 + 1") == ["2"]  # the call resumed it
+        assert d.finish() is None
+        assert cgroups_named({sid}) == []
     finally:
         stop_keeper(d)
 

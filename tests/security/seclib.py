@@ -145,7 +145,7 @@ class HostState:
              "/proc/sys/kernel/domainname", "/proc/sys/kernel/modprobe")
     # Where an escaped write of PWN would land.
     PWN_DIRS = ("/", "/etc", "/usr", "/usr/bin", "/usr/local/bin", "/tmp", "/var/tmp", "/dev/shm",
-                "/root", "/home", "/opt", "/workspace")
+                "/root", "/home", "/home/user", "/opt", "/workspace")
 
     def __init__(self, binaries=()):
         self.outside = tempfile.mkdtemp(prefix="cellbox-security-outside-")

@@ -82,7 +82,7 @@ _result = [r.returncode, r.stdout.split()]
     cell = worker.ok("!ls")
     assert "listed.txt" in cell.stdout, cell.describe()
     cell = worker.ok("!echo $HOME; id -un; hostname")
-    assert cell.stdout.split() == ["/workspace", "user", "cellbox"], cell.stdout
+    assert cell.stdout.split() == ["/home/user", "user", "cellbox"], cell.stdout  # HOME: the workspace
     box.assert_contained()
 
 

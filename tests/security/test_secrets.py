@@ -36,19 +36,24 @@ _result['passwd'] = open('/etc/passwd').read()
     box.assert_contained()
 
 
-def test_root_and_home_are_empty(box, hostile):
+def test_root_is_empty_and_home_holds_only_the_workspace(box, hostile):
+    """/home has one entry, user, which is the sandbox's own workspace under E2B's name (nothing
+    of the host's /home); /root is empty and read-only."""
     got = hostile.json(r"""
 import os
 _result = {p: sorted(os.listdir(p)) for p in ('/root', '/home')}
 _result['root_writable'] = os.access('/root', os.W_OK)
+_result['home_writable'] = os.access('/home', os.W_OK)
+_result['home_is_workspace'] = os.path.samefile('/home/user', '/workspace')
 for p in ('/root/.ssh/id_rsa', '/root/.bash_history', '/home/cloudsdk'):
     try:
         open(p, 'rb'); _result[p] = 'opened'
     except OSError as e:
         _result[p] = e.errno
 """)
-    assert got["/root"] == [] and got["/home"] == [], got
-    assert got["root_writable"] is False
+    assert got["/root"] == [] and got["/home"] == ["user"], got
+    assert got["home_is_workspace"] is True, got
+    assert got["root_writable"] is False and got["home_writable"] is False, got
     for p in ('/root/.ssh/id_rsa', '/root/.bash_history', '/home/cloudsdk'):
         assert got[p] == 2, (p, got[p])
     box.assert_contained()

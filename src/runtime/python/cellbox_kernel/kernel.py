@@ -208,11 +208,17 @@ class Kernel:
     @staticmethod
     def _handle_internal(message):
         """Commands from the daemon itself. "environment": a kernel handed out from the warm pool
-        gets the variables its request asked for (KERNEL_*), as if it had started with them."""
+        gets the variables its request asked for (KERNEL_*), as if it had started with them, and
+        a "cwd" to work in (E2B's contexts start in the user's home)."""
         if message.get("type") == "environment" and isinstance(message.get("set"), dict):
             for name, value in message["set"].items():
                 if isinstance(name, str) and isinstance(value, str) and "=" not in name:
                     os.environ[name] = value
+            if isinstance(message.get("cwd"), str):
+                try:
+                    os.chdir(message["cwd"])
+                except OSError as error:
+                    stdio.log(f"cannot change to {message['cwd']}: {error}")
 
     def _run_handler(self, msg_type, message):
         handler = self.requests.handler(msg_type)
