@@ -64,12 +64,12 @@ def test_sdk_files(small_disk_daemon):
     assert steps["create"]["token_differs"], "each sandbox has its own envd access token"
     big = steps["big_stream"]
     assert big["size"] == 40 * MiB and big["same_hash"]
-    assert big["written"] == {"name": "big.bin", "type": "file", "path": "/workspace/big.bin"}
+    assert big["written"] == {"name": "big.bin", "type": "file", "path": "/home/user/big.bin"}
     assert steps["big_form"]["same_hash"]
 
     many = steps["multipart"]
     assert [w["path"] for w in many["written"]] == [
-        "/workspace/many/a.txt", "/workspace/many/deeper/b.bin", "/workspace/many/empty.txt"]
+        "/home/user/many/a.txt", "/home/user/many/deeper/b.bin", "/home/user/many/empty.txt"]
     assert many["a"] == "alpha" and many["b_same"] and many["empty_length"] == 0
 
     full = steps["disk_full"]
@@ -77,7 +77,7 @@ def test_sdk_files(small_disk_daemon):
         assert full[way]["name"] == "NotEnoughSpaceError", full
         assert "64 MiB" in full[way]["message"] and "disk" in full[way]["message"], full
     assert full["left"] == [False, False], "a failed write leaves no partial file"
-    assert full["after_path"] == "/workspace/after.txt", "the sandbox still takes files"
+    assert full["after_path"] == "/home/user/after.txt", "the sandbox still takes files"
 
     zipped = steps["gzip"]
     assert zipped["plain_same"] and zipped["zipped_same"] and zipped["bytes_same"]
@@ -86,7 +86,7 @@ def test_sdk_files(small_disk_daemon):
     assert signed["valid"] == {"status": 200, "body": "hello world"}
     assert signed["forever"] == {"status": 200, "body": "hello world"}
     assert signed["uploaded"] == {"status": 200, "body": [
-        {"name": "up.txt", "type": "file", "path": "/workspace/signed/up.txt"}]}
+        {"name": "up.txt", "type": "file", "path": "/home/user/signed/up.txt"}]}
     assert signed["read_back"] == "uploaded without a token"
     for refused in ("wrong", "moved"):
         assert signed[refused]["status"] == 401 and signed[refused]["body"]["code"] == 401
@@ -180,7 +180,7 @@ def test_form_split_across_small_reads(small_disk_daemon, two_sandboxes):
     r = into(d, s, "POST", "/files", data=pieces,
              headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
     assert r.status_code == 200, r.text
-    assert [e["path"] for e in r.json()] == ["/workspace/" + p for p, _ in parts]
+    assert [e["path"] for e in r.json()] == ["/home/user/" + p for p, _ in parts]
     for path, content in parts:
         got = read_back(d, s, path)
         assert got.status_code == 200 and hashlib.sha256(got.content).digest() == hashlib.sha256(content).digest()

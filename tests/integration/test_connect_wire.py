@@ -360,13 +360,15 @@ def test_streaming_request_errors_end_the_stream(daemon, sandbox_id):
 
 
 def test_a_paused_sandbox_is_not_watched_until_it_resumes(daemon, sandbox_id):
+    """A call into a paused sandbox (one created without autoResume) is answered as E2B's proxy
+    answers it, 502 naming the pause and what to do; once resumed, the watch starts."""
     r = daemon.client().post(f"v1/sandboxes/{sandbox_id}/pause")
     assert r.status_code == 200, r.text
     try:
-        message = stream_error(stream_call(daemon, sandbox_id, "/filesystem.Filesystem/WatchDir",
-                                           envelope({"path": "/workspace"})),
-                               "failed_precondition")
-        assert "paused" in message
+        r = stream_call(daemon, sandbox_id, "/filesystem.Filesystem/WatchDir",
+                        envelope({"path": "/workspace"}))
+        assert r.status_code == 502, r.text
+        assert "paused" in r.json()["message"] and "connect" in r.json()["message"]
     finally:
         r = daemon.client().post(f"v1/sandboxes/{sandbox_id}/resume")
         assert r.status_code == 200, r.text
