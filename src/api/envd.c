@@ -188,6 +188,11 @@ static void write_files(http_request *request, box *b)
    calls answer "unimplemented" in Connect's shape. */
 static const connect_service *const envd_services[] = {&envd_filesystem_service, NULL};
 
+bool envd_streams_body(const char *method, const char *path)
+{
+    return connect_streams_body(envd_services, method, path);
+}
+
 void envd_route(http_request *request, box *b, char **s, int n)
 {
     if (n == 1 && strcmp(s[0], "health") == 0) {

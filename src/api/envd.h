@@ -14,5 +14,7 @@
 #define ENVD_HOME_DIR "/workspace"
 
 void envd_route(http_request *request, box *b, char **s, int n);
+/* Does POST `path` take its body as it arrives (a client-streaming Connect method)? */
+bool envd_streams_body(const char *method, const char *path);
 
 #endif

@@ -253,11 +253,16 @@ static json_t *remove_entry(void *context, json_t *message, connect_error *error
 }
 
 static const connect_method filesystem_methods[] = {
-    {"Stat", stat_entry, false},     {"MakeDir", make_directory, false},
-    {"Move", move_entry, false},     {"ListDir", list_directory, false},
-    {"Remove", remove_entry, false}, {"WatchDir", NULL, true},
-    {"CreateWatcher", NULL, false},  {"GetWatcherEvents", NULL, false},
-    {"RemoveWatcher", NULL, false},  {NULL, NULL, false},
+    {.name = "Stat", .unary = stat_entry},
+    {.name = "MakeDir", .unary = make_directory},
+    {.name = "Move", .unary = move_entry},
+    {.name = "ListDir", .unary = list_directory},
+    {.name = "Remove", .unary = remove_entry},
+    {.name = "WatchDir"},
+    {.name = "CreateWatcher"},
+    {.name = "GetWatcherEvents"},
+    {.name = "RemoveWatcher"},
+    {.name = NULL},
 };
 
 const connect_service envd_filesystem_service = {"filesystem.Filesystem", filesystem_methods};

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "api/e2b.h"
+#include "api/envd.h"
 #include "api/jupyter.h"
 #include "api/mcp.h"
 #include "api/sessions.h"
@@ -25,6 +26,14 @@ static void route_jupyter(http_request *request)
         jupyter_route_kernelspec_resource(request, s[1], s[2]);
     else
         http_respond_error(request, 404, "no such endpoint: %s", http_path(request));
+}
+
+bool routes_streams_body(const char *method, const char *path)
+{
+    /* envd's paths (/{package.Service}/{Method}) are E2B's only with E2b-Sandbox-Id, which is not
+       known yet: a request elsewhere on such a path is answered 404 by its family, and its
+       streamed body discarded */
+    return v1_streams_body(method, path) || envd_streams_body(method, path);
 }
 
 void routes_dispatch(http_request *request)

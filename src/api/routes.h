@@ -17,5 +17,8 @@
 /* The server's handler for every request (http_server_start): each is answered exactly once,
    now or later (streams). */
 void routes_dispatch(http_request *request);
+/* The server's streams_body (http_server_options): /v1's file uploads and envd's
+   client-streaming Connect methods take their bodies as they arrive. */
+bool routes_streams_body(const char *method, const char *path);
 
 #endif

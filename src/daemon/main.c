@@ -298,7 +298,7 @@ static int start_http(const config *cfg)
             .max_body_size = (size_t)cfg->max_body_size,
             .max_connections = (unsigned)cfg->max_connections,
             .max_connections_per_ip = (unsigned)cfg->max_connections_per_ip,
-            .streams_body = v1_streams_body,
+            .streams_body = routes_streams_body,
             .cors = {.allow_origin = cfg->allow_origin,
                      .allow_headers = cfg->allow_headers,
                      .allow_methods = cfg->allow_methods,

@@ -478,6 +478,8 @@ void http_receive_body(http_request *request, const http_body_receiver *receiver
 
 bool http_responded(const http_request *request) { return request->responded; }
 
+bool http_body_is_streamed(const http_request *request) { return request->streams_body; }
+
 /* ---- authentication ---- */
 
 static bool token_equals(const char *given)

@@ -98,6 +98,9 @@ typedef struct http_body_receiver {
 } http_body_receiver;
 void http_receive_body(http_request *request, const http_body_receiver *receiver, void *arg);
 bool http_responded(const http_request *request);
+/* Was this request dispatched before its body (streams_body said so)? Its body then comes only
+   through http_receive_body; http_body has nothing. */
+bool http_body_is_streamed(const http_request *request);
 
 typedef void (*http_websocket_open)(void *arg, websocket *socket);
 void http_upgrade_websocket(http_request *request, const char *subprotocol, size_t max_message,

@@ -1,7 +1,13 @@
 """Connect-RPC on the wire (api/connect.c), as E2B's SDKs call envd inside a sandbox:
 POST /{package.Service}/{Method} with E2b-Sandbox-Id and E2b-Sandbox-Port 49983, unary
 application/json (protojson). Answers are the response message, or Connect's error
-{"code", "message"} with the HTTP status Connect gives the code."""
+{"code", "message"} with the HTTP status Connect gives the code. Streaming calls
+(application/connect+json) are envelopes: a flag byte, a 4-byte big-endian length, the JSON; the
+response ends with the end-of-stream envelope (flag 0x02), which carries a streaming call's
+error."""
+import json
+import struct
+
 import pytest
 import requests
 
@@ -30,6 +36,41 @@ def connect_error(r, status, code):
     assert set(body) == {"code", "message"} and body["code"] == code, body
     assert body["message"], body
     return body["message"]
+
+
+def envelope(message, flags=0):
+    data = message if isinstance(message, bytes) else json.dumps(message).encode()
+    return struct.pack(">BI", flags, len(data)) + data
+
+
+def frames(data):
+    """The envelopes of a streaming response body: [(flags, message)]; the body must end with
+    exactly one end-of-stream envelope, last."""
+    out = []
+    while data:
+        assert len(data) >= 5, data
+        flags, length = struct.unpack(">BI", data[:5])
+        assert len(data) >= 5 + length, data
+        out.append((flags, json.loads(data[5:5 + length])))
+        data = data[5 + length:]
+    assert out and out[-1][0] == 0x02, out
+    assert all(flags == 0 for flags, _ in out[:-1]), out
+    return out
+
+
+def stream_call(daemon, sandbox_id, path, body, headers=None):
+    return call(daemon, sandbox_id, path, body, content_type="application/connect+json",
+                headers=headers)
+
+
+def stream_error(r, code):
+    """A failed streaming call: HTTP 200 and only the end-of-stream frame, naming the error."""
+    assert r.status_code == 200, (r.status_code, r.text)
+    assert r.headers["Content-Type"] == "application/connect+json"
+    ((flags, end),) = frames(r.content)
+    assert set(end) == {"error"} and end["error"]["code"] == code, end
+    assert end["error"]["message"]
+    return end["error"]["message"]
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +132,18 @@ def test_unknown_and_streaming_methods_are_unimplemented(daemon, sandbox_id):
                  "/filesystem.Filesystem/WatchDir", "/process.Process/Start"]:
         message = connect_error(call(daemon, sandbox_id, path), 404, "unimplemented")
         assert path[1:] in message
+
+
+def test_a_streaming_call_of_an_unknown_method_ends_with_unimplemented(daemon, sandbox_id):
+    for path in ["/filesystem.Filesystem/NoSuchMethod", "/no.Such/Service"]:
+        message = stream_error(stream_call(daemon, sandbox_id, path, envelope({})), "unimplemented")
+        assert path[1:] in message
+
+
+def test_streaming_codecs_other_than_json_are_415(daemon, sandbox_id):
+    r = call(daemon, sandbox_id, "/filesystem.Filesystem/Stat", envelope({"path": "/"}),
+             content_type="application/connect+json")
+    assert r.status_code == 415 and r.headers["Accept-Post"] == "application/json", r.text
 
 
 def test_other_codecs_are_415(daemon, sandbox_id):
