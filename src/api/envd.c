@@ -6,6 +6,7 @@
 
 #include "api/connect.h"
 #include "api/envd_filesystem.h"
+#include "api/envd_process.h"
 #include "api/errors.h"
 #include "api/v1_files.h"
 #include "api/v1_ready.h"
@@ -184,9 +185,10 @@ static void write_files(http_request *request, box *b)
         http_respond_json(request, 200, written);
 }
 
-/* envd's Connect-RPC services that cellbox serves; process.Process is not yet among them, so its
-   calls answer "unimplemented" in Connect's shape. */
-static const connect_service *const envd_services[] = {&envd_filesystem_service, NULL};
+/* envd's Connect-RPC services that cellbox serves (process.Process is served by
+   envd_process_serve, which gives its methods the call's deadline too). */
+static const connect_service *const envd_services[] = {&envd_filesystem_service,
+                                                       &envd_process_service, NULL};
 
 bool envd_streams_body(const char *method, const char *path)
 {
@@ -206,6 +208,8 @@ void envd_route(http_request *request, box *b, char **s, int n)
         } else {
             errors_respond_e2b_method_not_allowed(request, "GET, POST");
         }
+    } else if (n == 2 && strcmp(s[0], ENVD_PROCESS_SERVICE) == 0) {
+        envd_process_serve(request, b, s[1]);
     } else if (n == 2 && strchr(s[0], '.')) {
         /* Connect-RPC: /{package.Service}/{Method} */
         connect_serve(request, envd_services, s[0], s[1], b);

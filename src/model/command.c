@@ -782,6 +782,8 @@ bool command_end_status(const command *c, int *exit_code, int *signal_number)
     return true;
 }
 
+const char *command_end_reason(const command *c) { return c->end_reason; }
+
 json_t *command_model(const command *c, bool with_output)
 {
     json_t *model = json_pack(

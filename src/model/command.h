@@ -75,6 +75,7 @@ bool command_stdin_open(const command *c);
 /* How an exited command ended: false when unknown (adopted); else *signal_number is the signal
    that killed it (0 if it exited) and *exit_code its status (128 + N when killed by N). */
 bool command_end_status(const command *c, int *exit_code, int *signal_number);
+const char *command_end_reason(const command *c); /* why its sandbox ended it, or NULL */
 /* Writes to stdin (eof closes it afterwards); -1 when stdin is already closed. */
 int command_write_stdin(command *c, const char *data, size_t length, bool eof);
 int command_signal(command *c, int signal_number);
