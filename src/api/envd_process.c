@@ -1,5 +1,6 @@
 #include "api/envd_process.h"
 
+#include <ctype.h>
 #include <openssl/evp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -157,7 +158,7 @@ static json_t *end_event(command *c)
     if (signal_number) {
         const char *name = sigdescr_np(signal_number);
         snprintf(status, sizeof status, "signal: %s", name ? name : "unknown signal");
-        status[8] = (char)(status[8] >= 'A' && status[8] <= 'Z' ? status[8] - 'A' + 'a' : status[8]);
+        status[8] = (char)tolower((unsigned char)status[8]); /* Go's words: "killed" */
         exit_code = -1;
     } else {
         snprintf(status, sizeof status, "exit status %d", exit_code);
@@ -216,7 +217,8 @@ static json_t *program_of(json_t *config, connect_error *error)
     json_t *argv = json_pack("[s]", cmd);
     size_t i;
     json_t *arg;
-    json_array_foreach(args, i, arg) {
+    json_array_foreach(args, i, arg)
+    {
         if (!json_is_string(arg)) {
             json_decref(argv);
             return connect_fail(error, "invalid_argument",
@@ -403,8 +405,8 @@ static bool write_input(command *c, json_t *input, connect_error *error)
         return false;
     }
     size_t length = 0;
-    unsigned char *bytes =
-        base64_field(to_pty ? to_pty : to_stdin, to_pty ? "input.pty" : "input.stdin", &length, error);
+    unsigned char *bytes = base64_field(to_pty ? to_pty : to_stdin,
+                                        to_pty ? "input.pty" : "input.stdin", &length, error);
     if (!bytes)
         return false;
     int written = command_write_stdin(c, (const char *)bytes, length, false);
@@ -528,9 +530,15 @@ static bool on_input_message(void *state, json_t *message, connect_error *error)
     return true; /* keepalive */
 }
 
-static json_t *on_input_end(void *state, connect_error *error) { return json_object(); }
+static json_t *on_input_end(void *state, connect_error *error)
+{
+    return json_object();
+}
 
-static void close_input(void *state) { free(state); }
+static void close_input(void *state)
+{
+    free(state);
+}
 
 static const connect_client_streaming stream_input = {open_input, on_input_message, on_input_end,
                                                       close_input};

@@ -471,9 +471,10 @@ static int open_channels(kernel *k, const command_request *request, channels *ch
     if (request->terminal) {
         const kernel_sandbox *ks = kernel_get_sandbox(k);
         int peer = -1;
-        int master = sandbox_open_terminal(kernel_pidfd(k), request->columns ? request->columns : 80,
-                                           request->rows ? request->rows : 24, (uid_t)ks->uid,
-                                           (gid_t)ks->uid, &peer, why, why_size);
+        int master =
+            sandbox_open_terminal(kernel_pidfd(k), request->columns ? request->columns : 80,
+                                  request->rows ? request->rows : 24, (uid_t)ks->uid,
+                                  (gid_t)ks->uid, &peer, why, why_size);
         if (master < 0)
             return -1;
         ch->program[0] = ch->program[1] = ch->program[2] = peer;
@@ -770,7 +771,10 @@ const char *command_tag(const command *c) { return c->tag; }
 json_t *command_argv(const command *c) { return c->argv; }
 json_t *command_env(const command *c) { return c->env; }
 const char *command_cwd(const command *c) { return c->cwd; }
-bool command_has_terminal(const command *c) { return c->out.name && strcmp(c->out.name, "pty") == 0; }
+bool command_has_terminal(const command *c)
+{
+    return c->out.name && strcmp(c->out.name, "pty") == 0;
+}
 bool command_stdin_open(const command *c) { return c->stdin_fd >= 0 && !c->stdin_eof_wanted; }
 
 bool command_end_status(const command *c, int *exit_code, int *signal_number)

@@ -209,8 +209,10 @@ static int open_sandbox_ptmx(int supervisor_pidfd, char *why, size_t why_size)
         snprintf(why, why_size, "cannot find the sandbox's root (is it still running?)");
         return -1;
     }
-    struct open_how how = {.flags = O_RDWR | O_NOCTTY | O_CLOEXEC,
-                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+    struct open_how how = {
+        .flags = O_RDWR | O_NOCTTY | O_CLOEXEC,
+        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
     int master = (int)syscall(SYS_openat2, root, "dev/pts/ptmx", &how, sizeof how);
     int saved_errno = errno;
     close(root);

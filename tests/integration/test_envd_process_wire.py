@@ -5,6 +5,7 @@ the sandbox's pid namespace gives, data events of base64 bytes, the end event as
 SendInput, SendSignal, CloseStdin and Update are unary, StreamInput client streaming. Processes
 outlive the Start call; an exited one is not found."""
 import base64
+import io
 import json
 import struct
 import threading
@@ -54,6 +55,12 @@ def read_frames(response, stop=None, limit=1000, into=None):
         if flags == 0x02 or (stop and stop(message)):
             break
     return out
+
+
+class Body:
+    """A whole response body read as read_frames reads a stream."""
+    def __init__(self, content):
+        self.raw = io.BytesIO(content)
 
 
 def stream(daemon, sandbox_id, method, message, extra=None):
@@ -197,11 +204,11 @@ def test_a_terminal_process_runs_on_the_sandboxes_pty(daemon, sandbox_id):
     r2 = unary(daemon, sandbox_id, "Update", {"process": {"pid": pid},
                                               "pty": {"size": {"cols": 120, "rows": 40}}})
     assert r2.status_code == 200, r2.text
+    r4 = unary(daemon, sandbox_id, "CloseStdin", {"process": {"pid": pid}})  # it waits in `read`
+    assert r4.status_code == 400 and r4.json()["code"] == "failed_precondition"
     r3 = unary(daemon, sandbox_id, "SendInput", {"process": {"pid": pid},
                                                  "input": {"pty": base64.b64encode(b"go\n").decode()}})
     assert r3.status_code == 200, r3.text
-    r4 = unary(daemon, sandbox_id, "CloseStdin", {"process": {"pid": pid}})
-    assert r4.status_code == 400 and r4.json()["code"] == "failed_precondition"
     reader.join(60)
     evs = events(got)
     text = output(evs, "pty").decode()
@@ -210,3 +217,34 @@ def test_a_terminal_process_runs_on_the_sandboxes_pty(daemon, sandbox_id):
     assert "go" in text  # the terminal echoed the input
     assert not output(evs, "stdout") and not output(evs, "stderr")
     assert evs[-1][0] == "end" and evs[-1][1]["exitCode"] == 0
+
+
+def test_stream_input_writes_each_data_message(daemon, sandbox_id):
+    r = stream(daemon, sandbox_id, "Start", {"process": {
+        "cmd": "/bin/bash", "args": ["-c", "read a; read b; echo [$a][$b]"]}, "stdin": True})
+    got = []
+    reader = threading.Thread(target=read_frames, args=(r,), kwargs={"into": got})
+    reader.start()
+    for _ in range(100):
+        if got or not reader.is_alive():
+            break
+        reader.join(0.05)
+    pid = events(list(got))[0][1]["pid"]
+    body = (envelope({"start": {"process": {"pid": pid}}}) + envelope({"keepalive": {}}) +
+            envelope({"data": {"input": {"stdin": base64.b64encode(b"first\n").decode()}}}) +
+            envelope({"data": {"input": {"stdin": base64.b64encode(b"second\n").decode()}}}))
+    answer = requests.post(f"{daemon.origin}/process.Process/StreamInput", data=body, timeout=60,
+                           headers=headers(daemon, sandbox_id, "application/connect+json"))
+    assert answer.status_code == 200, answer.text
+    parsed = read_frames(Body(answer.content))
+    assert parsed == [(0, {}), (0x02, {})], parsed
+    reader.join(60)
+    evs = events(got)
+    assert output(evs, "stdout") == b"[first][second]\n"
+    assert evs[-1][1]["exitCode"] == 0
+    # a process that is gone: the call fails with not_found in its end frame
+    gone = requests.post(f"{daemon.origin}/process.Process/StreamInput", timeout=60,
+                         data=envelope({"start": {"process": {"pid": pid}}}),
+                         headers=headers(daemon, sandbox_id, "application/connect+json"))
+    frames_gone = read_frames(Body(gone.content))
+    assert frames_gone[-1][0] == 0x02 and frames_gone[-1][1]["error"]["code"] == "not_found"
