@@ -411,7 +411,12 @@ static bool write_input(command *c, json_t *input, connect_error *error)
         return false;
     int written = command_write_stdin(c, (const char *)bytes, length, false);
     free(bytes);
-    if (written < 0)
+    if (written == -2)
+        connect_fail(error, "resource_exhausted",
+                     "process %d has not read the %d MiB already sent to its input: send more "
+                     "once it reads",
+                     command_sandbox_pid(c), COMMAND_STDIN_PENDING_MAX >> 20);
+    else if (written < 0)
         connect_fail(error, "failed_precondition",
                      "the stdin of process %d is closed: start it with stdin: true to write to it, "
                      "and write before closeStdin",

@@ -250,6 +250,8 @@ int command_write_stdin(command *c, const char *data, size_t length, bool eof)
 {
     if (c->stdin_fd < 0 || c->stdin_eof_wanted)
         return -1;
+    if (buffer_size(&c->stdin_pending) + length > COMMAND_STDIN_PENDING_MAX)
+        return -2;
     buffer_append(&c->stdin_pending, data, length);
     c->stdin_eof_wanted = eof;
     flush_stdin(c);

@@ -22,6 +22,7 @@
 #include "model/box.h"
 
 #define COMMAND_KEEP_BYTES (1 << 20)
+#define COMMAND_STDIN_PENDING_MAX (8 << 20) /* written to stdin, not yet read by the command */
 
 typedef struct command command;
 
@@ -76,7 +77,8 @@ bool command_stdin_open(const command *c);
    that killed it (0 if it exited) and *exit_code its status (128 + N when killed by N). */
 bool command_end_status(const command *c, int *exit_code, int *signal_number);
 const char *command_end_reason(const command *c); /* why its sandbox ended it, or NULL */
-/* Writes to stdin (eof closes it afterwards); -1 when stdin is already closed. */
+/* Writes to stdin (eof closes it afterwards); -1 when stdin is already closed, -2 when the
+   command has left COMMAND_STDIN_PENDING_MAX bytes unread (the daemon holds no more). */
 int command_write_stdin(command *c, const char *data, size_t length, bool eof);
 int command_signal(command *c, int signal_number);
 /* A terminal's new size (its programs get SIGWINCH); -1 without a terminal or once exited. */

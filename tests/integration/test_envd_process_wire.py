@@ -248,3 +248,24 @@ def test_stream_input_writes_each_data_message(daemon, sandbox_id):
                          headers=headers(daemon, sandbox_id, "application/connect+json"))
     frames_gone = read_frames(Body(gone.content))
     assert frames_gone[-1][0] == 0x02 and frames_gone[-1][1]["error"]["code"] == "not_found"
+
+
+def test_input_a_process_does_not_read_is_bounded(daemon, sandbox_id):
+    r = stream(daemon, sandbox_id, "Start", {"process": {"cmd": "/bin/sleep", "args": ["300"]},
+                                             "stdin": True})
+    (start,) = read_frames(r, stop=lambda m: "start" in m.get("event", {}))
+    pid = start[1]["event"]["start"]["pid"]
+    chunk = base64.b64encode(b"x" * (3 << 20)).decode()
+    answers = []
+    for _ in range(4):  # 3 MiB each: the third passes the 8 MiB the daemon holds unread
+        answer = unary(daemon, sandbox_id, "SendInput", {"process": {"pid": pid},
+                                                         "input": {"stdin": chunk}})
+        answers.append((answer.status_code, answer.json().get("code")))
+        if answer.status_code != 200:
+            assert "8 MiB" in answer.json()["message"], answer.text
+            break
+    assert answers == [(200, None), (200, None), (429, "resource_exhausted")], answers
+    # the process is untouched by the refusal
+    assert pid in [p["pid"] for p in unary(daemon, sandbox_id, "List", {}).json()["processes"]]
+    unary(daemon, sandbox_id, "SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
+    assert events(read_frames(r))[-1][1]["status"] == "signal: killed"
