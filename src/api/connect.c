@@ -158,9 +158,9 @@ static void append_envelope(buffer *out, unsigned flags, json_t *message)
 /* The end-of-stream frame: {} for success, {"error": {"code", "message"}} for a failure. */
 static void append_end_of_stream(buffer *out, const connect_error *error)
 {
-    json_t *end = error ? json_pack("{s:{s:s, s:s}}", "error", "code", error->code, "message",
-                                    error->message)
-                        : json_object();
+    json_t *end =
+        error ? json_pack("{s:{s:s, s:s}}", "error", "code", error->code, "message", error->message)
+              : json_object();
     append_envelope(out, ENVELOPE_END_STREAM, end);
     json_decref(end);
 }
@@ -189,16 +189,17 @@ static int read_envelope(const char *data, size_t length, unsigned *flags, const
     uint32_t size = (uint32_t)header[1] << 24 | (uint32_t)header[2] << 16 |
                     (uint32_t)header[3] << 8 | header[4];
     *flags = header[0];
+    if (*flags & ~(unsigned)ENVELOPE_COMPRESSED) {
+        connect_fail(error, "invalid_argument",
+                     "the request's envelope has flags 0x%02x: a request message's flag byte is 0 "
+                     "(send each message as a flag byte, a 4-byte big-endian length, the JSON)",
+                     *flags);
+        return -1;
+    }
     if (*flags & ENVELOPE_COMPRESSED) {
         connect_fail(error, "unimplemented",
                      "the request's envelope is compressed (flag 0x01): cellbox serves "
                      "Connect-Content-Encoding identity only; send messages uncompressed");
-        return -1;
-    }
-    if (*flags != 0) {
-        connect_fail(error, "invalid_argument",
-                     "the request's envelope has flags 0x%02x: a request message's flag byte is 0",
-                     *flags);
         return -1;
     }
     if (size > CONNECT_MAX_MESSAGE) {
@@ -276,14 +277,14 @@ bool connect_uint32_field(json_t *message, const char *field, unsigned *out, con
 /* ---- server streaming ---- */
 
 struct connect_stream {
-    http_stream *http;             /* the response; valid until on_http_closed */
-    const char *keepalive;         /* the method's keepalive message (NULL: none) */
+    http_stream *http;     /* the response; valid until on_http_closed */
+    const char *keepalive; /* the method's keepalive message (NULL: none) */
     int64_t keepalive_ms;
     loop_timer_id keepalive_timer; /* 0 when none is pending */
     loop_timer_id deadline_timer;  /* Connect-Timeout-Ms; 0 when none is pending */
     void (*on_cancel)(void *arg);
     void *cancel_arg;
-    bool ended;                    /* the end frame went out: the handler is done with it */
+    bool ended; /* the end frame went out: the handler is done with it */
 };
 
 static void write_envelope(connect_stream *stream, unsigned flags, json_t *message)
@@ -376,11 +377,14 @@ size_t connect_stream_queued(const connect_stream *stream)
     return stream->ended ? 0 : http_stream_queued(stream->http);
 }
 
-/* Keepalive-Ping-Interval in milliseconds; the header is seconds, as the SDKs send it. */
+/* Keepalive-Ping-Interval in milliseconds; the header is seconds, as the SDKs send it (one that
+   is not a whole number is taken as absent). */
 static int64_t keepalive_interval_ms(http_request *request)
 {
     const char *header = http_header(request, "Keepalive-Ping-Interval");
-    long seconds = header ? strtol(header, NULL, 10) : KEEPALIVE_DEFAULT_SECONDS;
+    size_t digits = header ? strspn(header, "0123456789") : 0;
+    bool given = digits > 0 && digits <= 9 && header[digits] == '\0';
+    long seconds = given ? strtol(header, NULL, 10) : KEEPALIVE_DEFAULT_SECONDS;
     if (seconds < 1)
         seconds = 1;
     if (seconds > KEEPALIVE_MAX_SECONDS)
@@ -477,7 +481,10 @@ static void on_client_end(http_request *request, void *arg)
     close_client_call(call);
 }
 
-static void on_client_abort(void *arg) { close_client_call(arg); }
+static void on_client_abort(void *arg)
+{
+    close_client_call(arg);
+}
 
 static const http_body_receiver client_body_receiver = {on_client_data, on_client_end,
                                                         on_client_abort};

@@ -60,8 +60,8 @@ typedef struct connect_client_streaming {
 } connect_client_streaming;
 
 typedef struct connect_method {
-    const char *name;    /* "ListDir" */
-    connect_unary unary; /* NULL for a streaming method */
+    const char *name;                          /* "ListDir" */
+    connect_unary unary;                       /* NULL for a streaming method */
     connect_server_streaming server_streaming; /* NULL for unary methods */
     /* The protojson message a server stream sends as its keepalive, e.g.
        "{\"event\":{\"keepalive\":{}}}" (NULL: none). */

@@ -1,12 +1,23 @@
 #include "api/envd_filesystem.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/errors.h"
+#include "common/ids.h"
+#include "common/log.h"
 #include "model/box.h"
+#include "model/watch.h"
 #include "sandbox/confined.h"
+
+/* A WatchDir stream whose client reads slower than the sandbox changes files ends past this many
+   bytes queued, rather than holding the daemon's memory. */
+#define WATCH_STREAM_MAX_QUEUED (1u << 20)
+/* Events a polling watcher holds between two GetWatcherEvents. */
+#define WATCHER_MAX_EVENTS 10000
 
 /* ---- EntryInfo ---- */
 
@@ -252,16 +263,286 @@ static json_t *remove_entry(void *context, json_t *message, connect_error *error
     return response;
 }
 
+/* ---- watching: WatchDir and the polling watchers ---- */
+
+static const char *event_type_enum(watch_change change)
+{
+    static const char *const names[] = {
+        [WATCH_CREATE] = "EVENT_TYPE_CREATE", [WATCH_WRITE] = "EVENT_TYPE_WRITE",
+        [WATCH_REMOVE] = "EVENT_TYPE_REMOVE", [WATCH_RENAME] = "EVENT_TYPE_RENAME",
+        [WATCH_CHMOD] = "EVENT_TYPE_CHMOD",
+    };
+    return names[change];
+}
+
+/* envd's FilesystemEvent: {name, type, entry?}; the entry (includeEntry) as Stat gives it, left
+   out when the entry is gone by now (removed, moved away). */
+static json_t *filesystem_event(box *b, const watch *w, watch_change change, const char *name,
+                                bool include_entry)
+{
+    json_t *event = json_pack("{s:s, s:s}", "name", name, "type", event_type_enum(change));
+    confined c;
+    char why[256], path[PATH_MAX + 1];
+    int n = snprintf(path, sizeof path, "%s/%s", watch_path(w), name);
+    if (!include_entry || n >= (int)sizeof path || !box_open_files(b, &c, why, sizeof why))
+        return event;
+    json_t *entry = confined_stat(&c, path);
+    if (entry) {
+        json_object_set_new(event, "entry", entry_info(&c, entry));
+        json_decref(entry);
+    }
+    box_close_files(&c);
+    return event;
+}
+
+/* WatchDir's and CreateWatcher's request: the directory and the options; false with the error. */
+static bool watch_request(json_t *message, const char **path, bool *recursive, bool *include_entry,
+                          connect_error *error)
+{
+    *path = path_field(message, "path", error);
+    if (!*path)
+        return false;
+    const char *fields[] = {"recursive", "includeEntry"};
+    bool *values[] = {recursive, include_entry};
+    for (int i = 0; i < 2; i++) {
+        json_t *value = json_object_get(message, fields[i]);
+        if (value && !json_is_null(value) && !json_is_boolean(value)) {
+            connect_fail(error, "invalid_argument", "'%s' must be true or false", fields[i]);
+            return false;
+        }
+        *values[i] = json_is_true(value);
+    }
+    return true;
+}
+
+/* The watch, or NULL with the error set: a paused sandbox is refused as the other methods refuse
+   it; bounds passed are resource_exhausted. */
+static watch *start_watch(box *b, const char *path, bool recursive,
+                          const watch_callbacks *callbacks, void *arg, connect_error *error)
+{
+    if (box_get_state(b) == BOX_PAUSED) {
+        connect_fail(error, "failed_precondition",
+                     "sandbox %s is paused: resume it (Sandbox.connect) before watching its files",
+                     box_id(b));
+        return NULL;
+    }
+    int failure = 0;
+    char why[1024];
+    watch *w = watch_start(b, path, recursive, callbacks, arg, &failure, why, sizeof why);
+    if (!w)
+        connect_fail(error,
+                     failure == EMFILE   ? "resource_exhausted"
+                     : failure == EAGAIN ? "failed_precondition"
+                                         : errors_connect_code_of_errno(failure),
+                     "%s", why);
+    return w;
+}
+
+/* A watch that ended by itself as a Connect error (NULL: the directory went, a clean end). */
+static const connect_error *watch_end_error(int failure, const char *why, connect_error *error)
+{
+    if (!failure)
+        return NULL;
+    connect_fail(error, failure == ESRCH ? "unavailable" : "resource_exhausted", "%s", why);
+    return error;
+}
+
+/* WatchDir: a stream of {"start": {}}, then {"filesystem": FilesystemEvent} as changes come,
+   {"keepalive": {}} in between. */
+typedef struct directory_stream {
+    box *b;
+    watch *w;
+    connect_stream *stream;
+    bool include_entry;
+} directory_stream;
+
+static void stream_on_change(void *arg, watch_change change, const char *name)
+{
+    directory_stream *d = arg;
+    if (connect_stream_queued(d->stream) > WATCH_STREAM_MAX_QUEUED) {
+        connect_error error;
+        connect_fail(&error, "resource_exhausted",
+                     "more than %u bytes of events waited for this client to read them: read "
+                     "events as they come, or watch fewer files",
+                     WATCH_STREAM_MAX_QUEUED);
+        watch_stop(d->w);
+        connect_stream_end(d->stream, &error);
+        free(d);
+        return;
+    }
+    connect_stream_send(d->stream,
+                        json_pack("{s:o}", "filesystem",
+                                  filesystem_event(d->b, d->w, change, name, d->include_entry)));
+}
+
+static void stream_on_end(void *arg, int failure, const char *why)
+{
+    directory_stream *d = arg;
+    connect_error error;
+    connect_stream_end(d->stream, watch_end_error(failure, why, &error));
+    free(d);
+}
+
+static void stream_on_cancel(void *arg)
+{
+    directory_stream *d = arg;
+    watch_stop(d->w);
+    free(d);
+}
+
+static const watch_callbacks stream_callbacks = {stream_on_change, stream_on_end};
+
+static void watch_directory(void *context, json_t *message, connect_stream *stream)
+{
+    connect_error error = {0};
+    const char *path = NULL;
+    bool recursive = false, include_entry = false;
+    directory_stream *d = calloc(1, sizeof *d);
+    if (!d)
+        die("out of memory");
+    *d = (directory_stream){.b = context, .stream = stream};
+    if (watch_request(message, &path, &recursive, &include_entry, &error))
+        d->w = start_watch(context, path, recursive, &stream_callbacks, d, &error);
+    if (!d->w) {
+        connect_stream_end(stream, &error);
+        free(d);
+        return;
+    }
+    d->include_entry = include_entry;
+    connect_stream_on_cancel(stream, stream_on_cancel, d);
+    connect_stream_send(stream, json_pack("{s:{}}", "start"));
+}
+
+/* The polling watchers (CreateWatcher, GetWatcherEvents, RemoveWatcher): events accumulate,
+   up to WATCHER_MAX_EVENTS, until the next GetWatcherEvents takes them. A watcher belongs to
+   its sandbox (another sandbox's id is not_found) and goes with it. */
+typedef struct watcher {
+    char id[40];
+    box *b;
+    watch *w;       /* NULL once the watch ended (the directory went, or a failure) */
+    json_t *events; /* [FilesystemEvent] since the last GetWatcherEvents */
+    bool include_entry;
+    connect_error failure; /* failure.code set: what every GetWatcherEvents answers */
+    struct watcher *next;
+} watcher;
+
+static watcher *watchers;
+
+static watcher *find_watcher(box *b, json_t *message, connect_error *error)
+{
+    const char *id = NULL;
+    if (!connect_string_field(message, "watcherId", &id, error))
+        return NULL;
+    for (watcher *w = watchers; w && id; w = w->next)
+        if (w->b == b && strcmp(w->id, id) == 0)
+            return w;
+    connect_fail(error, "not_found",
+                 "watcher '%.64s' was not found in sandbox %s (it was removed, or its sandbox "
+                 "restarted): create one with CreateWatcher",
+                 id ? id : "", box_id(b));
+    return NULL;
+}
+
+static void free_watcher(watcher *gone)
+{
+    for (watcher **at = &watchers; *at; at = &(*at)->next)
+        if (*at == gone) {
+            *at = gone->next;
+            break;
+        }
+    if (gone->w)
+        watch_stop(gone->w);
+    json_decref(gone->events);
+    free(gone);
+}
+
+static void watcher_on_change(void *arg, watch_change change, const char *name)
+{
+    watcher *w = arg;
+    if (json_array_size(w->events) < WATCHER_MAX_EVENTS) {
+        json_array_append_new(w->events,
+                              filesystem_event(w->b, w->w, change, name, w->include_entry));
+        return;
+    }
+    connect_fail(&w->failure, "resource_exhausted",
+                 "watcher %s held %d events, the most it keeps between two GetWatcherEvents, "
+                 "and stopped: events were lost; remove it and create another, and poll more "
+                 "often",
+                 w->id, WATCHER_MAX_EVENTS);
+    watch_stop(w->w);
+    w->w = NULL;
+}
+
+static void watcher_on_end(void *arg, int failure, const char *why)
+{
+    watcher *w = arg;
+    w->w = NULL;
+    if (failure == ESRCH)
+        free_watcher(w); /* its sandbox is gone, and its id with it */
+    else if (failure)
+        watch_end_error(failure, why, &w->failure);
+}
+
+static const watch_callbacks watcher_callbacks = {watcher_on_change, watcher_on_end};
+
+static json_t *create_watcher(void *context, json_t *message, connect_error *error)
+{
+    const char *path = NULL;
+    bool recursive = false, include_entry = false;
+    if (!watch_request(message, &path, &recursive, &include_entry, error))
+        return NULL;
+    watcher *w = calloc(1, sizeof *w);
+    if (!w)
+        die("out of memory");
+    w->b = context;
+    w->include_entry = include_entry;
+    w->events = json_array();
+    w->id[0] = 'w';
+    id_random_hex(w->id + 1, 12);
+    w->w = start_watch(context, path, recursive, &watcher_callbacks, w, error);
+    if (!w->w) {
+        json_decref(w->events);
+        free(w);
+        return NULL;
+    }
+    w->next = watchers;
+    watchers = w;
+    return json_pack("{s:s}", "watcherId", w->id);
+}
+
+static json_t *get_watcher_events(void *context, json_t *message, connect_error *error)
+{
+    watcher *w = find_watcher(context, message, error);
+    if (!w)
+        return NULL;
+    if (w->failure.code) {
+        *error = w->failure;
+        return NULL;
+    }
+    json_t *response = json_pack("{s:o}", "events", w->events);
+    w->events = json_array();
+    return response;
+}
+
+static json_t *remove_watcher(void *context, json_t *message, connect_error *error)
+{
+    watcher *w = find_watcher(context, message, error);
+    if (!w)
+        return NULL;
+    free_watcher(w);
+    return json_object();
+}
+
 static const connect_method filesystem_methods[] = {
     {.name = "Stat", .unary = stat_entry},
     {.name = "MakeDir", .unary = make_directory},
     {.name = "Move", .unary = move_entry},
     {.name = "ListDir", .unary = list_directory},
     {.name = "Remove", .unary = remove_entry},
-    {.name = "WatchDir"},
-    {.name = "CreateWatcher"},
-    {.name = "GetWatcherEvents"},
-    {.name = "RemoveWatcher"},
+    {.name = "WatchDir", .server_streaming = watch_directory, .keepalive = "{\"keepalive\":{}}"},
+    {.name = "CreateWatcher", .unary = create_watcher},
+    {.name = "GetWatcherEvents", .unary = get_watcher_events},
+    {.name = "RemoveWatcher", .unary = remove_watcher},
     {.name = NULL},
 };
 

@@ -462,6 +462,13 @@ bool http_responded(const http_request *request)
     return request->responded;
 }
 
+/* As the server decides it: the routes that take their body as it arrives get it through
+   their receiver (stub_request_run hands it over whole). */
+bool http_body_is_streamed(const http_request *request)
+{
+    return routes_streams_body(request->method, request->path);
+}
+
 /* No socket to take over: the handshake is refused as server.c refuses a bad one. */
 void http_upgrade_websocket(http_request *request, const char *subprotocol, size_t max_message,
                             const websocket_callbacks *callbacks, http_websocket_open on_open,
