@@ -294,7 +294,11 @@ static void unlink_command(command *c)
 /* A background command's pipes and record outlive the daemon while it runs (keeper.h). */
 static void keep(command *c)
 {
+    /* A terminal is one descriptor, its master: the next daemon makes its input from it again
+       (the keeper hands back what it holds in order, without the gaps). */
     int fds[KEEPER_FDS] = {c->out.fd, c->err.fd, c->stdin_fd};
+    if (command_has_terminal(c))
+        fds[1] = fds[2] = -1;
     keeper_hold(c->id, fds);
     bool first = !c->kept;
     c->kept = true; /* before the record: it lists the kept ones */
@@ -677,13 +681,31 @@ json_t *command_persisted(box *b)
     for (command *c = *list_of(b); c; c = c->next) {
         if (!c->kept || c->exited)
             continue;
-        json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:i, s:i, s:I, s:I}", "id", c->id,
-                                              "cmd", c->cmd, "cwd", c->cwd, "pid", (int)c->pid,
-                                              "sandbox_pid", c->sandbox_pid, "pid_start",
-                                              (json_int_t)kernel_process_start_time(c->pid),
-                                              "started_us", (json_int_t)c->started_us));
+        json_t *saved = json_pack(
+            "{s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:O, s:O, s:b}", "id", c->id, "cmd", c->cmd,
+            "cwd", c->cwd, "pid", (int)c->pid, "sandbox_pid", c->sandbox_pid, "pid_start",
+            (json_int_t)kernel_process_start_time(c->pid), "started_us", (json_int_t)c->started_us,
+            "argv", c->argv, "env", c->env, "terminal", command_has_terminal(c));
+        if (c->tag)
+            json_object_set_new(saved, "tag", json_string(c->tag));
+        json_array_append_new(list, saved);
     }
     return list;
+}
+
+/* What the previous daemon recorded of the program: its argv (a list of strings; a record from
+   before argv was kept gives the shell line), the variables it added and its tag. */
+static void restore_program(command *c, json_t *saved)
+{
+    json_t *argv = json_object_get(saved, "argv"), *env = json_object_get(saved, "env"), *word;
+    const char *tag = json_string_value(json_object_get(saved, "tag"));
+    size_t i;
+    bool strings = json_array_size(argv) > 0;
+    json_array_foreach(argv, i, word) strings = strings && json_is_string(word);
+    c->argv = strings ? json_incref(argv) : json_pack("[s, s, s]", "/bin/bash", "-c", c->cmd);
+    c->env = json_is_object(env) ? json_deep_copy(env) : json_object();
+    if (tag && !(c->tag = strdup(tag)))
+        die("out of memory");
 }
 
 command *command_adopt(box *b, json_t *saved, int pidfd, const int fds[3], int64_t gone_at_us)
@@ -697,30 +719,21 @@ command *command_adopt(box *b, json_t *saved, int pidfd, const int fds[3], int64
     snprintf(c->id, sizeof c->id, "%s", id ? id : "");
     c->box = b;
     c->adopted = true;
-    c->argv = json_pack("[s, s, s]", "/bin/bash", "-c", c->cmd);
-    c->env = json_object();
-    c->terminal_fd = -1;
+    restore_program(c, saved);
     c->pid = (pid_t)json_integer_value(json_object_get(saved, "pid"));
     c->sandbox_pid = (int)json_integer_value(json_object_get(saved, "sandbox_pid"));
     c->pidfd = pidfd;
     c->started_us = json_integer_value(json_object_get(saved, "started_us"));
     c->started_ms = clock_monotonic_ms();
-    c->stdin_fd = fds[2];
+    bool terminal = json_is_true(json_object_get(saved, "terminal"));
+    c->stdin_fd = terminal ? fcntl(fds[0], F_DUPFD_CLOEXEC, 0) : fds[2];
     if (c->stdin_fd >= 0) {
         fcntl(c->stdin_fd, F_SETFL, O_NONBLOCK);
         loop_watch_add(&c->stdin_watch, c->stdin_fd, 0, on_stdin_ready, c);
     }
-    output *outputs[2] = {&c->out, &c->err};
-    const char *names[2] = {"stdout", "stderr"};
-    for (int i = 0; i < 2; i++) {
-        outputs[i]->fd = fds[i];
-        outputs[i]->name = names[i];
-        outputs[i]->owner = c;
-        if (fds[i] < 0)
-            continue;
-        fcntl(fds[i], F_SETFL, O_NONBLOCK);
-        loop_watch_add(&outputs[i]->watch, fds[i], EPOLLIN, on_output_ready, outputs[i]);
-    }
+    watch_output(c, &c->out, fds[0], terminal ? "pty" : "stdout");
+    watch_output(c, &c->err, terminal ? -1 : fds[1], "stderr");
+    c->terminal_fd = terminal ? fds[0] : -1;
     /* What it printed before the restart was the previous daemon's to keep: say so where it
        would have been. What it printed since waits in its pipes and follows. */
     time_t seconds = (time_t)((gone_at_us ? gone_at_us : clock_wall_us()) / 1000000);

@@ -94,8 +94,9 @@ void command_unwatch(command *c, void *arg);
 void command_forget(command *c); /* kills it if running and drops the record */
 /* Background commands outlive a daemon that dies: the keeper holds their pipes, the sandbox's
    record lists the running ones (this list), and the next daemon adopts each (its pid checked
-   by the caller, `pidfd` and `fds` — stdout, stderr, stdin — taken over). Its output from
-   before the restart is not kept; an adopted command's exit status is unknown (exit_code null). */
+   by the caller, `pidfd` and `fds` — stdout, stderr, stdin; a terminal's master alone — taken
+   over) with its argv, added variables, tag and terminal. Its output from before the restart is
+   not kept; an adopted command's exit status is unknown (exit_code null). */
 json_t *command_persisted(box *b);
 command *command_adopt(box *b, json_t *saved, int pidfd, const int fds[3], int64_t gone_at_us);
 
