@@ -773,10 +773,16 @@ command *command_find_pid(box *b, int sandbox_pid)
 
 command *command_find_tag(box *b, const char *tag)
 {
-    for (command *c = *list_of(b); c; c = c->next)
-        if (c->tag && strcmp(c->tag, tag) == 0)
+    command *ended = NULL;
+    for (command *c = *list_of(b); c; c = c->next) {
+        if (!c->tag || strcmp(c->tag, tag) != 0)
+            continue;
+        if (!c->exited)
             return c;
-    return NULL;
+        if (!ended)
+            ended = c;
+    }
+    return ended;
 }
 
 command *command_next(box *b, command *after) { return after ? after->next : *list_of(b); }

@@ -60,7 +60,7 @@ command *command_start(box *b, const command_request *request, const command_sin
                        void *arg, failure_kind *failure, char *why, size_t why_size);
 command *command_find(box *b, const char *id_or_pid);
 command *command_find_pid(box *b, int sandbox_pid);
-command *command_find_tag(box *b, const char *tag); /* the newest with that tag */
+command *command_find_tag(box *b, const char *tag); /* a running one first, else the newest */
 /* The sandbox's commands, newest first: command_next(b, NULL) is the first. */
 command *command_next(box *b, command *after);
 json_t *command_model(const command *c, bool with_output);

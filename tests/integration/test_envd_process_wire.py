@@ -269,3 +269,22 @@ def test_input_a_process_does_not_read_is_bounded(daemon, sandbox_id):
     assert pid in [p["pid"] for p in unary(daemon, sandbox_id, "List", {}).json()["processes"]]
     unary(daemon, sandbox_id, "SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
     assert events(read_frames(r))[-1][1]["status"] == "signal: killed"
+
+
+def test_a_tag_names_the_running_process_that_has_it(daemon, sandbox_id):
+    done = stream(daemon, sandbox_id, "Start", {"process": {"cmd": "/bin/true"}, "tag": "job"})
+    assert events(read_frames(done))[-1][1]["exitCode"] == 0
+    r = stream(daemon, sandbox_id, "Start", {"process": {"cmd": "/bin/sleep", "args": ["300"]},
+                                             "tag": "job"})
+    (start,) = read_frames(r, stop=lambda m: "start" in m.get("event", {}))
+    pid = start[1]["event"]["start"]["pid"]
+    done2 = stream(daemon, sandbox_id, "Start", {"process": {"cmd": "/bin/true"}, "tag": "job"})
+    assert events(read_frames(done2))[-1][1]["exitCode"] == 0  # a newer one, ended
+    follower = stream(daemon, sandbox_id, "Connect", {"process": {"tag": "job"}})
+    (first,) = read_frames(follower, stop=lambda m: "start" in m.get("event", {}))
+    assert first[1] == {"event": {"start": {"pid": pid}}}
+    answer = unary(daemon, sandbox_id, "SendSignal", {"process": {"tag": "job"},
+                                                      "signal": "SIGNAL_SIGKILL"})
+    assert answer.status_code == 200, answer.text
+    assert events(read_frames(follower))[-1][1]["status"] == "signal: killed"
+    assert events(read_frames(r))[-1][1]["status"] == "signal: killed"
