@@ -313,7 +313,12 @@ static void start_process(void *context, json_t *message, connect_stream *stream
     const char *tag = NULL;
     char cwd[4096];
     command_request request = {.timeout_ms = call->timeout_ms};
-    if (!json_is_object(config)) {
+    if (box_get_state(call->box) == BOX_PAUSED) {
+        /* a process joining a frozen cgroup would freeze on the way in */
+        connect_fail(&error, "failed_precondition",
+                     "sandbox %s is paused: resume it (Sandbox.connect) before starting processes",
+                     box_id(call->box));
+    } else if (!json_is_object(config)) {
         connect_fail(&error, "invalid_argument",
                      "'process' is required: {\"cmd\": \"/bin/bash\", \"args\": [...]}");
     } else if ((argv = program_of(config, &error)) && envs_of(config, &envs, &error) &&

@@ -288,3 +288,21 @@ def test_a_tag_names_the_running_process_that_has_it(daemon, sandbox_id):
     assert answer.status_code == 200, answer.text
     assert events(read_frames(follower))[-1][1]["status"] == "signal: killed"
     assert events(read_frames(r))[-1][1]["status"] == "signal: killed"
+
+
+def test_a_paused_sandbox_starts_no_process_until_resumed(daemon):
+    r = api(daemon, "POST", "/sandboxes", json={"templateID": "base", "timeout": 300})
+    assert r.status_code == 201, r.text
+    sid = r.json()["sandboxID"]
+    try:
+        assert api(daemon, "POST", f"/sandboxes/{sid}/pause").status_code == 204
+        r = stream(daemon, sid, "Start", {"process": {"cmd": "/bin/true"}})
+        ((flags, end),) = read_frames(r)
+        assert end["error"]["code"] == "failed_precondition" and "paused" in end["error"]["message"]
+        # the daemon is not stuck: it answers, and once resumed the sandbox runs processes
+        resumed = api(daemon, "POST", f"/sandboxes/{sid}/connect", json={"timeout": 300})
+        assert resumed.status_code in (200, 201), resumed.text
+        r = stream(daemon, sid, "Start", {"process": {"cmd": "/bin/true"}})
+        assert events(read_frames(r))[-1][1]["exitCode"] == 0
+    finally:
+        api(daemon, "DELETE", f"/sandboxes/{sid}")
