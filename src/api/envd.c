@@ -5,12 +5,14 @@
 #include "api/connect.h"
 #include "api/envd_files.h"
 #include "api/envd_filesystem.h"
+#include "api/envd_process.h"
 #include "api/envd_user.h"
 #include "api/errors.h"
 
-/* envd's Connect-RPC services that cellbox serves; process.Process is not yet among them, so its
-   calls answer "unimplemented" in Connect's shape. */
-static const connect_service *const envd_services[] = {&envd_filesystem_service, NULL};
+/* envd's Connect-RPC services that cellbox serves (process.Process is served by
+   envd_process_serve, which gives its methods the call's deadline too). */
+static const connect_service *const envd_services[] = {&envd_filesystem_service,
+                                                       &envd_process_service, NULL};
 
 bool envd_streams_body(const http_request *request)
 {
@@ -23,10 +25,12 @@ static void serve_connect(http_request *request, box *b, const char *service, co
 {
     envd_user user;
     connect_error error = {.code = "invalid_argument"};
-    if (envd_user_of_request(request, &user, error.message, sizeof error.message))
-        connect_serve(request, envd_services, service, method, b);
-    else
+    if (!envd_user_of_request(request, &user, error.message, sizeof error.message))
         connect_respond_error(request, &error);
+    else if (strcmp(service, ENVD_PROCESS_SERVICE) == 0)
+        envd_process_serve(request, b, method); /* its calls carry their deadline */
+    else
+        connect_serve(request, envd_services, service, method, b);
 }
 
 void envd_route(http_request *request, box *b, char **s, int n)

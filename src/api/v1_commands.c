@@ -228,7 +228,12 @@ static void command_action(http_request *request, box *b, command *c, const char
             return;
         if (request_optional_string(request, body, "data", &data) &&
             request_optional_bool(request, body, "eof", &eof) && v1_require_running(request, b)) {
-            if (command_write_stdin(c, data, strlen(data), eof) < 0)
+            int written = command_write_stdin(c, data, strlen(data), eof);
+            if (written == -2)
+                http_respond_error(request, 409, "the command has not read the %d MiB already "
+                                   "written to its stdin: write again once it reads",
+                                   COMMAND_STDIN_PENDING_MAX >> 20);
+            else if (written < 0)
                 http_respond_error(request, 409, "the command's stdin is closed (it ended, or eof "
                                    "was sent)");
             else

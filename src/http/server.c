@@ -1021,7 +1021,9 @@ static void on_request_completed(void *cls, struct MHD_Connection *connection, v
         if (stream->on_closed)
             stream->on_closed(stream->arg, completed);
         buffer_free(&stream->queue);
-        free(stream);
+        /* It owns peer_watch: a hang-up event for it may be in the loop's batch that is being
+           handled now (this runs from libmicrohttpd's turn), so it is freed after the batch. */
+        loop_defer(free, stream);
         heap_note_release();
     }
     if (request->upgrade) {

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/openat2.h>
 #include <linux/capability.h>
 #include <net/if.h>
 #include <sched.h>
@@ -15,6 +16,8 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -196,6 +199,58 @@ static int open_root_of(int pidfd)
     return open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
+/* The sandbox's /dev/pts/ptmx, resolved inside its root: its /dev is a read-only tmpfs the
+   daemon built, but the lookup still follows no link and stays in the root, and what it opens
+   must be a pty multiplexer (a character device 5:2) before it is used. */
+static int open_sandbox_ptmx(int supervisor_pidfd, char *why, size_t why_size)
+{
+    int root = open_root_of(supervisor_pidfd);
+    if (root < 0) {
+        snprintf(why, why_size, "cannot find the sandbox's root (is it still running?)");
+        return -1;
+    }
+    struct open_how how = {
+        .flags = O_RDWR | O_NOCTTY | O_CLOEXEC,
+        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
+    int master = (int)syscall(SYS_openat2, root, "dev/pts/ptmx", &how, sizeof how);
+    int saved_errno = errno;
+    close(root);
+    struct stat status;
+    if (master < 0 || fstat(master, &status) < 0 || !S_ISCHR(status.st_mode) ||
+        major(status.st_rdev) != 5 || minor(status.st_rdev) != 2) {
+        snprintf(why, why_size, "cannot open the sandbox's /dev/pts/ptmx: %s",
+                 master < 0 ? strerror(saved_errno) : "not a pty multiplexer");
+        if (master >= 0)
+            close(master);
+        return -1;
+    }
+    return master;
+}
+
+int sandbox_open_terminal(int supervisor_pidfd, unsigned cols, unsigned rows, uid_t uid, gid_t gid,
+                          int *terminal, char *why, size_t why_size)
+{
+    int master = open_sandbox_ptmx(supervisor_pidfd, why, why_size);
+    if (master < 0)
+        return -1;
+    int unlock = 0;
+    struct winsize size = {.ws_col = (unsigned short)cols, .ws_row = (unsigned short)rows};
+    /* TIOCGPTPEER opens the other end from the master itself: no path to race on. */
+    int peer = -1;
+    if (ioctl(master, TIOCSPTLCK, &unlock) < 0 || ioctl(master, TIOCSWINSZ, &size) < 0 ||
+        (peer = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 ||
+        fchown(peer, uid, gid) < 0) {
+        snprintf(why, why_size, "cannot set up the sandbox's terminal: %s", strerror(errno));
+        if (peer >= 0)
+            close(peer);
+        close(master);
+        return -1;
+    }
+    *terminal = peer;
+    return master;
+}
+
 /* Every signal to its default action, the two real-time signals glibc reserves for itself
    included (its signal() refuses those, and a sanitizer runtime leaves one ignored): through
    the system call. */
@@ -242,6 +297,11 @@ static void join_and_clone(int supervisor_pidfd, const sandbox_spec *spec, int r
     pid_t program = (pid_t)syscall(SYS_clone, CLONE_PARENT | SIGCHLD, NULL, NULL, NULL, NULL);
     if (program == 0) {
         setsid();
+        /* A terminal program's session has the pty as its terminal: job control, ^C, SIGWINCH on
+           a resize and SIGHUP when it closes work as in a terminal. Its own session's terminal
+           only: TIOCSTI stays blocked by seccomp. */
+        if (spec->controlling_terminal && ioctl(0, TIOCSCTTY, 0) < 0)
+            setup_failed("cannot make the terminal the controlling terminal", strerror(errno));
         close(group_made[0]);
         close(group_made[1]);
         /* Every signal's default action, whatever the daemon has: it ignores SIGPIPE (a client

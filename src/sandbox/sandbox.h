@@ -36,6 +36,9 @@ typedef struct sandbox_spec {
     /* for sandbox_join: no parent-death signal (another context: the keeper holds its channel,
        so it outlives a daemon that dies); a command has one and ends with the daemon */
     bool outlives_daemon;
+    /* for sandbox_join: fd 0 is a terminal (sandbox_open_terminal) that becomes the program's
+       controlling terminal, in the session it leads */
+    bool controlling_terminal;
 } sandbox_spec;
 
 /* Starts the sandbox; returns the supervisor's pid (as the host sees it) and a pidfd for it, or
@@ -49,6 +52,13 @@ pid_t sandbox_start(const sandbox_spec *spec, int *pidfd, char *why, size_t why_
    reported on its fd 2 with exit status 125. */
 pid_t sandbox_join(int supervisor_pidfd, const sandbox_spec *spec, int *pidfd, char *why,
                    size_t why_size);
+
+/* Opens a pseudo-terminal of the running sandbox behind `supervisor_pidfd`: a pair from the
+   sandbox's own devpts instance (its /dev/pts), so the program sees its terminal there. Returns
+   the master (the daemon's end) and sets *terminal to the other end, owned by uid:gid and sized
+   cols x rows; -1 with `why`. */
+int sandbox_open_terminal(int supervisor_pidfd, unsigned cols, unsigned rows, uid_t uid, gid_t gid,
+                          int *terminal, char *why, size_t why_size);
 
 /* The steps, for a zygote that runs the program without exec: clone into new namespaces, then
    in the child enter (on failure it exits 125), then supervise (returns only in the program's

@@ -8,7 +8,7 @@
   Every step is checked here again.
 - The same routes on the wire with `requests`: what the SDK relies on when things go wrong
   (E2B's error body {"code", "message"}, 502 for a sandbox that is gone, the token required in
-  each of E2B's headers) and what cellbox does not serve (envd's process service, other ports).
+  each of E2B's headers) and what cellbox does not serve (methods envd does not have, other ports).
 
 The npm packages come from `scripts/install-deps.sh test` (npm ci in tests/clients/node)."""
 import json
@@ -238,7 +238,7 @@ def test_other_ports_and_connect_rpc_are_not_served(daemon, sandbox):
     sid = sandbox["sandboxID"]
     r = into(daemon, sid, "8080", "GET", "/")
     assert r.status_code == 502 and "49999" in r.json()["message"]
-    r = into(daemon, sid, ENVD, "POST", "/process.Process/Start", data=b"{}",
+    r = into(daemon, sid, ENVD, "POST", "/process.Process/NoSuchMethod", data=b"{}",
              headers={"Content-Type": "application/json"})
     assert r.status_code == 404 and r.json()["code"] == "unimplemented"
 

@@ -133,7 +133,7 @@ def test_bad_protocol_headers_are_invalid_argument(daemon, sandbox_id):
 
 def test_unknown_and_streaming_methods_are_unimplemented(daemon, sandbox_id):
     for path in ["/filesystem.Filesystem/NoSuchMethod", "/no.Such/Service",
-                 "/process.Process/Start"]:
+                 "/process.Process/NoSuchMethod"]:
         message = connect_error(call(daemon, sandbox_id, path), 404, "unimplemented")
         assert path[1:] in message
 

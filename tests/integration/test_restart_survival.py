@@ -4,11 +4,13 @@ left on the host after it dies (issue 18, "Nothing lost").
 Every daemon is stopped by pid (tests/helpers/daemon.py); a daemon killed with SIGKILL is
 followed by a new one on the same data directory, which must clean up after it.
 """
+import base64
 import contextlib
 import json
 import os
 import re
 import signal
+import struct
 import subprocess
 
 import pytest
@@ -434,6 +436,73 @@ def test_kill_9_keeps_an_e2b_sandboxs_lifecycle_and_home(make_daemon):
         assert value(sid, "1 + 1") == ["2"]  # the call resumed it
         assert d.finish() is None
         assert cgroups_named({sid}) == []
+    finally:
+        stop_keeper(d)
+
+
+def envd_call(d, sandbox_id, method, message, streaming=False):
+    """A process.Process call into a sandbox, as E2B's SDKs make it (unary, or a stream)."""
+    body = json.dumps(message).encode()
+    if streaming:
+        body = struct.pack(">BI", 0, len(body)) + body
+    headers = {"E2b-Sandbox-Id": sandbox_id, "E2b-Sandbox-Port": "49983",
+               "X-Access-Token": d.token, "Connect-Protocol-Version": "1",
+               "Content-Type": "application/connect+json" if streaming else "application/json"}
+    return requests.post(f"{d.origin}/process.Process/{method}", data=body, headers=headers,
+                         timeout=60, stream=streaming)
+
+
+def envd_events(response, until=None, limit=1000):
+    """The events of a process stream as they come, until its end frame or `until(events)`."""
+    events = []
+    for _ in range(limit):
+        head = response.raw.read(5)
+        if len(head) < 5:
+            break
+        flags, length = struct.unpack(">BI", head)
+        message = json.loads(response.raw.read(length))
+        if flags == 0x02:
+            break
+        if "keepalive" not in message["event"]:
+            events.append(message["event"])
+        if until and until(events):
+            break
+    return events
+
+
+def test_an_envd_process_survives_kill_9_with_its_program_tag_and_terminal(make_daemon):
+    d = make_daemon()
+    r = requests.post(f"{d.origin}/sandboxes", headers={"X-API-Key": d.token}, timeout=120,
+                      json={"templateID": "base", "timeout": 3600})
+    assert r.status_code == 201, r.text
+    sid = r.json()["sandboxID"]
+    started = envd_call(d, sid, "Start", {
+        "process": {"cmd": "/bin/bash", "args": ["-c", "read x; echo got:$x; stty size"],
+                    "envs": {"KEPT": "yes"}},
+        "pty": {"size": {"cols": 80, "rows": 24}}, "tag": "kept-terminal"}, streaming=True)
+    pid = envd_events(started, until=lambda events: events)[0]["start"]["pid"]
+    kill_hard(d)
+    started.close()
+    try:
+        d = restart_on(make_daemon, d)
+        listed = envd_call(d, sid, "List", {}).json()["processes"]
+        assert [(p["pid"], p["tag"], p["config"]["args"], p["config"]["envs"]) for p in listed] == \
+            [(pid, "kept-terminal", ["-c", "read x; echo got:$x; stty size"], {"KEPT": "yes"})]
+        follower = envd_call(d, sid, "Connect", {"process": {"tag": "kept-terminal"}},
+                             streaming=True)
+        assert envd_events(follower, until=lambda events: events)[0] == {"start": {"pid": pid}}
+        # still a terminal: it is resized, and its input is pty input
+        resized = envd_call(d, sid, "Update", {"process": {"pid": pid},
+                                               "pty": {"size": {"cols": 132, "rows": 43}}})
+        assert resized.status_code == 200, resized.text
+        assert envd_call(d, sid, "SendInput", {"process": {"pid": pid}, "input": {
+            "pty": base64.b64encode(b"go\n").decode()}}).status_code == 200
+        events = envd_events(follower)
+        screen = b"".join(base64.b64decode(e["data"]["pty"]) for e in events if "data" in e)
+        assert b"got:go" in screen and b"43 132" in screen, screen
+        # its exit status went to the sandbox's init with the old daemon's child: said so
+        assert events[-1]["end"]["exitCode"] == -1 and "restart" in events[-1]["end"]["error"]
+        assert d.finish() is None
     finally:
         stop_keeper(d)
 
