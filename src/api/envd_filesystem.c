@@ -530,6 +530,8 @@ static json_t *get_watcher_events(void *context, json_t *message, connect_error 
     watcher *w = find_watcher(context, message, error);
     if (!w)
         return NULL;
+    if (w->w)
+        watch_take_pending(w->w);
     if (w->failure.code) {
         *error = w->failure;
         return NULL;

@@ -291,6 +291,8 @@ static void on_inotify_ready(void *owner, uint32_t events)
     }
 }
 
+void watch_take_pending(watch *w) { on_inotify_ready(w, EPOLLIN); }
+
 /* ---- start ---- */
 
 static watch *fail_start(watch *w, int *error, int code, char *why, size_t why_size,

@@ -52,6 +52,10 @@ watch *watch_start(box *b, const char *path, bool recursive, const watch_callbac
                    void *arg, int *error, char *why, size_t why_size);
 /* The watched directory's absolute sandbox path ("/workspace/data"). */
 const char *watch_path(const watch *w);
+/* Reads the changes the kernel queued for this watch and not yet read by the loop, calling the
+   callbacks as the loop would (the watch may end in them): a poll then answers everything done
+   before it, a file removed by the call just before included. */
+void watch_take_pending(watch *w);
 /* Stops a watch; no callback is called after (also when called from one). */
 void watch_stop(watch *w);
 
