@@ -14,4 +14,5 @@ Modules, in the order a request flows through them:
   shell       the InteractiveShell subclass and its display publisher / display hook
   stdio       unbuffered sys.stdout / sys.stderr on fd 1 / 2
   compiler    ipykernel's cell file names (/tmp/ipykernel_<pid>/<hash>.py)
+  user_site   $HOME/.local's site-packages on sys.path, so what pip installs imports at once
 """
