@@ -137,6 +137,22 @@ def test_uploaded_wheel_installs_offline_and_imports_in_the_running_kernel(v1, b
     assert host_site_listing() == before
 
 
+def test_an_exec_kernel_imports_it_too(make_daemon):
+    """A kernel exec'd in its sandbox (--zygote=false) started its own Python there, which left
+    the user site out because it did not exist yet: it imports the wheel all the same."""
+    v1 = V1(make_daemon(args=["--zygote=false"]))
+    try:
+        box = v1.create(timeout_s=0)
+        assert v1.value(box["id"], "import sys; any('.local' in p for p in sys.path)") == "True"
+        v1.write(box["id"], WHEEL_NAME, build_wheel("exec"))
+        events, exit_code = run(v1, box, f"pip install --no-index ./{WHEEL_NAME}")
+        assert exit_code == 0, events
+        assert v1.value(box["id"], f"import {PACKAGE}; {PACKAGE}.GREETING") == "'exec'"
+    finally:
+        v1.cleanup()
+    assert_not_on_host()
+
+
 def test_python3_m_pip_and_user_installs_alike(v1, box):
     sid = box["id"]
     v1.write(sid, WHEEL_NAME, build_wheel("user"))
