@@ -130,9 +130,24 @@ static int bind_no_network_sitecustomize(const rootfs_spec *spec)
     return mount(NULL, DEBIAN_SITECUSTOMIZE, NULL, RO_FLAGS, NULL);
 }
 
+/* Login shells (E2B's commands run `bash -l -c`) take PATH from the host's /etc/profile, which
+   then reads /etc/profile.d: the user's own programs (pip's console scripts) come first there
+   too, as in the environment the daemon gives (kernel.c). */
+static int write_profile_path(void)
+{
+    if (make_dirs("etc/profile.d") < 0)
+        return -1;
+    return make_file("etc/profile.d/cellbox-user-programs.sh",
+                     "case \":$PATH:\" in\n"
+                     "*\":$HOME/.local/bin:\"*) ;;\n"
+                     "*) PATH=\"$HOME/.local/bin:$PATH\" ;;\n"
+                     "esac\n");
+}
+
 static int build_etc(const rootfs_spec *spec, char *why, size_t why_size)
 {
-    if (make_dirs("etc") < 0 || write_identity_files(spec) < 0 || write_pip_config(spec) < 0)
+    if (make_dirs("etc") < 0 || write_identity_files(spec) < 0 || write_pip_config(spec) < 0 ||
+        write_profile_path() < 0)
         return fail(why, why_size, "cannot write", "/etc");
     for (size_t i = 0; i < sizeof host_etc_entries / sizeof host_etc_entries[0]; i++) {
         char source[256], target[256];

@@ -28,17 +28,20 @@ PIP_TIMEOUT = 120  # seconds: a bound on each request, so a retrying pip fails t
 PACKAGE = "cellbox_pip_probe"
 VERSION = "1.0"
 WHEEL_NAME = f"{PACKAGE}-{VERSION}-py3-none-any.whl"
+COMMAND = "cellbox-pip-probe"  # the wheel's console script
 NOTE = "cellbox: this sandbox has no network, so pip could not reach"
 HOST_SITES = ("/usr/lib/python3/dist-packages", "/usr/local/lib/python3.11/dist-packages",
               "/usr/lib/python3.11/site-packages")
 
 
 def build_wheel(greeting):
-    """A minimal pure-Python wheel, zipped by hand (no setuptools, no network): the module, its
-    METADATA, WHEEL and RECORD with each file's hash as the wheel format asks."""
+    """A minimal pure-Python wheel, zipped by hand (no setuptools, no network): the module, a
+    console script, its METADATA, WHEEL and RECORD with each file's hash as the wheel format
+    asks."""
     dist_info = f"{PACKAGE}-{VERSION}.dist-info"
     files = {
-        f"{PACKAGE}/__init__.py": f"GREETING = {greeting!r}\n",
+        f"{PACKAGE}/__init__.py": f"GREETING = {greeting!r}\n\n\ndef main():\n    print(GREETING)\n",
+        f"{dist_info}/entry_points.txt": f"[console_scripts]\n{COMMAND} = {PACKAGE}:main\n",
         f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {PACKAGE}\nVersion: {VERSION}\n",
         f"{dist_info}/WHEEL": ("Wheel-Version: 1.0\nGenerator: cellbox-test\n"
                                "Root-Is-Purelib: true\nTag: py3-none-any\n"),
@@ -135,6 +138,21 @@ def test_uploaded_wheel_installs_offline_and_imports_in_the_running_kernel(v1, b
     assert v1.value(sid, f"{PACKAGE}.__file__").startswith("'/workspace/.local/lib/python3.11/site-packages/")
     assert_not_on_host()
     assert host_site_listing() == before
+
+
+def test_the_wheels_command_is_on_path_everywhere(v1, box):
+    """pip puts a package's console scripts in ~/.local/bin, which comes first on PATH in
+    commands (bash -c), login shells (E2B's bash -l -c, whose PATH /etc/profile resets) and the
+    kernel, so pip has no "not on PATH" warning to give."""
+    sid = box["id"]
+    v1.write(sid, WHEEL_NAME, build_wheel("a command"))
+    events, exit_code = run(v1, box, f"pip install --no-index ./{WHEEL_NAME}")
+    assert exit_code == 0 and "not on PATH" not in events.stdout + events.stderr, events
+    for shell in (COMMAND, f"bash -l -c {COMMAND}"):
+        events, exit_code = run(v1, box, shell)
+        assert (exit_code, events.stdout) == (0, "a command\n"), (shell, events)
+    events = v1.execute(sid, f"!{COMMAND}")
+    assert not events.errors and events.stdout == "a command\n", events
 
 
 def test_an_exec_kernel_imports_it_too(make_daemon):
