@@ -10,24 +10,21 @@
   command installs from an index: here one the test serves on the host's loopback.
 - The host's /usr is untouched throughout.
 """
-import base64
 import contextlib
 import functools
-import hashlib
 import http.server
-import io
 import os
-import zipfile
 
 import pytest
 
+from helpers import wheels
 from helpers.daemon import serving_in_thread
 from helpers.v1 import V1
 
 PIP_TIMEOUT = 120  # seconds: a bound on each request, so a retrying pip fails the test, not hangs
 PACKAGE = "cellbox_pip_probe"
 VERSION = "1.0"
-WHEEL_NAME = f"{PACKAGE}-{VERSION}-py3-none-any.whl"
+WHEEL_NAME = wheels.wheel_name(PACKAGE, VERSION)
 COMMAND = "cellbox-pip-probe"  # the wheel's console script
 NOTE = "cellbox: this sandbox has no network, so pip could not reach"
 HOST_SITES = ("/usr/lib/python3/dist-packages", "/usr/local/lib/python3.11/dist-packages",
@@ -35,27 +32,7 @@ HOST_SITES = ("/usr/lib/python3/dist-packages", "/usr/local/lib/python3.11/dist-
 
 
 def build_wheel(greeting):
-    """A minimal pure-Python wheel, zipped by hand (no setuptools, no network): the module, a
-    console script, its METADATA, WHEEL and RECORD with each file's hash as the wheel format
-    asks."""
-    dist_info = f"{PACKAGE}-{VERSION}.dist-info"
-    files = {
-        f"{PACKAGE}/__init__.py": f"GREETING = {greeting!r}\n\n\ndef main():\n    print(GREETING)\n",
-        f"{dist_info}/entry_points.txt": f"[console_scripts]\n{COMMAND} = {PACKAGE}:main\n",
-        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {PACKAGE}\nVersion: {VERSION}\n",
-        f"{dist_info}/WHEEL": ("Wheel-Version: 1.0\nGenerator: cellbox-test\n"
-                               "Root-Is-Purelib: true\nTag: py3-none-any\n"),
-    }
-    record = ""
-    for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
-        record += f"{path},sha256={digest.decode()},{len(text.encode())}\n"
-    files[f"{dist_info}/RECORD"] = record + f"{dist_info}/RECORD,,\n"
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as wheel:
-        for path, text in files.items():
-            wheel.writestr(path, text)
-    return buffer.getvalue()
+    return wheels.build_wheel(PACKAGE, VERSION, greeting, COMMAND)
 
 
 def host_site_listing():
