@@ -104,10 +104,10 @@ static int write_identity_files(const rootfs_spec *spec)
    check for a newer pip. */
 static int write_pip_config(const rootfs_spec *spec)
 {
-    return make_file("etc/pip.conf",
-                     spec->network ? "[global]\nbreak-system-packages = true\n"
-                                   : "[global]\nbreak-system-packages = true\nretries = 0\n"
-                                     "timeout = 5\ndisable-pip-version-check = true\n");
+    static const char with_network[] = "[global]\nbreak-system-packages = true\n";
+    static const char without_network[] = "[global]\nbreak-system-packages = true\nretries = 0\n"
+                                          "timeout = 5\ndisable-pip-version-check = true\n";
+    return make_file("etc/pip.conf", spec->network ? with_network : without_network);
 }
 
 /* In a sandbox without a network, cellbox's sitecustomize (runtime/python, which does what
