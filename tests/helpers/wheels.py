@@ -1,6 +1,6 @@
 """Wheels built by hand for the tests of pip in a sandbox (no setuptools, no network).
 
-build_wheel(package, version, greeting, command) -> bytes of `wheel_name(package, version)`:
+build_wheel(package, version, greeting, command, pth_line=None) -> bytes of `wheel_name(package, version)`:
 a pure-Python wheel whose module holds GREETING and a main() that prints it, with `command` as
 its console script, and METADATA, WHEEL and RECORD (each file's hash) as the wheel format asks.
 """
@@ -14,7 +14,9 @@ def wheel_name(package, version):
     return f"{package}-{version}-py3-none-any.whl"
 
 
-def build_wheel(package, version, greeting, command):
+def build_wheel(package, version, greeting, command, pth_line=None):
+    """`pth_line`, if given, is the one line of a `<package>.pth` beside the package (as
+    setuptools and editable installs put there: a path, or `import ...` run at startup)."""
     dist_info = f"{package}-{version}.dist-info"
     files = {
         f"{package}/__init__.py": f"GREETING = {greeting!r}\n\n\ndef main():\n    print(GREETING)\n",
@@ -23,6 +25,8 @@ def build_wheel(package, version, greeting, command):
         f"{dist_info}/WHEEL": ("Wheel-Version: 1.0\nGenerator: cellbox-test\n"
                                "Root-Is-Purelib: true\nTag: py3-none-any\n"),
     }
+    if pth_line is not None:
+        files[f"{package}.pth"] = pth_line + "\n"
     record = ""
     for path, text in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")

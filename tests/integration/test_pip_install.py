@@ -31,8 +31,8 @@ HOST_SITES = ("/usr/lib/python3/dist-packages", "/usr/local/lib/python3.11/dist-
               "/usr/lib/python3.11/site-packages")
 
 
-def build_wheel(greeting):
-    return wheels.build_wheel(PACKAGE, VERSION, greeting, COMMAND)
+def build_wheel(greeting, pth_line=None):
+    return wheels.build_wheel(PACKAGE, VERSION, greeting, COMMAND, pth_line)
 
 
 def host_site_listing():
@@ -146,6 +146,20 @@ def test_an_exec_kernel_imports_it_too(make_daemon):
     finally:
         v1.cleanup()
     assert_not_on_host()
+
+
+def test_a_pth_file_pip_installs_runs_in_the_running_kernel(v1, box):
+    """A .pth file in the user site runs once, as it would at startup, when the kernel next
+    looks there for a module."""
+    sid = box["id"]
+    v1.write(sid, WHEEL_NAME, build_wheel("pth", "import os; os.environ['CELLBOX_PTH_RUNS'] = "
+                                                 "os.environ.get('CELLBOX_PTH_RUNS', '') + 'x'"))
+    events, exit_code = run(v1, box, f"pip install --no-index ./{WHEEL_NAME}")
+    assert exit_code == 0, events
+    assert v1.value(sid, f"import {PACKAGE}, os; os.environ.get('CELLBOX_PTH_RUNS')") == "'x'"
+    events = v1.execute(sid, "try:\n    import no_such_module_here\nexcept ImportError:\n    pass\n"
+                             "import os; os.environ.get('CELLBOX_PTH_RUNS')")
+    assert events.main_result.get("text") == "'x'", events  # once, not at every lookup
 
 
 def test_python3_m_pip_and_user_installs_alike(v1, box):
