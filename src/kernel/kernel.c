@@ -231,6 +231,28 @@ static void environment_free(environment *env)
     free(env->entries);
 }
 
+/* The user's own programs before the system's, as Debian's ~/.profile puts them: pip installs a
+   package's commands (its console scripts) in $HOME/.local/bin. Rewrites the PATH entry, once
+   HOME is there, whatever HOME is. */
+static void put_user_programs_on_path(environment *env)
+{
+    const char *home = NULL;
+    size_t path_index = env->count;
+    for (size_t i = 0; i < env->count; i++) {
+        if (strncmp(env->entries[i], "HOME=", 5) == 0)
+            home = env->entries[i] + 5;
+        else if (strncmp(env->entries[i], "PATH=", 5) == 0)
+            path_index = i;
+    }
+    if (!home || path_index == env->count)
+        return;
+    char *path;
+    if (asprintf(&path, "PATH=%s/.local/bin:%s", home, env->entries[path_index] + 5) < 0)
+        die("out of memory");
+    free(env->entries[path_index]);
+    env->entries[path_index] = path;
+}
+
 /* The kernel's environment is built from scratch: nothing of the daemon's (its token above all)
    reaches a kernel. Request variables come in already filtered to KERNEL_*. Caches and IPython's
    profile go to /tmp so they do not clutter the user's /workspace. */
@@ -248,6 +270,7 @@ static void build_environment(environment *env, const kernel *k, bool with_reque
     environment_add(env, "CELLBOX_KERNEL_ID", k->id);
     environment_add(env, "OPENBLAS_NUM_THREADS", "1");
     environment_add(env, "OMP_NUM_THREADS", "1");
+    put_user_programs_on_path(env);
     if (!with_request_env)
         return;
     const char *name;

@@ -22,6 +22,10 @@ static const char *const host_etc_entries[] = {
 };
 
 /* /proc entries that expose the host kernel (Docker's masked and read-only lists). */
+/* Debian's python3.11 reads this (its /usr/lib/python3.11/sitecustomize.py links here); relative
+   to the new root, inside the "python3.11" entry above. */
+#define DEBIAN_SITECUSTOMIZE "etc/python3.11/sitecustomize.py"
+
 static const char *const proc_masked[] = {"kcore", "keys", "timer_list", "sched_debug",
                                           "sysrq-trigger", "latency_stats", "kallsyms", "kmsg"};
 static const char *const proc_readonly[] = {"sys", "irq", "bus", "fs", "asound", "acpi", "scsi"};
@@ -92,9 +96,58 @@ static int write_identity_files(const rootfs_spec *spec)
     return make_file("etc/resolv.conf", "");
 }
 
+/* pip's site-wide configuration. The sandbox's /usr is the host's, read-only: pip can only ever
+   write to the user's site ($HOME/.local, in the workspace), which it chooses by itself when
+   site-packages is not writable. Debian's PEP 668 marker would refuse even that
+   (externally-managed-environment), though it guards only the /usr a sandbox cannot change. With
+   no network, every index is out of reach: no retries (pip would back off for seconds), no
+   check for a newer pip. */
+static int write_pip_config(const rootfs_spec *spec)
+{
+    static const char with_network[] = "[global]\nbreak-system-packages = true\n";
+    static const char without_network[] = "[global]\nbreak-system-packages = true\nretries = 0\n"
+                                          "timeout = 5\ndisable-pip-version-check = true\n";
+    return make_file("etc/pip.conf", spec->network ? with_network : without_network);
+}
+
+/* In a sandbox without a network, cellbox's sitecustomize (runtime/python, which does what
+   Debian's does, then watches pip) replaces Debian's: pip alone answers an unreachable index
+   with "No matching distribution found", which reads as a misspelt name; pip's last line then
+   says the sandbox has no network and what to do instead. Nothing is bound where the host has
+   no sitecustomize to replace (the mount point could not be made in the read-only /etc). */
+static int bind_no_network_sitecustomize(const rootfs_spec *spec)
+{
+    if (spec->network || access(DEBIAN_SITECUSTOMIZE, F_OK) < 0)
+        return 0;
+    char source[4096];
+    snprintf(source, sizeof source, "%s/share/cellbox/python/no_network_sitecustomize.py",
+             spec->runtime_dir);
+    if (access(source, R_OK) < 0)
+        return 0; /* a runtime without it: pip still works, only without the last line */
+    /* Mounted over the existing file, never opened for writing: it is the host's. */
+    if (mount(source, DEBIAN_SITECUSTOMIZE, NULL, MS_BIND, NULL) < 0)
+        return -1;
+    return mount(NULL, DEBIAN_SITECUSTOMIZE, NULL, RO_FLAGS, NULL);
+}
+
+/* Login shells (E2B's commands run `bash -l -c`) take PATH from the host's /etc/profile, which
+   then reads /etc/profile.d: the user's own programs (pip's console scripts) come first there
+   too, as in the environment the daemon gives (kernel.c). */
+static int write_profile_path(void)
+{
+    if (make_dirs("etc/profile.d") < 0)
+        return -1;
+    return make_file("etc/profile.d/cellbox-user-programs.sh",
+                     "case \":$PATH:\" in\n"
+                     "*\":$HOME/.local/bin:\"*) ;;\n"
+                     "*) PATH=\"$HOME/.local/bin:$PATH\" ;;\n"
+                     "esac\n");
+}
+
 static int build_etc(const rootfs_spec *spec, char *why, size_t why_size)
 {
-    if (make_dirs("etc") < 0 || write_identity_files(spec) < 0)
+    if (make_dirs("etc") < 0 || write_identity_files(spec) < 0 || write_pip_config(spec) < 0 ||
+        write_profile_path() < 0)
         return fail(why, why_size, "cannot write", "/etc");
     for (size_t i = 0; i < sizeof host_etc_entries / sizeof host_etc_entries[0]; i++) {
         char source[256], target[256];
@@ -103,6 +156,8 @@ static int build_etc(const rootfs_spec *spec, char *why, size_t why_size)
         if (bind_readonly(source, target, true) < 0)
             return fail(why, why_size, "cannot bind", source);
     }
+    if (bind_no_network_sitecustomize(spec) < 0)
+        return fail(why, why_size, "cannot bind", DEBIAN_SITECUSTOMIZE);
     return 0;
 }
 

@@ -70,7 +70,7 @@ def daemon_environ(home, extra=None):
 def kernel_environ(home):
     """What cellboxd gives a kernel (src/kernel/kernel.c, build_environment), with HOME and the
     IPython, matplotlib and cache directories in `home` instead of a sandbox's /workspace."""
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "USER": "user", "LANG": "C.UTF-8",
+    return {"PATH": f"{home}/.local/bin:/usr/local/bin:/usr/bin:/bin", "HOME": home, "USER": "user", "LANG": "C.UTF-8",
             "PYTHONUNBUFFERED": "1", "MPLBACKEND": "module://matplotlib_inline.backend_inline",
             "MPLCONFIGDIR": os.path.join(home, ".config", "matplotlib"),
             "IPYTHONDIR": os.path.join(home, ".ipython"), "XDG_CACHE_HOME": os.path.join(home, ".cache"),

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from helpers.daemon import built
 from seclib import PWN, sha256
 
 pytestmark = pytest.mark.cellbox_only
@@ -61,6 +62,37 @@ for name, fn in (('rename', lambda: os.rename('/workspace/passwd.new', '/etc/pas
     assert got["rename"] in (18, EROFS, EACCES), got  # EXDEV: another filesystem
     assert got["unlink"] in (EROFS, EACCES) and got["chmod"] in (EROFS, EPERM, EACCES), got
     assert got["symlink"] in (EROFS, EACCES), got
+    box.assert_contained()
+
+
+def test_python_and_pip_configuration_cannot_be_changed(box, hostile):
+    """A sandbox's /etc/pip.conf is generated, and its sitecustomize is cellbox's file mounted
+    over Debian's (no network): a cell can neither rewrite, remove nor unmount them, and the
+    host's files behind them keep their content."""
+    host_files = ("/etc/python3.11/sitecustomize.py",
+                  built("share", "cellbox", "python", "no_network_sitecustomize.py"))
+    before = {p: sha256(p) for p in host_files}
+    got = attempt_writes(hostile, ["/etc/pip.conf", "/etc/python3.11/sitecustomize.py",
+                                   "/usr/lib/python3.11/sitecustomize.py",
+                                   "/opt/cellbox/share/cellbox/python/no_network_sitecustomize.py"],
+                         mode="a")
+    for p, outcome in got.items():
+        assert outcome in (EROFS, EACCES), f"{p}: {outcome}"
+    got = hostile.json("""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+_result = {}
+try:
+    os.unlink('/etc/pip.conf'); _result['unlink'] = 'done'
+except OSError as e:
+    _result['unlink'] = e.errno
+rc = libc.umount2(b'/etc/python3.11/sitecustomize.py', 2)  # MNT_DETACH
+_result['umount'] = 'done' if rc == 0 else ctypes.get_errno()
+_result['still_cellbox'] = 'cellbox' in open('/etc/python3.11/sitecustomize.py').read()
+""")
+    assert got["unlink"] in (EROFS, EACCES) and got["umount"] == EPERM, got
+    assert got["still_cellbox"] is True, got
+    assert {p: sha256(p) for p in host_files} == before
     box.assert_contained()
 
 

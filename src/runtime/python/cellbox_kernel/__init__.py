@@ -15,4 +15,5 @@ Modules, in the order a request flows through them:
   charts      a displayed matplotlib figure as a structured chart (E2B's result.chart)
   stdio       unbuffered sys.stdout / sys.stderr on fd 1 / 2
   compiler    ipykernel's cell file names (/tmp/ipykernel_<pid>/<hash>.py)
+  user_site   $HOME/.local's site-packages on sys.path, so what pip installs imports at once
 """

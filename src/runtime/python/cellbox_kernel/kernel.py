@@ -9,7 +9,7 @@ import os
 import traceback
 import uuid
 
-from . import stdio
+from . import stdio, user_site
 from .channel import MAX_FRAME, ChannelClosed
 from .requests import Requests
 from .session import MalformedMessage, Session, decode, encode, timestamp
@@ -38,6 +38,7 @@ class Kernel:
         """Build the shell, then announce that requests can come."""
         self.shell = create_shell(self)
         add_working_directory_to_path()
+        user_site.enable()
         self.requests = Requests(self)
         enable_inline_figures(self.shell)
         self._warm_up()

@@ -14,8 +14,8 @@ import tempfile
 
 # Every module the kernel itself uses, so a forked kernel never imports from the host path
 # (which does not exist inside the sandbox).
-_OWN_MODULES = ("main", "channel", "charts", "compiler", "interrupts", "kernel", "requests", "session",
-                "script", "shell", "fast_paths", "stdin", "stdio")
+_OWN_MODULES = ("main", "channel", "charts", "compiler", "interrupts", "kernel", "requests",
+                "session", "script", "shell", "fast_paths", "stdin", "stdio", "user_site")
 
 
 def preload(modules, inside_python_dir):
