@@ -118,7 +118,7 @@ static void create_sandbox(http_request *request)
     const char *spec = kernelspec_for_template(template_id);
     failure_kind failure;
     char why[512];
-    kernel *k = spec ? manager_create(spec, env, NULL, network, &failure, why, sizeof why) : NULL;
+    kernel *k = spec ? manager_create(spec, env, NULL, network, NULL, &failure, why, sizeof why) : NULL;
     json_decref(network);
     if (!spec)
         errors_respond_e2b(request, 404,

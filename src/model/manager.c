@@ -121,7 +121,8 @@ static void remember(kernel *k, const sandbox_pieces *pieces)
 /* ---- creation ---- */
 
 kernel *manager_create(const char *spec_name, json_t *env, json_t *requested_limits,
-                       json_t *network, failure_kind *failure, char *why, size_t why_size)
+                       json_t *network, const rootfs_volumes *volumes, failure_kind *failure,
+                       char *why, size_t why_size)
 {
     const kernelspec *spec = kernelspec_find(spec_name ? spec_name : options.default_kernel);
     if (!spec) {
@@ -147,7 +148,9 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *requested_lim
                             &options.max_limits, options.allow_network, &limits, failure, why,
                             why_size) < 0)
         return NULL;
-    bool poolable = spec->pool_size > 0 && limits_equal(&limits, &options.default_limits, LIMITS_ALL);
+    /* A pooled kernel's sandbox is already built: nothing can be bound into it any more. */
+    bool poolable = spec->pool_size > 0 && limits_equal(&limits, &options.default_limits, LIMITS_ALL) &&
+                    (!volumes || volumes->count == 0);
     sandbox_pieces pieces;
     kernel *k = poolable ? pool_take(spec, &pieces) : NULL;
     bool pooled = k != NULL;
@@ -155,7 +158,7 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *requested_lim
         kernel_set_environment(k, env); /* as if it had started with the request's variables */
         kernel_touch(k);
     } else {
-        k = prepared_start_kernel(spec, env, &limits, &pieces, why, why_size);
+        k = prepared_start_kernel(spec, env, &limits, volumes, &pieces, why, why_size);
     }
     if (!k) {
         *failure = FAILURE_INTERNAL;

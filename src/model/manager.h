@@ -37,9 +37,11 @@ bool manager_has_room(size_t pooled);
    limits; forbidden at the kernel limit or for network the daemon does not allow; not found for
    an unknown kernelspec; exhausted when the daemon's open files are near their budget
    (descriptors.h); internal otherwise) and a message; nothing half-made is left. `env` entries
-   must already be checked; `limits` and `network` are the request's (may be NULL). */
+   must already be checked; `limits` and `network` are the request's (may be NULL); `volumes`
+   the named volumes bound in (volumes.h; NULL: none; such a sandbox never comes from a pool). */
 kernel *manager_create(const char *spec_name, json_t *env, json_t *limits, json_t *network,
-                       failure_kind *failure, char *why, size_t why_size);
+                       const rootfs_volumes *volumes, failure_kind *failure, char *why,
+                       size_t why_size);
 kernel *manager_find(const char *id);
 void manager_delete(kernel *k);
 size_t manager_count(void);

@@ -84,6 +84,13 @@ void sandbox_pieces_record(const sandbox_pieces *pieces, kernel *k)
         json_object_set_new(record, "kernelspec", json_string(kernel_spec(k)->name));
         json_object_set(record, "env", kernel_request_env(k));
         json_object_set_new(record, "limits", limits_to_json(kernel_limits(k)));
+        /* By name and path only: the next daemon finds each volume's host mount itself. */
+        const rootfs_volumes *volumes = &kernel_get_sandbox(k)->volumes;
+        json_t *mounts = json_object();
+        for (int i = 0; i < volumes->count; i++)
+            json_object_set_new(mounts, volumes->mount[i].name,
+                                json_string(volumes->mount[i].path));
+        json_object_set_new(record, "volumes", mounts);
         pid_t pid = kernel_pid(k);
         if (pid > 0 && kernel_get_state(k) != KERNEL_DEAD) {
             json_object_set_new(record, "pid", json_integer(pid));
