@@ -13,7 +13,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 # procps: a sandbox's commands run the host's /usr, and `ps` is one every agent expects (a bare
 # Debian has none).
 run_pkgs=(build-essential pkg-config libmicrohttpd-dev libwslay-dev libjansson-dev libssl-dev
-  libseccomp-dev libacl1-dev libpython3.11-dev libcurl4-openssl-dev libarchive-dev e2fsprogs tar python3-ipython python3-numpy python3-pandas
+  libseccomp-dev libpython3.11-dev libcurl4-openssl-dev libarchive-dev e2fsprogs tar python3-ipython python3-numpy python3-pandas
   python3-matplotlib python3-matplotlib-inline procps)
 bench_pkgs=(python3-websocket python3-requests jupyter-server python3-jupyter-server
   python3-jupyter-client python3-ipykernel)

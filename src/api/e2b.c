@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/e2b_volumes.h"
 #include "api/envd.h"
 #include "api/request.h"
 #include "api/v1_contexts.h"
@@ -79,6 +80,8 @@ static json_t *listed_model(box *b)
         (json_int_t)(limits->memory_bytes >> 20), "diskSizeMB",
         (json_int_t)(limits->disk_bytes >> 20), "metadata", json_object_get(native, "metadata"),
         "state", e2b_state(b) ? e2b_state(b) : "dead", "envdVersion", ENVD_VERSION);
+    json_object_set_new(model, "volumeMounts",
+                        e2b_volumes_mounts_model(json_object_get(native, "volumes")));
     json_decref(native);
     return model;
 }
@@ -93,8 +96,8 @@ static const char *kernelspec_for_template(const char *template_id)
     return kernelspec_find(template_id) ? template_id : NULL;
 }
 
-/* POST /sandboxes {templateID, timeout, metadata, envVars, allow_internet_access, ...}: fields
-   cellbox has no use for (mcp, network rules, autoPause, volumes) are ignored. */
+/* POST /sandboxes {templateID, timeout, metadata, envVars, allow_internet_access, volumeMounts,
+   ...}: fields cellbox has no use for (mcp, network rules, autoPause) are ignored. */
 static void create_sandbox(http_request *request)
 {
     json_t *body = request_parse_body(request, REQUEST_ANY_FIELD); /* unlike /v1 */
@@ -118,7 +121,16 @@ static void create_sandbox(http_request *request)
     const char *spec = kernelspec_for_template(template_id);
     failure_kind failure;
     char why[512];
-    kernel *k = spec ? manager_create(spec, env, NULL, network, NULL, &failure, why, sizeof why) : NULL;
+    rootfs_volumes volumes;
+    if (e2b_volumes_from_request(json_object_get(body, "volumeMounts"), &volumes, &failure, why,
+                                 sizeof why) < 0) {
+        errors_respond_e2b(request, errors_status_of_failure(failure), "%s", why);
+        json_decref(network);
+        json_decref(body);
+        return;
+    }
+    kernel *k = spec ? manager_create(spec, env, NULL, network, &volumes, &failure, why, sizeof why)
+                     : NULL;
     json_decref(network);
     if (!spec)
         errors_respond_e2b(request, 404,
@@ -379,7 +391,8 @@ static bool is_control_plane_path(const char *path)
 
 bool e2b_owns(http_request *request)
 {
-    return http_header(request, "E2b-Sandbox-Id") || is_control_plane_path(http_path(request));
+    return http_header(request, "E2b-Sandbox-Id") || is_control_plane_path(http_path(request)) ||
+           e2b_volumes_owns(http_path(request));
 }
 
 /* A call into a sandbox, as E2B's proxy routes it: an unknown sandbox is 502, which the SDK
@@ -412,6 +425,8 @@ void e2b_dispatch(http_request *request)
 {
     if (http_header(request, "E2b-Sandbox-Id"))
         route_into_sandbox(request);
+    else if (e2b_volumes_owns(http_path(request)))
+        e2b_volumes_route(request);
     else
         route_control_plane(request);
 }

@@ -167,8 +167,11 @@ static const char *adopt_one(const saved_sandbox *saved, keeper_entry *entry, in
     rootfs_volumes volumes;
     failure_kind ignored;
     if (volumes_from_request(json_object_get(record, "volumes"), &volumes, &ignored, why,
-                             sizeof why) < 0)
+                             sizeof why) < 0 ||
+        manager_open_volume_views(saved->id, uid, &volumes, why, sizeof why) < 0) {
         log_warn("sandbox %s: its volumes are not all known any more: %s", saved->id, why);
+        volumes.count = 0; /* still bound inside; only a restart of its kernel goes without */
+    }
     kernel_adoption adoption = {
         .id = saved->id, .spec = spec, .workspace = workspace,
         .env = json_object_get(record, "env"),

@@ -46,6 +46,9 @@ void manager_init(const manager_options *opts)
     snprintf(path, sizeof path, "%s/volumes", options.data_dir);
     if (fs_mkdir_p(path, 0700) < 0)
         die("cannot create %s: %s", path, strerror(errno));
+    snprintf(path, sizeof path, "%s/volume-views", options.data_dir);
+    if (fs_mkdir_p(path, 0700) < 0)
+        die("cannot create %s: %s", path, strerror(errno));
     sandbox_pieces_init(options.data_dir, options.workspace_kind, options.first_uid);
     if (registry_init(options.data_dir) < 0)
         die("cannot create %s/sandboxes: %s", options.data_dir, strerror(errno));
@@ -238,6 +241,11 @@ void manager_detach_all(void)
 bool manager_uid_available(uid_t uid) { return sandbox_pieces_uid_available(uid); }
 void manager_sandbox_base(kernel_sandbox *base) { sandbox_pieces_base(base); }
 char *manager_workspace_of(const char *id) { return sandbox_pieces_path("workspaces", id, ""); }
+int manager_open_volume_views(const char *id, uid_t uid, rootfs_volumes *volumes, char *why,
+                              size_t why_size)
+{
+    return sandbox_pieces_open_volume_views(id, uid, volumes, why, why_size);
+}
 
 void manager_take_over(kernel *k, uid_t uid, sandbox_cgroup *cgroup)
 {

@@ -64,6 +64,9 @@ void manager_detach_all(void);
 bool manager_uid_available(uid_t uid);          /* one of this daemon's block, and free */
 void manager_sandbox_base(kernel_sandbox *base); /* its root mount point and runtime directory */
 char *manager_workspace_of(const char *id);     /* DATA_DIR/workspaces/<id>, malloc'd */
+/* Its volumes' id-mapped views (sandbox_pieces.h), kept if still mounted. 0, or -1 + why. */
+int manager_open_volume_views(const char *id, uid_t uid, rootfs_volumes *volumes, char *why,
+                              size_t why_size);
 /* An adopted kernel becomes one the manager handed out, with this uid and cgroup: remembered,
    its record rewritten, its channels given to the keeper. */
 void manager_take_over(kernel *k, uid_t uid, sandbox_cgroup *cgroup);

@@ -169,7 +169,8 @@ kernel *prepared_start_kernel(const kernelspec *spec, json_t *env, const sandbox
         if (volumes)
             sandbox.volumes = *volumes;
         sandbox_pieces_base(&sandbox);
-        k = kernel_start(id, spec, workspace, env, &sandbox, why, why_size);
+        if (sandbox_pieces_open_volume_views(id, sandbox.uid, &sandbox.volumes, why, why_size) == 0)
+            k = kernel_start(id, spec, workspace, env, &sandbox, why, why_size);
     }
     if (!k)
         sandbox_pieces_release(pieces, workspace, keep_workspaces);

@@ -10,6 +10,8 @@ import pytest
 
 pytestmark = pytest.mark.cellbox_only
 
+VOLUME_OWNER = 65533  # sandbox/volume_shared.h: the id every volume file has on disk
+
 
 def create_volume(v1, name, **body):
     r = v1.post("v1/volumes", json={"name": name, **body})
@@ -95,18 +97,25 @@ def test_two_sandboxes_share_files_both_ways(v1):
     uid_a = sh(v1, a["id"], "id -u")[1].strip()
     uid_b = sh(v1, b["id"], "id -u")[1].strip()
     assert uid_a != uid_b
-    assert sh(v1, a["id"], "mkdir /mnt/shared/dir && echo from-a > /mnt/shared/dir/note")[0] == 0
+    # a private mode (umask 077, chmod 600) does not keep the other sandbox out: in each
+    # sandbox's view the volume's files are its own user's
+    assert sh(v1, a["id"], "umask 077 && mkdir /mnt/shared/dir && echo from-a > /mnt/shared/dir/note "
+                           "&& chmod 600 /mnt/shared/dir/note")[0] == 0
     code, out, err = sh(v1, b["id"], "cat /data/shared/dir/note && echo from-b >> /data/shared/dir/note "
-                                     "&& echo b-file > /data/shared/dir/b && stat -c '%u %a' /data/shared/dir/note")
+                                     "&& echo b-file > /data/shared/dir/b && stat -c '%u %g %a' /data/shared/dir/note")
     assert code == 0, err
-    assert out.splitlines() == ["from-a", f"{uid_a} 666"], out
+    assert out.splitlines() == ["from-a", f"{uid_b} {uid_b} 600"], out
     code, out, err = sh(v1, a["id"], "cat /mnt/shared/dir/note /mnt/shared/dir/b && rm /mnt/shared/dir/b "
-                                     "&& stat -c '%a' /mnt/shared/dir")
+                                     "&& stat -c '%u %a' /mnt/shared/dir/note /mnt/shared/dir")
     assert code == 0, err
-    assert out.splitlines() == ["from-a", "from-b", "b-file", "777"], out
+    assert out.splitlines() == ["from-a", "from-b", "b-file", f"{uid_a} 600", f"{uid_a} 700"], out
     # the /v1 files API reaches the volume as the sandbox's processes see it
     r = v1.get(f"v1/sandboxes/{b['id']}/files", params={"path": "/data/shared/dir/note"})
     assert r.status_code == 200 and r.content == b"from-a\nfrom-b\n", r.text[:300]
+    # on disk, on the host, every file has the one unprivileged owner, never a sandbox's uid
+    image_root = os.path.join(v1.daemon.data_dir, "named-volumes", "volume-shared")
+    st = os.stat(os.path.join(image_root, "dir", "note"))
+    assert (st.st_uid, st.st_gid) == (VOLUME_OWNER, VOLUME_OWNER), st
 
 
 def test_files_outlive_their_sandboxes(v1):
