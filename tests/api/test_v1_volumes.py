@@ -4,6 +4,7 @@ limit, and go only when deleted (issue 20, part G).
 Each test uses volumes of its own names; the daemon fixture's finish() fails the module if the
 daemon leaves a mount behind, and test_nothing_left_after_the_daemon_stops checks loop devices.
 """
+import contextlib
 import os
 
 import pytest
@@ -218,4 +219,54 @@ def test_volumes_survive_a_restart_and_nothing_is_left(make_daemon):
     assert delete_volume(v2, "durable").status_code == 204
     assert not os.path.exists(os.path.join(first.data_dir, "named-volumes", "volume-durable.img"))
     second.stop()
+    assert loops_backed_by(first.data_dir) == []
+
+
+def test_a_restarted_kernel_gets_its_volume_again(v1, daemon):
+    create_volume(v1, "restarting", size="16M")
+    s = v1.create(timeout_s=0, volumes={"restarting": "/mnt/r"})
+    v1.execute(s["id"], "open('/mnt/r/f', 'w').write('before the restart')")
+    r = v1.client.post(f"api/kernels/{s['id']}/restart")
+    assert r.status_code == 200, r.text
+    ev = v1.execute(s["id"], "print(open('/mnt/r/f').read()); open('/mnt/r/g', 'w').write('after')")
+    assert ev.stdout == "before the restart\n", ev
+    v1.remove(s["id"])
+    assert delete_volume(v1, "restarting").status_code == 204
+
+
+def test_a_sandbox_left_running_over_a_daemon_restart_keeps_its_volume(make_daemon):
+    import signal
+    from helpers.v1 import V1
+    first = make_daemon(args=["--keep-sandboxes"])
+    with open(os.path.join(first.data_dir, "keeper.pid")) as f:
+        keeper = int(f.read())
+    v1 = V1(first)
+    create_volume(v1, "adopted", size="16M")
+    s = v1.create(timeout_s=0, volumes={"adopted": "/mnt/a"})
+    assert sh(v1, s["id"], "echo one > /mnt/a/f")[0] == 0
+    first.stopped_by_us = True
+    os.kill(first.pid, signal.SIGTERM)
+    assert first.proc.wait(timeout=30) == 0
+    assert "leaving 1 sandbox(es) running" in first.log_text()
+    second = make_daemon(start=False)
+    second.data_dir = first.data_dir
+    second.start()
+    try:
+        v2 = V1(second)
+        assert v2.model(s["id"])["volumes"] == {"adopted": "/mnt/a"}
+        # still in use: the adopted sandbox is named
+        r = delete_volume(v2, "adopted")
+        assert r.status_code == 409 and s["id"] in error_of(r), r.text
+        assert sh(v2, s["id"], "echo two >> /mnt/a/f && cat /mnt/a/f")[1] == "one\ntwo\n"
+        # a restart of its kernel binds the volume again, through the view kept for it
+        assert v2.client.post(f"api/kernels/{s['id']}/restart").status_code == 200
+        assert v2.execute(s["id"], "print(open('/mnt/a/f').read(), end='')").stdout == "one\ntwo\n"
+        assert v2.remove(s["id"]).status_code == 204
+        assert delete_volume(v2, "adopted").status_code == 204
+    finally:
+        second.stop()  # a plain stop: the keeper ends with it
+        with contextlib.suppress(OSError):  # unless the test failed first: stopped by its pid
+            with open(f"/proc/{keeper}/cmdline", "rb") as f:
+                if first.data_dir.encode() in f.read():
+                    os.kill(keeper, signal.SIGKILL)
     assert loops_backed_by(first.data_dir) == []
