@@ -16,9 +16,10 @@ static const char volume_usage[] =
     "       cellbox volume rm NAME... [--force]\n"
     "\n"
     "Named volumes: disks of a fixed size that outlive sandboxes and mount into several at once\n"
-    "(cellbox create --volume NAME:/mnt/data). Every sandbox that mounts one reads and writes\n"
-    "all of its files. A volume is removed only by `cellbox volume rm`, which refuses while a\n"
-    "sandbox mounts it unless --force is given (those sandboxes keep it until they end).\n"
+    "(cellbox create --volume NAME:/mnt/data). A NAME is 1 to 63 letters, digits, '_' or '-'.\n"
+    "Every sandbox that mounts one reads and writes all of its files. A volume is removed only\n"
+    "by `cellbox volume rm`, which refuses while a sandbox mounts it unless --force is given\n"
+    "(those sandboxes keep it until they end).\n"
     "\n"
     "  --size SIZE   the volume's size limit, e.g. 512M or 4G (default 1G); writes past it fail\n"
     "                with 'No space left on device'\n";

@@ -45,8 +45,9 @@ static shared_volume *find(const char *name)
 
 bool volumes_exists(const char *name) { return find(name) != NULL; }
 
-/* Letters, digits, '.', '_' and '-', starting with a letter or digit, at most 63: safe as a file
-   name, in a URL and on a command line. */
+/* Letters, digits, '_' and '-', starting with a letter or digit, at most 63: safe as a file
+   name, in a URL and on a command line, and no ".img" or ".json" to pass for another volume's
+   files in the folder. */
 static bool valid_name(const char *name)
 {
     size_t length = strlen(name);
@@ -55,7 +56,7 @@ static bool valid_name(const char *name)
     for (size_t i = 0; i < length; i++) {
         char c = name[i];
         bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-        if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-')))
+        if (!alnum && (i == 0 || (c != '_' && c != '-')))
             return false;
     }
     return true;
@@ -105,6 +106,25 @@ static void load_record(const char *file_name)
     volumes[volume_count++] = v;
 }
 
+/* An image or mount point without a record: a delete a dead daemon left half done (the record
+   goes first). Unmounted and removed, so that no loop device stays behind. */
+static void remove_unrecorded(const char *file_name)
+{
+    size_t length = strlen(file_name);
+    if (strncmp(file_name, "volume-", 7) != 0 || (length > 5 && strcmp(file_name + length - 5, ".json") == 0))
+        return;
+    bool image = length > 4 && strcmp(file_name + length - 4, ".img") == 0;
+    char name[NAME_MAX_LENGTH + 1];
+    snprintf(name, sizeof name, "%.*s", (int)(length - 7 - (image ? 4 : 0)), file_name + 7);
+    if (find(name))
+        return;
+    char image_path[4200], mount_point[4200];
+    path_of(name, ".img", image_path, sizeof image_path);
+    path_of(name, "", mount_point, sizeof mount_point);
+    log_info("removing volume %s, which a previous daemon was deleting", name);
+    volume_shared_remove(image_path, mount_point);
+}
+
 void volumes_init(const char *data_dir)
 {
     snprintf(folder, sizeof folder, "%.4000s/named-volumes", data_dir);
@@ -114,6 +134,10 @@ void volumes_init(const char *data_dir)
     DIR *dir = opendir(folder);
     for (struct dirent *entry; dir && (entry = readdir(dir));)
         load_record(entry->d_name);
+    if (dir)
+        rewinddir(dir);
+    for (struct dirent *entry; dir && (entry = readdir(dir));)
+        remove_unrecorded(entry->d_name);
     if (dir)
         closedir(dir);
     if (volume_count > 0)
@@ -157,8 +181,8 @@ int volumes_create(const char *name, long long bytes, failure_kind *failure, cha
 {
     *failure = FAILURE_INVALID;
     if (!valid_name(name)) {
-        snprintf(why, why_size, "invalid volume name '%.80s': use 1 to %d letters, digits, '.', "
-                 "'_' or '-', starting with a letter or digit", name, NAME_MAX_LENGTH);
+        snprintf(why, why_size, "invalid volume name '%.80s': use 1 to %d letters, digits, '_' "
+                 "or '-', starting with a letter or digit", name, NAME_MAX_LENGTH);
         return -1;
     }
     if (bytes == 0)

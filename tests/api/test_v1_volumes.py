@@ -54,7 +54,7 @@ def test_create_list_get_delete(v1):
 
 
 def test_refusals_name_the_problem(v1):
-    for bad in ["", "-dash", "a/b", "..", "x" * 64, "sp ace", "ünï"]:
+    for bad in ["", "-dash", "a/b", "..", "x.img", "x" * 64, "sp ace", "ünï"]:
         r = v1.post("v1/volumes", json={"name": bad})
         assert r.status_code == 400 and "invalid volume name" in error_of(r), (bad, r.text)
     r = v1.post("v1/volumes", json={})
@@ -269,4 +269,30 @@ def test_a_sandbox_left_running_over_a_daemon_restart_keeps_its_volume(make_daem
             with open(f"/proc/{keeper}/cmdline", "rb") as f:
                 if first.data_dir.encode() in f.read():
                     os.kill(keeper, signal.SIGKILL)
+    assert loops_backed_by(first.data_dir) == []
+
+
+def test_a_delete_a_dead_daemon_left_half_done_is_finished_at_start(make_daemon):
+    import signal
+    from helpers.daemon import mounts_under
+    from helpers.v1 import V1
+    first = make_daemon()
+    create_volume(V1(first), "half", size="16M")
+    create_volume(V1(first), "whole", size="16M")
+    folder = os.path.join(first.data_dir, "named-volumes")
+    # killed just after the delete removed the record (its first step): image and mount remain
+    first.stopped_by_us = True
+    os.kill(first.pid, signal.SIGKILL)
+    first.proc.wait(timeout=30)
+    os.unlink(os.path.join(folder, "volume-half.json"))
+    second = make_daemon(start=False)
+    second.data_dir = first.data_dir
+    second.start()
+    assert "removing volume half, which a previous daemon was deleting" in second.log_text()
+    assert not os.path.exists(os.path.join(folder, "volume-half.img"))
+    assert not any(p.endswith("/volume-half") for p in mounts_under(folder))
+    # the other one is untouched, and its mount (left by the killed daemon) used again
+    assert [v["name"] for v in V1(second).get("v1/volumes").json()] == ["whole"]
+    assert [p for p in mounts_under(folder)] == [os.path.join(folder, "volume-whole")]
+    second.stop()
     assert loops_backed_by(first.data_dir) == []
