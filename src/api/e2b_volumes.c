@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/e2b_volume_content.h"
 #include "api/errors.h"
 #include "api/request.h"
 #include "http/url.h"
@@ -79,31 +80,17 @@ static void route_volume(http_request *request, const char *name)
     }
 }
 
-/* The SDK's method each content route stands for, for the refusal. */
-static const char *content_call(http_request *request, const char *what)
-{
-    bool get = http_method_is(request, "GET");
-    if (strcmp(what, "dir") == 0)
-        return get ? "Volume.list" : "Volume.makeDir";
-    if (strcmp(what, "file") == 0)
-        return get ? "Volume.readFile" : "Volume.writeFile";
-    if (strcmp(what, "path") == 0)
-        return get ? "Volume.getInfo/exists"
-                   : http_method_is(request, "PATCH") ? "Volume.updateMetadata" : "Volume.remove";
-    return "the volume content API";
-}
-
 void e2b_volumes_route(http_request *request)
 {
     char copy[2048];
     char *s[MAX_SEGMENTS];
     int n = url_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
     if (n >= 1 && strcmp(s[0], "volumecontent") == 0) {
-        errors_respond_e2b(request, 501,
-                           "not supported by cellbox: %s (E2B's volume content API, files of a "
-                           "volume outside any sandbox); mount the volume with volumeMounts at "
-                           "Sandbox.create and use sandbox.files on its path",
-                           content_call(request, n == 3 ? s[2] : ""));
+        if (n == 3)
+            e2b_volume_content_route(request, s[1], s[2]);
+        else
+            errors_respond_e2b(request, 404, "no such endpoint: %s (/volumecontent/{volumeID}/"
+                               "dir, path or file)", http_path(request));
     } else if (n == 1) {
         if (http_method_is(request, "GET"))
             list_volumes(request);

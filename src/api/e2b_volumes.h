@@ -1,9 +1,7 @@
 /* e2b_volumes — E2B's volumes on its control plane, so that the SDK's `Volume` class and
  * `volumeMounts` at Sandbox.create work unchanged: /volumes (create, list) and /volumes/{id}
- * (getInfo, destroy) over model/volumes.h. A cellbox volume's ID is its name. E2B's volume
- * content API (/volumecontent/{id}/...: Volume's list, makeDir, getInfo, exists,
- * updateMetadata, readFile, writeFile, remove on a volume outside any sandbox) answers 501
- * naming the call and the way that works: mount the volume and use sandbox.files. */
+ * (getInfo, destroy) over model/volumes.h, and the volume content API (/volumecontent/{id}/...:
+ * e2b_volume_content.h). A cellbox volume's ID is its name. */
 #ifndef CELLBOX_API_E2B_VOLUMES_H
 #define CELLBOX_API_E2B_VOLUMES_H
 

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,6 +287,33 @@ json_t *volumes_list_model(void)
     for (int i = 0; i < volume_count; i++)
         json_array_append_new(list, volumes_model(volumes[i].name));
     return list;
+}
+
+bool volumes_open_files(const char *name, confined *c, bool *missing, char *why, size_t why_size)
+{
+    shared_volume *v = find(name);
+    *missing = v == NULL;
+    if (!v || !v->mounted) {
+        snprintf(why, why_size, v ? "volume %.80s is not mounted on the host (see the daemon's log)"
+                                  : "volume %.80s does not exist", name);
+        return false;
+    }
+    char mount_point[4200];
+    path_of(v->name, "", mount_point, sizeof mount_point);
+    int root = open(mount_point, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (root < 0) {
+        snprintf(why, why_size, "cannot open volume %s: %s", v->name, strerror(errno));
+        return false;
+    }
+    confined_init(c, root, VOLUME_SHARED_OWNER, VOLUME_SHARED_OWNER);
+    return true;
+}
+
+void volumes_close_files(confined *c)
+{
+    if (c->root_fd >= 0)
+        close(c->root_fd);
+    c->root_fd = -1;
 }
 
 /* ---- mounts into a sandbox ---- */

@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "common/failure.h"
+#include "sandbox/confined.h"
 #include "sandbox/rootfs.h"
 
 #define VOLUMES_DEFAULT_BYTES (1LL << 30)
@@ -38,6 +39,13 @@ bool volumes_exists(const char *name);
 /* {"name", "size_bytes", "used_bytes", "created_at", "sandboxes": [ids]}; NULL: no such. */
 json_t *volumes_model(const char *name);
 json_t *volumes_list_model(void); /* every volume's model, by name */
+
+/* The volume's files from outside any sandbox (E2B's volume content API): `c` set up for
+   confined operations (sandbox/confined.h) beneath the volume's root, as the id its files
+   belong to on disk. False with `why` when there is no such volume (`*missing`) or it is not
+   mounted. volumes_close_files when done. */
+bool volumes_open_files(const char *name, confined *c, bool *missing, char *why, size_t why_size);
+void volumes_close_files(confined *c);
 
 /* Adds volume `name` at `path` (inside the sandbox) to `mounts`: the volume must exist, the path
    be absolute, normalized and outside the sandbox's own mounts (/proc, /usr, /etc, /workspace,

@@ -1,7 +1,7 @@
 """E2B's `Volume` class and `volumeMounts` (npm `e2b`, unchanged) against cellboxd (issue 20,
 part G): tests/clients/node/e2b_volumes.mjs drives the SDK and reports each step; every step's
-details are checked here. A cellbox volume's ID is its name; E2B's volume content API (files of
-a volume outside any sandbox) answers 501 naming the SDK method.
+details are checked here. A cellbox volume's ID is its name; E2B's volume content API reaches a
+volume's files outside any sandbox.
 
 The npm packages come from `scripts/install-deps.sh test` (npm ci in tests/clients/node)."""
 import json
@@ -39,7 +39,7 @@ def test_volume_scenario(daemon):
     steps = summary["steps"]
     detail = f"exit {proc.returncode}\nsummary: {json.dumps(summary, indent=1)}\nstderr:\n{proc.stderr[-3000:]}"
     expected = ["create", "list_info_connect", "mount_two", "share", "destroy_refused_while_mounted",
-                "content_api_not_supported", "outlives_sandboxes", "destroy"]
+                "content", "outlives_sandboxes", "destroy"]
     missing = [s for s in expected if s not in steps]
     assert not missing, f"steps never reported: {missing}\n{detail}"
     failed = {name: s for name, s in steps.items() if not s["ok"]}
@@ -69,12 +69,23 @@ def test_volume_scenario(daemon):
     assert "is mounted by sandbox" in refused["refused"]["message"], refused
     assert refused["still_listed"] is True, refused
 
-    content = steps["content_api_not_supported"]
-    for method, call in [("list", "Volume.list"), ("readFile", "Volume.readFile"),
-                         ("writeFile", "Volume.writeFile")]:
-        assert content[method]["isVolumeError"], content
-        assert f"not supported by cellbox: {call}" in content[method]["message"], content
-        assert "volumeMounts" in content[method]["message"], content
+    content = steps["content"]
+    assert content["made"] == {"name": "docs", "type": "directory", "path": "/docs"}, content
+    assert content["written"] == {"name": "a.txt", "type": "file", "size": 12, "mode": 0o644}, content
+    assert content["text"] == "hello volume" and content["byte_length"] == 12, content
+    assert content["fromSandbox"] == "from the first sandbox\nand the second\n", content
+    assert content["top"] == ["docs", "notes"], content
+    assert content["deep"] == ["/docs", "/docs/a.txt", "/notes", "/notes/hello.txt"], content
+    assert content["info"] == {"type": "file", "size": 12, "mode": 0o644, "mtime_is_date": True}, content
+    assert content["chmod_mode"] == 0o600, content
+    assert content["seenInSandbox"] == "hello volume", content
+    assert content["exists"] == [True, False], content
+    assert content["missing_is_path_not_found"] is True, content
+    assert content["owner"]["isVolumeError"], content
+    assert "not supported by cellbox: uid and gid" in content["owner"]["message"], content
+    assert content["again"]["isVolumeError"] and "already exists" in content["again"]["message"], content
+    assert content["escape"]["name"] == "VolumePathNotFoundError", content
+    assert content["removed"] is False, content
 
     assert steps["outlives_sandboxes"]["text"] == "from the first sandbox\nand the second\n"
 

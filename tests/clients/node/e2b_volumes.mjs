@@ -5,8 +5,9 @@
 //
 // A volume created, listed, looked up and connected to; two sandboxes mounting it at different
 // paths, files written by one read and changed by the other (through files.* and runCode);
-// destroy refused while mounted; the data still there for a third sandbox after the first two
-// are killed; the volume content API refused by name; the volume destroyed. Prints one JSON
+// destroy refused while mounted; the volume's files through E2B's volume content API (made,
+// written, read, listed, changed, removed, a planted link kept inside); the data still there for
+// a third sandbox after the first two are killed; the volume destroyed. Prints one JSON
 // summary line, {"ok", "steps": {name: {ok, ...}}}, and exits 0 when every step passed, 1
 // otherwise, 2 on a hang (global deadline). tests/clients/test_e2b_volumes.py checks the details.
 import { Sandbox } from '@e2b/code-interpreter';
@@ -99,11 +100,35 @@ await step('destroy_refused_while_mounted', async () => {
   return { refused, still_listed: (await Volume.list()).some(v => v.name === NAME) };
 });
 
-await step('content_api_not_supported', async () => {
+await step('content', async () => {
+  // files of the volume from outside any sandbox (E2B's volume content API)
+  const made = await volume.makeDir('/docs');
+  const written = await volume.writeFile('/docs/a.txt', 'hello volume');
+  const text = await volume.readFile('/docs/a.txt');
+  const fromSandbox = await volume.readFile('/notes/hello.txt');
+  const bytes = await volume.readFile('/docs/a.txt', { format: 'bytes' });
+  const top = (await volume.list('/')).map(e => e.name).sort();
+  const deep = (await volume.list('/', { depth: 2 })).map(e => e.path).sort();
+  const info = await volume.getInfo('/docs/a.txt');
+  const chmod = await volume.updateMetadata('/docs/a.txt', { mode: 0o600 });
+  const seenInSandbox = await second.files.read('/data/shared/docs/a.txt');
+  const exists = [await volume.exists('/docs'), await volume.exists('/nope')];
+  const missing = await failure(() => volume.readFile('/nope.txt'));
+  const owner = await failure(() => volume.updateMetadata('/docs/a.txt', { uid: 0 }));
+  const again = await failure(() => volume.makeDir('/docs'));
+  // a link planted by a sandbox resolves inside the volume, never on the host
+  await first.runCode("import os; os.symlink('/etc/passwd', '/mnt/data/escape')");
+  const escape = await failure(() => volume.readFile('/escape'));
+  await volume.remove('/docs');
+  const removed = await volume.exists('/docs');
   return {
-    list: await failure(() => volume.list('/')),
-    readFile: await failure(() => volume.readFile('/notes/hello.txt')),
-    writeFile: await failure(() => volume.writeFile('/x.txt', 'x')),
+    made: { name: made.name, type: made.type, path: made.path },
+    written: { name: written.name, type: written.type, size: written.size, mode: written.mode },
+    text, fromSandbox, byte_length: bytes.length, top, deep,
+    info: { type: info.type, size: info.size, mode: info.mode, mtime_is_date: info.mtime instanceof Date },
+    chmod_mode: chmod.mode, seenInSandbox, exists,
+    missing_is_path_not_found: missing?.name === 'VolumePathNotFoundError',
+    owner, again, escape, removed,
   };
 });
 
