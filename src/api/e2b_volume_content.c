@@ -29,7 +29,8 @@ static bool volume_path(http_request *request, char *out, size_t size)
 {
     const char *path = http_query(request, "path");
     if (!path || !*path) {
-        errors_respond_e2b(request, 400, "'path' is required: a path in the volume, e.g. /data.csv");
+        errors_respond_e2b(request, 400,
+                           "'path' is required: a path in the volume, e.g. /data.csv");
         return false;
     }
     int n = snprintf(out, size, "%s%s", path[0] == '/' ? "" : "/", path);
@@ -47,9 +48,9 @@ static bool no_owner(http_request *request, json_t *body)
     bool given = http_query(request, "uid") || http_query(request, "gid") ||
                  json_object_get(body, "uid") || json_object_get(body, "gid");
     if (given)
-        errors_respond_e2b(request, 400, "not supported by cellbox: uid and gid of a volume's files "
-                           "(every sandbox that mounts the volume owns all of its files); give "
-                           "mode only");
+        errors_respond_e2b(request, 400,
+                           "not supported by cellbox: uid and gid of a volume's files (every "
+                           "sandbox that mounts the volume owns all of its files); give mode only");
     return !given;
 }
 
@@ -67,14 +68,17 @@ static json_t *volume_entry(json_t *entry)
     const char *type = json_string_value(json_object_get(entry, "type"));
     const char *mode = json_string_value(json_object_get(entry, "mode"));
     json_t *time = json_object_get(entry, "modified_at");
-    json_t *model = json_pack(
-        "{s:O, s:O, s:s, s:O, s:I, s:O, s:O, s:O, s:O, s:O}", "name", json_object_get(entry, "name"),
-        "path", json_object_get(entry, "path"), "type",
-        !type ? "unknown" : strcmp(type, "dir") == 0 ? "directory"
-        : strcmp(type, "file") == 0 || strcmp(type, "symlink") == 0 ? type : "unknown",
-        "size", json_object_get(entry, "size"), "mode",
-        (json_int_t)(mode ? strtol(mode, NULL, 8) : 0), "uid", json_object_get(entry, "uid"), "gid",
-        json_object_get(entry, "gid"), "atime", time, "mtime", time, "ctime", time);
+    const char *e2b_type = !type                        ? "unknown"
+                           : strcmp(type, "dir") == 0   ? "directory"
+                           : strcmp(type, "file") == 0  ? "file"
+                           : strcmp(type, "symlink") == 0 ? "symlink"
+                                                          : "unknown";
+    json_t *model = json_pack("{s:O, s:O, s:s, s:O, s:I, s:O, s:O, s:O, s:O, s:O}", "name",
+                              json_object_get(entry, "name"), "path", json_object_get(entry, "path"),
+                              "type", e2b_type, "size", json_object_get(entry, "size"), "mode",
+                              (json_int_t)(mode ? strtol(mode, NULL, 8) : 0), "uid",
+                              json_object_get(entry, "uid"), "gid", json_object_get(entry, "gid"),
+                              "atime", time, "mtime", time, "ctime", time);
     json_t *target = json_object_get(entry, "symlink_target");
     if (target)
         json_object_set(model, "target", target);

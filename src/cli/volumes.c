@@ -114,7 +114,8 @@ static int remove_volumes(int argc, char **argv)
         force = true;
     }
     if (optind == argc)
-        return output_usage_error("volume rm", "missing the volume NAME(s) (see `cellbox volume ls`)");
+        return output_usage_error("volume rm",
+                                  "missing the volume NAME(s) (see `cellbox volume ls`)");
     int worst = EXIT_OK;
     for (int i = optind; i < argc; i++) {
         char *path = volume_path(argv[i], force ? "?force=true" : "");

@@ -85,7 +85,7 @@ static int write_record(const shared_volume *v)
 static void load_record(const char *file_name)
 {
     size_t length = strlen(file_name);
-    if (strncmp(file_name, "volume-", 7) != 0 || length < 12 ||
+    if (strncmp(file_name, "volume-", 7) != 0 || length < 13 || length - 12 > NAME_MAX_LENGTH ||
         strcmp(file_name + length - 5, ".json") != 0 || volume_count == MAX_VOLUMES)
         return;
     shared_volume v = {0};
@@ -112,12 +112,15 @@ static void load_record(const char *file_name)
 static void remove_unrecorded(const char *file_name)
 {
     size_t length = strlen(file_name);
-    if (strncmp(file_name, "volume-", 7) != 0 || (length > 5 && strcmp(file_name + length - 5, ".json") == 0))
+    bool record = length > 5 && strcmp(file_name + length - 5, ".json") == 0;
+    if (strncmp(file_name, "volume-", 7) != 0 || record)
         return;
     bool image = length > 4 && strcmp(file_name + length - 4, ".img") == 0;
+    if (length - 7 - (image ? 4 : 0) > NAME_MAX_LENGTH)
+        return;
     char name[NAME_MAX_LENGTH + 1];
     snprintf(name, sizeof name, "%.*s", (int)(length - 7 - (image ? 4 : 0)), file_name + 7);
-    if (find(name))
+    if (!valid_name(name) || find(name))
         return;
     char image_path[4200], mount_point[4200];
     path_of(name, ".img", image_path, sizeof image_path);
@@ -180,6 +183,11 @@ static json_t *sandboxes_using(const char *name)
 int volumes_create(const char *name, long long bytes, failure_kind *failure, char *why,
                    size_t why_size)
 {
+    if (!folder[0]) { /* volumes_init never ran (a harness of the request code): no disk here */
+        *failure = FAILURE_INTERNAL;
+        snprintf(why, why_size, "named volumes are not set up in this process");
+        return -1;
+    }
     *failure = FAILURE_INVALID;
     if (!valid_name(name)) {
         snprintf(why, why_size, "invalid volume name '%.80s': use 1 to %d letters, digits, '_' "

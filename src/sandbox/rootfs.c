@@ -209,7 +209,7 @@ static int bind_volumes(const rootfs_spec *spec, char *why, size_t why_size)
             return fail(why, why_size, "cannot bind the volume at", v->path);
         used += (size_t)snprintf(list + used, sizeof list - used, "%s\n", v->path);
     }
-    return count > 0 && make_file(ROOTFS_VOLUME_LIST + 1, list) < 0
+    return count > 0 && make_file(&ROOTFS_VOLUME_LIST[1], list) < 0 /* relative: no '/' */
                ? fail(why, why_size, "cannot write", ROOTFS_VOLUME_LIST)
                : 0;
 }

@@ -137,7 +137,8 @@ int volume_shared_open_view(const char *mount_point, const char *view, uid_t uid
         return -1;
     /* A detached copy of the volume's mount, id-mapped before anything can see it, then
        attached at the view. */
-    int tree = (int)syscall(SYS_open_tree, AT_FDCWD, mount_point, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    int tree = (int)syscall(SYS_open_tree, AT_FDCWD, mount_point,
+                            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
     struct mount_attr attributes = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID |
                                                 MOUNT_ATTR_NODEV,
                                     .userns_fd = (unsigned)userns};
