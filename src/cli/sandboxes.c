@@ -355,6 +355,13 @@ static void print_model(json_t *model)
            "network:", json_is_true(json_object_get(limits, "network")) ? "on" : "off");
     format_metadata(json_object_get(model, "metadata"), metadata, sizeof metadata);
     printf("%-10s%s\n", "metadata:", metadata[0] ? metadata : "-");
+    const char *volume;
+    json_t *path;
+    bool first_volume = true;
+    json_object_foreach(json_object_get(model, "volumes"), volume, path) {
+        printf("%-10s%s at %s\n", first_volume ? "volumes:" : "", volume, json_string_value(path));
+        first_volume = false;
+    }
     size_t index;
     json_t *context;
     json_array_foreach(json_object_get(model, "contexts"), index, context)

@@ -152,7 +152,8 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *requested_lim
                             why_size) < 0)
         return NULL;
     /* A pooled kernel's sandbox is already built: nothing can be bound into it any more. */
-    bool poolable = spec->pool_size > 0 && limits_equal(&limits, &options.default_limits, LIMITS_ALL) &&
+    bool poolable = spec->pool_size > 0 &&
+                    limits_equal(&limits, &options.default_limits, LIMITS_ALL) &&
                     (!volumes || volumes->count == 0);
     sandbox_pieces pieces;
     kernel *k = poolable ? pool_take(spec, &pieces) : NULL;

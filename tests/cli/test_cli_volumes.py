@@ -53,6 +53,8 @@ def test_volume_create_ls_mount_rm(cellbox):
     assert r.returncode == 0, explain(r)
     r = cellbox("--json", "info", sid)
     assert json.loads(r.stdout)["volumes"] == {"cli-data": "/mnt/data"}, explain(r)
+    r = cellbox("info", sid)
+    assert "volumes:  cli-data at /mnt/data\n" in r.stdout, explain(r)
     # in use: refused, naming the sandbox and --force
     r = cellbox("volume", "rm", "cli-data")
     assert r.returncode == 4 and sid in r.stderr and "force" in r.stderr, explain(r)
