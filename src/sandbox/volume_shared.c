@@ -115,7 +115,7 @@ static int owner_mapping_namespace(uid_t uid, gid_t gid, char *why, size_t why_s
     }
     if (fd < 0)
         snprintf(why, why_size, "cannot make the user namespace of a volume view: %s",
-                 byte == 'y' ? strerror(errno) : "unshare(CLONE_NEWUSER) failed");
+                 child < 0 || byte == 'y' ? strerror(errno) : "unshare(CLONE_NEWUSER) failed");
     close(ready[0]);
     close(done[1]);
     if (child > 0)
