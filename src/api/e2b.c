@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/e2b_volumes.h"
 #include "api/envd.h"
 #include "api/envd_access.h"
 #include "api/envd_files.h"
@@ -95,6 +96,8 @@ static json_t *listed_model(box *b)
         "diskSizeMB", (json_int_t)(limits->disk_bytes >> 20), "metadata",
         json_object_get(native, "metadata"), "state", e2b_state(b) ? e2b_state(b) : "dead",
         "envdVersion", ENVD_VERSION);
+    json_object_set_new(model, "volumeMounts",
+                        e2b_volumes_mounts_model(json_object_get(native, "volumes")));
     json_decref(native);
     json_object_set_new(model, "lifecycle",
                         json_pack("{s:s, s:b}", "onTimeout",
@@ -151,7 +154,8 @@ static bool refuse_cloud_only_create(http_request *request, json_t *body, const 
 }
 
 /* POST /sandboxes {templateID, timeout, metadata, envVars, allow_internet_access, autoPause,
-   autoResume, ...}: fields cellbox has no use for (network rules, volumes) are ignored. */
+   autoResume, volumeMounts, ...}: fields cellbox has no use for (network rules) are
+   ignored. */
 static void create_sandbox(http_request *request)
 {
     json_t *body = request_parse_body(request, REQUEST_ANY_FIELD); /* unlike /v1 */
@@ -178,7 +182,16 @@ static void create_sandbox(http_request *request)
     const char *spec = kernelspec_for_template(template_id);
     failure_kind failure;
     char why[512];
-    kernel *k = spec ? manager_create(spec, env, NULL, network, &failure, why, sizeof why) : NULL;
+    rootfs_volumes volumes;
+    if (e2b_volumes_from_request(json_object_get(body, "volumeMounts"), &volumes, &failure, why,
+                                 sizeof why) < 0) {
+        errors_respond_e2b(request, errors_status_of_failure(failure), "%s", why);
+        json_decref(network);
+        json_decref(body);
+        return;
+    }
+    kernel *k = spec ? manager_create(spec, env, NULL, network, &volumes, &failure, why, sizeof why)
+                     : NULL;
     json_decref(network);
     if (!spec)
         errors_respond_e2b(request, 404,
@@ -606,7 +619,8 @@ static bool is_signed_file_url(const http_request *request)
 bool e2b_owns(http_request *request)
 {
     return http_header(request, "E2b-Sandbox-Id") || is_control_plane_path(http_path(request)) ||
-           is_signed_file_url(request) || cloud_only_path(http_path(request));
+           is_signed_file_url(request) || cloud_only_path(http_path(request)) ||
+           e2b_volumes_owns(http_path(request));
 }
 
 bool e2b_streams_body(const http_request *request)
@@ -677,6 +691,8 @@ void e2b_dispatch(http_request *request)
                                http_header(request, "E2b-Sandbox-Port"));
     else if (is_signed_file_url(request))
         envd_files_route(request, NULL);
+    else if (e2b_volumes_owns(http_path(request)))
+        e2b_volumes_route(request);
     else
         route_control_plane(request);
 }

@@ -47,7 +47,7 @@ kernel *kernels_create(http_request *request, json_t *body)
     char why[512];
     kernel *k = manager_create(spec && *spec ? spec : manager_default_kernel(), env,
                                json_object_get(body, "limits"), json_object_get(body, "network"),
-                               &failure, why, sizeof why);
+                               NULL, &failure, why, sizeof why);
     json_decref(env);
     if (!k)
         http_respond_error(request, errors_status_of_failure(failure), "%s", why);

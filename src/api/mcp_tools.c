@@ -210,7 +210,7 @@ static box *sandbox_for(mcp_call *call, json_t *args, char default_sandbox[64], 
         return NULL;
     } else {
         failure_kind failure;
-        kernel *k = manager_create(manager_default_kernel(), NULL, NULL, NULL, &failure, why, sizeof why);
+        kernel *k = manager_create(manager_default_kernel(), NULL, NULL, NULL, NULL, &failure, why, sizeof why);
         if (!k) {
             finish_text(call, true, "cannot create a sandbox: %s", why);
             return NULL;
@@ -786,7 +786,7 @@ static void create_sandbox(mcp_call *call, json_t *args)
     }
     failure_kind failure;
     char why[512];
-    kernel *k = manager_create(template_name, NULL, NULL, NULL, &failure, why, sizeof why);
+    kernel *k = manager_create(template_name, NULL, NULL, NULL, NULL, &failure, why, sizeof why);
     if (!k) {
         finish_text(call, true, "cannot create a sandbox: %s", why);
         return;

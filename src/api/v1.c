@@ -11,6 +11,7 @@
 #include "api/v1_files.h"
 #include "api/v1_ready.h"
 #include "api/v1_run.h"
+#include "api/v1_volumes.h"
 #include "common/text.h"
 #include "http/query.h"
 #include "http/url.h"
@@ -21,6 +22,7 @@
 #include "model/manager.h"
 #include "model/pause.h"
 #include "model/ttl.h"
+#include "model/volumes.h"
 #include "sandbox/confined.h"
 
 #define MAX_SEGMENTS 8
@@ -56,7 +58,7 @@ static void list_templates(http_request *request)
 static void create_sandbox(http_request *request)
 {
     static const char *const fields[] = {"template", "timeout_s", "env", "metadata", "limits",
-                                         "network", NULL};
+                                         "network", "volumes", NULL};
     json_t *body = request_parse_body(request, fields);
     if (!body)
         return;
@@ -78,8 +80,15 @@ static void create_sandbox(http_request *request)
     }
     failure_kind failure;
     char why[512];
+    rootfs_volumes volumes;
+    if (volumes_from_request(json_object_get(body, "volumes"), &volumes, &failure, why,
+                             sizeof why) < 0) {
+        http_respond_error(request, errors_status_of_failure(failure), "%s", why);
+        json_decref(body);
+        return;
+    }
     kernel *k = manager_create(template_name, env, limits, json_object_get(body, "network"),
-                               &failure, why, sizeof why);
+                               &volumes, &failure, why, sizeof why);
     if (!k) {
         if (failure == FAILURE_NOT_FOUND)
             http_respond_error(request, 404, "template '%.*s' does not exist (see GET /v1/templates)",
@@ -230,6 +239,8 @@ void v1_dispatch(http_request *request)
             v1_run(request);
         else
             http_respond_method_not_allowed(request, "POST");
+    } else if ((n == 2 || n == 3) && strcmp(s[1], "volumes") == 0) {
+        v1_volumes_route(request, n == 3 ? s[2] : NULL);
     } else if (n == 2 && strcmp(s[1], "sandboxes") == 0) {
         if (http_method_is(request, "GET"))
             list_sandboxes(request);

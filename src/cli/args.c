@@ -20,6 +20,19 @@ bool args_key_value(const char *text, json_t *object)
     return true;
 }
 
+bool args_volume_mount(const char *text, json_t *object)
+{
+    const char *colon = strchr(text, ':');
+    if (!colon || colon == text || colon[1] != '/')
+        return false;
+    char *name = strndup(text, (size_t)(colon - text));
+    if (!name)
+        return false;
+    json_object_set_new(object, name, json_string(colon + 1));
+    free(name);
+    return true;
+}
+
 bool args_count(const char *text, long long *out)
 {
     char *end;

@@ -9,6 +9,9 @@
 
 /* "K=V" → object[K] = "V"; false when there is no '=' or K is empty. */
 bool args_key_value(const char *text, json_t *object);
+/* "NAME:/PATH" → object[NAME] = "/PATH"; false when NAME is empty or PATH is not absolute. The
+   daemon checks both further. */
+bool args_volume_mount(const char *text, json_t *object);
 /* A whole non-negative decimal number (seconds, counts); false otherwise. */
 bool args_count(const char *text, long long *out);
 /* A non-negative decimal fraction ("0.5"); false otherwise. */

@@ -7,6 +7,7 @@
  *   run.c        run (a stateless script in a throwaway sandbox)
  *   files.c      cp (files and directories, both ways)
  *   mcp.c        mcp (the Model Context Protocol on stdio, bridged to the daemon's /mcp)
+ *   volumes.c    volume create|ls|rm (named volumes, mounted with create --volume)
  */
 #ifndef CELLBOX_CLI_COMMANDS_H
 #define CELLBOX_CLI_COMMANDS_H
@@ -26,5 +27,6 @@ int command_sh(int argc, char **argv);
 int command_run(int argc, char **argv);
 int command_cp(int argc, char **argv);
 int command_mcp(int argc, char **argv);
+int command_volume(int argc, char **argv);
 
 #endif

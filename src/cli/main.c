@@ -32,6 +32,7 @@ static const struct command {
     {"timeout", command_timeout, "set when a sandbox is removed"},
     {"restart", command_restart, "restart a sandbox (or one context): fresh Python state"},
     {"rm", command_rm, "remove sandboxes"},
+    {"volume", command_volume, "create, list and remove named volumes (create --volume)"},
     {"mcp", command_mcp, "serve the Model Context Protocol on stdin/stdout (for MCP hosts)"},
 };
 

@@ -71,7 +71,9 @@ static const char create_usage[] =
     "  --pids N            processes and threads\n"
     "  --network           let the sandbox reach the network (if the daemon allows it)\n"
     "  --env K=V           an environment variable of every context and command (repeatable)\n"
-    "  --meta K=V          a metadata entry, for `cellbox ls --meta` (repeatable)\n";
+    "  --meta K=V          a metadata entry, for `cellbox ls --meta` (repeatable)\n"
+    "  --volume NAME:PATH  mount the named volume at PATH inside, e.g. data:/mnt/data\n"
+    "                      (repeatable; see cellbox volume)\n";
 
 /* Reads create's options into the request body; EXIT_OK or EXIT_USAGE. */
 static int read_create_options(int argc, char **argv, json_t *body)
@@ -81,9 +83,12 @@ static int read_create_options(int argc, char **argv, json_t *body)
         {"memory", required_argument, NULL, 'm'},   {"cpus", required_argument, NULL, 'c'},
         {"disk", required_argument, NULL, 'd'},     {"pids", required_argument, NULL, 'p'},
         {"network", no_argument, NULL, 'n'},        {"env", required_argument, NULL, 'e'},
-        {"meta", required_argument, NULL, 'M'},     {NULL, 0, NULL, 0},
+        {"meta", required_argument, NULL, 'M'},     {"volume", required_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
     };
     json_t *env = json_object(), *metadata = json_object(), *limits = json_object();
+    json_t *volumes = json_object();
+    json_object_set_new(body, "volumes", volumes);
     json_object_set_new(body, "env", env);
     json_object_set_new(body, "metadata", metadata);
     json_object_set_new(body, "limits", limits);
@@ -121,6 +126,11 @@ static int read_create_options(int argc, char **argv, json_t *body)
         case 'M':
             if (!args_key_value(optarg, metadata))
                 return output_usage_error("create", "--meta takes KEY=VALUE, not '%s'", optarg);
+            break;
+        case 'V':
+            if (!args_volume_mount(optarg, volumes))
+                return output_usage_error("create", "--volume takes NAME:/PATH, e.g. "
+                                          "data:/mnt/data, not '%s'", optarg);
             break;
         default: return args_bad_option("create", argv, option);
         }
@@ -345,6 +355,13 @@ static void print_model(json_t *model)
            "network:", json_is_true(json_object_get(limits, "network")) ? "on" : "off");
     format_metadata(json_object_get(model, "metadata"), metadata, sizeof metadata);
     printf("%-10s%s\n", "metadata:", metadata[0] ? metadata : "-");
+    const char *volume;
+    json_t *path;
+    bool first_volume = true;
+    json_object_foreach(json_object_get(model, "volumes"), volume, path) {
+        printf("%-10s%s at %s\n", first_volume ? "volumes:" : "", volume, json_string_value(path));
+        first_volume = false;
+    }
     size_t index;
     json_t *context;
     json_array_foreach(json_object_get(model, "contexts"), index, context)

@@ -32,6 +32,7 @@
 #include "model/culling.h"
 #include "model/manager.h"
 #include "model/startup.h"
+#include "model/volumes.h"
 #include "kernel/zygote.h"
 #include "sandbox/volume.h"
 #include "sandbox/volume_worker.h"
@@ -331,8 +332,10 @@ static void shut_down_or_detach(void)
 {
     if (leave_sandboxes)
         manager_detach_all();
-    else
+    else {
         manager_shutdown_all();
+        volumes_unmount_all(); /* detached sandboxes still bind them: left for the next daemon */
+    }
     reaper_wait_all();
     volume_worker_stop(); /* after the last removal was sent: it finishes them first */
     for (size_t i = 0; i < kernelspec_count(); i++)

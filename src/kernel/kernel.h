@@ -15,6 +15,7 @@
 #include "kernel/kernelspec.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/limits.h"
+#include "sandbox/rootfs.h"
 
 typedef enum kernel_state {
     KERNEL_STARTING,
@@ -45,6 +46,7 @@ typedef struct kernel_sandbox {
     const char *runtime_dir;      /* host: cellbox's prefix, seen inside as /opt/cellbox */
     const struct kernel *host;    /* set: run inside this kernel's sandbox (another context) */
     const char *cwd;              /* with host: the working directory (NULL: /workspace) */
+    rootfs_volumes volumes;       /* named volumes bound in (model/volumes.h); a copy */
 } kernel_sandbox;
 
 /* Starts a kernel in a sandbox with `workspace` (host path) as its /workspace; `env` (borrowed,

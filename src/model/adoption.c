@@ -14,6 +14,7 @@
 #include "kernel/kernel.h"
 #include "kernel/kernelspec.h"
 #include "model/manager.h"
+#include "model/volumes.h"
 #include "model/registry.h"
 #include "sandbox/cgroup.h"
 
@@ -161,6 +162,16 @@ static const char *adopt_one(const saved_sandbox *saved, keeper_entry *entry, in
         return "its cgroup is gone";
     }
     char *workspace = manager_workspace_of(saved->id);
+    /* Still bound inside the sandbox whatever happens here; known again so that the volume is
+       not deleted under it, and a restart of its kernel binds it again. */
+    rootfs_volumes volumes;
+    failure_kind ignored;
+    if (volumes_from_request(json_object_get(record, "volumes"), &volumes, &ignored, why,
+                             sizeof why) < 0 ||
+        manager_open_volume_views(saved->id, uid, &volumes, why, sizeof why) < 0) {
+        log_warn("sandbox %s: its volumes are not all known any more: %s", saved->id, why);
+        volumes.count = 0; /* still bound inside; only a restart of its kernel goes without */
+    }
     kernel_adoption adoption = {
         .id = saved->id, .spec = spec, .workspace = workspace,
         .env = json_object_get(record, "env"),
@@ -168,6 +179,7 @@ static const char *adopt_one(const saved_sandbox *saved, keeper_entry *entry, in
         .pid = pid, .pidfd = pidfd, .fds = {entry->fds[0], entry->fds[1], entry->fds[2]},
         .previous_daemon_gone_at_us = gone_at_us};
     manager_sandbox_base(&adoption.sandbox);
+    adoption.sandbox.volumes = volumes;
     kernel *k = kernel_adopt(&adoption, why, sizeof why);
     free(workspace);
     if (!k) {

@@ -416,6 +416,11 @@ json_t *box_model(box *b)
         usage_model(b), "contexts", box_contexts_model(b));
     if (state == BOX_DEAD)
         json_object_set_new(model, "reason", text_json_string(kernel_death_reason(b->primary)));
+    json_t *volumes = json_object(); /* named volumes (volumes.h): name -> path inside */
+    const rootfs_volumes *mounts = &kernel_get_sandbox(b->primary)->volumes;
+    for (int i = 0; i < mounts->count; i++)
+        json_object_set_new(volumes, mounts->mount[i].name, json_string(mounts->mount[i].path));
+    json_object_set_new(model, "volumes", volumes);
     return model;
 }
 

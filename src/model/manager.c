@@ -46,6 +46,9 @@ void manager_init(const manager_options *opts)
     snprintf(path, sizeof path, "%s/volumes", options.data_dir);
     if (fs_mkdir_p(path, 0700) < 0)
         die("cannot create %s: %s", path, strerror(errno));
+    snprintf(path, sizeof path, "%s/volume-views", options.data_dir);
+    if (fs_mkdir_p(path, 0700) < 0)
+        die("cannot create %s: %s", path, strerror(errno));
     sandbox_pieces_init(options.data_dir, options.workspace_kind, options.first_uid);
     if (registry_init(options.data_dir) < 0)
         die("cannot create %s/sandboxes: %s", options.data_dir, strerror(errno));
@@ -121,7 +124,8 @@ static void remember(kernel *k, const sandbox_pieces *pieces)
 /* ---- creation ---- */
 
 kernel *manager_create(const char *spec_name, json_t *env, json_t *requested_limits,
-                       json_t *network, failure_kind *failure, char *why, size_t why_size)
+                       json_t *network, const rootfs_volumes *volumes, failure_kind *failure,
+                       char *why, size_t why_size)
 {
     const kernelspec *spec = kernelspec_find(spec_name ? spec_name : options.default_kernel);
     if (!spec) {
@@ -147,7 +151,10 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *requested_lim
                             &options.max_limits, options.allow_network, &limits, failure, why,
                             why_size) < 0)
         return NULL;
-    bool poolable = spec->pool_size > 0 && limits_equal(&limits, &options.default_limits, LIMITS_ALL);
+    /* A pooled kernel's sandbox is already built: nothing can be bound into it any more. */
+    bool poolable = spec->pool_size > 0 &&
+                    limits_equal(&limits, &options.default_limits, LIMITS_ALL) &&
+                    (!volumes || volumes->count == 0);
     sandbox_pieces pieces;
     kernel *k = poolable ? pool_take(spec, &pieces) : NULL;
     bool pooled = k != NULL;
@@ -155,7 +162,7 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *requested_lim
         kernel_set_environment(k, env); /* as if it had started with the request's variables */
         kernel_touch(k);
     } else {
-        k = prepared_start_kernel(spec, env, &limits, &pieces, why, why_size);
+        k = prepared_start_kernel(spec, env, &limits, volumes, &pieces, why, why_size);
     }
     if (!k) {
         *failure = FAILURE_INTERNAL;
@@ -235,6 +242,11 @@ void manager_detach_all(void)
 bool manager_uid_available(uid_t uid) { return sandbox_pieces_uid_available(uid); }
 void manager_sandbox_base(kernel_sandbox *base) { sandbox_pieces_base(base); }
 char *manager_workspace_of(const char *id) { return sandbox_pieces_path("workspaces", id, ""); }
+int manager_open_volume_views(const char *id, uid_t uid, rootfs_volumes *volumes, char *why,
+                              size_t why_size)
+{
+    return sandbox_pieces_open_volume_views(id, uid, volumes, why, why_size);
+}
 
 void manager_take_over(kernel *k, uid_t uid, sandbox_cgroup *cgroup)
 {

@@ -37,9 +37,11 @@ bool manager_has_room(size_t pooled);
    limits; forbidden at the kernel limit or for network the daemon does not allow; not found for
    an unknown kernelspec; exhausted when the daemon's open files are near their budget
    (descriptors.h); internal otherwise) and a message; nothing half-made is left. `env` entries
-   must already be checked; `limits` and `network` are the request's (may be NULL). */
+   must already be checked; `limits` and `network` are the request's (may be NULL); `volumes`
+   the named volumes bound in (volumes.h; NULL: none; such a sandbox never comes from a pool). */
 kernel *manager_create(const char *spec_name, json_t *env, json_t *limits, json_t *network,
-                       failure_kind *failure, char *why, size_t why_size);
+                       const rootfs_volumes *volumes, failure_kind *failure, char *why,
+                       size_t why_size);
 kernel *manager_find(const char *id);
 void manager_delete(kernel *k);
 size_t manager_count(void);
@@ -62,6 +64,9 @@ void manager_detach_all(void);
 bool manager_uid_available(uid_t uid);          /* one of this daemon's block, and free */
 void manager_sandbox_base(kernel_sandbox *base); /* its root mount point and runtime directory */
 char *manager_workspace_of(const char *id);     /* DATA_DIR/workspaces/<id>, malloc'd */
+/* Its volumes' id-mapped views (sandbox_pieces.h), kept if still mounted. 0, or -1 + why. */
+int manager_open_volume_views(const char *id, uid_t uid, rootfs_volumes *volumes, char *why,
+                              size_t why_size);
 /* An adopted kernel becomes one the manager handed out, with this uid and cgroup: remembered,
    its record rewritten, its channels given to the keeper. */
 void manager_take_over(kernel *k, uid_t uid, sandbox_cgroup *cgroup);

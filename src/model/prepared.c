@@ -152,6 +152,7 @@ static int make_pieces(const char *id, const sandbox_limits *limits, sandbox_pie
 }
 
 kernel *prepared_start_kernel(const kernelspec *spec, json_t *env, const sandbox_limits *limits,
+                              const rootfs_volumes *volumes,
                               sandbox_pieces *pieces, char *why, size_t why_size)
 {
     char id[UUID_STRING_LENGTH + 1];
@@ -165,8 +166,11 @@ kernel *prepared_start_kernel(const kernelspec *spec, json_t *env, const sandbox
         kernel_sandbox sandbox = {.uid = sandbox_pieces_uid(pieces),
                                   .cgroup = pieces->cgroup,
                                   .limits = *limits};
+        if (volumes)
+            sandbox.volumes = *volumes;
         sandbox_pieces_base(&sandbox);
-        k = kernel_start(id, spec, workspace, env, &sandbox, why, why_size);
+        if (sandbox_pieces_open_volume_views(id, sandbox.uid, &sandbox.volumes, why, why_size) == 0)
+            k = kernel_start(id, spec, workspace, env, &sandbox, why, why_size);
     }
     if (!k)
         sandbox_pieces_release(pieces, workspace, keep_workspaces);

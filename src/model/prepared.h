@@ -26,6 +26,7 @@ void prepared_init(const sandbox_limits *default_limits, volume_kind workspace_k
    set when one fits `limits`, on pieces made now otherwise; its pieces into `pieces`. NULL with
    `why`, nothing left behind. */
 kernel *prepared_start_kernel(const kernelspec *spec, json_t *env, const sandbox_limits *limits,
+                              const rootfs_volumes *volumes,
                               sandbox_pieces *pieces, char *why, size_t why_size);
 /* At the end (shutdown or detach): no more sets are made, and those made are removed. */
 void prepared_discard_all(void);

@@ -10,6 +10,7 @@
 #include "model/registry.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/volume.h"
+#include "sandbox/volume_shared.h"
 
 #define MAX_LEFTOVERS 65536 /* a block of uids: no daemon had more sandboxes */
 
@@ -104,6 +105,9 @@ static void remove_volume(const leftover *item, const char *data_dir, bool keep_
     char image[4200], workspace[4200];
     snprintf(image, sizeof image, "%.4000s/volumes/%s.img", data_dir, item->id);
     snprintf(workspace, sizeof workspace, "%.4000s/workspaces/%s", data_dir, item->id);
+    char views[4200]; /* its named volumes' views (volume_shared.h) */
+    snprintf(views, sizeof views, "%.4000s/volume-views/%s", data_dir, item->id);
+    volume_shared_close_views(views);
     /* Warm-pool kernels and prepared pieces were never anyone's: never kept. Without a record
        (a daemon older than the registry) the files may be someone's: kept if asked. */
     json_t *in_use = item->record ? json_object_get(item->record, "in_use") : NULL;

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "kernel/kernelspec.h"
 #include "model/registry.h"
+#include "sandbox/volume_shared.h"
 #include "sandbox/volume_worker.h"
 
 static const char *data_dir;
@@ -84,6 +85,13 @@ void sandbox_pieces_record(const sandbox_pieces *pieces, kernel *k)
         json_object_set_new(record, "kernelspec", json_string(kernel_spec(k)->name));
         json_object_set(record, "env", kernel_request_env(k));
         json_object_set_new(record, "limits", limits_to_json(kernel_limits(k)));
+        /* By name and path only: the next daemon finds each volume's host mount itself. */
+        const rootfs_volumes *volumes = &kernel_get_sandbox(k)->volumes;
+        json_t *mounts = json_object();
+        for (int i = 0; i < volumes->count; i++)
+            json_object_set_new(mounts, volumes->mount[i].name,
+                                json_string(volumes->mount[i].path));
+        json_object_set_new(record, "volumes", mounts);
         pid_t pid = kernel_pid(k);
         if (pid > 0 && kernel_get_state(k) != KERNEL_DEAD) {
             json_object_set_new(record, "pid", json_integer(pid));
@@ -143,9 +151,37 @@ static void forget_record(void *id, bool removed)
     free(id);
 }
 
+int sandbox_pieces_open_volume_views(const char *id, uid_t uid, rootfs_volumes *volumes,
+                                     char *why, size_t why_size)
+{
+    for (int i = 0; i < volumes->count; i++) {
+        rootfs_volume *m = &volumes->mount[i];
+        char view[4400];
+        snprintf(view, sizeof view, "%.4000s/volume-views/%.40s/%.63s", data_dir, id, m->name);
+        if (strlen(view) >= sizeof m->host) {
+            snprintf(why, why_size, "the data directory's path is too long for the view of volume "
+                     "%s (%zu bytes at most): use a shorter --data-dir", m->name, sizeof m->host);
+            return -1;
+        }
+        if (volume_shared_open_view(m->host, view, uid, uid, why, why_size) < 0)
+            return -1;
+        snprintf(m->host, sizeof m->host, "%s", view);
+    }
+    return 0;
+}
+
+void sandbox_pieces_close_volume_views(const char *id)
+{
+    char *folder = sandbox_pieces_path("volume-views", id, "");
+    volume_shared_close_views(folder);
+    free(folder);
+}
+
 void sandbox_pieces_release(sandbox_pieces *pieces, const char *workspace, bool keep_workspace)
 {
     char *record = pieces->id[0] ? strdup(pieces->id) : NULL;
+    if (record)
+        sandbox_pieces_close_volume_views(record);
     if (pieces->cgroup)
         cgroup_destroy_then(pieces->cgroup, record ? forget_record : NULL, record);
     else if (record)

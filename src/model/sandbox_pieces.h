@@ -55,6 +55,13 @@ int sandbox_pieces_build(const char *id, const sandbox_limits *limits, sandbox_p
 int sandbox_pieces_create_cgroup(const char *id, const sandbox_limits *limits,
                                  sandbox_pieces *pieces, char *why, size_t why_size);
 uid_t sandbox_pieces_uid(const sandbox_pieces *pieces);
+/* The sandbox's id-mapped view of each of its named volumes (volume_shared.h), in
+   DATA_DIR/volume-views/<id>/<name>, each volume's `host` turned into its view's path: the
+   sandbox's uid owns the volume's files there. Views already mounted (an adopted sandbox's) are
+   kept. 0, or -1 with `why`; those made are closed with the pieces. */
+int sandbox_pieces_open_volume_views(const char *id, uid_t uid, rootfs_volumes *volumes,
+                                     char *why, size_t why_size);
+void sandbox_pieces_close_volume_views(const char *id);
 
 /* Called once at start, by startup_run, before any record is written: what a handed-out
    kernel's record keeps beyond its pieces and its process (its box, its commands) is added by

@@ -239,7 +239,7 @@ stateless_run *stateless_run_start(const stateless_run_plan *plan, stateless_run
     json_t *limits = json_object();
     if (plan->memory_mb > 0)
         json_object_set_new(limits, "memory", json_sprintf("%dM", plan->memory_mb));
-    kernel *k = manager_create(manager_default_kernel(), NULL, limits, NULL, failure, why, why_size);
+    kernel *k = manager_create(manager_default_kernel(), NULL, limits, NULL, NULL, failure, why, why_size);
     json_decref(limits);
     if (!k)
         return NULL;

@@ -45,6 +45,7 @@
 typedef struct spawn_request {
     json_t *json;          /* owns the strings the spec points into */
     sandbox_spec spec;
+    rootfs_volumes volumes; /* the spec's root points here */
     int fds[SPAWN_FDS];
     size_t length;         /* bytes received into the buffer */
 } spawn_request;
@@ -223,6 +224,25 @@ static const char *string_field(json_t *object, const char *name)
     return value ? value : "";
 }
 
+static const char *string_field_at(json_t *array, size_t index)
+{
+    const char *value = json_string_value(json_array_get(array, index));
+    return value ? value : "";
+}
+
+/* [[name, host, path], ...] as kernel/zygote.c sends them. */
+static void read_volumes(json_t *list, rootfs_volumes *volumes)
+{
+    memset(volumes, 0, sizeof *volumes);
+    for (size_t i = 0; i < json_array_size(list) && i < ROOTFS_MAX_VOLUMES; i++) {
+        json_t *entry = json_array_get(list, i);
+        rootfs_volume *v = &volumes->mount[volumes->count++];
+        snprintf(v->name, sizeof v->name, "%s", string_field_at(entry, 0));
+        snprintf(v->host, sizeof v->host, "%s", string_field_at(entry, 1));
+        snprintf(v->path, sizeof v->path, "%s", string_field_at(entry, 2));
+    }
+}
+
 static void build_spec(spawn_request *request)
 {
     json_t *j = request->json;
@@ -240,6 +260,8 @@ static void build_spec(spawn_request *request)
     for (size_t i = 0; i < json_array_size(procs) && i < SANDBOX_MAX_CGROUP_FILES; i++)
         spec->cgroup_procs[i] = json_string_value(json_array_get(procs, i));
     spec->memory_cgroup_procs = json_string_value(json_object_get(j, "memory_cgroup_procs"));
+    read_volumes(json_object_get(j, "volumes"), &request->volumes);
+    spec->root.volumes = &request->volumes;
     memcpy(spec->fds, request->fds, sizeof spec->fds);
 }
 

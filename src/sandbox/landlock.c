@@ -3,9 +3,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/landlock.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "sandbox/rootfs.h"
 
 #define READ_ACCESS (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
 #define WRITE_ACCESS_V1                                                                            \
@@ -22,6 +25,33 @@ static int add_rule(int ruleset, const char *path, __u64 access)
     struct landlock_path_beneath_attr rule = {.allowed_access = access, .parent_fd = fd};
     int rc = (int)syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
     close(fd);
+    return rc;
+}
+
+/* Write access beneath each named volume the sandbox's root lists (rootfs.h): the file is on the
+   read-only root, written when the sandbox was built. None listed: nothing to add. Read with
+   plain read(2) into the stack, no stdio: a zygote's clone shares its memory (sandbox.h) and
+   must not allocate. */
+static int add_volume_rules(int ruleset, __u64 access)
+{
+    int fd = open(ROOTFS_VOLUME_LIST, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    char list[ROOTFS_MAX_VOLUMES * (ROOTFS_VOLUME_PATH_MAX + 1) + 1];
+    ssize_t n = read(fd, list, sizeof list - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    list[n] = '\0';
+    int rc = 0;
+    for (char *line = list, *end; rc == 0 && *line; line = end + 1) {
+        end = strchr(line, '\n');
+        if (!end)
+            break;
+        *end = '\0';
+        if (line[0] == '/')
+            rc = add_rule(ruleset, line, access);
+    }
     return rc;
 }
 
@@ -53,6 +83,7 @@ int landlock_restrict(void)
     if (rc == 0) rc = add_rule(ruleset, "/dev/shm", READ_ACCESS | write_access);
     if (rc == 0) rc = add_rule(ruleset, "/dev", READ_ACCESS | device_write);
     if (rc == 0) rc = add_rule(ruleset, "/proc", READ_ACCESS | device_write);
+    if (rc == 0) rc = add_volume_rules(ruleset, READ_ACCESS | write_access);
     if (rc == 0)
         rc = (int)syscall(SYS_landlock_restrict_self, ruleset, 0);
     close(ruleset);

@@ -257,6 +257,29 @@ static int build_writable(const rootfs_spec *spec, char *why, size_t why_size)
     return 0;
 }
 
+/* Each named volume at its path, then the list Landlock reads. The paths were checked where the
+   request came in (absolute, normalized, none of the root's own mounts), so each mount point is
+   a new directory in the root's tmpfs, made here before the root turns read-only. The bind is
+   remounted nosuid and nodev: a setuid binary written into a volume by one sandbox never runs
+   as root in another. */
+static int bind_volumes(const rootfs_spec *spec, char *why, size_t why_size)
+{
+    char list[ROOTFS_MAX_VOLUMES * (ROOTFS_VOLUME_PATH_MAX + 1) + 1] = "";
+    size_t used = 0;
+    int count = spec->volumes ? spec->volumes->count : 0;
+    for (int i = 0; i < count && i < ROOTFS_MAX_VOLUMES; i++) {
+        const rootfs_volume *v = &spec->volumes->mount[i];
+        const char *target = v->path + 1; /* relative to the new root, our cwd */
+        if (make_dirs(target) < 0 || mount(v->host, target, NULL, MS_BIND, NULL) < 0 ||
+            mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) < 0)
+            return fail(why, why_size, "cannot bind the volume at", v->path);
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s\n", v->path);
+    }
+    return count > 0 && make_file(&ROOTFS_VOLUME_LIST[1], list) < 0 /* relative: no '/' */
+               ? fail(why, why_size, "cannot write", ROOTFS_VOLUME_LIST)
+               : 0;
+}
+
 int rootfs_enter(const rootfs_spec *spec, char *why, size_t why_size)
 {
     /* Nothing mounted from here on may propagate back to the host (the runc/bubblewrap step). */
@@ -267,7 +290,7 @@ int rootfs_enter(const rootfs_spec *spec, char *why, size_t why_size)
         return fail(why, why_size, "cannot mount the root on", spec->mount_point);
     if (build_usr(why, why_size) < 0 || build_etc(spec, why, why_size) < 0 ||
         build_dev(spec, why, why_size) < 0 || build_proc(why, why_size) < 0 ||
-        build_writable(spec, why, why_size) < 0)
+        build_writable(spec, why, why_size) < 0 || bind_volumes(spec, why, why_size) < 0)
         return -1;
     if (make_dirs(".oldroot") < 0 || make_dirs("root") < 0 || make_dirs("home") < 0)
         return fail(why, why_size, "cannot create", "mount points");

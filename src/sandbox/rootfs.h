@@ -9,6 +9,26 @@
 /* The sandbox user's home (/etc/passwd, HOME): the workspace under the name E2B's SDKs use. */
 #define ROOTFS_HOME "/home/user"
 
+/* Named volumes (model/volumes.h) bound into the sandbox: each already mounted on the host, bound
+   read-write, nosuid and nodev at its path inside. */
+#define ROOTFS_MAX_VOLUMES 8
+#define ROOTFS_VOLUME_NAME_MAX 64
+#define ROOTFS_VOLUME_PATH_MAX 256
+/* Where the sandbox's root lists the volumes' paths inside, one a line, for Landlock (landlock.h)
+   in every process that enters or joins the sandbox: on the read-only root, so never forged. */
+#define ROOTFS_VOLUME_LIST "/etc/cellbox-volumes"
+
+typedef struct rootfs_volume {
+    char name[ROOTFS_VOLUME_NAME_MAX];  /* the volume's, for the APIs */
+    char host[ROOTFS_VOLUME_PATH_MAX];  /* host: where the volume is mounted */
+    char path[ROOTFS_VOLUME_PATH_MAX];  /* inside: absolute, checked (model/volumes.h) */
+} rootfs_volume;
+
+typedef struct rootfs_volumes {
+    int count;
+    rootfs_volume mount[ROOTFS_MAX_VOLUMES];
+} rootfs_volumes;
+
 typedef struct rootfs_spec {
     const char *mount_point;   /* host: an empty directory the new root is mounted on */
     const char *workspace;     /* host: bound read-write at /workspace and at ROOTFS_HOME */
@@ -17,6 +37,7 @@ typedef struct rootfs_spec {
     gid_t gid;
     long long tmp_bytes;       /* size of the /tmp tmpfs */
     bool network;              /* copy the host's resolv.conf */
+    const rootfs_volumes *volumes; /* NULL: none */
 } rootfs_spec;
 
 /* Builds the root and pivots into it; cwd becomes /workspace. Runs in the sandbox's first

@@ -42,7 +42,7 @@ static int make_filesystem(const char *image, char *why, size_t why_size)
 }
 
 /* Attaches the image to a free loop device that detaches itself on unmount, and mounts it. */
-static int mount_image(const char *image, const char *mount_point, char *why, size_t why_size)
+int volume_mount_image(const char *image, const char *mount_point, char *why, size_t why_size)
 {
     int control = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
     int backing = open(image, O_RDWR | O_CLOEXEC);
@@ -262,7 +262,7 @@ int volume_create(volume_kind kind, const char *image, const char *mount_point, 
         return -1;
     }
     if (filled < 0 || (!template && make_filesystem(image, why, why_size) < 0) ||
-        mount_image(image, mount_point, why, why_size) < 0) {
+        volume_mount_image(image, mount_point, why, why_size) < 0) {
         rmdir(mount_point);
         unlink(image);
         return -1;

@@ -247,6 +247,22 @@ def test_templates_and_sandboxes(api):
     assert_v1_error(api.post("v1/sandboxes", json={"network": True}), 403)
 
 
+def test_volumes(api):
+    expect(api.post("v1/volumes", json={"name": "openapi-vol", "size": "16M"}), 201)
+    assert_v1_error(api.post("v1/volumes", json={"name": "openapi-vol"}), 409)
+    assert_v1_error(api.post("v1/volumes", json={"name": "bad/name"}), 400)
+    expect(api.get("v1/volumes"), 200)
+    expect(api.get("v1/volumes/openapi-vol"), 200)
+    assert_v1_error(api.get("v1/volumes/no-such"), 404)
+    m = api.create(timeout_s=0, volumes={"openapi-vol": "/mnt/v"})
+    assert m["volumes"] == {"openapi-vol": "/mnt/v"}
+    assert_v1_error(api.delete("v1/volumes/openapi-vol"), 409)
+    assert_v1_error(api.delete("v1/volumes/openapi-vol", params={"force": "maybe"}), 400)
+    api.remove(m["id"])
+    assert_v1_error(api.delete("v1/volumes/no-such"), 404)
+    assert api.delete("v1/volumes/openapi-vol").status_code == 204
+
+
 def test_dead_sandbox_model(api):
     m = api.create(timeout_s=0)
     api.execute(m["id"], "import os; os._exit(7)", expect_status=None)

@@ -64,11 +64,13 @@ static char *encode_or_abort(const http_request *request, json_t *value)
 /* ---- stand-ins for sandbox creation (linked with --wrap) ---- */
 
 kernel *__wrap_manager_create(const char *spec_name, json_t *env, json_t *limits_json,
-                              json_t *network, failure_kind *failure, char *why,
-                              size_t why_size);
+                              json_t *network, const rootfs_volumes *volumes,
+                              failure_kind *failure, char *why, size_t why_size);
 kernel *__wrap_manager_create(const char *spec_name, json_t *env, json_t *limits_json,
-                              json_t *network, failure_kind *failure, char *why, size_t why_size)
+                              json_t *network, const rootfs_volumes *volumes,
+                              failure_kind *failure, char *why, size_t why_size)
 {
+    (void)volumes;
     static const sandbox_limits defaults = {.memory_bytes = 1LL << 30,
                                             .pids = 256,
                                             .cpus = 1,

@@ -33,6 +33,9 @@ from helpers.wait import wait_until
 RESULT_MARK = "@@CELLBOX-RESULT@@"
 PROOF_MARK = "@@CELLBOX-PROOF@@"
 WORKSPACE_MOUNT_RE = re.compile(r"/workspaces/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+# A named volume's mount and the sandboxes' id-mapped views of it (sandbox/volume_shared.h).
+VOLUME_MOUNT_RE = re.compile(r"/named-volumes/volume-[A-Za-z0-9._-]+$|"
+                             r"/volume-views/[0-9a-f]{8}-[0-9a-f-]{27}/[A-Za-z0-9._-]+$")
 # A name no host path has; attacks use it for the files they try to create outside.
 PWN = "cellbox-pwned-" + secrets.token_hex(4)
 
@@ -185,7 +188,8 @@ class HostState:
         if socket.gethostname() != self.hostname:
             out.append(f"host hostname changed: {self.hostname!r} -> {socket.gethostname()!r}")
         added = host_mounts() - self.mounts
-        foreign = [m for m in added if not (m[2] == "ext4" and WORKSPACE_MOUNT_RE.search(m[1]))]
+        foreign = [m for m in added if not (m[2] == "ext4" and (WORKSPACE_MOUNT_RE.search(m[1])
+                                                                  or VOLUME_MOUNT_RE.search(m[1])))]
         if foreign:
             out.append(f"new host mounts that are not workspace volumes: {sorted(foreign)}")
         drift = (time.time() - self.wall0) - (time.monotonic() - self.mono0)

@@ -25,11 +25,12 @@ from .models import (Accounting, CommandInfo, CommandResult, Context, EntryInfo,
                      Logs, OutputMessage, Result, RunResult, SandboxInfo, strip_ansi)
 from .sandbox import Sandbox
 from .stateless import run
+from .volumes import Volume
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Sandbox", "Files", "Commands", "CommandHandle", "run",
+    "Sandbox", "Files", "Commands", "CommandHandle", "run", "Volume",
     "Execution", "Result", "Logs", "ExecutionError", "Accounting", "OutputMessage", "Context",
     "SandboxInfo", "EntryInfo", "CommandResult", "CommandInfo", "RunResult", "strip_ansi",
     "CellboxError", "BadRequestError", "AuthenticationError", "ForbiddenError", "NotFoundError",

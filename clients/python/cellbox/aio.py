@@ -68,10 +68,11 @@ class AsyncSandbox:
     @classmethod
     async def create(cls, template=None, timeout_s=DEFAULT_TIMEOUT_S, env=None, metadata=None, limits=None,
                      network=None, url=None, token=None, request_timeout=DEFAULT_REQUEST_TIMEOUT,
-                     auto_resume=False):
+                     auto_resume=False, volumes=None):
         return cls(await _thread(Sandbox.create, template=template, timeout_s=timeout_s, env=env,
                                  metadata=metadata, limits=limits, network=network, url=url, token=token,
-                                 request_timeout=request_timeout, auto_resume=auto_resume))
+                                 request_timeout=request_timeout, auto_resume=auto_resume,
+                                 volumes=volumes))
 
     @classmethod
     async def connect(cls, sandbox_id, url=None, token=None, request_timeout=DEFAULT_REQUEST_TIMEOUT,

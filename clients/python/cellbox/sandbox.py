@@ -56,16 +56,17 @@ class Sandbox:
     @classmethod
     def create(cls, template=None, timeout_s=DEFAULT_TIMEOUT_S, env=None, metadata=None, limits=None,
                network=None, url=None, token=None, request_timeout=DEFAULT_REQUEST_TIMEOUT,
-               auto_resume=False):
+               auto_resume=False, volumes=None):
         """Create a sandbox and return it once it is ready. timeout_s: seconds it lives
         (0 = until killed); env: environment of every context and command; metadata: string
         labels to find it by (Sandbox.list(metadata=...)); limits: {"memory": "512M", "pids",
         "cpus", "disk", "open_files", "timeout" (per cell), "output"}; network: ask for
-        network access (the daemon must allow it)."""
+        network access (the daemon must allow it); volumes: named volumes to mount,
+        {"name": "/mnt/data"} (made with POST /v1/volumes or `cellbox volume create`)."""
         connection = Connection(url, token, request_timeout)
         body = {"timeout_s": timeout_s}
         for name, value in (("template", template), ("env", env), ("metadata", metadata),
-                            ("limits", limits), ("network", network)):
+                            ("limits", limits), ("network", network), ("volumes", volumes)):
             if value is not None:
                 body[name] = value
         model = connection.call("POST", "v1/sandboxes", json_body=body)
