@@ -1,5 +1,6 @@
 #include "api/envd_files.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "common/text.h"
 #include "http/form.h"
 #include "http/url.h"
+#include "sandbox/file_metadata.h"
 
 #define MAX_UPLOAD_FILES 1024 /* files in one form: bounds the answer, not their sizes */
 #define GZIP_CHUNK (64 * 1024)
@@ -33,7 +35,8 @@ typedef struct envd_upload {
     file_upload *file;    /* the file being written */
     char file_path[4096]; /* the part's path as the client named it, decoded */
     int files;            /* parts begun */
-    json_t *written;      /* envd's answer: [{name, type, path}] */
+    json_t *metadata;     /* X-Metadata-<key> headers: every file's metadata, replacing its own */
+    json_t *written;      /* envd's answer: [{name, type, path, metadata?}] */
     file_upload_failure failure; /* noted inside the form's callbacks, answered outside them */
 } envd_upload;
 
@@ -43,6 +46,7 @@ static void free_upload(envd_upload *u)
         file_upload_abandon(u->file);
     if (u->form)
         http_form_close(u->form);
+    json_decref(u->metadata);
     json_decref(u->written);
     free(u);
 }
@@ -73,9 +77,12 @@ static int finish_file(envd_upload *u)
     u->file = NULL;
     if (!entry)
         return -1;
-    json_array_append_new(u->written, json_pack("{s:O, s:s, s:O}", "name",
-                                                json_object_get(entry, "name"), "type", "file",
-                                                "path", json_object_get(entry, "path")));
+    json_t *written = json_pack("{s:O, s:s, s:O}", "name", json_object_get(entry, "name"), "type",
+                                "file", "path", json_object_get(entry, "path"));
+    json_t *metadata = json_object_get(entry, "metadata");
+    if (metadata)
+        json_object_set(written, "metadata", metadata);
+    json_array_append_new(u->written, written);
     json_decref(entry);
     return 0;
 }
@@ -86,6 +93,8 @@ static int open_file(envd_upload *u, const char *path)
     if (!b)
         return note_failure(u, 502, "the sandbox was killed during the upload");
     u->file = file_upload_open(b, path, u->gzip, &u->failure);
+    if (u->file)
+        file_upload_set_metadata(u->file, u->metadata);
     return u->file ? 0 : -1;
 }
 
@@ -179,18 +188,53 @@ static bool read_encoding(http_request *request, bool *gzip)
     return false;
 }
 
+/* envd's X-Metadata-<key>: <value> headers as {key: value}, keys in lower case (header names
+   have no case), the first of a repeated key winning; NULL after answering 400 when the set
+   cannot be stored. No header is an empty set: an upload replaces a file's metadata. */
+static json_t *read_metadata(http_request *request)
+{
+    json_t *headers = json_object(), *metadata = json_object(), *value;
+    const char *key;
+    char why[512];
+    http_header_each(request, "X-Metadata-", headers);
+    json_object_foreach(headers, key, value)
+    {
+        char *lower = strdup(key);
+        if (!lower)
+            die("out of memory");
+        for (char *at = lower; *at; at++)
+            *at = (char)tolower((unsigned char)*at);
+        if (!json_object_get(metadata, lower))
+            json_object_set(metadata, lower, value);
+        free(lower);
+    }
+    json_decref(headers);
+    if (file_metadata_check(metadata, why, sizeof why) == 0)
+        return metadata;
+    json_decref(metadata);
+    errors_respond_e2b(request, 400, "invalid metadata: %s", why);
+    return NULL;
+}
+
 /* POST /files?path=: a multipart form of files, or (envd 0.5.7) the file's bytes as
-   application/octet-stream. Either streams to the sandbox's disk as it arrives. */
+   application/octet-stream. Either streams to the sandbox's disk as it arrives, and each file
+   takes the request's metadata (envd 0.6.2). */
 static void write_files(http_request *request, box *b)
 {
     const char *path = http_query(request, "path");
     bool gzip;
-    if (!read_encoding(request, &gzip) || !v1_require_running(request, b))
+    json_t *metadata = NULL;
+    if (!read_encoding(request, &gzip) || !(metadata = read_metadata(request)))
         return;
+    if (!v1_require_running(request, b)) {
+        json_decref(metadata);
+        return;
+    }
     envd_upload *u = calloc(1, sizeof *u);
     if (!u)
         die("out of memory");
     u->request = request;
+    u->metadata = metadata;
     u->path = path && *path ? path : NULL;
     u->gzip = gzip;
     u->written = json_array();

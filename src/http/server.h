@@ -56,6 +56,9 @@ const char *http_query(const http_request *request, const char *name);
 const char *http_body(const http_request *request, size_t *length);
 /* Adds every query argument named `prefix`<key> to `out` as key → value (e.g. ?metadata.user=x). */
 void http_query_each(const http_request *request, const char *prefix, json_t *out);
+/* Adds every header whose name begins with `prefix` (in any case) to `out` as the rest of its
+   name → value, the first of a repeated header winning (e.g. X-Metadata-<key>). */
+void http_header_each(const http_request *request, const char *prefix, json_t *out);
 bool http_is_websocket_upgrade(const http_request *request);
 const char *http_base_url(void);
 
