@@ -35,7 +35,8 @@ int file_upload_write(file_upload *u, const void *data, size_t length,
    Without this call an existing file's metadata is left as it was. */
 void file_upload_set_metadata(file_upload *u, json_t *metadata);
 /* All bytes are in: the file's entry ({name, path, type, size, ..., metadata?}), or NULL with the
-   failure (a gzip stream cut short, metadata the file system cannot hold). The upload is then closed and freed either way. */
+   failure (a gzip stream cut short, metadata the file system cannot hold). The upload is then
+   closed and freed either way. */
 json_t *file_upload_finish(file_upload *u, file_upload_failure *failure);
 /* Was the file there before (so /v1 answers 200, not 201)? */
 bool file_upload_existed(const file_upload *u);

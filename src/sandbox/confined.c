@@ -411,7 +411,7 @@ int confined_set_metadata(confined *c, int fd, const char *path, json_t *metadat
 {
     char why[512];
     if (file_metadata_check(metadata, why, sizeof why) < 0)
-        return confined_failf(c, EINVAL, "%s", why);
+        return confined_failf(c, EINVAL, "invalid metadata for '%s': %s", path, why);
     if (become_user(c) < 0)
         return -1;
     int rc = file_metadata_replace(fd, metadata);

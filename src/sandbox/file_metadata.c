@@ -39,20 +39,21 @@ int file_metadata_check(json_t *metadata, char *why, size_t why_size)
         const char *text = json_string_value(value);
         if (!is_token(key)) {
             snprintf(why, why_size,
-                     "metadata key '%.64s' is not an HTTP token: use letters, digits and "
+                     "key '%.64s' is not an HTTP token: use only letters, digits and "
                      "!#$%%&'*+-.^_`|~",
                      key);
             return -1;
         }
         if (strlen(key) > (size_t)FILE_METADATA_MAX_KEY) {
-            snprintf(why, why_size, "metadata key '%.32s...' is %zu bytes; keys are at most %d",
-                     key, strlen(key), FILE_METADATA_MAX_KEY);
+            snprintf(why, why_size,
+                     "key '%.32s...' is %zu bytes; keys are at most %d: use a shorter one", key,
+                     strlen(key), FILE_METADATA_MAX_KEY);
             return -1;
         }
         if (!text || !is_printable_ascii(text)) {
             snprintf(why, why_size,
-                     "the value of metadata key '%.64s' is not printable ASCII text (bytes 0x20 "
-                     "to 0x7e)",
+                     "the value of key '%.64s' is not printable ASCII text (bytes 0x20 to "
+                     "0x7e): encode it, with base64 say",
                      key);
             return -1;
         }

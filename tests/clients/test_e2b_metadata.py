@@ -13,6 +13,7 @@ official SDK (npm `e2b`) and on the wire.
   what is not UTF-8.
 
 The npm packages come from `scripts/install-deps.sh test` (npm ci in tests/clients/node)."""
+import http.client
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ import subprocess
 
 import pytest
 import requests
+from urllib.parse import urlsplit
 
 pytestmark = pytest.mark.cellbox_only  # Jupyter Server has no E2B API
 
@@ -167,3 +169,22 @@ def test_metadata_set_inside_the_sandbox_shows(daemon, sandbox):
     assert "user.e2b.set-inside" in r.text and "error" not in r.text, r.text
     r = stat(daemon, sandbox, "inside.txt")
     assert r.json()["entry"]["metadata"] == {"from": "upload", "set-inside": "by the cell"}, r.json()
+
+
+def test_the_first_of_a_repeated_key_wins(daemon, sandbox):
+    """Two headers naming one key (in any case): the first is kept, as envd keeps it."""
+    origin = urlsplit(daemon.origin)
+    connection = http.client.HTTPConnection(origin.hostname, origin.port, timeout=60)
+    try:
+        connection.putrequest("POST", "/files?path=wire/repeated.txt")
+        for name, value in (("E2b-Sandbox-Id", sandbox["sandboxID"]), ("E2b-Sandbox-Port", ENVD),
+                            ("X-Access-Token", sandbox["envdAccessToken"]),
+                            ("Content-Type", "application/octet-stream"), ("Content-Length", "1"),
+                            ("X-Metadata-Owner", "first"), ("x-metadata-owner", "second")):
+            connection.putheader(name, value)
+        connection.endheaders(b"x")
+        response = connection.getresponse()
+        assert response.status == 200
+        assert json.loads(response.read())[0]["metadata"] == {"owner": "first"}
+    finally:
+        connection.close()
