@@ -9,8 +9,9 @@ official SDK (npm `e2b`) and on the wire.
   leave no file; watchDir with includeEntry and allowNetworkMounts carries it in its entries.
 - On the wire: envd's X-Metadata-<key> headers (keys in lower case), Connect's Stat, /v1's stat
   and list showing the same map, a refused set answered 400 in E2B's shape before any byte is
-  written, and metadata a sandboxed program sets itself (user.e2b.* attributes) shown, except
-  what is not UTF-8.
+  written, the first of a repeated header kept, metadata a sandboxed program sets itself
+  (user.e2b.* attributes) shown, except what is not UTF-8, and links a sandboxed program plants
+  towards a host file never reaching it (neither its attributes read nor new ones set).
 
 The npm packages come from `scripts/install-deps.sh test` (npm ci in tests/clients/node)."""
 import http.client
@@ -18,6 +19,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 
 import pytest
 import requests
@@ -188,3 +190,45 @@ def test_the_first_of_a_repeated_key_wins(daemon, sandbox):
         assert json.loads(response.read())[0]["metadata"] == {"owner": "first"}
     finally:
         connection.close()
+
+
+@pytest.fixture
+def host_file():
+    """A host file with metadata of its own, which links planted in a sandbox point at."""
+    with tempfile.TemporaryDirectory(prefix="cellbox-metadata-host-") as directory:
+        path = os.path.join(directory, "tagged.txt")
+        with open(path, "w") as f:
+            f.write("host file\n")
+        os.setxattr(path, "user.e2b.owner", b"host")
+        yield path
+
+
+def test_links_planted_towards_a_host_file_never_reach_it(daemon, sandbox, host_file):
+    """A sandboxed program links to a host file (absolutely, and with enough '..' to climb out):
+    Stat and ListDir show the links without the host file's metadata, and metadata written
+    through them lands inside the sandbox; the host file keeps its bytes and attributes."""
+    # the link's target directory made inside the sandbox too, so a write through it lands there
+    code = ("import os\n"
+            f"os.makedirs(os.path.dirname({host_file!r}))\n"
+            f"os.symlink({host_file!r}, '/workspace/plant-absolute')\n"
+            f"os.symlink('../../../../../..' + {host_file!r}, '/workspace/plant-relative')\n"
+            "'planted'")
+    r = daemon.client().post(f"v1/sandboxes/{sandbox['sandboxID']}/execute", json={"code": code})
+    assert r.status_code == 200 and "planted" in r.text and '"error"' not in r.text, r.text
+    for name in ("plant-absolute", "plant-relative"):
+        entry = stat(daemon, sandbox, name).json()["entry"]
+        assert entry["type"] == "FILE_TYPE_SYMLINK" and "metadata" not in entry, entry
+    listed = into(daemon, sandbox, "POST", "/filesystem.Filesystem/ListDir", json={"path": "/workspace"},
+                  headers={"Content-Type": "application/json"}).json()["entries"]
+    assert all("metadata" not in e for e in listed if e["name"].startswith("plant-")), listed
+    r = upload(daemon, sandbox, "plant-absolute", b"through the link", {"X-Metadata-owner": "sandbox"})
+    assert r.status_code == 200, r.text
+    assert r.json()[0]["metadata"] == {"owner": "sandbox"}
+    inside = stat(daemon, sandbox, host_file).json()["entry"]
+    assert inside["type"] == "FILE_TYPE_FILE" and inside["metadata"] == {"owner": "sandbox"}, inside
+    # the host file is as it was, and so is the daemon
+    with open(host_file) as f:
+        assert f.read() == "host file\n"
+    assert os.listxattr(host_file) == ["user.e2b.owner"]
+    assert os.getxattr(host_file, "user.e2b.owner") == b"host"
+    assert api(daemon, "GET", f"/sandboxes/{sandbox['sandboxID']}").status_code == 200
