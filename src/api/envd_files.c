@@ -1,6 +1,5 @@
 #include "api/envd_files.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +17,6 @@
 #include "common/text.h"
 #include "http/form.h"
 #include "http/url.h"
-#include "sandbox/file_metadata.h"
 
 #define MAX_UPLOAD_FILES 1024 /* files in one form: bounds the answer, not their sizes */
 #define GZIP_CHUNK (64 * 1024)
@@ -188,32 +186,14 @@ static bool read_encoding(http_request *request, bool *gzip)
     return false;
 }
 
-/* envd's X-Metadata-<key>: <value> headers as {key: value}, keys in lower case (header names
-   have no case), the first of a repeated key winning; NULL after answering 400 when the set
-   cannot be stored. No header is an empty set: an upload replaces a file's metadata. */
+/* The request's metadata headers as {key: value}; NULL after answering 400 in E2B's shape. */
 static json_t *read_metadata(http_request *request)
 {
-    json_t *headers = json_object(), *metadata = json_object(), *value;
-    const char *key;
-    char why[512];
-    http_header_each(request, "X-Metadata-", headers);
-    json_object_foreach(headers, key, value)
-    {
-        char *lower = strdup(key);
-        if (!lower)
-            die("out of memory");
-        for (char *at = lower; *at; at++)
-            *at = (char)tolower((unsigned char)*at);
-        if (!json_object_get(metadata, lower))
-            json_object_set(metadata, lower, value);
-        free(lower);
-    }
-    json_decref(headers);
-    if (file_metadata_check(metadata, why, sizeof why) == 0)
-        return metadata;
-    json_decref(metadata);
-    errors_respond_e2b(request, 400, "invalid metadata: %s", why);
-    return NULL;
+    file_upload_failure failure;
+    json_t *metadata = file_upload_metadata_of(request, &failure);
+    if (!metadata)
+        errors_respond_e2b(request, failure.status, "%s", failure.message);
+    return metadata;
 }
 
 /* POST /files?path=: a multipart form of files, or (envd 0.5.7) the file's bytes as

@@ -1,5 +1,6 @@
 #include "api/file_upload.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "api/errors.h"
 #include "common/log.h"
+#include "sandbox/file_metadata.h"
 #include "sandbox/limits.h"
 
 #define INFLATE_CHUNK (64 * 1024)
@@ -207,4 +209,30 @@ json_t *file_upload_finish(file_upload *u, file_upload_failure *failure)
     }
     entry ? free_upload(u) : file_upload_abandon(u);
     return entry;
+}
+
+json_t *file_upload_metadata_of(http_request *request, file_upload_failure *failure)
+{
+    json_t *headers = json_object(), *metadata = json_object(), *value;
+    const char *key;
+    char why[512];
+    http_header_each(request, "X-Metadata-", headers);
+    json_object_foreach(headers, key, value)
+    {
+        char *lower = strdup(key);
+        if (!lower)
+            die("out of memory");
+        for (char *at = lower; *at; at++)
+            *at = (char)tolower((unsigned char)*at);
+        if (!json_object_get(metadata, lower))
+            json_object_set(metadata, lower, value);
+        free(lower);
+    }
+    json_decref(headers);
+    if (file_metadata_check(metadata, why, sizeof why) == 0)
+        return metadata;
+    json_decref(metadata);
+    failure->status = 400;
+    snprintf(failure->message, sizeof failure->message, "invalid metadata: %s", why);
+    return NULL;
 }

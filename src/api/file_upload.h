@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "http/server.h"
 #include "model/box.h"
 #include "sandbox/confined.h"
 
@@ -42,6 +43,12 @@ json_t *file_upload_finish(file_upload *u, file_upload_failure *failure);
 bool file_upload_existed(const file_upload *u);
 /* Ends an upload that did not finish (a failure, a client gone): the partial file is removed. */
 void file_upload_abandon(file_upload *u);
+
+/* The request's X-Metadata-<key>: <value> headers (envd's way of sending a file's metadata) as
+   {key: value}, for file_upload_set_metadata: keys in lower case (header names have no case), the
+   first of a repeated key winning, no header an empty set. NULL with the failure (400, naming
+   the key and the limit) when file_metadata_check refuses the set. */
+json_t *file_upload_metadata_of(http_request *request, file_upload_failure *failure);
 
 /* A confined operation's failure in words, with its status: a full disk adds the sandbox's
    limit (`disk_bytes`, 0 = unlimited) and how to raise it. */

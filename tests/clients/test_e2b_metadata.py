@@ -12,6 +12,7 @@ official SDK (npm `e2b`) and on the wire.
   written, the first of a repeated header kept, metadata a sandboxed program sets itself
   (user.e2b.* attributes) shown, except what is not UTF-8, and links a sandboxed program plants
   towards a host file never reaching it (neither its attributes read nor new ones set).
+- /v1's PUT takes the same headers and replaces a file's metadata the same way.
 
 The npm packages come from `scripts/install-deps.sh test` (npm ci in tests/clients/node)."""
 import http.client
@@ -232,3 +233,20 @@ def test_links_planted_towards_a_host_file_never_reach_it(daemon, sandbox, host_
     assert os.listxattr(host_file) == ["user.e2b.owner"]
     assert os.getxattr(host_file, "user.e2b.owner") == b"host"
     assert api(daemon, "GET", f"/sandboxes/{sandbox['sandboxID']}").status_code == 200
+
+
+def test_v1_put_takes_the_same_headers(daemon, sandbox):
+    """/v1's PUT replaces a file's metadata as envd's POST does; its entries show it."""
+    native = daemon.client()
+    files = f"v1/sandboxes/{sandbox['sandboxID']}/files"
+    r = native.put(files, params={"path": "v1/tagged.txt"}, data=b"one",
+                   headers={"X-Metadata-Owner": "ann", "X-Metadata-Stage": "draft"})
+    assert r.status_code == 201 and r.json()["metadata"] == {"owner": "ann", "stage": "draft"}, r.text
+    assert stat(daemon, sandbox, "v1/tagged.txt").json()["entry"]["metadata"] == {"owner": "ann", "stage": "draft"}
+    r = native.put(files, params={"path": "v1/tagged.txt"}, data=b"two", headers={"X-Metadata-Owner": "bob"})
+    assert r.status_code == 200 and r.json()["metadata"] == {"owner": "bob"}, r.text
+    r = native.put(files, params={"path": "v1/tagged.txt"}, data=b"three")
+    assert r.status_code == 200 and "metadata" not in r.json(), r.text
+    r = native.put(files, params={"path": "v1/refused.txt"}, data=b"x", headers={"X-Metadata-" + "k" * 300: "v"})
+    assert r.status_code == 400 and "is 300 bytes; keys are at most 246" in r.json()["message"], r.text
+    assert native.get(f"{files}/stat", params={"path": "v1/refused.txt"}).status_code == 404
