@@ -28,11 +28,13 @@
 #include "model/pause.h"
 #include "model/ttl.h"
 
-/* The SDK gates features on the envd version a sandbox reports: 0.4.0 and later take no
-   default user (so no "Authorization: Basic user:" on every call), 0.5.7 and later may upload
-   as application/octet-stream (and gzip-compressed). Files metadata (0.6.2) is not served, so
-   we stay below it. */
-#define ENVD_VERSION "0.5.7"
+/* The SDK gates features on the envd version a sandbox reports; 0.6.4 is its last gate, and
+   each file feature up to it is served: 0.4.0 and later take no default user (so no
+   "Authorization: Basic user:" on every call), 0.5.7 uploads as application/octet-stream (and
+   gzip-compressed), 0.6.2 file metadata (X-Metadata-* headers), 0.6.3 watchDir's includeEntry,
+   0.6.4 watchDir's allowNetworkMounts (taken: a sandbox has no network mounts). The process
+   gates (0.3.0 stdin: false, 0.5.2 closeStdin) were open before; docs/api.md lists them all. */
+#define ENVD_VERSION "0.6.4"
 #define CLIENT_ID "cellbox"
 #define INTERPRETER_PORT "49999"
 #define DEFAULT_TIMEOUT_S 300 /* E2B's default sandbox lifetime */

@@ -34,7 +34,8 @@ typedef struct envd_upload {
     file_upload *file;    /* the file being written */
     char file_path[4096]; /* the part's path as the client named it, decoded */
     int files;            /* parts begun */
-    json_t *written;      /* envd's answer: [{name, type, path}] */
+    json_t *metadata;     /* X-Metadata-<key> headers: every file's metadata, replacing its own */
+    json_t *written;      /* envd's answer: [{name, type, path, metadata?}] */
     file_upload_failure failure; /* noted inside the form's callbacks, answered outside them */
 } envd_upload;
 
@@ -44,6 +45,7 @@ static void free_upload(envd_upload *u)
         file_upload_abandon(u->file);
     if (u->form)
         http_form_close(u->form);
+    json_decref(u->metadata);
     json_decref(u->written);
     free(u);
 }
@@ -74,9 +76,12 @@ static int finish_file(envd_upload *u)
     u->file = NULL;
     if (!entry)
         return -1;
-    json_array_append_new(u->written, json_pack("{s:O, s:s, s:O}", "name",
-                                                json_object_get(entry, "name"), "type", "file",
-                                                "path", json_object_get(entry, "path")));
+    json_t *written = json_pack("{s:O, s:s, s:O}", "name", json_object_get(entry, "name"), "type",
+                                "file", "path", json_object_get(entry, "path"));
+    json_t *metadata = json_object_get(entry, "metadata");
+    if (metadata)
+        json_object_set(written, "metadata", metadata);
+    json_array_append_new(u->written, written);
     json_decref(entry);
     return 0;
 }
@@ -90,6 +95,8 @@ static int open_file(envd_upload *u, const char *path)
     if (!envd_absolute_path(path, absolute, sizeof absolute))
         return note_failure(u, 400, "the file's path is too long");
     u->file = file_upload_open(b, absolute, u->gzip, &u->failure);
+    if (u->file)
+        file_upload_set_metadata(u->file, u->metadata);
     return u->file ? 0 : -1;
 }
 
@@ -183,18 +190,35 @@ static bool read_encoding(http_request *request, bool *gzip)
     return false;
 }
 
+/* The request's metadata headers as {key: value}; NULL after answering 400 in E2B's shape. */
+static json_t *read_metadata(http_request *request)
+{
+    file_upload_failure failure;
+    json_t *metadata = file_upload_metadata_of(request, &failure);
+    if (!metadata)
+        errors_respond_e2b(request, failure.status, "%s", failure.message);
+    return metadata;
+}
+
 /* POST /files?path=: a multipart form of files, or (envd 0.5.7) the file's bytes as
-   application/octet-stream. Either streams to the sandbox's disk as it arrives. */
+   application/octet-stream. Either streams to the sandbox's disk as it arrives, and each file
+   takes the request's metadata (envd 0.6.2). */
 static void write_files(http_request *request, box *b)
 {
     const char *path = http_query(request, "path");
     bool gzip;
-    if (!read_encoding(request, &gzip) || !v1_require_running(request, b))
+    json_t *metadata = NULL;
+    if (!read_encoding(request, &gzip) || !(metadata = read_metadata(request)))
         return;
+    if (!v1_require_running(request, b)) {
+        json_decref(metadata);
+        return;
+    }
     envd_upload *u = calloc(1, sizeof *u);
     if (!u)
         die("out of memory");
     u->request = request;
+    u->metadata = metadata;
     u->path = path && *path ? path : NULL;
     u->gzip = gzip;
     u->written = json_array();

@@ -116,6 +116,9 @@ static json_t *entry_info(const confined *c, json_t *entry)
                group);
     json_object_set_new(info, "owner", json_string(owner));
     json_object_set_new(info, "group", json_string(group));
+    json_t *metadata = json_object_get(entry, "metadata"); /* envd 0.6.2: map<string, string> */
+    if (metadata)
+        json_object_set(info, "metadata", metadata);
     return info;
 }
 
@@ -315,9 +318,13 @@ static bool watch_request(json_t *message, char absolute[PATH_MAX], const char *
     *path = path_field(message, "path", absolute, error);
     if (!*path)
         return false;
-    const char *fields[] = {"recursive", "includeEntry"};
-    bool *values[] = {recursive, include_entry};
-    for (int i = 0; i < 2; i++) {
+    /* allowNetworkMounts (envd 0.6.4) lets envd watch NFS and other network file systems, which
+       it refuses by default; a sandbox here has none (volumes are local directories), so the
+       option is taken and changes nothing. */
+    bool allow_network_mounts;
+    const char *fields[] = {"recursive", "includeEntry", "allowNetworkMounts"};
+    bool *values[] = {recursive, include_entry, &allow_network_mounts};
+    for (int i = 0; i < 3; i++) {
         json_t *value = json_object_get(message, fields[i]);
         if (value && !json_is_null(value) && !json_is_boolean(value)) {
             connect_fail(error, "invalid_argument", "'%s' must be true or false", fields[i]);

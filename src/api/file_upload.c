@@ -1,5 +1,6 @@
 #include "api/file_upload.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "api/errors.h"
 #include "common/log.h"
+#include "sandbox/file_metadata.h"
 #include "sandbox/limits.h"
 
 #define INFLATE_CHUNK (64 * 1024)
@@ -24,6 +26,7 @@ struct file_upload {
     z_stream inflater;   /* when gzip */
     long long written;   /* bytes in the file so far (decompressed) */
     long long disk_bytes; /* the sandbox's disk limit; 0 = unlimited */
+    json_t *metadata;     /* to store once the bytes are in; NULL: leave the file's as it is */
 };
 
 static void format_limit(long long disk_bytes, char *out, size_t size)
@@ -58,6 +61,7 @@ static void free_upload(file_upload *u)
         inflateEnd(&u->inflater);
     if (u->fd >= 0)
         close(u->fd);
+    json_decref(u->metadata);
     box_close_files(&u->c);
     free(u);
 }
@@ -181,21 +185,54 @@ int file_upload_write(file_upload *u, const void *data, size_t length,
 
 bool file_upload_existed(const file_upload *u) { return u->existed; }
 
+void file_upload_set_metadata(file_upload *u, json_t *metadata)
+{
+    json_decref(u->metadata);
+    u->metadata = json_incref(metadata);
+}
+
 json_t *file_upload_finish(file_upload *u, file_upload_failure *failure)
 {
-    struct stat st;
     json_t *entry = NULL;
     if (u->fd < 0) {
         failure->status = 500;
         snprintf(failure->message, sizeof failure->message, "the upload already failed");
     } else if (u->gzip && !u->gzip_ended) {
         corrupt_gzip(u, failure, "it ends before its last member does");
-    } else if (fstat(u->fd, &st) < 0) {
-        confined_fail(&u->c, errno, u->path);
+    } else if (u->metadata && confined_set_metadata(&u->c, u->fd, u->path, u->metadata) < 0) {
         fail(u, failure);
     } else {
-        entry = confined_entry(u->path, &st, NULL);
+        /* read back, so the answer shows what the file now holds */
+        entry = confined_entry_of_fd(&u->c, u->path, u->fd);
+        if (!entry)
+            fail(u, failure);
     }
     entry ? free_upload(u) : file_upload_abandon(u);
     return entry;
+}
+
+json_t *file_upload_metadata_of(http_request *request, file_upload_failure *failure)
+{
+    json_t *headers = json_object(), *metadata = json_object(), *value;
+    const char *key;
+    char why[512];
+    http_header_each(request, "X-Metadata-", headers);
+    json_object_foreach(headers, key, value)
+    {
+        char *lower = strdup(key);
+        if (!lower)
+            die("out of memory");
+        for (char *at = lower; *at; at++)
+            *at = (char)tolower((unsigned char)*at);
+        if (!json_object_get(metadata, lower))
+            json_object_set(metadata, lower, value);
+        free(lower);
+    }
+    json_decref(headers);
+    if (file_metadata_check(metadata, why, sizeof why) == 0)
+        return metadata;
+    json_decref(metadata);
+    failure->status = 400;
+    snprintf(failure->message, sizeof failure->message, "invalid metadata: %s", why);
+    return NULL;
 }

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "http/server.h"
 #include "model/box.h"
 #include "sandbox/confined.h"
 
@@ -30,13 +31,24 @@ file_upload *file_upload_open(box *b, const char *path, bool gzip, file_upload_f
 /* Appends the next bytes; -1 with the failure (the partial file is already removed). */
 int file_upload_write(file_upload *u, const void *data, size_t length,
                       file_upload_failure *failure);
-/* All bytes are in: the file's entry ({name, path, type, size, ...}), or NULL with the failure
-   (a gzip stream cut short). The upload is then closed and freed either way. */
+/* The file's user-defined metadata ({key: value}, already checked with file_metadata_check),
+   stored when the upload finishes in place of what the file held: an empty object clears it.
+   Without this call an existing file's metadata is left as it was. */
+void file_upload_set_metadata(file_upload *u, json_t *metadata);
+/* All bytes are in: the file's entry ({name, path, type, size, ..., metadata?}), or NULL with the
+   failure (a gzip stream cut short, metadata the file system cannot hold). The upload is then
+   closed and freed either way. */
 json_t *file_upload_finish(file_upload *u, file_upload_failure *failure);
 /* Was the file there before (so /v1 answers 200, not 201)? */
 bool file_upload_existed(const file_upload *u);
 /* Ends an upload that did not finish (a failure, a client gone): the partial file is removed. */
 void file_upload_abandon(file_upload *u);
+
+/* The request's X-Metadata-<key>: <value> headers (envd's way of sending a file's metadata) as
+   {key: value}, for file_upload_set_metadata: keys in lower case (header names have no case), the
+   first of a repeated key winning, no header an empty set. NULL with the failure (400, naming
+   the key and the limit) when file_metadata_check refuses the set. */
+json_t *file_upload_metadata_of(http_request *request, file_upload_failure *failure);
 
 /* A confined operation's failure in words, with its status: a full disk adds the sandbox's
    limit (`disk_bytes`, 0 = unlimited) and how to raise it. */

@@ -494,11 +494,16 @@ static void start_upload(http_request *request, box *b, bool is_tar)
         free(u);
         return;
     }
-    if (!is_tar && !(u->file = file_upload_open(b, path, false, &failure))) {
+    json_t *metadata = is_tar ? NULL : file_upload_metadata_of(request, &failure);
+    if (!is_tar && (!metadata || !(u->file = file_upload_open(b, path, false, &failure)))) {
         http_respond_error(request, failure.status, "%s", failure.message);
+        json_decref(metadata);
         free(u);
         return;
     }
+    if (u->file) /* a PUT replaces the file: its bytes and its metadata, as envd's POST does */
+        file_upload_set_metadata(u->file, metadata);
+    json_decref(metadata);
     http_receive_body(request, &upload_receiver, u);
 }
 

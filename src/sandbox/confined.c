@@ -21,6 +21,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/text.h"
+#include "sandbox/file_metadata.h"
 
 /* openat2 can answer EAGAIN when a rename elsewhere raced with a ".." step; it is safe to retry. */
 #define RESOLVE_ATTEMPTS 16
@@ -371,6 +372,15 @@ json_t *confined_entry(const char *path, const struct stat *st, const char *syml
     return entry;
 }
 
+/* A file's or directory's user-defined metadata (file_metadata.h) joins its entry when it has
+   any: most files have none, and their entries stay as they were. Steals `metadata`. */
+static void add_metadata(json_t *entry, json_t *metadata)
+{
+    if (json_object_size(metadata) > 0)
+        json_object_set(entry, "metadata", metadata);
+    json_decref(metadata);
+}
+
 /* The entry of the file open at fd (an O_PATH|O_NOFOLLOW descriptor shows a link itself). */
 static json_t *entry_of_fd(confined *c, const char *path, int fd)
 {
@@ -383,7 +393,38 @@ static json_t *entry_of_fd(confined *c, const char *path, int fd)
     ssize_t length = S_ISLNK(st.st_mode) ? readlinkat(fd, "", target, sizeof target - 1) : -1;
     if (length >= 0)
         target[length] = '\0';
-    return confined_entry(path, &st, length >= 0 ? target : NULL);
+    json_t *entry = confined_entry(path, &st, length >= 0 ? target : NULL);
+    if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
+        add_metadata(entry, file_metadata_read(fd, NULL));
+    return entry;
+}
+
+json_t *confined_entry_of_fd(confined *c, const char *path, int fd)
+{
+    if (become_user(c) < 0)
+        return NULL;
+    json_t *entry = entry_of_fd(c, path, fd);
+    become_daemon(c);
+    return entry;
+}
+
+int confined_set_metadata(confined *c, int fd, const char *path, json_t *metadata)
+{
+    char why[512];
+    if (file_metadata_check(metadata, why, sizeof why) < 0)
+        return confined_failf(c, EINVAL, "invalid metadata for '%s': %s", path, why);
+    if (become_user(c) < 0)
+        return -1;
+    int rc = file_metadata_replace(fd, metadata);
+    if (rc < 0 && errno == ENOTSUP)
+        confined_failf(c, ENOTSUP,
+                       "the file system holding '%s' keeps no extended attributes, so it cannot "
+                       "hold metadata: write the file under %s, or without metadata",
+                       path, CONFINED_WORKSPACE);
+    else if (rc < 0)
+        confined_fail(c, errno, path);
+    become_daemon(c);
+    return rc;
 }
 
 /* ---- reading and writing ---- */
@@ -1009,7 +1050,10 @@ static int add_to_list(void *arg, int dirfd, const char *name, const char *entry
     ssize_t length = S_ISLNK(st->st_mode) ? readlinkat(dirfd, name, target, sizeof target - 1) : -1;
     if (length >= 0)
         target[length] = '\0';
-    json_array_append_new(arg, confined_entry(entry_path, st, length >= 0 ? target : NULL));
+    json_t *entry = confined_entry(entry_path, st, length >= 0 ? target : NULL);
+    if (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode))
+        add_metadata(entry, file_metadata_read(dirfd, name));
+    json_array_append_new(arg, entry);
     return 0;
 }
 

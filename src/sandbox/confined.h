@@ -89,8 +89,16 @@ int confined_walk(confined *c, const char *path, int depth, size_t max_entries,
 int confined_open_entry(confined *c, int dirfd, const char *name, const char *entry_path);
 
 /* An entry: {"name", "path", "type", "size", "mode", "uid", "gid", "modified_at",
-   "symlink_target"?}. */
+   "symlink_target"?}. The entries of confined_stat, _list, _mkdir, _move and _entry_of_fd also
+   hold "metadata" ({key: value}, sandbox/file_metadata.h) for a file or directory that has any. */
 json_t *confined_entry(const char *path, const struct stat *st, const char *symlink_target);
+/* The entry of the file open at fd (`path` names it), read as the sandbox user. */
+json_t *confined_entry_of_fd(confined *c, const char *path, int fd);
+
+/* Replaces the user-defined metadata of the file open at fd (opened for writing) with `metadata`
+   ({key: string}): EINVAL with the reason when file_metadata_check refuses it, ENOTSUP where the
+   file system keeps no extended attributes, ENOSPC past what it holds per file. */
+int confined_set_metadata(confined *c, int fd, const char *path, json_t *metadata);
 
 /* Record a failure and return -1: with the standard sentence for `error` about `path`, or with
    the caller's own. */

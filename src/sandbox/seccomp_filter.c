@@ -53,6 +53,7 @@ static const char *const allowed[] = {
     "sendmsg", "sendto", "set_mempolicy", "set_robust_list", "set_tid_address", "setfsgid",
     "setfsuid", "setgid", "setgroups", "setitimer", "setpgid", "setpriority", "setregid",
     "setresgid", "setresuid", "setreuid", "setrlimit", "setsid", "setsockopt", "setuid",
+    "setxattr", /* as lsetxattr: without capabilities, user.* attributes of writable files only */
     "shmat", "shmctl", "shmdt", "shmget", "shutdown", "sigaltstack", "signalfd", "signalfd4",
     "socketpair", "splice", "stat", "statfs", "statx", "symlink", "symlinkat", "sync",
     "sync_file_range", "syncfs", "sysinfo", "tee", "tgkill", "time", "timer_create",

@@ -150,7 +150,7 @@ def sandbox(daemon):
 
 def test_create_answers_what_the_sdk_reads(daemon, sandbox):
     assert sandbox["templateID"] == "python3"
-    assert sandbox["envdVersion"] == "0.5.7"
+    assert sandbox["envdVersion"] == "0.6.4"
     # the SDK sends these back on every call into the sandbox: envd's access token is the
     # sandbox's own (tests/clients/test_e2b_files.py), the traffic token the daemon's
     assert sandbox["envdAccessToken"].startswith("ea_") and sandbox["envdAccessToken"] != daemon.token

@@ -1,6 +1,7 @@
 """Class 5: new privileges — setuid binaries (nosuid + no_new_privs), setuid(0), capabilities,
 user namespaces and other nested namespaces (unshare, clone flags, clone3), mount, module
 loading, bpf, perf, keyrings, io_uring, userfaultfd, and calls of other architectures."""
+import os
 import signal
 
 import pytest
@@ -190,6 +191,39 @@ _result = {'mode': oct(st.st_mode), 'owner': st.st_uid, 'euid': r.stdout.strip()
     with open("/proc/self/mounts") as f:
         opts = [line.split()[3] for line in f if line.split()[1] == hostile.workspace]
     assert opts and {"nosuid", "nodev"} <= set(opts[0].split(",")), opts
+    box.assert_contained()
+
+
+def test_extended_attributes_only_user_ones_of_own_files(box, hostile):
+    """setxattr is allowed (as in Docker's profile, for user.* metadata): without capabilities
+    trusted.* and security.* attributes (security.capability would make a file privileged) are
+    refused everywhere, and user.* ones on files the sandbox user may not write."""
+    got = hostile.json("""
+import os
+open('/workspace/attrs.txt', 'w').close()
+_result = {}
+for path in ('/workspace/attrs.txt', '/usr/bin/id', '/etc/passwd'):
+    for name in ('trusted.evil', 'security.capability', 'security.evil', 'user.e2b.tag'):
+        for call, target in (('setxattr', path), ('fsetxattr', None)):
+            try:
+                if target:
+                    os.setxattr(target, name, b'\\x01\\x00\\x00\\x02' + bytes(16))
+                else:
+                    fd = os.open(path, os.O_RDONLY)
+                    try:
+                        os.setxattr(fd, name, b'\\x01\\x00\\x00\\x02' + bytes(16))
+                    finally:
+                        os.close(fd)
+                _result[f'{call} {path} {name}'] = 'set'
+            except OSError as e:
+                _result[f'{call} {path} {name}'] = e.errno
+""")
+    for key, outcome in got.items():
+        if key.startswith("setxattr /workspace/attrs.txt user.") or key.startswith("fsetxattr /workspace/attrs.txt user."):
+            assert outcome == "set", f"{key}: {outcome}"
+        else:
+            assert outcome != "set", f"{key}: {outcome}"
+    assert "security.capability" not in os.listxattr("/usr/bin/id")
     box.assert_contained()
 
 

@@ -11,6 +11,7 @@
 #include <sys/fsuid.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "api/errors.h"
@@ -488,6 +489,121 @@ static void test_status_mapping(void)
     CHECK(errors_status_of_errno(EIO) == 500);
 }
 
+/* Writes `text` and the metadata given as JSON text to `path`: confined_set_metadata's result. */
+static int put_with_metadata(const char *path, const char *text, const char *metadata_json)
+{
+    bool existed;
+    char full[4096];
+    CHECK(confined_normalize(&c, path, full, sizeof full) == 0);
+    int fd = confined_open_write(&c, full, 0644, &existed);
+    CHECK(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    json_t *metadata = json_loads(metadata_json, 0, NULL);
+    int rc = confined_set_metadata(&c, fd, full, metadata);
+    json_decref(metadata);
+    close(fd);
+    return rc;
+}
+
+static const char *metadata_value(json_t *entry, const char *key)
+{
+    return json_string_value(json_object_get(json_object_get(entry, "metadata"), key));
+}
+
+static void test_metadata_round_trip(void)
+{
+    CHECK(put_with_metadata("meta/a.txt", "a", "{\"author\": \"ann\", \"purpose\": \"test\"}") ==
+          0);
+    char value[64] = "";
+    CHECK(getxattr(host("/workspace/meta/a.txt"), "user.e2b.author", value, sizeof value) == 3);
+    CHECK(memcmp(value, "ann", 3) == 0);
+    json_t *entry = confined_stat(&c, "meta/a.txt");
+    CHECK_STR(metadata_value(entry, "author"), "ann");
+    CHECK_STR(metadata_value(entry, "purpose"), "test");
+    json_decref(entry);
+    json_t *list = confined_list(&c, "meta", 1);
+    CHECK_STR(metadata_value(json_array_get(list, 0), "author"), "ann");
+    json_decref(list);
+
+    /* an overwrite replaces the whole set; an empty set clears it, and no key is left */
+    CHECK(put_with_metadata("meta/a.txt", "b", "{\"author\": \"bob\"}") == 0);
+    entry = confined_stat(&c, "meta/a.txt");
+    CHECK_STR(metadata_value(entry, "author"), "bob");
+    CHECK(json_object_size(json_object_get(entry, "metadata")) == 1);
+    json_decref(entry);
+    CHECK(put_with_metadata("meta/a.txt", "c", "{}") == 0);
+    entry = confined_stat(&c, "meta/a.txt");
+    CHECK(entry && json_object_get(entry, "metadata") == NULL);
+    json_decref(entry);
+
+    /* attributes outside user.e2b. (other tools' own) are neither shown nor removed */
+    CHECK(setxattr(host("/workspace/meta/a.txt"), "user.other", "kept", 4, 0) == 0);
+    CHECK(put_with_metadata("meta/a.txt", "d", "{\"k\": \"v\"}") == 0);
+    entry = confined_stat(&c, "meta/a.txt");
+    CHECK(json_object_size(json_object_get(entry, "metadata")) == 1);
+    json_decref(entry);
+    CHECK(getxattr(host("/workspace/meta/a.txt"), "user.other", value, sizeof value) == 4);
+}
+
+static void test_metadata_limits(void)
+{
+    char json[8192], key[300];
+    CHECK(put_with_metadata("meta/l.txt", "x", "{\"bad key\": \"v\"}") < 0);
+    CHECK(c.error == EINVAL && strstr(c.why, "'bad key' is not an HTTP token"));
+    CHECK(put_with_metadata("meta/l.txt", "x", "{\"k\": \"caf\\u00e9\"}") < 0);
+    CHECK(c.error == EINVAL && strstr(c.why, "printable ASCII"));
+    memset(key, 'k', 247);
+    key[247] = '\0';
+    snprintf(json, sizeof json, "{\"%s\": \"v\"}", key);
+    CHECK(put_with_metadata("meta/l.txt", "x", json) < 0);
+    CHECK(c.error == EINVAL && strstr(c.why, "is 247 bytes; keys are at most 246"));
+    key[246] = '\0'; /* the longest key is stored */
+    snprintf(json, sizeof json, "{\"%s\": \"v\"}", key);
+    CHECK(put_with_metadata("meta/l.txt", "x", json) == 0);
+    char big[4097];
+    memset(big, 'v', 4096);
+    big[4096] = '\0';
+    snprintf(json, sizeof json, "{\"k\": \"%s\"}", big);
+    CHECK(put_with_metadata("meta/l.txt", "x", json) < 0);
+    CHECK(c.error == EINVAL && strstr(c.why, "a file holds at most 4096"));
+    CHECK(errors_status_of_errno(c.error) == 400);
+}
+
+/* A link the sandbox plants towards a host file never makes the daemon read or set the host
+   file's attributes: stat and list show the link (no metadata), and metadata written through
+   it lands on a file inside the root. */
+static void test_metadata_never_reaches_host(void)
+{
+    char host_file[4200], target[4200], value[64];
+    snprintf(host_file, sizeof host_file, "%s/tagged", outside_dir);
+    write_host_file(host_file, "host file\n", 0644, 0);
+    CHECK(setxattr(host_file, "user.e2b.owner", "host", 4, 0) == 0);
+    snprintf(target, sizeof target, "../../../../../../..%s/tagged", outside_dir);
+    CHECK(mkdir(host("/workspace/plant"), 0755) == 0 &&
+          chown(host("/workspace/plant"), USER, USER) == 0);
+    CHECK(symlink(target, host("/workspace/plant/relative")) == 0);
+    CHECK(symlink(host_file, host("/workspace/plant/absolute")) == 0);
+    CHECK(symlink(outside_dir, host("/workspace/plant/dir")) == 0);
+
+    json_t *entry = confined_stat(&c, "plant/relative");
+    CHECK(entry && json_object_get(entry, "metadata") == NULL);
+    json_decref(entry);
+    json_t *list = confined_list(&c, "plant", 2);
+    CHECK(json_array_size(list) == 3);
+    for (size_t i = 0; i < json_array_size(list); i++)
+        CHECK(json_object_get(json_array_get(list, i), "metadata") == NULL);
+    json_decref(list);
+
+    /* written through: the file appears inside the root (or the write is refused) */
+    int rc = put_with_metadata("plant/absolute", "x", "{\"owner\": \"sandbox\"}");
+    CHECK(rc == 0 || c.error == ENOENT);
+    CHECK(getxattr(host_file, "user.e2b.owner", value, sizeof value) == 4);
+    CHECK(memcmp(value, "host", 4) == 0);
+    char names[256];
+    CHECK(listxattr(host_file, names, sizeof names) == (ssize_t)sizeof "user.e2b.owner");
+    struct stat st;
+    CHECK(stat(host_file, &st) == 0 && st.st_size == 10 && st.st_uid == 0);
+}
+
 int main(void)
 {
     if (geteuid() != 0) {
@@ -509,6 +625,9 @@ int main(void)
     RUN(test_tar_round_trip);
     RUN(test_tar_hostile_entries);
     RUN(test_status_mapping);
+    RUN(test_metadata_round_trip);
+    RUN(test_metadata_limits);
+    RUN(test_metadata_never_reaches_host);
     close(c.root_fd);
     CHECK(fs_remove_tree(root_dir) == 0 && fs_remove_tree(outside_dir) == 0);
     return check_summary("confined");
