@@ -142,8 +142,41 @@ static bool read_lifecycle(http_request *request, json_t *body, bool *pause, boo
 
 /* What E2B's cloud runs for a sandbox and cellbox does not: answered 501 before anything is
    made. True after answering. */
+/* Sandbox.create's `network` and `iam` options that E2B's cloud proxy applies: egress rules, an
+   egress proxy, identity tokens, public hosts. A cellbox sandbox has no network unless the
+   daemon allows it (allowInternetAccess), and its sandbox hosts always need the daemon's token,
+   so each is refused by name rather than quietly ignored. `allowPublicTraffic: false` is what
+   cellbox does anyway. NULL when none is asked for. */
+static const char *cloud_only_network_option(json_t *body)
+{
+    static const char *const network_options[] = {"allowOut", "denyOut", "rules", "egressProxy",
+                                                  "maskRequestHost", "httpsPorts"};
+    json_t *network = json_object_get(body, "network"), *iam = json_object_get(body, "iam");
+    if (json_is_object(iam) && json_object_size(json_object_get(iam, "tokens")) > 0)
+        return "iam (workload identity tokens, which E2B's egress proxy resolves)";
+    if (!json_is_object(network))
+        return NULL;
+    for (size_t i = 0; i < sizeof network_options / sizeof *network_options; i++)
+        if (json_object_get(network, network_options[i]) &&
+            !json_is_null(json_object_get(network, network_options[i])))
+            return network_options[i];
+    if (json_is_true(json_object_get(network, "allowPublicTraffic")))
+        return "allowPublicTraffic (cellbox's sandbox hosts always need the daemon's token)";
+    return NULL;
+}
+
 static bool refuse_cloud_only_create(http_request *request, json_t *body, const char *template_id)
 {
+    const char *option = cloud_only_network_option(body);
+    if (option) {
+        errors_respond_e2b(request, 501,
+                           "not supported by cellbox: Sandbox.create's network/iam option %s: a "
+                           "cellbox sandbox has no network of its own unless it is created with "
+                           "allowInternetAccess on a daemon started with --allow-network, and "
+                           "no egress rules yet; leave the option out",
+                           option);
+        return true;
+    }
     json_t *mcp = json_object_get(body, "mcp");
     if ((mcp && !json_is_null(mcp)) || (template_id && strcmp(template_id, "mcp-gateway") == 0)) {
         errors_respond_e2b(request, 501,
@@ -156,8 +189,8 @@ static bool refuse_cloud_only_create(http_request *request, json_t *body, const 
 }
 
 /* POST /sandboxes {templateID, timeout, metadata, envVars, allow_internet_access, autoPause,
-   autoResume, volumeMounts, ...}: fields cellbox has no use for (network rules) are
-   ignored. */
+   autoResume, volumeMounts, ...}: other fields are ignored, but for the cloud's own options
+   (mcp, network rules, iam), which are refused by name. */
 static void create_sandbox(http_request *request)
 {
     json_t *body = request_parse_body(request, REQUEST_ANY_FIELD); /* unlike /v1 */

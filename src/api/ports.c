@@ -12,6 +12,8 @@
 #include "http/proxy.h"
 #include "kernel/kernel.h"
 #include "model/box.h"
+#include "model/pause.h"
+#include "model/ttl.h"
 #include "sandbox/network_socket.h"
 
 #define MAX_EXCHANGES_PER_SANDBOX 64 /* requests to one sandbox's ports at once */
@@ -166,6 +168,14 @@ static void on_forward_failed(void *arg, http_request *request, bool refused, co
 static bool refuse_unreachable(http_request *request, box *b, const ports_address *address)
 {
     const char *id = address->sandbox_id;
+    char why[256];
+    /* traffic resumes a sandbox whose lifecycle says autoResume, as a call into its envd does */
+    if (b && box_get_state(b) == BOX_PAUSED && box_resumes_on_call(b) &&
+        box_resume(b, why, sizeof why) < 0) {
+        errors_respond_e2b(request, 500, "sandbox %s is paused and could not be resumed: %s", id,
+                           why);
+        return true;
+    }
     if (!b || box_get_state(b) == BOX_DEAD) {
         errors_respond_e2b(request, 502,
                            "The sandbox was not found: sandbox %s does not exist (it was killed, "
@@ -173,7 +183,9 @@ static bool refuse_unreachable(http_request *request, box *b, const ports_addres
     } else if (box_get_state(b) == BOX_PAUSED) {
         errors_respond_e2b(request, 502,
                            "sandbox %s is paused: resume it (Sandbox.connect, or POST "
-                           "/sandboxes/%s/connect) and retry", id, id);
+                           "/sandboxes/%s/connect) and retry, or create it with lifecycle "
+                           "{onTimeout: 'pause', autoResume: true} so that traffic resumes it",
+                           id, id);
     } else if (box_limits(b)->network) {
         errors_respond_e2b(request, 502,
                            "sandbox %s shares the host's network, so its port %d is the host's: "

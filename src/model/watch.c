@@ -1,5 +1,6 @@
 #include "model/watch.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -179,6 +180,33 @@ static int add_subdirectories(watch *w, confined *c, const char *relative, int *
 
 /* A directory made (or moved in) below a recursive watch: it and what it already holds. False
    when the watch ended (it is freed). */
+static void report(watch *w, uint32_t mask, const char *name);
+
+/* What a directory made after the watch started already holds when its own watch is added: a
+   file created in it before then (mkdir then write, at once) raised no event, so it is reported
+   as created now. One created between the watch and this listing may be reported twice. */
+static void report_entries_already_there(watch *w, int fd, const char *relative)
+{
+    int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    DIR *directory = copy >= 0 ? fdopendir(copy) : NULL;
+    if (!directory) {
+        if (copy >= 0)
+            close(copy);
+        return;
+    }
+    struct dirent *entry;
+    for (int count = 0; !w->stopped && count < WATCH_MAX_DIRECTORIES && (entry = readdir(directory));
+         count++) {
+        if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0)
+            continue;
+        char name[PATH_MAX];
+        int n = snprintf(name, sizeof name, "%s/%s", relative, entry->d_name);
+        if (n > 0 && n < (int)sizeof name)
+            report(w, IN_CREATE, name);
+    }
+    closedir(directory);
+}
+
 static bool follow_new_directory(watch *w, const char *relative)
 {
     confined c;
@@ -191,7 +219,13 @@ static bool follow_new_directory(watch *w, const char *relative)
     if (fd >= 0) {
         if (add_descriptor(w, fd, relative) < 0)
             error = errno;
+        else
+            report_entries_already_there(w, fd, relative);
         close(fd);
+        if (w->stopped) {
+            box_close_files(&c);
+            return false;
+        }
         if (!error)
             add_subdirectories(w, &c, relative, &error);
     }

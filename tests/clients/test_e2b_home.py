@@ -289,6 +289,32 @@ def test_cloud_only_paths_answer_501(daemon, method, path):
     assert path in r.json()["message"]
 
 
+@pytest.mark.parametrize("options,named", [
+    ({"network": {"allowOut": ["198.51.100.7"]}}, "allowOut"),
+    ({"network": {"denyOut": ["0.0.0.0/0"]}}, "denyOut"),
+    ({"network": {"rules": {}}}, "rules"),
+    ({"network": {"maskRequestHost": "x.example"}}, "maskRequestHost"),
+    ({"network": {"allowPublicTraffic": True}}, "allowPublicTraffic"),
+    ({"iam": {"tokens": {"gh": {"audience": "a", "tokenType": "t"}}}}, "iam"),
+])
+def test_create_refuses_the_clouds_network_options_by_name(daemon, options, named):
+    """Egress rules, public hosts and identity tokens are E2B's proxy's: refused by name (501),
+    and no sandbox is made."""
+    before = len(api(daemon, "GET", "/v2/sandboxes").json())
+    r = api(daemon, "POST", "/v2/sandboxes", json={"templateID": "python3", **options})
+    assert r.status_code == 501, r.text
+    assert r.json()["message"].startswith(NOT_SUPPORTED) and named in r.json()["message"], r.text
+    assert len(api(daemon, "GET", "/v2/sandboxes").json()) == before
+
+
+def test_create_takes_what_cellbox_does_anyway(daemon):
+    """allowPublicTraffic false is cellbox's way already (hosts need the token): accepted."""
+    r = api(daemon, "POST", "/v2/sandboxes",
+            json={"templateID": "python3", "network": {"allowPublicTraffic": False}})
+    assert r.status_code == 201, r.text
+    api(daemon, "DELETE", f"/sandboxes/{r.json()['sandboxID']}")
+
+
 def test_cloud_only_paths_need_the_token(daemon):
     r = requests.get(daemon.origin + "/secrets", timeout=30)
     assert r.status_code == 401

@@ -129,7 +129,7 @@ def test_headers_become_the_map_every_api_shows(daemon, sandbox):
     r = upload(daemon, sandbox, "wire/a.txt", b"abc",
                {"X-Metadata-Owner": "Ann", "x-metadata-stage": "draft 2", "X-Metadata-": "ignored"})
     assert r.status_code == 200, r.text
-    assert r.json() == [{"name": "a.txt", "type": "file", "path": "/workspace/wire/a.txt",
+    assert r.json() == [{"name": "a.txt", "type": "file", "path": "/home/user/wire/a.txt",
                          "metadata": {"owner": "Ann", "stage": "draft 2"}}]
     r = stat(daemon, sandbox, "wire/a.txt")
     assert r.status_code == 200 and r.json()["entry"]["metadata"] == {"owner": "Ann", "stage": "draft 2"}

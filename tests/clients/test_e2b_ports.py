@@ -287,6 +287,54 @@ def test_a_paused_sandbox_says_so(daemon, served):
     assert r.status_code == 200 and r.text == "a page\n"
 
 
+def test_traffic_resumes_a_sandbox_whose_lifecycle_says_auto_resume(daemon):
+    """lifecycle {onTimeout: 'pause', autoResume: true}: a request to one of its ports resumes
+    the paused sandbox first, as a call into its envd does, and its server answers."""
+    r = api(daemon, "POST", "/sandboxes", json={"templateID": "python3", "timeout": 120,
+                                               "autoPause": True, "autoResume": {"enabled": True}})
+    assert r.status_code == 201, r.text
+    sandbox_id = r.json()["sandboxID"]
+    try:
+        assert execute(daemon, sandbox_id, START.format(source=ECHO_SERVER, port=9000)) == "listening\n"
+        host = f"9000-{sandbox_id}.{r.json()['domain']}"
+        assert api(daemon, "POST", f"/sandboxes/{sandbox_id}/pause").status_code == 204
+        assert api(daemon, "GET", f"/sandboxes/{sandbox_id}").json()["state"] == "paused"
+        r = requests.get(f"{daemon.origin}/page.txt", timeout=30,
+                         headers={"Host": host, "E2B-Traffic-Access-Token": daemon.token})
+        assert r.status_code == 200 and r.text == "a page\n", r.text
+        assert api(daemon, "GET", f"/sandboxes/{sandbox_id}").json()["state"] == "running"
+    finally:
+        api(daemon, "DELETE", f"/sandboxes/{sandbox_id}")
+
+
+def test_a_sandboxs_own_credential_opens_only_its_own_envd(daemon):
+    """A sandbox's envd access token (what E2B's SDK holds for it) opens that sandbox's envd on its
+    host, never a server inside it nor another sandbox's host (403, naming what opens them); the
+    daemon's token opens them."""
+    made = [api(daemon, "POST", "/sandboxes", json={"templateID": "python3", "timeout": 120})
+            for _ in range(2)]
+    assert all(r.status_code == 201 for r in made), [r.text for r in made]
+    (a, a_token, domain), (b, _, _) = [(r.json()["sandboxID"], r.json()["envdAccessToken"],
+                                        r.json()["domain"]) for r in made]
+    try:
+        assert execute(daemon, a, START.format(source=ECHO_SERVER, port=9000)) == "listening\n"
+        own = {"X-Access-Token": a_token, "E2b-Sandbox-Id": a}
+        r = requests.get(f"{daemon.origin}/health", headers={**own, "Host": f"49983-{a}.{domain}"},
+                         timeout=30)
+        assert r.status_code == 204, r.text  # its own envd
+        for host in (f"9000-{a}.{domain}", f"49983-{b}.{domain}", f"49999-{b}.{domain}"):
+            r = requests.get(f"{daemon.origin}/health", headers={**own, "Host": host}, timeout=30)
+            assert r.status_code == 403, (host, r.text)
+            assert "daemon's token" in r.json()["message"], r.text
+        # the daemon's token opens the same server
+        r = requests.get(f"{daemon.origin}/page.txt", timeout=30,
+                         headers={"Host": f"9000-{a}.{domain}", "E2B-Traffic-Access-Token": daemon.token})
+        assert r.status_code == 200 and r.text == "a page\n", r.text
+    finally:
+        for sandbox_id in (a, b):
+            api(daemon, "DELETE", f"/sandboxes/{sandbox_id}")
+
+
 @pytest.fixture
 def network_daemon():
     d = Daemon(args=["--allow-network"])

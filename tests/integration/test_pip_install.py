@@ -112,7 +112,7 @@ def test_uploaded_wheel_installs_offline_and_imports_in_the_running_kernel(v1, b
     assert os.path.isfile(os.path.join(site_dir, PACKAGE, "__init__.py")), os.listdir(workspace)
     # The same kernel imports it, with no restart.
     assert v1.value(sid, f"import {PACKAGE}; {PACKAGE}.GREETING") == "'hello from an uploaded wheel'"
-    assert v1.value(sid, f"{PACKAGE}.__file__").startswith("'/workspace/.local/lib/python3.11/site-packages/")
+    assert v1.value(sid, f"{PACKAGE}.__file__").startswith("'/home/user/.local/lib/python3.11/site-packages/")
     assert_not_on_host()
     assert host_site_listing() == before
 
@@ -168,7 +168,7 @@ def test_python3_m_pip_and_user_installs_alike(v1, box):
     events, exit_code = run(v1, box, f"python3 -m pip install --user --no-index ./{WHEEL_NAME}")
     assert exit_code == 0, events
     events, exit_code = run(v1, box, f"python3 -c 'import {PACKAGE}; print({PACKAGE}.__file__)'")
-    assert (exit_code, events.stdout.startswith("/workspace/.local/")) == (0, True), events
+    assert (exit_code, events.stdout.startswith("/home/user/.local/")) == (0, True), events
     assert_not_on_host()
 
 
