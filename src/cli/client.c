@@ -277,6 +277,20 @@ int client_call(const char *method, const char *path, json_t *body, json_t **rep
     return EXIT_OK;
 }
 
+int client_get_list(const char *path, json_t **list)
+{
+    *list = NULL;
+    int status = client_call("GET", path, NULL, list);
+    if (status == EXIT_OK && output_json) {
+        output_print_json(*list);
+        json_decref(*list);
+        *list = NULL;
+    } else if (status == EXIT_OK && !*list) {
+        *list = json_array(); /* an answer without a body shows as an empty table */
+    }
+    return status;
+}
+
 /* After a transfer that reached the daemon: an HTTP error is reported, else EXIT_OK. */
 static int refusal_or_ok(transfer *t)
 {

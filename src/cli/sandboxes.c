@@ -26,14 +26,9 @@ int command_templates(int argc, char **argv)
     int status = args_positional("templates", argc, argv, 0, "");
     json_t *list = NULL;
     if (status == EXIT_OK)
-        status = client_call("GET", "/v1/templates", NULL, &list);
-    if (status != EXIT_OK)
+        status = client_get_list("/v1/templates", &list);
+    if (status != EXIT_OK || !list)
         return status;
-    if (output_json) {
-        output_print_json(list);
-        json_decref(list);
-        return EXIT_OK;
-    }
     static const char *const headers[] = {"NAME", "DEFAULT", "PRELOADED", "POOL"};
     output_table table;
     output_table_begin(&table, 4, headers);
@@ -270,16 +265,11 @@ int command_ls(int argc, char **argv)
     json_t *list = NULL;
     int status = read_ls_filters(argc, argv, &query);
     if (status == EXIT_OK && asprintf(&path, "/v1/sandboxes%s", query) >= 0)
-        status = client_call("GET", path, NULL, &list);
+        status = client_get_list(path, &list);
     free(query);
     free(path);
-    if (status != EXIT_OK)
+    if (status != EXIT_OK || !list)
         return status;
-    if (output_json) {
-        output_print_json(list);
-        json_decref(list);
-        return EXIT_OK;
-    }
     static const char *const headers[] = {"ID",   "STATE",  "TEMPLATE", "STARTED",
                                           "ENDS", "MEMORY", "META"};
     output_table table;

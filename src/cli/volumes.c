@@ -69,14 +69,9 @@ static int list_volumes(int argc, char **argv)
     int status = args_positional("volume ls", argc, argv, 0, "");
     json_t *list = NULL;
     if (status == EXIT_OK)
-        status = client_call("GET", "/v1/volumes", NULL, &list);
-    if (status != EXIT_OK)
+        status = client_get_list("/v1/volumes", &list);
+    if (status != EXIT_OK || !list)
         return status;
-    if (output_json) {
-        output_print_json(list);
-        json_decref(list);
-        return EXIT_OK;
-    }
     static const char *const headers[] = {"NAME", "SIZE", "USED", "CREATED", "SANDBOXES"};
     output_table table;
     output_table_begin(&table, 5, headers);
