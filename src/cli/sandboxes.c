@@ -393,6 +393,12 @@ static const char rm_usage[] =
     "\n"
     "Removes sandboxes: every process, the cgroup and the workspace go.\n";
 
+/* "/v1/sandboxes/<id, escaped>", for client_delete_each. */
+static char *sandbox_path(const char *id, const void *context)
+{
+    return client_sandbox_path(id, "");
+}
+
 int command_rm(int argc, char **argv)
 {
     if (args_wants_help(argc, argv, rm_usage))
@@ -403,21 +409,7 @@ int command_rm(int argc, char **argv)
         return args_bad_option("rm", argv, option);
     if (optind == argc)
         return output_usage_error("rm", "missing the sandbox ID(s) (see `cellbox ls`)");
-    int worst = EXIT_OK;
-    for (int i = optind; i < argc; i++) {
-        char *path = client_sandbox_path(argv[i], "");
-        json_t *reply = NULL;
-        int status = client_call("DELETE", path, NULL, &reply);
-        free(path);
-        json_decref(reply);
-        if (status == EXIT_OK && !output_json)
-            printf("removed %s\n", argv[i]);
-        if (status != EXIT_OK)
-            worst = status;
-        if (status == EXIT_UNREACHABLE)
-            break; /* the others would fail the same way */
-    }
-    return worst;
+    return client_delete_each(argv + optind, argc - optind, sandbox_path, NULL);
 }
 
 /* POSTs to /v1/sandboxes/ID/<action> and shows the model it answers. */
