@@ -699,6 +699,15 @@ def pct(values, q):
     return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
 
 
+def save_figures_run_alone(name, figures):
+    """Figures of one `--only` run: written to bench/results/<name>-latest.json (latest.json
+    stays the full run's) and printed."""
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, f"{name}-latest.json"), "w") as f:
+        json.dump(figures, f, indent=2)
+    print(json.dumps(figures, indent=2))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer samples (CI smoke run)")
@@ -717,10 +726,7 @@ def main():
                        "restart_adoption": restart_figures(tmp, args.sandboxes)}
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        os.makedirs(RESULTS, exist_ok=True)
-        with open(os.path.join(RESULTS, "restart-latest.json"), "w") as f:
-            json.dump(figures, f, indent=2)
-        print(json.dumps(figures, indent=2))
+        save_figures_run_alone("restart", figures)
         return 0
     if args.only == "e2b":
         try:
@@ -733,10 +739,7 @@ def main():
                 cellbox.stop()
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        os.makedirs(RESULTS, exist_ok=True)
-        with open(os.path.join(RESULTS, "e2b-latest.json"), "w") as f:
-            json.dump(figures, f, indent=2)
-        print(json.dumps(figures, indent=2))
+        save_figures_run_alone("e2b", figures)
         return 0
     figures = {}
     page_costs = host_page_costs()

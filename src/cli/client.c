@@ -277,6 +277,39 @@ int client_call(const char *method, const char *path, json_t *body, json_t **rep
     return EXIT_OK;
 }
 
+int client_get_list(const char *path, json_t **list)
+{
+    *list = NULL;
+    int status = client_call("GET", path, NULL, list);
+    if (status == EXIT_OK && output_json) {
+        output_print_json(*list);
+        json_decref(*list);
+        *list = NULL;
+    } else if (status == EXIT_OK && !*list) {
+        *list = json_array(); /* an answer without a body shows as an empty table */
+    }
+    return status;
+}
+
+int client_delete_each(char **names, int count, client_path_of *path_of, const void *context)
+{
+    int worst = EXIT_OK;
+    for (int i = 0; i < count; i++) {
+        char *path = path_of(names[i], context);
+        json_t *reply = NULL;
+        int status = path ? client_call("DELETE", path, NULL, &reply) : EXIT_FAILED;
+        free(path);
+        json_decref(reply);
+        if (status == EXIT_OK && !output_json)
+            printf("removed %s\n", names[i]);
+        if (status != EXIT_OK)
+            worst = status;
+        if (status == EXIT_UNREACHABLE)
+            break; /* the others would fail the same way */
+    }
+    return worst;
+}
+
 /* After a transfer that reached the daemon: an HTTP error is reported, else EXIT_OK. */
 static int refusal_or_ok(transfer *t)
 {

@@ -26,6 +26,14 @@ char *client_sandbox_path(const char *id, const char *rest);
 
 /* A JSON request (body may be NULL). *reply gets the decoded answer, NULL when it had none. */
 int client_call(const char *method, const char *path, json_t *body, json_t **reply);
+/* GET the list a listing command shows. With --json it is printed here, whole, and *list is
+   NULL; otherwise *list is the caller's to show as a table and json_decref(). */
+int client_get_list(const char *path, json_t **list);
+/* The path of the thing `name` names, for client_delete_each; free() it (NULL: none). */
+typedef char *client_path_of(const char *name, const void *context);
+/* DELETEs each of names[0..count) at path_of(name, context), saying "removed NAME" for each
+   (not under --json); stops at an unreachable daemon. The worst exit status. */
+int client_delete_each(char **names, int count, client_path_of *path_of, const void *context);
 /* As client_call, but an HTTP error is left to the caller: *status holds the HTTP status and
  *reply the daemon's error body. Only an unreachable daemon is reported. */
 int client_call_status(const char *method, const char *path, json_t *body, long *status,

@@ -26,14 +26,9 @@ int command_templates(int argc, char **argv)
     int status = args_positional("templates", argc, argv, 0, "");
     json_t *list = NULL;
     if (status == EXIT_OK)
-        status = client_call("GET", "/v1/templates", NULL, &list);
-    if (status != EXIT_OK)
+        status = client_get_list("/v1/templates", &list);
+    if (status != EXIT_OK || !list)
         return status;
-    if (output_json) {
-        output_print_json(list);
-        json_decref(list);
-        return EXIT_OK;
-    }
     static const char *const headers[] = {"NAME", "DEFAULT", "PRELOADED", "POOL"};
     output_table table;
     output_table_begin(&table, 4, headers);
@@ -270,16 +265,11 @@ int command_ls(int argc, char **argv)
     json_t *list = NULL;
     int status = read_ls_filters(argc, argv, &query);
     if (status == EXIT_OK && asprintf(&path, "/v1/sandboxes%s", query) >= 0)
-        status = client_call("GET", path, NULL, &list);
+        status = client_get_list(path, &list);
     free(query);
     free(path);
-    if (status != EXIT_OK)
+    if (status != EXIT_OK || !list)
         return status;
-    if (output_json) {
-        output_print_json(list);
-        json_decref(list);
-        return EXIT_OK;
-    }
     static const char *const headers[] = {"ID",   "STATE",  "TEMPLATE", "STARTED",
                                           "ENDS", "MEMORY", "META"};
     output_table table;
@@ -403,6 +393,12 @@ static const char rm_usage[] =
     "\n"
     "Removes sandboxes: every process, the cgroup and the workspace go.\n";
 
+/* "/v1/sandboxes/<id, escaped>", for client_delete_each. */
+static char *sandbox_path(const char *id, const void *context)
+{
+    return client_sandbox_path(id, "");
+}
+
 int command_rm(int argc, char **argv)
 {
     if (args_wants_help(argc, argv, rm_usage))
@@ -413,21 +409,7 @@ int command_rm(int argc, char **argv)
         return args_bad_option("rm", argv, option);
     if (optind == argc)
         return output_usage_error("rm", "missing the sandbox ID(s) (see `cellbox ls`)");
-    int worst = EXIT_OK;
-    for (int i = optind; i < argc; i++) {
-        char *path = client_sandbox_path(argv[i], "");
-        json_t *reply = NULL;
-        int status = client_call("DELETE", path, NULL, &reply);
-        free(path);
-        json_decref(reply);
-        if (status == EXIT_OK && !output_json)
-            printf("removed %s\n", argv[i]);
-        if (status != EXIT_OK)
-            worst = status;
-        if (status == EXIT_UNREACHABLE)
-            break; /* the others would fail the same way */
-    }
-    return worst;
+    return client_delete_each(argv + optind, argc - optind, sandbox_path, NULL);
 }
 
 /* POSTs to /v1/sandboxes/ID/<action> and shows the model it answers. */

@@ -24,11 +24,11 @@ static const char volume_usage[] =
     "  --size SIZE   the volume's size limit, e.g. 512M or 4G (default 1G); writes past it fail\n"
     "                with 'No space left on device'\n";
 
-/* "/v1/volumes/<name, escaped><query>"; free() it. */
-static char *volume_path(const char *name, const char *query)
+/* "/v1/volumes/<name, escaped><query>" (query: a string); free() it. */
+static char *volume_path(const char *name, const void *query)
 {
     char *escaped = client_escape(name), *path = NULL;
-    if (asprintf(&path, "/v1/volumes/%s%s", escaped, query) < 0)
+    if (asprintf(&path, "/v1/volumes/%s%s", escaped, (const char *)query) < 0)
         path = NULL;
     free(escaped);
     return path;
@@ -69,14 +69,9 @@ static int list_volumes(int argc, char **argv)
     int status = args_positional("volume ls", argc, argv, 0, "");
     json_t *list = NULL;
     if (status == EXIT_OK)
-        status = client_call("GET", "/v1/volumes", NULL, &list);
-    if (status != EXIT_OK)
+        status = client_get_list("/v1/volumes", &list);
+    if (status != EXIT_OK || !list)
         return status;
-    if (output_json) {
-        output_print_json(list);
-        json_decref(list);
-        return EXIT_OK;
-    }
     static const char *const headers[] = {"NAME", "SIZE", "USED", "CREATED", "SANDBOXES"};
     output_table table;
     output_table_begin(&table, 5, headers);
@@ -116,21 +111,8 @@ static int remove_volumes(int argc, char **argv)
     if (optind == argc)
         return output_usage_error("volume rm",
                                   "missing the volume NAME(s) (see `cellbox volume ls`)");
-    int worst = EXIT_OK;
-    for (int i = optind; i < argc; i++) {
-        char *path = volume_path(argv[i], force ? "?force=true" : "");
-        json_t *reply = NULL;
-        int status = path ? client_call("DELETE", path, NULL, &reply) : EXIT_FAILED;
-        free(path);
-        json_decref(reply);
-        if (status == EXIT_OK && !output_json)
-            printf("removed %s\n", argv[i]);
-        if (status != EXIT_OK)
-            worst = status;
-        if (status == EXIT_UNREACHABLE)
-            break; /* the others would fail the same way */
-    }
-    return worst;
+    return client_delete_each(argv + optind, argc - optind, volume_path,
+                              force ? "?force=true" : "");
 }
 
 int command_volume(int argc, char **argv)

@@ -8,16 +8,14 @@ belongs in `make bench`).
   envd's process.Process `unimplemented` (issue 20, part B), a skip with a note that says so.
 - bench.py's reduction of the samples to p50/p99 and ratios (e2b_figures)."""
 import importlib.util
-import json
 import os
-import shutil
-import subprocess
 
 import pytest
 
+from helpers.node_clients import run_node_script
+
 pytestmark = pytest.mark.cellbox_only  # Jupyter Server has no E2B API
 
-NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
 BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "bench.py")
 TIMEOUT = 180
 RUNS = 3
@@ -30,24 +28,9 @@ def load_bench():
     return module
 
 
-def run_bench_client(daemon):
-    node = shutil.which("node")
-    assert node, "node is not installed (scripts/install-deps.sh test installs it)"
-    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@e2b", "code-interpreter")), \
-        "npm packages missing: run `scripts/install-deps.sh test` (npm ci in tests/clients/node)"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("E2B_")}
-    env.update(E2B_API_URL=daemon.origin, E2B_SANDBOX_URL=daemon.origin, E2B_API_KEY=daemon.token,
-               CELLBOX_BENCH_RUNS=str(RUNS), CELLBOX_BENCH_FILE_RUNS="2",
-               CELLBOX_CLIENT_DEADLINE_MS=str((TIMEOUT - 20) * 1000))
-    proc = subprocess.run([node, "e2b_bench.mjs"], cwd=NODE_DIR, env=env, capture_output=True, text=True,
-                          timeout=TIMEOUT)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"no figures from the client (exit {proc.returncode})\nstderr:\n{proc.stderr[-4000:]}"
-    return proc, json.loads(lines[-1])
-
-
 def test_e2b_bench_measures_both_paths(daemon):
-    proc, figures = run_bench_client(daemon)
+    proc, figures = run_node_script(daemon, "e2b_bench.mjs", TIMEOUT,
+                                    env={"CELLBOX_BENCH_RUNS": str(RUNS), "CELLBOX_BENCH_FILE_RUNS": "2"})
     assert proc.returncode == 0 and figures["ok"], (figures, proc.stderr[-3000:])
     assert figures["runs"] == RUNS
 

@@ -10,8 +10,6 @@ figure takes (runtime/python/cellbox_kernel/charts.py extracts it; model/executi
 The npm packages come from `scripts/install-deps.sh test` (npm ci in tests/clients/node)."""
 import json
 import os
-import shutil
-import subprocess
 import sys
 
 import pytest
@@ -20,43 +18,22 @@ import requests
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "api"))
 
 from helpers.v1 import V1  # noqa: E402
+from helpers.node_clients import assert_every_step_passed, run_e2b_script  # noqa: E402
 from openapi_spec import Spec  # noqa: E402
 
 pytestmark = pytest.mark.cellbox_only  # Jupyter Server has no E2B API
 
-NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
 TIMEOUT = 180
 
 LINE_ELEMENTS = [{"label": "speed", "points": [[1, 4], [2, 5], [3, 6]]},
                  {"label": "Line 1", "points": [[1, 1], [2, 1], [3, 2]]}]
 
 
-def run_charts_client(daemon, timeout=TIMEOUT):
-    node = shutil.which("node")
-    assert node, "node is not installed (scripts/install-deps.sh test installs it)"
-    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@e2b", "code-interpreter")), \
-        "npm packages missing: run `scripts/install-deps.sh test` (npm ci in tests/clients/node)"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("E2B_")}
-    env.update(E2B_API_URL=daemon.origin, E2B_SANDBOX_URL=daemon.origin, E2B_API_KEY=daemon.token,
-               CELLBOX_CLIENT_DEADLINE_MS=str((timeout - 20) * 1000))
-    proc = subprocess.run([node, "e2b_charts.mjs"], cwd=NODE_DIR, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"no summary from the client (exit {proc.returncode})\nstderr:\n{proc.stderr[-4000:]}"
-    return proc, json.loads(lines[-1])
-
-
 def test_sdk_reads_each_kind_of_chart(daemon):
-    proc, summary = run_charts_client(daemon)
-    steps = summary["steps"]
-    detail = f"exit {proc.returncode}\nsummary: {json.dumps(summary, indent=1)[:6000]}\nstderr:\n{proc.stderr[-3000:]}"
+    proc, steps, detail = run_e2b_script(daemon, "e2b_charts.mjs", TIMEOUT)
     expected = ["create", "line", "dates", "scatter", "bar", "pie", "box", "superchart",
                 "on_result", "no_figure", "kill"]
-    missing = [s for s in expected if s not in steps]
-    assert not missing, f"steps never reported: {missing}\n{detail}"
-    failed = {name: s for name, s in steps.items() if not s["ok"]}
-    assert not failed, f"failed steps: {failed}\n{detail}"
-    assert proc.returncode == 0, detail
+    assert_every_step_passed(proc, steps, detail, expected)
 
     for name in ("line", "dates", "scatter", "bar", "pie", "box", "superchart"):
         # The chart is the SDK's own field: not a format of its own, nothing left in extra.

@@ -3,48 +3,26 @@ sandbox.commands and sandbox.pty as tests/clients/node/e2b_commands.mjs runs the
 details checked here again.
 
 The npm packages come from `scripts/install-deps.sh test` (npm ci in tests/clients/node)."""
-import json
-import os
-import shutil
-import subprocess
-
 import pytest
+
+from helpers.node_clients import passed_step, run_e2b_script
 
 pytestmark = pytest.mark.cellbox_only  # Jupyter Server has no E2B API
 
-NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
 TIMEOUT = 180
 # envd's processes start in the user's home (api/envd.h, ENVD_HOME_DIR)
 ENVD_HOME = "/home/user"
 
 
-def run_commands_client(daemon, timeout=TIMEOUT):
-    node = shutil.which("node")
-    assert node, "node is not installed (scripts/install-deps.sh test installs it)"
-    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@e2b", "code-interpreter")), \
-        "npm packages missing: run `scripts/install-deps.sh test` (npm ci in tests/clients/node)"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("E2B_")}
-    env.update(E2B_API_URL=daemon.origin, E2B_SANDBOX_URL=daemon.origin, E2B_API_KEY=daemon.token,
-               CELLBOX_CLIENT_DEADLINE_MS=str((timeout - 20) * 1000))
-    proc = subprocess.run([node, "e2b_commands.mjs"], cwd=NODE_DIR, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"no summary from the client (exit {proc.returncode})\nstderr:\n{proc.stderr[-4000:]}"
-    return proc, json.loads(lines[-1])
-
-
 @pytest.fixture(scope="module")
 def scenario(daemon):
-    proc, summary = run_commands_client(daemon)
-    detail = f"exit {proc.returncode}\nsummary: {json.dumps(summary, indent=1)}\nstderr:\n{proc.stderr[-3000:]}"
-    return summary["steps"], detail, proc.returncode
+    proc, steps, detail = run_e2b_script(daemon, "e2b_commands.mjs", TIMEOUT)
+    return steps, detail, proc.returncode
 
 
 def get_step(scenario, name):
     steps, detail, _ = scenario
-    assert name in steps, f"step {name} never reported\n{detail}"
-    assert steps[name]["ok"], f"step {name} failed: {steps[name]}\n{detail}"
-    return steps[name]
+    return passed_step(steps, detail, name)
 
 
 def test_every_step_passed(scenario):

@@ -12,21 +12,18 @@ sandboxes have a 64 MiB disk.
   daemon's token still admitting every call."""
 import gzip
 import hashlib
-import json
 import os
-import shutil
-import subprocess
 
 import pytest
 import requests
 
 from helpers.daemon import Daemon, serve
+from helpers.e2b import ENVD_PORT, api, into_envd
+from helpers.node_clients import assert_every_step_passed, run_e2b_script
 
 pytestmark = pytest.mark.cellbox_only  # Jupyter Server has no E2B API
 
-NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
 TIMEOUT = 240
-ENVD = "49983"
 MiB = 1 << 20
 
 
@@ -35,31 +32,10 @@ def small_disk_daemon():
     yield from serve(Daemon(args=["--disk-limit", "64M"]).start())
 
 
-def run_files_client(daemon, timeout=TIMEOUT):
-    node = shutil.which("node")
-    assert node, "node is not installed (scripts/install-deps.sh test installs it)"
-    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "e2b")), \
-        "npm packages missing: run `scripts/install-deps.sh test` (npm ci in tests/clients/node)"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("E2B_")}
-    env.update(E2B_API_URL=daemon.origin, E2B_SANDBOX_URL=daemon.origin, E2B_API_KEY=daemon.token,
-               CELLBOX_CLIENT_DEADLINE_MS=str((timeout - 20) * 1000))
-    proc = subprocess.run([node, "e2b_files.mjs"], cwd=NODE_DIR, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"no summary from the client (exit {proc.returncode})\nstderr:\n{proc.stderr[-4000:]}"
-    return proc, json.loads(lines[-1])
-
-
 def test_sdk_files(small_disk_daemon):
-    proc, summary = run_files_client(small_disk_daemon)
-    steps = summary["steps"]
-    detail = f"exit {proc.returncode}\nsummary: {json.dumps(summary, indent=1)}\nstderr:\n{proc.stderr[-3000:]}"
+    proc, steps, detail = run_e2b_script(small_disk_daemon, "e2b_files.mjs", TIMEOUT)
     expected = ["create", "big_stream", "big_form", "multipart", "disk_full", "gzip", "signed_urls", "kill"]
-    missing = [s for s in expected if s not in steps]
-    assert not missing, f"steps never reported: {missing}\n{detail}"
-    failed = {name: s for name, s in steps.items() if not s["ok"]}
-    assert not failed, f"failed steps: {failed}\n{detail}"
-    assert proc.returncode == 0, detail
+    assert_every_step_passed(proc, steps, detail, expected)
 
     assert steps["create"]["token_differs"], "each sandbox has its own envd access token"
     big = steps["big_stream"]
@@ -102,18 +78,6 @@ def test_sdk_files(small_disk_daemon):
 
 # ---- on the wire ----
 
-def api(daemon, method, path, **kw):
-    headers = {"X-API-Key": daemon.token, **kw.pop("headers", {})}
-    return requests.request(method, daemon.origin + path, headers=headers, timeout=60, **kw)
-
-
-def into(daemon, sandbox, method, path, token=None, **kw):
-    headers = {"E2b-Sandbox-Id": sandbox["sandboxID"], "E2b-Sandbox-Port": ENVD,
-               "X-Access-Token": sandbox["envdAccessToken"] if token is None else token}
-    headers.update(kw.pop("headers", {}))
-    return requests.request(method, daemon.origin + path, headers=headers, timeout=60, **kw)
-
-
 @pytest.fixture
 def two_sandboxes(small_disk_daemon):
     made = []
@@ -127,7 +91,7 @@ def two_sandboxes(small_disk_daemon):
 
 
 def read_back(daemon, sandbox, path):
-    return into(daemon, sandbox, "GET", "/files", params={"path": path})
+    return into_envd(daemon, sandbox, "GET", "/files", params={"path": path})
 
 
 def test_corrupt_gzip_is_400_and_leaves_no_file(small_disk_daemon, two_sandboxes):
@@ -135,7 +99,7 @@ def test_corrupt_gzip_is_400_and_leaves_no_file(small_disk_daemon, two_sandboxes
     good = gzip.compress(b"x" * 100_000)
     corrupt = good[:40] + bytes(b ^ 0x5A for b in good[40:60]) + good[60:]
     for body in (corrupt, good[:-8], b"not gzip at all"):  # damaged, cut short, not gzip
-        r = into(d, s, "POST", "/files", params={"path": "bad.txt"}, data=body,
+        r = into_envd(d, s, "POST", "/files", params={"path": "bad.txt"}, data=body,
                  headers={"Content-Type": "application/octet-stream", "Content-Encoding": "gzip"})
         assert r.status_code == 400, r.text
         assert r.json()["code"] == 400 and "not a valid gzip stream" in r.json()["message"]
@@ -145,16 +109,16 @@ def test_corrupt_gzip_is_400_and_leaves_no_file(small_disk_daemon, two_sandboxes
 def test_gzip_download_only_when_asked(small_disk_daemon, two_sandboxes):
     d, s = small_disk_daemon, two_sandboxes[0]
     content = b"compress me\n" * 50_000
-    assert into(d, s, "POST", "/files", params={"path": "z.txt"}, data=content,
+    assert into_envd(d, s, "POST", "/files", params={"path": "z.txt"}, data=content,
                 headers={"Content-Type": "application/octet-stream"}).status_code == 200
     r = requests.get(d.origin + "/files", params={"path": "z.txt"}, stream=True, timeout=60,
-                     headers={"E2b-Sandbox-Id": s["sandboxID"], "E2b-Sandbox-Port": ENVD,
+                     headers={"E2b-Sandbox-Id": s["sandboxID"], "E2b-Sandbox-Port": ENVD_PORT,
                               "X-Access-Token": s["envdAccessToken"], "Accept-Encoding": "gzip"})
     raw = r.raw.read(decode_content=False)
     assert r.status_code == 200 and r.headers["Content-Encoding"] == "gzip"
     assert len(raw) < len(content) // 10 and gzip.decompress(raw) == content
     r = requests.get(d.origin + "/files", params={"path": "z.txt"}, stream=True, timeout=60,
-                     headers={"E2b-Sandbox-Id": s["sandboxID"], "E2b-Sandbox-Port": ENVD,
+                     headers={"E2b-Sandbox-Id": s["sandboxID"], "E2b-Sandbox-Port": ENVD_PORT,
                               "X-Access-Token": s["envdAccessToken"], "Accept-Encoding": "identity"})
     assert "Content-Encoding" not in r.headers and r.raw.read(decode_content=False) == content
 
@@ -177,7 +141,7 @@ def test_form_split_across_small_reads(small_disk_daemon, two_sandboxes):
     parts = [("split/one.bin", tricky), ("split/two.bin", os.urandom(70_000)), ("split/three.txt", b"3")]
     body = form_body(boundary, parts)
     pieces = (body[i:i + 7] for i in range(0, len(body), 7))
-    r = into(d, s, "POST", "/files", data=pieces,
+    r = into_envd(d, s, "POST", "/files", data=pieces,
              headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
     assert r.status_code == 200, r.text
     assert [e["path"] for e in r.json()] == ["/home/user/" + p for p, _ in parts]
@@ -191,7 +155,7 @@ def test_form_cut_short_leaves_no_partial_file(small_disk_daemon, two_sandboxes)
     boundary = "cut-here"
     body = form_body(boundary, [("cut/whole.txt", b"complete"), ("cut/half.bin", os.urandom(200_000))])
     truncated = body[:-100_000]  # the second part never ends
-    r = into(d, s, "POST", "/files", data=truncated,
+    r = into_envd(d, s, "POST", "/files", data=truncated,
              headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
     assert r.status_code == 400, r.text
     assert "closing boundary" in r.json()["message"]
@@ -203,15 +167,15 @@ def test_envd_access_tokens_are_per_sandbox(small_disk_daemon, two_sandboxes):
     a, b = two_sandboxes
     assert a["envdAccessToken"] != b["envdAccessToken"]
     assert a["envdAccessToken"] != d.token and d.token not in a["envdAccessToken"]
-    assert into(d, a, "POST", "/files", params={"path": "mine.txt"}, data=b"a's",
+    assert into_envd(d, a, "POST", "/files", params={"path": "mine.txt"}, data=b"a's",
                 headers={"Content-Type": "application/octet-stream"}).status_code == 200
     # b's token does not open a: read, write, Connect-RPC
-    r = into(d, a, "GET", "/files", token=b["envdAccessToken"], params={"path": "mine.txt"})
+    r = into_envd(d, a, "GET", "/files", token=b["envdAccessToken"], params={"path": "mine.txt"})
     assert r.status_code == 401
-    r = into(d, a, "POST", "/files", token=b["envdAccessToken"], params={"path": "planted.txt"},
+    r = into_envd(d, a, "POST", "/files", token=b["envdAccessToken"], params={"path": "planted.txt"},
              data=b"b's", headers={"Content-Type": "application/octet-stream"})
     assert r.status_code == 401
-    r = into(d, a, "POST", "/filesystem.Filesystem/Stat", token=b["envdAccessToken"],
+    r = into_envd(d, a, "POST", "/filesystem.Filesystem/Stat", token=b["envdAccessToken"],
              json={"path": "mine.txt"})
     assert r.status_code == 401
     assert read_back(d, a, "planted.txt").status_code == 404, "nothing was written into a"
@@ -222,8 +186,8 @@ def test_envd_access_tokens_are_per_sandbox(small_disk_daemon, two_sandboxes):
     assert requests.get(d.origin + "/v1/sandboxes", headers={"Authorization": f"token {a['envdAccessToken']}"},
                         timeout=30).status_code == 401
     # the daemon's token still opens every sandbox
-    r = into(d, a, "GET", "/files", token=d.token, params={"path": "mine.txt"})
+    r = into_envd(d, a, "GET", "/files", token=d.token, params={"path": "mine.txt"})
     assert r.status_code == 200 and r.content == b"a's"
     # a signature made with a's token but sent naming b does not reach a
-    r = into(d, b, "GET", "/files", token=d.token, params={"path": "mine.txt", "signature": "v1_x"})
+    r = into_envd(d, b, "GET", "/files", token=d.token, params={"path": "mine.txt", "signature": "v1_x"})
     assert r.status_code == 401

@@ -17,41 +17,24 @@ The npm packages come from `scripts/install-deps.sh test` (npm ci in tests/clien
 import base64
 import json
 import os
-import shutil
-import subprocess
 
 import pytest
 import requests
 
+from helpers.e2b import ENVD_PORT, api, into, made_sandbox
+from helpers.node_clients import run_e2b_script
+
 pytestmark = pytest.mark.cellbox_only  # Jupyter Server has no E2B API
 
-NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
 TIMEOUT = 240
-ENVD = "49983"
 INTERPRETER = "49999"
 NOT_SUPPORTED = "not supported by cellbox: "
 
 
-def run_home_client(daemon):
-    node = shutil.which("node")
-    assert node, "node is not installed (scripts/install-deps.sh test installs it)"
-    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@e2b", "code-interpreter")), \
-        "npm packages missing: run `scripts/install-deps.sh test` (npm ci in tests/clients/node)"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("E2B_")}
-    env.update(E2B_API_URL=daemon.origin, E2B_SANDBOX_URL=daemon.origin, E2B_API_KEY=daemon.token,
-               CELLBOX_CLIENT_DEADLINE_MS=str((TIMEOUT - 20) * 1000))
-    proc = subprocess.run([node, "e2b_home.mjs"], cwd=NODE_DIR, env=env, capture_output=True,
-                          text=True, timeout=TIMEOUT)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"no summary from the client (exit {proc.returncode})\nstderr:\n{proc.stderr[-4000:]}"
-    return proc, json.loads(lines[-1])
-
-
 @pytest.fixture(scope="module")
 def scenario(daemon):
-    proc, summary = run_home_client(daemon)
-    detail = f"exit {proc.returncode}\nsummary: {json.dumps(summary, indent=1)}\nstderr:\n{proc.stderr[-3000:]}"
-    return summary["steps"], detail
+    _, steps, detail = run_e2b_script(daemon, "e2b_home.mjs", TIMEOUT)
+    return steps, detail
 
 
 def test_every_step_ran_and_passed(scenario):
@@ -179,50 +162,36 @@ def test_cloud_only_calls_name_themselves(scenario):
 
 # ---- on the wire ----
 
-def api(daemon, method, path, **kw):
-    return requests.request(method, daemon.origin + path, headers={"X-API-Key": daemon.token},
-                            timeout=60, **kw)
-
-
-def into(daemon, sandbox_id, port, method, path, **kw):
-    headers = {"E2b-Sandbox-Id": sandbox_id, "E2b-Sandbox-Port": port, "X-Access-Token": daemon.token}
-    headers.update(kw.pop("headers", {}))
-    return requests.request(method, daemon.origin + path, headers=headers, timeout=60, **kw)
-
-
 def basic(user):
     return {"Authorization": "Basic " + base64.b64encode(f"{user}:".encode()).decode()}
 
 
 @pytest.fixture
 def sandbox(daemon):
-    r = api(daemon, "POST", "/sandboxes", json={"templateID": "base", "timeout": 120})
-    assert r.status_code == 201, r.text
-    sid = r.json()["sandboxID"]
-    yield sid
-    api(daemon, "DELETE", f"/sandboxes/{sid}")
+    with made_sandbox(daemon, templateID="base", timeout=120) as created:
+        yield created["sandboxID"]
 
 
 def test_users_on_connect_and_files(daemon, sandbox):
     stat = {"Content-Type": "application/json"}
     for user in ("user", "root", ""):
-        r = into(daemon, sandbox, ENVD, "POST", "/filesystem.Filesystem/Stat", json={"path": "."},
+        r = into(daemon, sandbox, ENVD_PORT, "POST", "/filesystem.Filesystem/Stat", json={"path": "."},
                  headers={**stat, **basic(user)})
         assert r.status_code == 200 and r.json()["entry"]["path"] == "/home/user", (user, r.text)
-    r = into(daemon, sandbox, ENVD, "POST", "/filesystem.Filesystem/Stat", json={"path": "."},
+    r = into(daemon, sandbox, ENVD_PORT, "POST", "/filesystem.Filesystem/Stat", json={"path": "."},
              headers={**stat, **basic("nobody")})
     assert r.status_code == 400 and r.json()["code"] == "invalid_argument", r.text
     assert "user 'nobody' does not exist" in r.json()["message"]
-    r = into(daemon, sandbox, ENVD, "POST", "/filesystem.Filesystem/Stat", json={"path": "."},
+    r = into(daemon, sandbox, ENVD_PORT, "POST", "/filesystem.Filesystem/Stat", json={"path": "."},
              headers={**stat, "Authorization": "Basic %%%"})
     assert r.status_code == 400 and "Authorization" in r.json()["message"], r.text
-    r = into(daemon, sandbox, ENVD, "GET", "/files?path=x&username=mallory")
+    r = into(daemon, sandbox, ENVD_PORT, "GET", "/files?path=x&username=mallory")
     assert r.status_code == 400 and r.json()["code"] == 400, r.text
     assert "user 'mallory' does not exist" in r.json()["message"]
-    r = into(daemon, sandbox, ENVD, "POST", "/files?path=raw.txt&username=root", data=b"as root",
+    r = into(daemon, sandbox, ENVD_PORT, "POST", "/files?path=raw.txt&username=root", data=b"as root",
              headers={"Content-Type": "application/octet-stream"})
     assert r.status_code == 200 and r.json()[0]["path"] == "/home/user/raw.txt", r.text
-    r = into(daemon, sandbox, ENVD, "GET", "/files?path=/workspace/raw.txt&username=user")
+    r = into(daemon, sandbox, ENVD_PORT, "GET", "/files?path=/workspace/raw.txt&username=user")
     assert r.status_code == 200 and r.content == b"as root"
 
 

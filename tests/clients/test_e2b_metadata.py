@@ -18,47 +18,24 @@ The npm packages come from `scripts/install-deps.sh test` (npm ci in tests/clien
 import http.client
 import json
 import os
-import shutil
-import subprocess
 import tempfile
 
 import pytest
-import requests
+
+from helpers.e2b import ENVD_PORT, api, into_envd, made_sandbox
+from helpers.node_clients import assert_every_step_passed, run_e2b_script
 from urllib.parse import urlsplit
 
 pytestmark = pytest.mark.cellbox_only  # Jupyter Server has no E2B API
 
-NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
 TIMEOUT = 150
-ENVD = "49983"
-
-
-def run_metadata_client(daemon, timeout=TIMEOUT):
-    node = shutil.which("node")
-    assert node, "node is not installed (scripts/install-deps.sh test installs it)"
-    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "e2b")), \
-        "npm packages missing: run `scripts/install-deps.sh test` (npm ci in tests/clients/node)"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("E2B_")}
-    env.update(E2B_API_URL=daemon.origin, E2B_SANDBOX_URL=daemon.origin, E2B_API_KEY=daemon.token,
-               CELLBOX_CLIENT_DEADLINE_MS=str((timeout - 20) * 1000))
-    proc = subprocess.run([node, "e2b_metadata.mjs"], cwd=NODE_DIR, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"no summary from the client (exit {proc.returncode})\nstderr:\n{proc.stderr[-4000:]}"
-    return proc, json.loads(lines[-1])
 
 
 def test_sdk_metadata(daemon):
-    proc, summary = run_metadata_client(daemon)
-    steps = summary["steps"]
-    detail = f"exit {proc.returncode}\nsummary: {json.dumps(summary, indent=1)}\nstderr:\n{proc.stderr[-3000:]}"
+    proc, steps, detail = run_e2b_script(daemon, "e2b_metadata.mjs", TIMEOUT)
     expected = ["create", "write_form", "write_stream", "overwrite", "without_metadata",
                 "several_files", "limits", "watch_include_entry", "kill"]
-    missing = [s for s in expected if s not in steps]
-    assert not missing, f"steps never reported: {missing}\n{detail}"
-    failed = {name: s for name, s in steps.items() if not s["ok"]}
-    assert not failed, f"failed steps: {failed}\n{detail}"
-    assert proc.returncode == 0, detail
+    assert_every_step_passed(proc, steps, detail, expected)
 
     assert steps["create"]["envd_version"] == "0.6.4"
     tags = {"author": "ann", "purpose": "quarterly report"}
@@ -95,33 +72,19 @@ def test_sdk_metadata(daemon):
 
 # ---- on the wire ----
 
-def api(daemon, method, path, **kw):
-    headers = {"X-API-Key": daemon.token, **kw.pop("headers", {})}
-    return requests.request(method, daemon.origin + path, headers=headers, timeout=60, **kw)
-
-
-def into(daemon, sandbox, method, path, **kw):
-    headers = {"E2b-Sandbox-Id": sandbox["sandboxID"], "E2b-Sandbox-Port": ENVD,
-               "X-Access-Token": sandbox["envdAccessToken"], **kw.pop("headers", {})}
-    return requests.request(method, daemon.origin + path, headers=headers, timeout=60, **kw)
-
-
 @pytest.fixture
 def sandbox(daemon):
-    r = api(daemon, "POST", "/v2/sandboxes", json={"templateID": "code-interpreter-v1", "timeout": 120})
-    assert r.status_code == 201, r.text
-    created = r.json()
-    yield created
-    api(daemon, "DELETE", f"/sandboxes/{created['sandboxID']}")
+    with made_sandbox(daemon, "/v2/sandboxes", templateID="code-interpreter-v1", timeout=120) as created:
+        yield created
 
 
 def upload(daemon, sandbox, path, body, metadata_headers):
-    return into(daemon, sandbox, "POST", "/files", params={"path": path}, data=body,
+    return into_envd(daemon, sandbox, "POST", "/files", params={"path": path}, data=body,
                 headers={"Content-Type": "application/octet-stream", **metadata_headers})
 
 
 def stat(daemon, sandbox, path):
-    return into(daemon, sandbox, "POST", "/filesystem.Filesystem/Stat", json={"path": path},
+    return into_envd(daemon, sandbox, "POST", "/filesystem.Filesystem/Stat", json={"path": path},
                 headers={"Content-Type": "application/json"})
 
 
@@ -180,7 +143,7 @@ def test_the_first_of_a_repeated_key_wins(daemon, sandbox):
     connection = http.client.HTTPConnection(origin.hostname, origin.port, timeout=60)
     try:
         connection.putrequest("POST", "/files?path=wire/repeated.txt")
-        for name, value in (("E2b-Sandbox-Id", sandbox["sandboxID"]), ("E2b-Sandbox-Port", ENVD),
+        for name, value in (("E2b-Sandbox-Id", sandbox["sandboxID"]), ("E2b-Sandbox-Port", ENVD_PORT),
                             ("X-Access-Token", sandbox["envdAccessToken"]),
                             ("Content-Type", "application/octet-stream"), ("Content-Length", "1"),
                             ("X-Metadata-Owner", "first"), ("x-metadata-owner", "second")):
@@ -219,7 +182,7 @@ def test_links_planted_towards_a_host_file_never_reach_it(daemon, sandbox, host_
     for name in ("plant-absolute", "plant-relative"):
         entry = stat(daemon, sandbox, name).json()["entry"]
         assert entry["type"] == "FILE_TYPE_SYMLINK" and "metadata" not in entry, entry
-    listed = into(daemon, sandbox, "POST", "/filesystem.Filesystem/ListDir", json={"path": "/workspace"},
+    listed = into_envd(daemon, sandbox, "POST", "/filesystem.Filesystem/ListDir", json={"path": "/workspace"},
                   headers={"Content-Type": "application/json"}).json()["entries"]
     assert all("metadata" not in e for e in listed if e["name"].startswith("plant-")), listed
     r = upload(daemon, sandbox, "plant-absolute", b"through the link", {"X-Metadata-owner": "sandbox"})

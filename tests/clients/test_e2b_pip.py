@@ -9,39 +9,21 @@
 The commands.run steps need envd's process service (issue 20, part B): while this build answers
 `unimplemented` they are skipped, saying so. The host's system site-packages stay as they were.
 """
-import json
 import os
-import shutil
-import subprocess
 import tempfile
 
 import pytest
 
 from helpers import wheels
+from helpers.node_clients import run_e2b_script
 
 pytestmark = pytest.mark.cellbox_only  # Jupyter Server has no E2B API
 
-NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
 TIMEOUT = 240
 PACKAGE = "cellbox_e2b_pip_probe"
 COMMAND = "cellbox-e2b-pip-probe"
 NOTE = "cellbox: this sandbox has no network, so pip could not reach pypi.org"
 HOST_SITES = ("/usr/lib/python3/dist-packages", "/usr/local/lib/python3.11/dist-packages")
-
-
-def run_sdk_pip(daemon, wheel_path):
-    node = shutil.which("node")
-    assert node, "node is not installed (scripts/install-deps.sh test installs it)"
-    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@e2b", "code-interpreter")), \
-        "npm packages missing: run `scripts/install-deps.sh test` (npm ci in tests/clients/node)"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("E2B_")}
-    env.update(E2B_API_URL=daemon.origin, E2B_SANDBOX_URL=daemon.origin, E2B_API_KEY=daemon.token,
-               CELLBOX_WHEEL=wheel_path, CELLBOX_CLIENT_DEADLINE_MS=str((TIMEOUT - 20) * 1000))
-    proc = subprocess.run([node, "e2b_pip.mjs"], cwd=NODE_DIR, env=env, capture_output=True,
-                          text=True, timeout=TIMEOUT)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"no summary from the client (exit {proc.returncode})\nstderr:\n{proc.stderr[-4000:]}"
-    return proc, json.loads(lines[-1])
 
 
 @pytest.fixture(scope="module")
@@ -51,10 +33,9 @@ def sdk_run(daemon):
         path = os.path.join(directory, wheels.wheel_name(PACKAGE, "1.0"))
         with open(path, "wb") as f:
             f.write(wheels.build_wheel(PACKAGE, "1.0", "installed through the E2B SDK", COMMAND))
-        proc, summary = run_sdk_pip(daemon, path)
-    detail = f"exit {proc.returncode}\nsummary: {json.dumps(summary, indent=1)}\nstderr:\n{proc.stderr[-3000:]}"
+        proc, steps, detail = run_e2b_script(daemon, "e2b_pip.mjs", TIMEOUT, env={"CELLBOX_WHEEL": path})
     assert {d: sorted(os.listdir(d)) for d in HOST_SITES if os.path.isdir(d)} == before
-    return proc, summary["steps"], detail
+    return proc, steps, detail
 
 
 def test_every_step_reported_and_passed(sdk_run):

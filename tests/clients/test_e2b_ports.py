@@ -15,48 +15,26 @@ namespace (docs/security.md)."""
 import hashlib
 import json
 import os
-import shutil
 import socket
-import subprocess
 import time
 
 import pytest
 import requests
 
 from helpers.daemon import SANITIZER_MARKERS, Daemon
+from helpers.e2b import api
+from helpers.node_clients import assert_every_step_passed, run_e2b_script
 
 pytestmark = pytest.mark.cellbox_only  # Jupyter Server has no E2B API
 
-NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
 TIMEOUT = 180
 
 
-def run_ports_client(daemon, timeout=TIMEOUT):
-    node = shutil.which("node")
-    assert node, "node is not installed (scripts/install-deps.sh test installs it)"
-    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@e2b", "code-interpreter")), \
-        "npm packages missing: run `scripts/install-deps.sh test` (npm ci in tests/clients/node)"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("E2B_")}
-    env.update(E2B_API_URL=daemon.origin, E2B_SANDBOX_URL=daemon.origin, E2B_API_KEY=daemon.token,
-               CELLBOX_CLIENT_DEADLINE_MS=str((timeout - 20) * 1000))
-    proc = subprocess.run([node, "e2b_ports.mjs"], cwd=NODE_DIR, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"no summary from the client (exit {proc.returncode})\nstderr:\n{proc.stderr[-4000:]}"
-    return proc, json.loads(lines[-1])
-
-
 def test_sdk_reaches_servers_in_sandboxes(daemon):
-    proc, summary = run_ports_client(daemon)
-    steps = summary["steps"]
-    detail = f"exit {proc.returncode}\nsummary: {json.dumps(summary, indent=1)[:6000]}\nstderr:\n{proc.stderr[-3000:]}"
+    proc, steps, detail = run_e2b_script(daemon, "e2b_ports.mjs", TIMEOUT)
     expected = ["create", "servers", "get_host", "get_file", "big_file", "post", "own_server_each",
                 "neighbour_port", "websocket", "nothing_listening", "unknown_sandbox", "envd_port", "no_token", "kill"]
-    missing = [s for s in expected if s not in steps]
-    assert not missing, f"steps never reported: {missing}\n{detail}"
-    failed = {name: s for name, s in steps.items() if not s["ok"]}
-    assert not failed, f"failed steps: {failed}\n{detail}"
-    assert proc.returncode == 0, detail
+    assert_every_step_passed(proc, steps, detail, expected)
 
     a, b = steps["create"]["a"], steps["create"]["b"]
     # getHost: <port>-<id>.<domain>, the domain create answered (localhost with the daemon's port)
@@ -138,11 +116,6 @@ def test_configured_domain_names_the_hosts(domain_daemon):
 
 
 # ---- on the wire ----
-
-def api(daemon, method, path, **kw):
-    headers = {"X-API-Key": daemon.token, **kw.pop("headers", {})}
-    return requests.request(method, daemon.origin + path, headers=headers, timeout=60, **kw)
-
 
 def execute(daemon, sandbox_id, code):
     """Runs code in the sandbox's default context (E2B's code interpreter route); its stdout."""

@@ -13,36 +13,18 @@
 The npm packages come from `scripts/install-deps.sh test` (npm ci in tests/clients/node)."""
 import json
 import os
-import shutil
-import subprocess
 import tempfile
 
 import pytest
 import requests
 
+from helpers.e2b import ENVD_PORT, api, into, made_sandbox
+from helpers.node_clients import assert_every_step_passed, run_e2b_script
+
 pytestmark = pytest.mark.cellbox_only  # Jupyter Server has no E2B API
 
-NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
 TIMEOUT = 180
 INTERPRETER = "49999"
-ENVD = "49983"
-
-
-def run_sdk_client(daemon, timeout=TIMEOUT, host_dir=None):
-    node = shutil.which("node")
-    assert node, "node is not installed (scripts/install-deps.sh test installs it)"
-    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@e2b", "code-interpreter")), \
-        "npm packages missing: run `scripts/install-deps.sh test` (npm ci in tests/clients/node)"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("E2B_")}
-    env.update(E2B_API_URL=daemon.origin, E2B_SANDBOX_URL=daemon.origin, E2B_API_KEY=daemon.token,
-               CELLBOX_CLIENT_DEADLINE_MS=str((timeout - 20) * 1000))
-    if host_dir:
-        env["CELLBOX_HOST_DIR"] = host_dir
-    proc = subprocess.run([node, "e2b_client.mjs"], cwd=NODE_DIR, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"no summary from the client (exit {proc.returncode})\nstderr:\n{proc.stderr[-4000:]}"
-    return proc, json.loads(lines[-1])
 
 
 @pytest.fixture
@@ -55,16 +37,10 @@ def host_dir():
 
 
 def test_sdk_scenario(daemon, host_dir):
-    proc, summary = run_sdk_client(daemon, host_dir=host_dir)
-    steps = summary["steps"]
-    detail = f"exit {proc.returncode}\nsummary: {json.dumps(summary, indent=1)}\nstderr:\n{proc.stderr[-3000:]}"
+    proc, steps, detail = run_e2b_script(daemon, "e2b_client.mjs", TIMEOUT, env={"CELLBOX_HOST_DIR": host_dir})
     expected = ["create", "state", "print", "error", "chart", "streaming", "context", "files",
                 "fs_methods", "fs_escape", "list", "info_and_timeout", "kill"]
-    missing = [s for s in expected if s not in steps]
-    assert not missing, f"steps never reported: {missing}\n{detail}"
-    failed = {name: s for name, s in steps.items() if not s["ok"]}
-    assert not failed, f"failed steps: {failed}\n{detail}"
-    assert proc.returncode == 0, detail
+    assert_every_step_passed(proc, steps, detail, expected)
 
     assert steps["state"]["text"] == "3"
     assert steps["print"]["stdout"] == ["hello from e2b\n"]
@@ -125,27 +101,11 @@ def check_escape_failed(escape, host_dir):
 
 # ---- on the wire ----
 
-def api(daemon, method, path, key=None, **kw):
-    headers = kw.pop("headers", {})
-    headers.setdefault("X-API-Key", daemon.token if key is None else key)
-    return requests.request(method, daemon.origin + path, headers=headers, timeout=60, **kw)
-
-
-def into(daemon, sandbox_id, port, method, path, token=None, header="X-Access-Token", **kw):
-    headers = {"E2b-Sandbox-Id": sandbox_id, "E2b-Sandbox-Port": port,
-               header: daemon.token if token is None else token}
-    headers.update(kw.pop("headers", {}))
-    return requests.request(method, daemon.origin + path, headers=headers, timeout=60, **kw)
-
-
 @pytest.fixture
 def sandbox(daemon):
-    r = api(daemon, "POST", "/v2/sandboxes", json={"templateID": "code-interpreter-v1", "timeout": 120,
-                                                   "metadata": {"who": "wire"}, "envVars": {"GREETING": "hi"}})
-    assert r.status_code == 201, r.text
-    created = r.json()
-    yield created
-    api(daemon, "DELETE", f"/sandboxes/{created['sandboxID']}")
+    with made_sandbox(daemon, "/v2/sandboxes", templateID="code-interpreter-v1", timeout=120,
+                      metadata={"who": "wire"}, envVars={"GREETING": "hi"}) as created:
+        yield created
 
 
 def test_create_answers_what_the_sdk_reads(daemon, sandbox):
@@ -224,13 +184,13 @@ def test_token_is_required_in_each_header(daemon, sandbox):
         assert into(daemon, sid, INTERPRETER, "GET", "/contexts", header=header,
                     token="wrong").status_code == 401
     # envd's "Authorization: Basic user:" names a user; the access token still decides
-    r = into(daemon, sid, ENVD, "GET", "/health", headers={"Authorization": "Basic dXNlcjo="})
+    r = into(daemon, sid, ENVD_PORT, "GET", "/health", headers={"Authorization": "Basic dXNlcjo="})
     assert r.status_code == 204
 
 
 def test_calls_into_a_sandbox_that_is_gone_are_502(daemon):
     # Sandbox.isRunning() reads 502 from envd's /health as "not running"
-    r = into(daemon, "no-such-sandbox", ENVD, "GET", "/health")
+    r = into(daemon, "no-such-sandbox", ENVD_PORT, "GET", "/health")
     assert r.status_code == 502 and r.json()["code"] == 502
 
 
@@ -238,25 +198,25 @@ def test_other_ports_and_connect_rpc_are_not_served(daemon, sandbox):
     sid = sandbox["sandboxID"]
     r = into(daemon, sid, "8080", "GET", "/")
     assert r.status_code == 502 and "49999" in r.json()["message"]
-    r = into(daemon, sid, ENVD, "POST", "/process.Process/NoSuchMethod", data=b"{}",
+    r = into(daemon, sid, ENVD_PORT, "POST", "/process.Process/NoSuchMethod", data=b"{}",
              headers={"Content-Type": "application/json"})
     assert r.status_code == 404 and r.json()["code"] == "unimplemented"
 
 
 def test_envd_files_octet_stream_and_errors(daemon, sandbox):
     sid = sandbox["sandboxID"]
-    r = into(daemon, sid, ENVD, "POST", "/files?path=/workspace/raw.bin", data=b"\x00raw\xff",
+    r = into(daemon, sid, ENVD_PORT, "POST", "/files?path=/workspace/raw.bin", data=b"\x00raw\xff",
              headers={"Content-Type": "application/octet-stream"})
     assert r.status_code == 200, r.text
     assert r.json() == [{"name": "raw.bin", "type": "file", "path": "/workspace/raw.bin"}]
-    r = into(daemon, sid, ENVD, "GET", "/files?path=/workspace/raw.bin")
+    r = into(daemon, sid, ENVD_PORT, "GET", "/files?path=/workspace/raw.bin")
     assert r.status_code == 200 and r.content == b"\x00raw\xff"
-    r = into(daemon, sid, ENVD, "POST", "/files?path=/workspace/x.gz", data=b"...",
+    r = into(daemon, sid, ENVD_PORT, "POST", "/files?path=/workspace/x.gz", data=b"...",
              headers={"Content-Type": "application/octet-stream", "Content-Encoding": "gzip"})
     assert r.status_code == 400 and "not a valid gzip stream" in r.json()["message"]
-    r = into(daemon, sid, ENVD, "POST", "/files?path=/workspace/y", data=b"not a form",
+    r = into(daemon, sid, ENVD_PORT, "POST", "/files?path=/workspace/y", data=b"not a form",
              headers={"Content-Type": "multipart/form-data; boundary=xyz"})
     assert r.status_code == 400
     # paths stay inside the sandbox
-    r = into(daemon, sid, ENVD, "GET", "/files?path=/proc/self/environ")
+    r = into(daemon, sid, ENVD_PORT, "GET", "/files?path=/proc/self/environ")
     assert r.status_code >= 400

@@ -4,47 +4,24 @@ details are checked here. A cellbox volume's ID is its name; E2B's volume conten
 volume's files outside any sandbox.
 
 The npm packages come from `scripts/install-deps.sh test` (npm ci in tests/clients/node)."""
-import json
 import os
-import shutil
-import subprocess
 
 import pytest
 
+from helpers.node_clients import assert_every_step_passed, run_e2b_script
+
 pytestmark = pytest.mark.cellbox_only  # Jupyter Server has no E2B API
 
-NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
 TIMEOUT = 180
 NAME = "sdk-data"
 
 
-def run_volumes_client(daemon, timeout=TIMEOUT):
-    node = shutil.which("node")
-    assert node, "node is not installed (scripts/install-deps.sh test installs it)"
-    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "e2b")), \
-        "npm packages missing: run `scripts/install-deps.sh test` (npm ci in tests/clients/node)"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("E2B_")}
-    env.update(E2B_API_URL=daemon.origin, E2B_SANDBOX_URL=daemon.origin,
-               E2B_VOLUME_API_URL=daemon.origin, E2B_API_KEY=daemon.token,
-               CELLBOX_VOLUME_NAME=NAME, CELLBOX_CLIENT_DEADLINE_MS=str((timeout - 20) * 1000))
-    proc = subprocess.run([node, "e2b_volumes.mjs"], cwd=NODE_DIR, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"no summary from the client (exit {proc.returncode})\nstderr:\n{proc.stderr[-4000:]}"
-    return proc, json.loads(lines[-1])
-
-
 def test_volume_scenario(daemon):
-    proc, summary = run_volumes_client(daemon)
-    steps = summary["steps"]
-    detail = f"exit {proc.returncode}\nsummary: {json.dumps(summary, indent=1)}\nstderr:\n{proc.stderr[-3000:]}"
+    proc, steps, detail = run_e2b_script(daemon, "e2b_volumes.mjs", TIMEOUT,
+                                         env={"E2B_VOLUME_API_URL": daemon.origin, "CELLBOX_VOLUME_NAME": NAME})
     expected = ["create", "list_info_connect", "mount_two", "share", "destroy_refused_while_mounted",
                 "content", "outlives_sandboxes", "destroy"]
-    missing = [s for s in expected if s not in steps]
-    assert not missing, f"steps never reported: {missing}\n{detail}"
-    failed = {name: s for name, s in steps.items() if not s["ok"]}
-    assert not failed, f"failed steps: {failed}\n{detail}"
-    assert proc.returncode == 0, detail
+    assert_every_step_passed(proc, steps, detail, expected)
 
     assert steps["create"] == {"ok": True, "volume_id": NAME, "name": NAME, "has_token": True}
 

@@ -8,45 +8,26 @@ client reports is checked here again.
 
 The npm packages come from `scripts/install-deps.sh test` (npm ci in tests/clients/node)."""
 import json
-import os
-import shutil
-import subprocess
 
 import pytest
 
+from helpers.node_clients import passed_step, run_node_script
+
 pytestmark = pytest.mark.cellbox_only  # Jupyter Server has no E2B API
 
-NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
 TIMEOUT = 150
-
-
-def run_watch_client(daemon):
-    node = shutil.which("node")
-    assert node, "node is not installed (scripts/install-deps.sh test installs it)"
-    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@e2b", "code-interpreter")), \
-        "npm packages missing: run `scripts/install-deps.sh test` (npm ci in tests/clients/node)"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("E2B_")}
-    env.update(E2B_API_URL=daemon.origin, E2B_SANDBOX_URL=daemon.origin, E2B_API_KEY=daemon.token,
-               CELLBOX_CLIENT_DEADLINE_MS=str((TIMEOUT - 20) * 1000))
-    proc = subprocess.run([node, "e2b_watch.mjs"], cwd=NODE_DIR, env=env, capture_output=True,
-                          text=True, timeout=TIMEOUT)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"no summary from the client (exit {proc.returncode})\nstderr:\n{proc.stderr[-4000:]}"
-    return proc, json.loads(lines[-1])
 
 
 @pytest.fixture(scope="module")
 def watch_run(daemon):
-    return run_watch_client(daemon)
+    return run_node_script(daemon, "e2b_watch.mjs", TIMEOUT)
 
 
 def step(watch_run, name):
     proc, summary = watch_run
     steps = summary["steps"]
     detail = f"exit {proc.returncode}\nsummary: {json.dumps(summary, indent=1)}\nstderr:\n{proc.stderr[-3000:]}"
-    assert name in steps, f"step {name} never reported\n{detail}"
-    assert steps[name]["ok"], f"step {name} failed: {steps[name]}\n{detail}"
-    return steps[name]
+    return passed_step(steps, detail, name)
 
 
 def test_every_step_passed(watch_run):

@@ -15,22 +15,15 @@ import urllib.parse
 import pytest
 import requests
 
+from helpers.connect_wire import envd_headers, envelope
+from helpers.e2b import ENVD_PORT, api, made_sandbox
+
 pytestmark = pytest.mark.cellbox_only  # Jupyter Server has no E2B API
-
-ENVD = "49983"
-
-
-def api(daemon, method, path, **kw):
-    return requests.request(method, daemon.origin + path, headers={"X-API-Key": daemon.token},
-                            timeout=60, **kw)
-
 
 def call(daemon, sandbox_id, path, body=b"{}", content_type="application/json", method="POST",
          headers=None):
-    sent = {"E2b-Sandbox-Id": sandbox_id, "E2b-Sandbox-Port": ENVD, "X-Access-Token": daemon.token,
-            "Content-Type": content_type, "Connect-Protocol-Version": "1"}
-    sent.update(headers or {})
-    return requests.request(method, daemon.origin + path, headers=sent, data=body, timeout=60)
+    return requests.request(method, daemon.origin + path, data=body, timeout=60,
+                            headers=envd_headers(daemon, sandbox_id, content_type, headers))
 
 
 def connect_error(r, status, code):
@@ -40,11 +33,6 @@ def connect_error(r, status, code):
     assert set(body) == {"code", "message"} and body["code"] == code, body
     assert body["message"], body
     return body["message"]
-
-
-def envelope(message, flags=0):
-    data = message if isinstance(message, bytes) else json.dumps(message).encode()
-    return struct.pack(">BI", flags, len(data)) + data
 
 
 def frames(data):
@@ -79,11 +67,8 @@ def stream_error(r, code):
 
 @pytest.fixture(scope="module")
 def sandbox_id(daemon):
-    r = api(daemon, "POST", "/sandboxes", json={"templateID": "base", "timeout": 120})
-    assert r.status_code == 201, r.text
-    sid = r.json()["sandboxID"]
-    yield sid
-    api(daemon, "DELETE", f"/sandboxes/{sid}")
+    with made_sandbox(daemon, templateID="base", timeout=120) as created:
+        yield created["sandboxID"]
 
 
 def test_unary_answer_is_the_response_message_in_protojson(daemon, sandbox_id):
@@ -181,7 +166,7 @@ class Stream:
     def __init__(self, daemon, sandbox_id, path, message, headers=None):
         url = urllib.parse.urlsplit(daemon.origin)
         self.connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
-        sent = {"E2b-Sandbox-Id": sandbox_id, "E2b-Sandbox-Port": ENVD,
+        sent = {"E2b-Sandbox-Id": sandbox_id, "E2b-Sandbox-Port": ENVD_PORT,
                 "X-Access-Token": daemon.token, "Content-Type": "application/connect+json"}
         sent.update(headers or {})
         self.connection.request("POST", path, body=envelope(message), headers=sent)
@@ -210,7 +195,7 @@ class Stream:
 
 def write_file(daemon, sandbox_id, path, data):
     r = requests.post(daemon.origin + "/files", params={"path": path}, data=data,
-                      headers={"E2b-Sandbox-Id": sandbox_id, "E2b-Sandbox-Port": ENVD,
+                      headers={"E2b-Sandbox-Id": sandbox_id, "E2b-Sandbox-Port": ENVD_PORT,
                                "X-Access-Token": daemon.token,
                                "Content-Type": "application/octet-stream"}, timeout=60)
     assert r.status_code == 200, r.text

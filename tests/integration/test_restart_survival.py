@@ -10,12 +10,12 @@ import json
 import os
 import re
 import signal
-import struct
 import subprocess
 
 import pytest
 import requests
 
+from helpers.connect_wire import process_call, process_events
 from helpers.daemon import free_port, mounts_under, run_daemon_to_exit
 from helpers.processes import start_time
 from helpers.snippets import release, wait_for_file
@@ -440,64 +440,34 @@ def test_kill_9_keeps_an_e2b_sandboxs_lifecycle_and_home(make_daemon):
         stop_keeper(d)
 
 
-def envd_call(d, sandbox_id, method, message, streaming=False):
-    """A process.Process call into a sandbox, as E2B's SDKs make it (unary, or a stream)."""
-    body = json.dumps(message).encode()
-    if streaming:
-        body = struct.pack(">BI", 0, len(body)) + body
-    headers = {"E2b-Sandbox-Id": sandbox_id, "E2b-Sandbox-Port": "49983",
-               "X-Access-Token": d.token, "Connect-Protocol-Version": "1",
-               "Content-Type": "application/connect+json" if streaming else "application/json"}
-    return requests.post(f"{d.origin}/process.Process/{method}", data=body, headers=headers,
-                         timeout=60, stream=streaming)
-
-
-def envd_events(response, until=None, limit=1000):
-    """The events of a process stream as they come, until its end frame or `until(events)`."""
-    events = []
-    for _ in range(limit):
-        head = response.raw.read(5)
-        if len(head) < 5:
-            break
-        flags, length = struct.unpack(">BI", head)
-        message = json.loads(response.raw.read(length))
-        if flags == 0x02:
-            break
-        if "keepalive" not in message["event"]:
-            events.append(message["event"])
-        if until and until(events):
-            break
-    return events
-
-
 def test_an_envd_process_survives_kill_9_with_its_program_tag_and_terminal(make_daemon):
     d = make_daemon()
     r = requests.post(f"{d.origin}/sandboxes", headers={"X-API-Key": d.token}, timeout=120,
                       json={"templateID": "base", "timeout": 3600})
     assert r.status_code == 201, r.text
     sid = r.json()["sandboxID"]
-    started = envd_call(d, sid, "Start", {
+    started = process_call(d, sid, "Start", {
         "process": {"cmd": "/bin/bash", "args": ["-c", "read x; echo got:$x; stty size"],
                     "envs": {"KEPT": "yes"}},
         "pty": {"size": {"cols": 80, "rows": 24}}, "tag": "kept-terminal"}, streaming=True)
-    pid = envd_events(started, until=lambda events: events)[0]["start"]["pid"]
+    pid = process_events(started, until=lambda events: events)[0]["start"]["pid"]
     kill_hard(d)
     started.close()
     try:
         d = restart_on(make_daemon, d)
-        listed = envd_call(d, sid, "List", {}).json()["processes"]
+        listed = process_call(d, sid, "List", {}).json()["processes"]
         assert [(p["pid"], p["tag"], p["config"]["args"], p["config"]["envs"]) for p in listed] == \
             [(pid, "kept-terminal", ["-c", "read x; echo got:$x; stty size"], {"KEPT": "yes"})]
-        follower = envd_call(d, sid, "Connect", {"process": {"tag": "kept-terminal"}},
-                             streaming=True)
-        assert envd_events(follower, until=lambda events: events)[0] == {"start": {"pid": pid}}
+        follower = process_call(d, sid, "Connect", {"process": {"tag": "kept-terminal"}},
+                                streaming=True)
+        assert process_events(follower, until=lambda events: events)[0] == {"start": {"pid": pid}}
         # still a terminal: it is resized, and its input is pty input
-        resized = envd_call(d, sid, "Update", {"process": {"pid": pid},
-                                               "pty": {"size": {"cols": 132, "rows": 43}}})
+        resized = process_call(d, sid, "Update", {"process": {"pid": pid},
+                                                  "pty": {"size": {"cols": 132, "rows": 43}}})
         assert resized.status_code == 200, resized.text
-        assert envd_call(d, sid, "SendInput", {"process": {"pid": pid}, "input": {
+        assert process_call(d, sid, "SendInput", {"process": {"pid": pid}, "input": {
             "pty": base64.b64encode(b"go\n").decode()}}).status_code == 200
-        events = envd_events(follower)
+        events = process_events(follower)
         screen = b"".join(base64.b64decode(e["data"]["pty"]) for e in events if "data" in e)
         assert b"got:go" in screen and b"43 132" in screen, screen
         # its exit status went to the sandbox's init with the old daemon's child: said so

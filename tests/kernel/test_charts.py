@@ -8,19 +8,9 @@ import json
 
 import pytest
 
-from kernel_process import ensure_built, started_kernel
+from kernel_process import started_kernel
 
 CHART = "application/vnd.cellbox.chart+json"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def built():
-    ensure_built()
-
-
-@pytest.fixture(scope="module")
-def kernel():
-    yield from started_kernel()
 
 
 def shown(kernel, code):

@@ -9,20 +9,6 @@ Run:  /usr/bin/python3 -m pytest -q tests/kernel/test_fast_paths.py
 """
 import json
 
-import pytest
-
-from kernel_process import ensure_built, started_kernel
-
-
-@pytest.fixture(scope="module", autouse=True)
-def built():
-    ensure_built()
-
-
-@pytest.fixture(scope="module")
-def kernel():
-    yield from started_kernel()
-
 
 def evaluate(kernel, code):
     """Runs `code` (whose last line is an expression giving a JSON string) and returns it

@@ -9,19 +9,15 @@ import time
 
 import pytest
 
-from kernel_process import PYTHON_DIR, KernelProcess, ensure_built, started_kernel, summary
+from kernel_process import PYTHON_DIR, KernelProcess, started_kernel, summary
 
 UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 DATE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 
-@pytest.fixture(scope="session", autouse=True)
-def built():
-    ensure_built()
-
-
 @pytest.fixture
 def kernel():
+    """A fresh kernel for each test (conftest.py's is shared by a module)."""
     yield from started_kernel()
 
 

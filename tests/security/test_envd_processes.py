@@ -7,11 +7,10 @@ the sandbox's own devpts instance. Each test asserts the attack failed, then
 """
 import base64
 import json
-import struct
 
 import requests
 
-ENVD = "49983"
+from helpers.connect_wire import envd_headers, envelope, process_call, read_envelopes
 
 # What a process on the sandbox's terminal sees, and whether it can push input into it
 # (TIOCSTI) or reach the host's terminals.
@@ -27,41 +26,16 @@ TERMINAL_PROBE = (
     "    'sid_is_me': os.getsid(0) == os.getpid(), 'injected': injected}))\n")
 
 
-def headers(box, sandbox_id, content_type):
-    return {"E2b-Sandbox-Id": sandbox_id, "E2b-Sandbox-Port": ENVD,
-            "X-Access-Token": box.daemon.token, "Content-Type": content_type,
-            "Connect-Protocol-Version": "1"}
-
-
-def envelope(message):
-    data = json.dumps(message).encode()
-    return struct.pack(">BI", 0, len(data)) + data
-
-
 def start(box, sandbox_id, message):
     return requests.post(f"{box.daemon.origin}/process.Process/Start", data=envelope(message),
-                         headers=headers(box, sandbox_id, "application/connect+json"),
+                         headers=envd_headers(box.daemon, sandbox_id, "application/connect+json"),
                          timeout=120, stream=True)
 
 
 def next_messages(response, count=1000, until=None):
-    """Envelopes off a streaming response until the end frame or `until(message)`; bounded."""
-    out = []
-    for _ in range(count):
-        head = response.raw.read(5)
-        if len(head) < 5:
-            break
-        flags, length = struct.unpack(">BI", head)
-        message = json.loads(response.raw.read(length))
-        out.append(message)
-        if flags == 0x02 or (until and until(message)):
-            break
-    return out
-
-
-def unary(box, sandbox_id, method, message):
-    return requests.post(f"{box.daemon.origin}/process.Process/{method}", data=json.dumps(message),
-                         headers=headers(box, sandbox_id, "application/json"), timeout=60)
+    """Envelopes' messages off a streaming response until the end frame or `until(message)`;
+    bounded."""
+    return [message for _, message in read_envelopes(response, stop=until, limit=count)]
 
 
 def test_a_terminal_is_the_sandboxes_own_and_cannot_be_injected_into(box, hostile):
@@ -93,14 +67,14 @@ def test_a_neighbours_process_cannot_be_found_signalled_or_fed(box, hostile, fre
                               ("SendInput", {"input": {"stdin": "eA=="}}),
                               ("CloseStdin", {}),
                               ("Update", {"pty": {"size": {"cols": 1, "rows": 1}}})]:
-            answer = unary(box, hostile.id, method, {"process": selector, **extra})
+            answer = process_call(box.daemon, hostile.id, method, {"process": selector, **extra})
             assert answer.status_code == 404 and answer.json()["code"] == "not_found", \
                 (method, selector, answer.text)
     # the other sandbox's process is still there, and lists nowhere else
-    mine = unary(box, hostile.id, "List", {}).json()["processes"]
+    mine = process_call(box.daemon, hostile.id, "List", {}).json()["processes"]
     assert pid not in [p["pid"] for p in mine if p.get("tag") == "victim"]
-    theirs = unary(box, other.id, "List", {}).json()["processes"]
+    theirs = process_call(box.daemon, other.id, "List", {}).json()["processes"]
     assert [p["pid"] for p in theirs if p.get("tag") == "victim"] == [pid]
-    assert unary(box, other.id, "SendSignal", {"process": {"pid": pid},
-                                               "signal": "SIGNAL_SIGKILL"}).status_code == 200
+    assert process_call(box.daemon, other.id, "SendSignal", {"process": {"pid": pid},
+                                                             "signal": "SIGNAL_SIGKILL"}).status_code == 200
     box.assert_contained()

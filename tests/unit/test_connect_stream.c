@@ -236,6 +236,24 @@ static int answer_envelopes(const exchange *x, char texts[][512], int max, int *
 
 static int port;
 
+/* What one streaming call answered: its envelopes' JSON texts, how many (-1 when the answer is
+   not a well-formed streaming answer) and the last envelope's flags. */
+typedef struct streamed_answer {
+    char texts[4][512];
+    int count;
+    int last_flags;
+} streamed_answer;
+
+/* Sends `body` as one call, cut into writes at `cuts`, and reads its answer's envelopes. */
+static void call_and_read_envelopes(const char *body, size_t length, const size_t *cuts,
+                                    streamed_answer *answer)
+{
+    exchange x;
+    exchange_with(port, &x, body, length, cuts, false);
+    answer->last_flags = -1;
+    answer->count = answer_envelopes(&x, answer->texts, 4, &answer->last_flags);
+}
+
 static void test_messages_split_across_chunks_arrive_whole_and_in_order(void)
 {
     char body[256];
@@ -243,16 +261,13 @@ static void test_messages_split_across_chunks_arrive_whole_and_in_order(void)
     length += envelope(body + length, "{\"n\":2}");
     length += envelope(body + length, "{\"n\":39}");
     size_t cuts[] = {3, 14, 20, 0}; /* inside the first header, the second envelope, ... */
-    exchange x;
-    exchange_with(port, &x, body, length, cuts, false);
-    char texts[4][512];
-    int flags = -1;
-    int count = answer_envelopes(&x, texts, 4, &flags);
-    CHECK(count == 2);
-    if (count == 2) {
-        CHECK_STR(texts[0], "{\"sum\":42,\"messages\":3}");
-        CHECK_STR(texts[1], "{}");
-        CHECK(flags == 0x02);
+    streamed_answer answer;
+    call_and_read_envelopes(body, length, cuts, &answer);
+    CHECK(answer.count == 2);
+    if (answer.count == 2) {
+        CHECK_STR(answer.texts[0], "{\"sum\":42,\"messages\":3}");
+        CHECK_STR(answer.texts[1], "{}");
+        CHECK(answer.last_flags == 0x02);
     }
     CHECK(opened == 1 && ended == 1 && closed == 1);
 }
@@ -264,15 +279,12 @@ static void test_a_refused_message_ends_the_call_with_its_error(void)
     length += envelope(body + length, "{\"n\":-1}");
     length += envelope(body + length, "{\"n\":5}");
     size_t cuts[] = {12, 0};
-    exchange x;
-    exchange_with(port, &x, body, length, cuts, false);
-    char texts[4][512];
-    int flags = -1;
-    int count = answer_envelopes(&x, texts, 4, &flags);
-    CHECK(count == 1);
-    if (count == 1) {
-        CHECK(strstr(texts[0], "\"code\":\"invalid_argument\"") != NULL);
-        CHECK(flags == 0x02);
+    streamed_answer answer;
+    call_and_read_envelopes(body, length, cuts, &answer);
+    CHECK(answer.count == 1);
+    if (answer.count == 1) {
+        CHECK(strstr(answer.texts[0], "\"code\":\"invalid_argument\"") != NULL);
+        CHECK(answer.last_flags == 0x02);
     }
     CHECK(opened == 1 && ended == 0 && closed == 1);
 }
@@ -283,14 +295,11 @@ static void test_a_body_cut_inside_an_envelope_is_invalid(void)
     size_t length = envelope(body, "{\"n\":1}");
     length += envelope(body + length, "{\"n\":2}") - 3;
     size_t cuts[] = {0};
-    exchange x;
-    exchange_with(port, &x, body, length, cuts, false);
-    char texts[4][512];
-    int flags = -1;
-    int count = answer_envelopes(&x, texts, 4, &flags);
-    CHECK(count == 1);
-    if (count == 1)
-        CHECK(strstr(texts[0], "ended inside an envelope") != NULL);
+    streamed_answer answer;
+    call_and_read_envelopes(body, length, cuts, &answer);
+    CHECK(answer.count == 1);
+    if (answer.count == 1)
+        CHECK(strstr(answer.texts[0], "ended inside an envelope") != NULL);
     CHECK(opened == 1 && ended == 0 && closed == 1);
 }
 

@@ -14,16 +14,13 @@
 // 2 on a hang (global deadline).
 import { Sandbox } from '@e2b/code-interpreter';
 
+import { checkEnvironment } from './scenario.mjs';
+
 const deadlineMs = Number(process.env.CELLBOX_CLIENT_DEADLINE_MS || 300000);
 const runs = Math.max(1, Number(process.env.CELLBOX_BENCH_RUNS || 40));
 const fileRuns = Math.max(1, Number(process.env.CELLBOX_BENCH_FILE_RUNS || Math.ceil(runs / 4)));
 const FILE_BYTES = 10 * 1024 * 1024;
-for (const name of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY']) {
-  if (!process.env[name]) {
-    console.error(`usage: E2B_API_URL=... E2B_SANDBOX_URL=... E2B_API_KEY=... node e2b_bench.mjs (${name} is missing)`);
-    process.exit(64);
-  }
-}
+checkEnvironment('e2b_bench.mjs');
 const origin = process.env.E2B_API_URL.replace(/\/$/, '');
 const auth = { Authorization: `token ${process.env.E2B_API_KEY}` };
 const figures = { ok: false, runs };

@@ -11,40 +11,10 @@
 // hang (global deadline). tests/clients/test_e2b_charts.py checks each step's values.
 import { Sandbox } from '@e2b/code-interpreter';
 
-const deadlineMs = Number(process.env.CELLBOX_CLIENT_DEADLINE_MS || 150000);
-for (const name of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY']) {
-  if (!process.env[name]) {
-    console.error(`usage: E2B_API_URL=... E2B_SANDBOX_URL=... E2B_API_KEY=... node e2b_charts.mjs (${name} is missing)`);
-    process.exit(64);
-  }
-}
+import { scenario } from './scenario.mjs';
 
-const steps = {};
+const { step, finish } = scenario('e2b_charts.mjs');
 
-function report(step, ok, detail) {
-  steps[step] = { ok: !!ok, ...(detail || {}) };
-  process.stderr.write(`${ok ? 'ok  ' : 'FAIL'} ${step}\n`);
-}
-
-function summary() {
-  return { ok: Object.values(steps).every(s => s.ok), steps };
-}
-
-const hang = setTimeout(() => {
-  report('deadline', false, { message: `no completion within ${deadlineMs} ms` });
-  process.stdout.write(JSON.stringify(summary()) + '\n');
-  process.exit(2);
-}, deadlineMs);
-
-// Runs one step; a throw fails the step (with the error's name and message), not the scenario.
-async function step(name, body) {
-  try {
-    const detail = await body();
-    report(name, detail.ok ?? true, detail);
-  } catch (err) {
-    report(name, false, { error: `${err?.name}: ${err?.message}` });
-  }
-}
 
 // Runs a cell that shows one figure; the step's detail is what the SDK's Result holds.
 async function chartStep(name, kind, code) {
@@ -121,7 +91,4 @@ axs[1].bar(["x", "y"], [2, 3]); axs[1].set_title("Bars")`);
   await step('kill', async () => ({ killed: await sandbox.kill() }));
 }
 
-clearTimeout(hang);
-const result = summary();
-process.stdout.write(JSON.stringify(result) + '\n');
-process.exit(result.ok ? 0 : 1);
+finish();

@@ -12,42 +12,12 @@
 // (tests/clients/test_e2b_sdk.py) checks each step's details again.
 import { Sandbox } from '@e2b/code-interpreter';
 
-const deadlineMs = Number(process.env.CELLBOX_CLIENT_DEADLINE_MS || 150000);
-for (const name of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY']) {
-  if (!process.env[name]) {
-    console.error(`usage: E2B_API_URL=... E2B_SANDBOX_URL=... E2B_API_KEY=... node e2b_client.mjs (${name} is missing)`);
-    process.exit(64);
-  }
-}
+import { scenario } from './scenario.mjs';
+
+const { step, finish } = scenario('e2b_client.mjs');
+
 
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
-const steps = {};
-
-function report(step, ok, detail) {
-  steps[step] = { ok: !!ok, ...(detail || {}) };
-  process.stderr.write(`${ok ? 'ok  ' : 'FAIL'} ${step}\n`);
-}
-
-function summary() {
-  return { ok: Object.values(steps).every(s => s.ok), steps };
-}
-
-const hang = setTimeout(() => {
-  report('deadline', false, { message: `no completion within ${deadlineMs} ms` });
-  process.stdout.write(JSON.stringify(summary()) + '\n');
-  process.exit(2);
-}, deadlineMs);
-
-// Runs one step; a throw fails the step (with the error's name and message), not the scenario.
-async function step(name, body) {
-  try {
-    const detail = await body();
-    report(name, detail.ok ?? true, detail);
-  } catch (err) {
-    report(name, false, { error: `${err?.name}: ${err?.message}` });
-  }
-}
-
 let sandbox;
 await step('create', async () => {
   sandbox = await Sandbox.create({ metadata: { purpose: 'cellbox-e2b-test' }, timeoutMs: 120_000 });
@@ -217,7 +187,4 @@ if (sandbox) {
   });
 }
 
-clearTimeout(hang);
-const result = summary();
-process.stdout.write(JSON.stringify(result) + '\n');
-process.exit(result.ok ? 0 : 1);
+finish();

@@ -13,40 +13,10 @@
 // tests/clients/test_e2b_commands.py checks each step's details again.
 import { Sandbox, CommandExitError } from '@e2b/code-interpreter';
 
-const deadlineMs = Number(process.env.CELLBOX_CLIENT_DEADLINE_MS || 150000);
-for (const name of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY']) {
-  if (!process.env[name]) {
-    console.error(`usage: E2B_API_URL=... E2B_SANDBOX_URL=... E2B_API_KEY=... node e2b_commands.mjs (${name} is missing)`);
-    process.exit(64);
-  }
-}
+import { scenario, until } from './scenario.mjs';
 
-const steps = {};
+const { step, finish } = scenario('e2b_commands.mjs');
 
-function report(step, ok, detail) {
-  steps[step] = { ok: !!ok, ...(detail || {}) };
-  process.stderr.write(`${ok ? 'ok  ' : 'FAIL'} ${step}\n`);
-}
-
-function summary() {
-  return { ok: Object.values(steps).every(s => s.ok), steps };
-}
-
-const hang = setTimeout(() => {
-  report('deadline', false, { message: `no completion within ${deadlineMs} ms` });
-  process.stdout.write(JSON.stringify(summary()) + '\n');
-  process.exit(2);
-}, deadlineMs);
-
-// Runs one step; a throw fails the step (with the error's name and message), not the scenario.
-async function step(name, body) {
-  try {
-    const detail = await body();
-    report(name, detail.ok ?? true, detail);
-  } catch (err) {
-    report(name, false, { error: `${err?.name}: ${err?.message}` });
-  }
-}
 
 // What a promise of a command's end gives: its result, or the error it threw, as data.
 async function outcome(promise) {
@@ -59,13 +29,6 @@ async function outcome(promise) {
              exitCode: err?.exitCode ?? null, stdout: err?.stdout ?? null,
              stderr: err?.stderr ?? null, error: err?.error ?? err?.message ?? null };
   }
-}
-
-// Waits until `ready()` is true, at most `tries` times 50 ms apart (output arrives on its own).
-async function until(ready, tries = 200) {
-  for (let i = 0; i < tries && !ready(); i++)
-    await new Promise(resolve => setTimeout(resolve, 50));
-  return ready();
 }
 
 let sandbox;
@@ -179,7 +142,4 @@ if (sandbox) {
   });
 }
 
-clearTimeout(hang);
-const result = summary();
-process.stdout.write(JSON.stringify(result) + '\n');
-process.exit(result.ok ? 0 : 1);
+finish();

@@ -14,41 +14,12 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Sandbox } from 'e2b';
 
-const deadlineMs = Number(process.env.CELLBOX_CLIENT_DEADLINE_MS || 150000);
-for (const name of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY']) {
-  if (!process.env[name]) {
-    console.error(`usage: E2B_API_URL=... E2B_SANDBOX_URL=... E2B_API_KEY=... node e2b_files.mjs (${name} is missing)`);
-    process.exit(64);
-  }
-}
+import { failure, scenario } from './scenario.mjs';
+
+const { step, finish } = scenario('e2b_files.mjs');
+
 
 const MiB = 1024 * 1024;
-const steps = {};
-
-function report(step, ok, detail) {
-  steps[step] = { ok: !!ok, ...(detail || {}) };
-  process.stderr.write(`${ok ? 'ok  ' : 'FAIL'} ${step}\n`);
-}
-
-function summary() {
-  return { ok: Object.values(steps).every(s => s.ok), steps };
-}
-
-const hang = setTimeout(() => {
-  report('deadline', false, { message: `no completion within ${deadlineMs} ms` });
-  process.stdout.write(JSON.stringify(summary()) + '\n');
-  process.exit(2);
-}, deadlineMs);
-
-async function step(name, body) {
-  try {
-    const detail = await body();
-    report(name, detail.ok ?? true, detail);
-  } catch (err) {
-    report(name, false, { error: `${err?.name}: ${err?.message}` });
-  }
-}
-
 const sha256 = bytes => createHash('sha256').update(bytes).digest('hex');
 
 // A ReadableStream of `bytes` in 1 MiB pieces: the SDK uploads streams as they are read.
@@ -70,15 +41,6 @@ async function fetched(url, init) {
   let body = text;
   try { body = JSON.parse(text); } catch { /* not JSON */ }
   return { status: res.status, body };
-}
-
-async function errorOf(promise) {
-  try {
-    await promise;
-    return null;
-  } catch (err) {
-    return { name: err?.name, message: err?.message };
-  }
 }
 
 let sandbox, other;
@@ -125,8 +87,8 @@ if (sandbox) {
 
   await step('disk_full', async () => {
     const tooBig = new Uint8Array(80 * MiB);
-    const form = await errorOf(sandbox.files.write('full-form.bin', new Blob([tooBig])));
-    const stream = await errorOf(sandbox.files.write('full-stream.bin', streamOf(tooBig)));
+    const form = await failure(() => sandbox.files.write('full-form.bin', new Blob([tooBig])));
+    const stream = await failure(() => sandbox.files.write('full-stream.bin', streamOf(tooBig)));
     const left = [await sandbox.files.exists('full-form.bin'), await sandbox.files.exists('full-stream.bin')];
     const after = await sandbox.files.write('after.txt', 'still writable');
     return { form, stream, left, after_path: after.path,
@@ -190,7 +152,4 @@ if (sandbox) {
   });
 }
 
-clearTimeout(hang);
-const result = summary();
-process.stdout.write(JSON.stringify(result) + '\n');
-process.exit(result.ok ? 0 : 1);
+finish();

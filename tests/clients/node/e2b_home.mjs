@@ -14,51 +14,12 @@
 import { Sandbox } from '@e2b/code-interpreter';
 import { Sandbox as BaseSandbox, Secret, Template } from 'e2b';
 
-const deadlineMs = Number(process.env.CELLBOX_CLIENT_DEADLINE_MS || 150000);
-for (const name of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY']) {
-  if (!process.env[name]) {
-    console.error(`usage: E2B_API_URL=... E2B_SANDBOX_URL=... E2B_API_KEY=... node e2b_home.mjs (${name} is missing)`);
-    process.exit(64);
-  }
-}
+import { failure, scenario, sleep } from './scenario.mjs';
 
-const steps = {};
+const { step, finish } = scenario('e2b_home.mjs');
+
+
 const created = []; // every sandbox made here, killed at the end
-
-function report(step, ok, detail) {
-  steps[step] = { ok: !!ok, ...(detail || {}) };
-  process.stderr.write(`${ok ? 'ok  ' : 'FAIL'} ${step}\n`);
-}
-
-function summary() {
-  return { ok: Object.values(steps).every(s => s.ok), steps };
-}
-
-const hang = setTimeout(() => {
-  report('deadline', false, { message: `no completion within ${deadlineMs} ms` });
-  process.stdout.write(JSON.stringify(summary()) + '\n');
-  process.exit(2);
-}, deadlineMs);
-
-// Runs one step; a throw fails the step (with the error's name and message), not the scenario.
-async function step(name, body) {
-  try {
-    const detail = await body();
-    report(name, detail.ok ?? true, detail);
-  } catch (err) {
-    report(name, false, { error: `${err?.name}: ${err?.message}` });
-  }
-}
-
-// What a call threw: its class and message (null when it did not throw).
-async function failure(call) {
-  try {
-    await call();
-    return null;
-  } catch (err) {
-    return { name: err?.name ?? String(err), message: String(err?.message ?? err) };
-  }
-}
 
 async function create(opts) {
   const sandbox = await Sandbox.create({ timeoutMs: 120_000, ...opts });
@@ -66,7 +27,6 @@ async function create(opts) {
   return sandbox;
 }
 
-const sleep = ms => new Promise(resolve => setTimeout(resolve, ms));
 
 // Polls getInfo until the sandbox is in `state` (at most 60 tries, 0.5 s apart).
 async function waitForState(sandboxId, state) {
@@ -232,6 +192,4 @@ await step('cloud_only', async () => {
 for (const made of created)
   await made.kill().catch(() => {});
 
-clearTimeout(hang);
-process.stdout.write(JSON.stringify(summary()) + '\n');
-process.exit(summary().ok ? 0 : 1);
+finish();

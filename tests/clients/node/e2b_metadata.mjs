@@ -13,48 +13,10 @@
 // checks each step's details again.
 import { Sandbox } from 'e2b';
 
-const deadlineMs = Number(process.env.CELLBOX_CLIENT_DEADLINE_MS || 100000);
-for (const name of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY']) {
-  if (!process.env[name]) {
-    console.error(`usage: E2B_API_URL=... E2B_SANDBOX_URL=... E2B_API_KEY=... node e2b_metadata.mjs (${name} is missing)`);
-    process.exit(64);
-  }
-}
+import { failure, scenario } from './scenario.mjs';
 
-const steps = {};
+const { step, finish } = scenario('e2b_metadata.mjs', { deadlineMs: 100000 });
 
-function report(step, ok, detail) {
-  steps[step] = { ok: !!ok, ...(detail || {}) };
-  process.stderr.write(`${ok ? 'ok  ' : 'FAIL'} ${step}\n`);
-}
-
-function summary() {
-  return { ok: Object.values(steps).every(s => s.ok), steps };
-}
-
-const hang = setTimeout(() => {
-  report('deadline', false, { message: `no completion within ${deadlineMs} ms` });
-  process.stdout.write(JSON.stringify(summary()) + '\n');
-  process.exit(2);
-}, deadlineMs);
-
-async function step(name, body) {
-  try {
-    const detail = await body();
-    report(name, detail.ok ?? true, detail);
-  } catch (err) {
-    report(name, false, { error: `${err?.name}: ${err?.message}` });
-  }
-}
-
-async function errorOf(promise) {
-  try {
-    await promise;
-    return null;
-  } catch (err) {
-    return { name: err?.name, message: err?.message };
-  }
-}
 
 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 
@@ -124,10 +86,10 @@ if (sandbox) {
   });
 
   await step('limits', async () => {
-    const longKey = await errorOf(sandbox.files.write('meta/long-key.txt', 'x', { metadata: { ['k'.repeat(247)]: 'v' } }));
+    const longKey = await failure(() => sandbox.files.write('meta/long-key.txt', 'x', { metadata: { ['k'.repeat(247)]: 'v' } }));
     const big = {};
     for (let i = 0; i < 5; i++) big[`key${i}`] = 'v'.repeat(1000);
-    const tooMuch = await errorOf(sandbox.files.write('meta/too-much.txt', 'x', { metadata: big }));
+    const tooMuch = await failure(() => sandbox.files.write('meta/too-much.txt', 'x', { metadata: big }));
     const left = [await sandbox.files.exists('meta/long-key.txt'), await sandbox.files.exists('meta/too-much.txt')];
     const longest = await sandbox.files.write('meta/longest-key.txt', 'x', { metadata: { ['k'.repeat(246)]: 'v' } });
     return { long_key: longKey, too_much: tooMuch, left,
@@ -157,7 +119,4 @@ if (sandbox) {
   await step('kill', async () => ({ ok: (await sandbox.kill()) === true }));
 }
 
-clearTimeout(hang);
-const result = summary();
-process.stdout.write(JSON.stringify(result) + '\n');
-process.exit(result.ok ? 0 : 1);
+finish();

@@ -14,43 +14,14 @@ import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { CommandExitError, Sandbox } from '@e2b/code-interpreter';
 
-const deadlineMs = Number(process.env.CELLBOX_CLIENT_DEADLINE_MS || 150000);
-for (const name of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY', 'CELLBOX_WHEEL']) {
-  if (!process.env[name]) {
-    console.error(`usage: E2B_API_URL=... E2B_SANDBOX_URL=... E2B_API_KEY=... CELLBOX_WHEEL=x.whl node e2b_pip.mjs (${name} is missing)`);
-    process.exit(64);
-  }
-}
+import { scenario } from './scenario.mjs';
+
+const { step, finish } = scenario('e2b_pip.mjs', { requires: ['CELLBOX_WHEEL'] });
+
 const wheelPath = process.env.CELLBOX_WHEEL;
 const wheel = basename(wheelPath);
 const module = wheel.split('-')[0];
 const command = module.replaceAll('_', '-');
-const steps = {};
-
-function report(step, ok, detail) {
-  steps[step] = { ok: !!ok, ...(detail || {}) };
-  process.stderr.write(`${ok ? 'ok  ' : 'FAIL'} ${step}\n`);
-}
-
-function summary() {
-  return { ok: Object.values(steps).every(s => s.ok), steps };
-}
-
-const hang = setTimeout(() => {
-  report('deadline', false, { message: `no completion within ${deadlineMs} ms` });
-  process.stdout.write(JSON.stringify(summary()) + '\n');
-  process.exit(2);
-}, deadlineMs);
-
-async function step(name, body) {
-  try {
-    const detail = await body();
-    report(name, detail.ok ?? true, detail);
-  } catch (err) {
-    report(name, false, { error: `${err?.name}: ${err?.message}` });
-  }
-}
-
 const lastLine = (text) => text.split('\n').filter(line => line.trim()).at(-1) ?? '';
 const unimplemented = (err) => /unimplemented/i.test(`${err?.message}`);
 
@@ -112,6 +83,4 @@ if (sandbox) {
   await step('kill', async () => ({ ok: await sandbox.kill() !== false }));
 }
 
-clearTimeout(hang);
-process.stdout.write(JSON.stringify(summary()) + '\n');
-process.exit(summary().ok ? 0 : 1);
+finish();

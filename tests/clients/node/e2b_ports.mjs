@@ -17,41 +17,15 @@ import http from 'node:http';
 import WebSocket from 'ws';
 import crypto from 'node:crypto';
 
-const deadlineMs = Number(process.env.CELLBOX_CLIENT_DEADLINE_MS || 150000);
-for (const name of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY']) {
-  if (!process.env[name]) {
-    console.error(`usage: E2B_API_URL=... E2B_SANDBOX_URL=... E2B_API_KEY=... node e2b_ports.mjs (${name} is missing)`);
-    process.exit(64);
-  }
-}
+import { scenario } from './scenario.mjs';
+
+const { step, finish } = scenario('e2b_ports.mjs');
+
 const daemon = new URL(process.env.E2B_API_URL);
 const key = process.env.E2B_API_KEY;
 const PORT = 8000;
 const WS_PORT = 8001;
 const B_ONLY_PORT = 8002; // only the second sandbox listens there
-
-const steps = {};
-function report(step, ok, detail) {
-  steps[step] = { ok: !!ok, ...(detail || {}) };
-  process.stderr.write(`${ok ? 'ok  ' : 'FAIL'} ${step}\n`);
-}
-function summary() {
-  return { ok: Object.values(steps).every(s => s.ok), steps };
-}
-const hang = setTimeout(() => {
-  report('deadline', false, { message: `no completion within ${deadlineMs} ms` });
-  process.stdout.write(JSON.stringify(summary()) + '\n');
-  process.exit(2);
-}, deadlineMs);
-
-async function step(name, body) {
-  try {
-    const detail = await body();
-    report(name, detail.ok ?? true, detail);
-  } catch (err) {
-    report(name, false, { error: `${err?.name}: ${err?.message}` });
-  }
-}
 
 // One request to cellboxd's own address with the sandbox host in the Host header (as a DNS
 // name pointing at cellboxd would give). Resolves with status, headers and the body's bytes.
@@ -282,7 +256,4 @@ if (a && b) {
   });
 }
 
-clearTimeout(hang);
-const result = summary();
-process.stdout.write(JSON.stringify(result) + '\n');
-process.exit(result.ok ? 0 : 1);
+finish();

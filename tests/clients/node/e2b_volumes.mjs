@@ -13,49 +13,14 @@
 import { Sandbox } from '@e2b/code-interpreter';
 import { Volume, VolumeError } from 'e2b';
 
-const deadlineMs = Number(process.env.CELLBOX_CLIENT_DEADLINE_MS || 150000);
-for (const name of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_VOLUME_API_URL', 'E2B_API_KEY']) {
-  if (!process.env[name]) {
-    console.error(`usage: E2B_API_URL=... E2B_SANDBOX_URL=... E2B_VOLUME_API_URL=... E2B_API_KEY=... node e2b_volumes.mjs (${name} is missing)`);
-    process.exit(64);
-  }
-}
+import { failure, scenario } from './scenario.mjs';
+
+const { step, finish } = scenario('e2b_volumes.mjs', { requires: ['E2B_VOLUME_API_URL'] });
+
 const NAME = process.env.CELLBOX_VOLUME_NAME || 'sdk-data';
-const steps = {};
-
-function report(step, ok, detail) {
-  steps[step] = { ok: !!ok, ...(detail || {}) };
-  process.stderr.write(`${ok ? 'ok  ' : 'FAIL'} ${step}\n`);
-}
-
-function summary() {
-  return { ok: Object.values(steps).every(s => s.ok), steps };
-}
-
-const hang = setTimeout(() => {
-  report('deadline', false, { message: `no completion within ${deadlineMs} ms` });
-  process.stdout.write(JSON.stringify(summary()) + '\n');
-  process.exit(2);
-}, deadlineMs);
-
-async function step(name, body) {
-  try {
-    const detail = await body();
-    report(name, detail.ok ?? true, detail);
-  } catch (err) {
-    report(name, false, { error: `${err?.name}: ${err?.message}` });
-  }
-}
 
 // The error a call throws, as {name, message, isVolumeError}; null if it did not throw.
-async function failure(call) {
-  try {
-    await call();
-    return null;
-  } catch (err) {
-    return { name: err?.name, message: String(err?.message), isVolumeError: err instanceof VolumeError };
-  }
-}
+const volumeFailure = call => failure(call, err => ({ isVolumeError: err instanceof VolumeError }));
 
 let volume, first, second;
 await step('create', async () => {
@@ -67,13 +32,13 @@ await step('list_info_connect', async () => {
   const listed = await Volume.list();
   const info = await Volume.getInfo(volume.volumeId);
   const connected = await Volume.connect(volume.volumeId);
-  const missing = await failure(() => Volume.getInfo('no-such-volume'));
+  const missing = await volumeFailure(() => Volume.getInfo('no-such-volume'));
   return {
     listed: listed.map(v => ({ volumeId: v.volumeId, name: v.name })),
     info: { volumeId: info.volumeId, name: info.name },
     connected: { volumeId: connected.volumeId, name: connected.name },
     missing_is_not_found: missing?.name === 'VolumeNotFoundError' && missing !== null,
-    duplicate: await failure(() => Volume.create(NAME)),
+    duplicate: await volumeFailure(() => Volume.create(NAME)),
   };
 });
 
@@ -96,7 +61,7 @@ await step('share', async () => {
 });
 
 await step('destroy_refused_while_mounted', async () => {
-  const refused = await failure(() => Volume.destroy(volume.volumeId));
+  const refused = await volumeFailure(() => Volume.destroy(volume.volumeId));
   return { refused, still_listed: (await Volume.list()).some(v => v.name === NAME) };
 });
 
@@ -113,12 +78,12 @@ await step('content', async () => {
   const chmod = await volume.updateMetadata('/docs/a.txt', { mode: 0o600 });
   const seenInSandbox = await second.files.read('/data/shared/docs/a.txt');
   const exists = [await volume.exists('/docs'), await volume.exists('/nope')];
-  const missing = await failure(() => volume.readFile('/nope.txt'));
-  const owner = await failure(() => volume.updateMetadata('/docs/a.txt', { uid: 0 }));
-  const again = await failure(() => volume.makeDir('/docs'));
+  const missing = await volumeFailure(() => volume.readFile('/nope.txt'));
+  const owner = await volumeFailure(() => volume.updateMetadata('/docs/a.txt', { uid: 0 }));
+  const again = await volumeFailure(() => volume.makeDir('/docs'));
   // a link planted by a sandbox resolves inside the volume, never on the host
   await first.runCode("import os; os.symlink('/etc/passwd', '/mnt/data/escape')");
-  const escape = await failure(() => volume.readFile('/escape'));
+  const escape = await volumeFailure(() => volume.readFile('/escape'));
   await volume.remove('/docs');
   const removed = await volume.exists('/docs');
   return {
@@ -144,11 +109,9 @@ await step('outlives_sandboxes', async () => {
 await step('destroy', async () => {
   const destroyed = await Volume.destroy(volume.volumeId);
   const again = await Volume.destroy(volume.volumeId);
-  const gone = await failure(() => Volume.getInfo(volume.volumeId));
-  const mountMissing = await failure(() => Sandbox.create({ volumeMounts: { '/mnt/x': NAME }, timeoutMs: 30_000 }));
+  const gone = await volumeFailure(() => Volume.getInfo(volume.volumeId));
+  const mountMissing = await volumeFailure(() => Sandbox.create({ volumeMounts: { '/mnt/x': NAME }, timeoutMs: 30_000 }));
   return { destroyed, again, gone_is_not_found: gone?.name === 'VolumeNotFoundError', mount_missing: mountMissing };
 });
 
-clearTimeout(hang);
-process.stdout.write(JSON.stringify(summary()) + '\n');
-process.exit(summary().ok ? 0 : 1);
+finish();

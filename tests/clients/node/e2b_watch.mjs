@@ -13,47 +13,9 @@
 import { Sandbox } from '@e2b/code-interpreter';
 import { NotFoundError } from 'e2b';
 
-const deadlineMs = Number(process.env.CELLBOX_CLIENT_DEADLINE_MS || 100000);
-for (const name of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY']) {
-  if (!process.env[name]) {
-    console.error(`usage: E2B_API_URL=... E2B_SANDBOX_URL=... E2B_API_KEY=... node e2b_watch.mjs (${name} is missing)`);
-    process.exit(64);
-  }
-}
-const steps = {};
+import { scenario, sleep, until } from './scenario.mjs';
 
-function report(step, ok, detail) {
-  steps[step] = { ok: !!ok, ...(detail || {}) };
-  process.stderr.write(`${ok ? 'ok  ' : 'FAIL'} ${step}\n`);
-}
-
-function summary() {
-  return { ok: Object.values(steps).every(s => s.ok), steps };
-}
-
-const hang = setTimeout(() => {
-  report('deadline', false, { message: `no completion within ${deadlineMs} ms` });
-  process.stdout.write(JSON.stringify(summary()) + '\n');
-  process.exit(2);
-}, deadlineMs);
-
-async function step(name, body) {
-  try {
-    const detail = await body();
-    report(name, detail.ok ?? true, detail);
-  } catch (err) {
-    report(name, false, { error: `${err?.name}: ${err?.message}` });
-  }
-}
-
-const sleep = (ms) => new Promise(resolve => setTimeout(resolve, ms));
-
-// Waits (at most 200 rounds of 50 ms) until `done()` holds; returns whether it did.
-async function until(done) {
-  for (let i = 0; i < 200 && !done(); i++)
-    await sleep(50);
-  return done();
-}
+const { step, finish } = scenario('e2b_watch.mjs', { deadlineMs: 100000 });
 
 const seen = (events, type, name) => events.some(e => e.type === type && e.name === name);
 
@@ -134,7 +96,4 @@ if (sandbox) {
   await step('kill', async () => ({ killed: await sandbox.kill(), ok: true }));
 }
 
-clearTimeout(hang);
-const result = summary();
-process.stdout.write(JSON.stringify(result) + '\n');
-process.exit(result.ok ? 0 : 1);
+finish();
