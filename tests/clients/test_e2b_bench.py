@@ -4,8 +4,8 @@ belongs in `make bench`).
 
 - files: sandbox.files.write of 10 MiB through the SDK and PUT /v1/.../files, each sample a
   whole write; both files land in the sandbox whole.
-- commands: sandbox.commands.run('true') and /v1's command route, or, while the daemon answers
-  envd's process.Process `unimplemented` (issue 20, part B), a skip with a note that says so.
+- commands: sandbox.commands.run('true') (the SDK's `bash -l -c true`) and /v1's command route,
+  each sample one command to its exit.
 - bench.py's reduction of the samples to p50/p99 and ratios (e2b_figures)."""
 import importlib.util
 import os
@@ -40,12 +40,8 @@ def test_e2b_bench_measures_both_paths(daemon):
     assert all(ms > 0 for ms in files["sdk_ms"] + files["v1_ms"])
 
     commands = figures["commands"]
-    if "skipped" in commands:
-        assert "unimplemented" in commands["skipped"] and "part B" in commands["skipped"]
-        assert "sdk_ms" not in commands
-    else:
-        assert len(commands["sdk_ms"]) == RUNS and len(commands["v1_ms"]) == RUNS
-        assert all(ms > 0 for ms in commands["sdk_ms"] + commands["v1_ms"])
+    assert len(commands["sdk_ms"]) == RUNS and len(commands["v1_ms"]) == RUNS
+    assert all(ms > 0 for ms in commands["sdk_ms"] + commands["v1_ms"])
     # the sandbox the client made is gone
     assert daemon.client().get("v1/sandboxes").json() == []
 
@@ -61,8 +57,5 @@ def test_bench_reduces_samples_to_percentiles_and_ratios():
                                                "v1_p99": 4.0, "ratio_p50": 2.0, "ratio_p99": 2.0, "runs": 5}
     assert figures["file_write_10mib_ms"] == {"e2b_sdk_p50": 20.0, "e2b_sdk_p99": 30.0, "v1_p50": 5.0,
                                               "v1_p99": 5.0, "ratio_p50": 4.0, "ratio_p99": 6.0, "runs": 3}
-    skipped = bench.e2b_figures({"ok": True, "runs": 5, "commands": {"skipped": "not served yet"},
-                                 "files": raw["files"]})
-    assert skipped["commands_run_true_ms"] == {"skipped": "not served yet"}
     with pytest.raises(RuntimeError, match="the E2B bench client failed: boom"):
         bench.e2b_figures({"ok": False, "error": "boom"})

@@ -6,8 +6,7 @@
 - A wheel uploaded with files.write installs with runCode's `%pip install --no-index` and the
   same kernel imports it; commands.run installs it too and runs its console script by name.
 
-The commands.run steps need envd's process service (issue 20, part B): while this build answers
-`unimplemented` they are skipped, saying so. The host's system site-packages stay as they were.
+The host's system site-packages stay as they were.
 """
 import os
 import tempfile
@@ -63,8 +62,6 @@ def test_uploaded_wheel_imports_in_the_same_kernel(sdk_run):
 def test_commands_run_pip_by_name_throws_naming_the_missing_network(sdk_run):
     _, steps, detail = sdk_run
     step = steps["commands_pip_without_network"]
-    if step.get("unimplemented"):
-        pytest.skip(f"envd's process service is not in this build: {step['error']}")
     assert step["command_exit_error"] is True and step["exit_code"] == 1, detail
     assert step["last_line"].startswith(NOTE), detail
     assert "externally-managed-environment" not in step["stdout"] + step["stderr"], detail
@@ -73,8 +70,6 @@ def test_commands_run_pip_by_name_throws_naming_the_missing_network(sdk_run):
 def test_commands_run_installs_the_wheel_and_runs_its_command(sdk_run):
     _, steps, detail = sdk_run
     step = steps["commands_pip_wheel_and_script"]
-    if step.get("unimplemented"):
-        pytest.skip(f"envd's process service is not in this build: {step['error']}")
     assert step["install_exit_code"] == 0, detail
     assert step["script"]["exit_code"] == 0, detail
     assert step["script"]["stdout"] == "installed through the E2B SDK\n", detail

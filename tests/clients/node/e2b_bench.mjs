@@ -6,12 +6,10 @@
 //
 //   commands  sandbox.commands.run('true') (envd's process.Process/Start, a Connect stream) vs
 //             POST /v1/sandboxes/{id}/commands {"cmd": "true"} read to its exit event.
-//             While the daemon answers Start `unimplemented`, this half is skipped with a note.
 //   files     sandbox.files.write(path, 10 MiB) (envd's POST /files) vs PUT /v1/sandboxes/{id}/files.
 //
-// Prints one JSON line {"ok", "runs", "commands": {"sdk_ms": [...], "v1_ms": [...]} or
-// {"skipped": why}, "files": {"bytes", "sdk_ms", "v1_ms"}, "error"?}; exits 0, 1 on an error,
-// 2 on a hang (global deadline).
+// Prints one JSON line {"ok", "runs", "commands": {"sdk_ms": [...], "v1_ms": [...]}, "files":
+// {"bytes", "sdk_ms", "v1_ms"}, "error"?}; exits 0, 1 on an error, 2 on a hang (global deadline).
 import { Sandbox } from '@e2b/code-interpreter';
 
 import { checkEnvironment } from './scenario.mjs';
@@ -63,20 +61,8 @@ async function v1WriteFile(sandboxId, path, data) {
   }
 }
 
-function unimplemented(err) {
-  return /unimplemented/i.test(`${err?.code} ${err?.message}`);
-}
-
 async function commandFigures(sandbox) {
-  try {
-    await sandbox.commands.run('true');                        // warm-up, and: is it served?
-  } catch (err) {
-    if (unimplemented(err)) {
-      return { skipped: `commands.run is not served by this daemon yet (envd's process.Process answers ` +
-                        `unimplemented: issue 20, part B): ${err?.name}: ${err?.message}` };
-    }
-    throw err;
-  }
+  await sandbox.commands.run('true');                          // warm-up
   await v1CommandTrue(sandbox.sandboxId);
   const sdk = await timed(runs, async () => {
     const result = await sandbox.commands.run('true');

@@ -7,9 +7,8 @@
 //   the wheel uploaded with files.write, installed with runCode's %pip and imported by the
 //   same kernel; installed again with commands.run and its console script run by name.
 //
-// A commands.run step answered `unimplemented` (envd's process service not in this build)
-// reports {unimplemented: true}. Prints one JSON summary line, {"ok", "steps"}, exits 0 when
-// every step passed, 1 otherwise, 2 on a hang (global deadline).
+// Prints one JSON summary line, {"ok", "steps"}, exits 0 when every step passed, 1 otherwise, 2
+// on a hang (global deadline).
 import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { CommandExitError, Sandbox } from '@e2b/code-interpreter';
@@ -23,7 +22,6 @@ const wheel = basename(wheelPath);
 const module = wheel.split('-')[0];
 const command = module.replaceAll('_', '-');
 const lastLine = (text) => text.split('\n').filter(line => line.trim()).at(-1) ?? '';
-const unimplemented = (err) => /unimplemented/i.test(`${err?.message}`);
 
 // commands.run, its outcome whether it exits 0 or throws CommandExitError.
 async function runCommand(sandbox, cmd) {
@@ -33,8 +31,6 @@ async function runCommand(sandbox, cmd) {
   } catch (err) {
     if (err instanceof CommandExitError)
       return { exit_code: err.exitCode, stdout: err.stdout, stderr: err.stderr, command_exit_error: true };
-    if (unimplemented(err))
-      return { unimplemented: true, error: `${err?.name}: ${err?.message}` };
     throw err;
   }
 }
@@ -48,8 +44,6 @@ await step('create', async () => {
 if (sandbox) {
   await step('commands_pip_without_network', async () => {
     const outcome = await runCommand(sandbox, 'pip install cowsay');
-    if (outcome.unimplemented)
-      return { ...outcome, ok: true };
     return { ...outcome, last_line: lastLine(outcome.stderr), ok: outcome.command_exit_error === true };
   });
 
@@ -74,8 +68,6 @@ if (sandbox) {
 
   await step('commands_pip_wheel_and_script', async () => {
     const install = await runCommand(sandbox, `pip install --no-index --force-reinstall ./${wheel}`);
-    if (install.unimplemented)
-      return { ...install, ok: true };
     const script = await runCommand(sandbox, command);
     return { install_exit_code: install.exit_code, script, ok: install.exit_code === 0 };
   });
