@@ -6,6 +6,12 @@
 // tests/helpers/node_clients.py runs a script and reads that line. Below scenario(), the small
 // helpers several scripts use: failure(), sleep() and until().
 
+import { webcrypto } from 'node:crypto';
+
+// E2B's SDK signs file URLs with the global Web Crypto (crypto.subtle), which Node has only from
+// version 19 on; Debian 12's nodejs is 18, so give it the same object Node 19+ has there.
+if (!globalThis.crypto) globalThis.crypto = webcrypto;
+
 // Exits 64 with a usage line unless the environment points the SDK at cellboxd (and holds each
 // of `requires`); e2b_bench.mjs, which prints figures rather than steps, calls it alone.
 export function checkEnvironment(scriptName, requires = []) {
