@@ -11,6 +11,7 @@
 
 #include "api/errors.h"
 #include "common/log.h"
+#include "http/query.h"
 #include "sandbox/file_metadata.h"
 #include "sandbox/limits.h"
 

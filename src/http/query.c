@@ -32,3 +32,23 @@ bool http_query_flag(http_request *request, const char *name, bool *value)
                        name, text);
     return false;
 }
+
+typedef struct header_collector {
+    const char *prefix;
+    json_t *out;
+} header_collector;
+
+static void collect_header(void *arg, const char *name, const char *value)
+{
+    header_collector *collector = arg;
+    size_t n = strlen(collector->prefix);
+    if (strncasecmp(name, collector->prefix, n) == 0 && name[n] &&
+        !json_object_get(collector->out, name + n))
+        json_object_set_new(collector->out, name + n, text_json_string(value ? value : ""));
+}
+
+void http_header_each(const http_request *request, const char *prefix, json_t *out)
+{
+    header_collector collector = {prefix, out};
+    http_each_header(request, collect_header, &collector);
+}

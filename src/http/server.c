@@ -172,23 +172,6 @@ void http_each_query_argument(const http_request *request,
     MHD_get_connection_values(request->connection, MHD_GET_ARGUMENT_KIND, visit_value, &visitor);
 }
 
-static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const char *key,
-                                      const char *value)
-{
-    query_collector *collector = cls;
-    size_t n = strlen(collector->prefix);
-    if (key && strncasecmp(key, collector->prefix, n) == 0 && key[n] &&
-        !json_object_get(collector->out, key + n))
-        json_object_set_new(collector->out, key + n, text_json_string(value ? value : ""));
-    return MHD_YES;
-}
-
-void http_header_each(const http_request *request, const char *prefix, json_t *out)
-{
-    query_collector collector = {prefix, out};
-    MHD_get_connection_values(request->connection, MHD_HEADER_KIND, collect_header, &collector);
-}
-
 const char *http_body(const http_request *request, size_t *length)
 {
     static const char empty[] = "";

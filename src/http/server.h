@@ -63,9 +63,6 @@ void http_each_header(const http_request *request,
 void http_each_query_argument(const http_request *request,
                               void (*visit)(void *arg, const char *name, const char *value),
                               void *arg);
-/* Adds every header whose name begins with `prefix` (in any case) to `out` as the rest of its
-   name → value, the first of a repeated header winning (e.g. X-Metadata-<key>). */
-void http_header_each(const http_request *request, const char *prefix, json_t *out);
 bool http_is_websocket_upgrade(const http_request *request);
 const char *http_base_url(void);
 

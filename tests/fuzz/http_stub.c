@@ -355,17 +355,6 @@ void http_query_each(const http_request *request, const char *prefix, json_t *ou
     }
 }
 
-/* As server.c: headers named `prefix`<key> (any case), the first of a repeated one winning. */
-void http_header_each(const http_request *request, const char *prefix, json_t *out)
-{
-    size_t n = strlen(prefix);
-    for (int i = 0; i < request->header_count; i++) {
-        const char *key = request->headers[i].name, *value = request->headers[i].value;
-        if (strncasecmp(key, prefix, n) == 0 && key[n] && !json_object_get(out, key + n))
-            json_object_set_new(out, key + n, json_string(value ? value : ""));
-    }
-}
-
 const char *http_body(const http_request *request, size_t *length)
 {
     *length = buffer_size(&request->body);
