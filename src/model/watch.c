@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -183,8 +184,9 @@ static int add_subdirectories(watch *w, confined *c, const char *relative, int *
 static void report(watch *w, uint32_t mask, const char *name);
 
 /* What a directory made after the watch started already holds when its own watch is added: a
-   file created in it before then (mkdir then write, at once) raised no event, so it is reported
-   as created now. One created between the watch and this listing may be reported twice. */
+   file created (and written) in it before then (mkdir then write, at once) raised no event, so it
+   is reported as created, and written if it holds bytes, now. One created between the watch and
+   this listing may be reported twice. */
 static void report_entries_already_there(watch *w, int fd, const char *relative)
 {
     int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -201,8 +203,12 @@ static void report_entries_already_there(watch *w, int fd, const char *relative)
             continue;
         char name[PATH_MAX];
         int n = snprintf(name, sizeof name, "%s/%s", relative, entry->d_name);
+        struct stat st;
+        /* a file that already holds bytes was written too: report what a watch would have seen */
+        bool written = fstatat(dirfd(directory), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                       S_ISREG(st.st_mode) && st.st_size > 0;
         if (n > 0 && n < (int)sizeof name)
-            report(w, IN_CREATE, name);
+            report(w, IN_CREATE | (written ? IN_MODIFY : 0), name);
     }
     closedir(directory);
 }
