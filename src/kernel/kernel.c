@@ -22,6 +22,7 @@
 #include "kernel/keeper.h"
 #include "kernel/message.h"
 #include "kernel/reaper.h"
+#include "sandbox/network.h"
 #include "sandbox/rootfs.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/volume.h"
@@ -62,6 +63,7 @@ struct kernel {
     int64_t last_activity_us;
     pid_t pid;                  /* 0 while none, or while the zygote has not said it yet */
     int pidfd;
+    int network_slot;           /* its interface (sandbox/network.c), or -1 */
     loop_watch pid_watch;
     zygote_spawn *spawn;        /* the zygote's clone of this kernel, until its pid is known */
     int signal_on_spawn;        /* the strongest signal sent meanwhile, delivered with the pid */
@@ -395,6 +397,7 @@ static void describe_kernel_sandbox(const kernel *k, char *const *argv, char *co
                  .gid = k->sandbox.uid,
                  .tmp_bytes = limits->disk_bytes,
                  .network = limits->network,
+                 .nameserver = network_gateway(),
                  .volumes = &k->sandbox.volumes},
         .network = limits->network,
         .open_files = limits->open_files,
@@ -445,6 +448,26 @@ static pid_t start_by_exec(const kernel *k, const sandbox_spec *spec, int *pidfd
     return sandbox_join(host->pidfd, spec, pidfd, why, why_size);
 }
 
+/* A sandbox of its own that asked for network gets its interface as soon as its pid 1 runs, and
+   before any request reaches it. Until then it has loopback only, so a failure leaves it without
+   network, never with more: the kernel then dies with the reason (a sandbox that asked for
+   network and silently had none would mislead the agent). Another context shares its host's
+   namespace, and interface. */
+static bool attach_network(kernel *k)
+{
+    if (!k->sandbox.limits.network || k->sandbox.host || k->network_slot >= 0)
+        return true;
+    char why[512];
+    k->network_slot = network_attach(k->pid, k->pidfd, why, sizeof why);
+    if (k->network_slot >= 0)
+        return true;
+    log_warn("kernel %s: %s", k->id, why);
+    snprintf(k->death_reason, sizeof k->death_reason, "the sandbox's network could not be set up: %.140s",
+             why);
+    kill(-k->pid, SIGKILL);
+    return false;
+}
+
 /* The process runs (pid 0: the zygote is cloning it, its pidfd comes with the answer): the loop
    hears its channel, its output and its exit, and the kernel starts afresh. */
 static void watch_started_kernel(kernel *k, pid_t pid, int pidfd, const kernel_descriptors *d)
@@ -461,6 +484,8 @@ static void watch_started_kernel(kernel *k, pid_t pid, int pidfd, const kernel_d
         loop_watch_add(&k->pid_watch, k->pidfd, EPOLLIN, on_process_exit, k);
     k->state = KERNEL_STARTING;
     k->death_reason[0] = '\0';
+    if (pid > 0)
+        attach_network(k);
     k->setup_failure[0] = '\0';
     k->shutdown_requested = k->restart_requested = k->shutdown_replied = false;
     k->adopted = false;
@@ -1170,6 +1195,8 @@ static void close_old_channel(kernel *k)
 static void release_process(kernel *k)
 {
     close_old_channel(k);
+    network_detach(k->network_slot);
+    k->network_slot = -1;
     if (k->pidfd >= 0) {
         loop_watch_remove(&k->pid_watch);
         close(k->pidfd);
@@ -1262,6 +1289,7 @@ static void on_zygote_answer(void *arg, pid_t pid, const char *why)
         if (k->signal_on_spawn)
             kill(-pid, k->signal_on_spawn);
         k->signal_on_spawn = 0;
+        attach_network(k);
         if (k->channel_watch.fd < 0) /* read_channel let go of it until now */
             loop_watch_add(&k->channel_watch, k->channel_fd, EPOLLIN, on_channel_ready, k);
         flush_channel(k);
@@ -1332,7 +1360,7 @@ kernel *kernel_start(const char *id, const kernelspec *spec, const char *workspa
     k->spec = spec;
     k->sandbox = *sandbox;
     k->env = env ? json_incref(env) : json_object();
-    k->pidfd = k->channel_fd = k->out.fd = k->err.fd = -1;
+    k->pidfd = k->channel_fd = k->out.fd = k->err.fd = k->network_slot = -1;
     k->old_channel_fd = k->new_channel_for_kernel = -1;
     k->last_activity_us = clock_wall_us();
     if (spawn_process(k, why, why_size) < 0) {
