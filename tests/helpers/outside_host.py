@@ -75,10 +75,12 @@ class OutsideHost:
         return self
 
     def serve_http(self, files):
-        """Serves `files` ({name: bytes}) on port 80; returns once it answers (20 s at most)."""
+        """Serves `files` ({relative path: bytes}) on port 80; returns once it answers (20 s at most)."""
         self.directory = tempfile.mkdtemp(prefix="cellbox-outside-")
         for name, content in files.items():
-            with open(os.path.join(self.directory, name), "wb") as f:
+            path = os.path.join(self.directory, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
                 f.write(content)
         self.server = subprocess.Popen(
             ["ip", "netns", "exec", self.namespace, "/usr/bin/python3", "-m", "http.server", "80",
