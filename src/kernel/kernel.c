@@ -64,6 +64,7 @@ struct kernel {
     pid_t pid;                  /* 0 while none, or while the zygote has not said it yet */
     int pidfd;
     int network_slot;           /* its interface (sandbox/network.c), or -1 */
+    json_t *allow_out, *deny_out; /* its egress lists (arrays of CIDRs), or NULL */
     loop_watch pid_watch;
     zygote_spawn *spawn;        /* the zygote's clone of this kernel, until its pid is known */
     int signal_on_spawn;        /* the strongest signal sent meanwhile, delivered with the pid */
@@ -453,12 +454,70 @@ static pid_t start_by_exec(const kernel *k, const sandbox_spec *spec, int *pidfd
    network, never with more: the kernel then dies with the reason (a sandbox that asked for
    network and silently had none would mislead the agent). Another context shares its host's
    namespace, and interface. */
+#define MAX_EGRESS_ENTRIES 256 /* per list: a chain of a few rules, an nft run of a few KiB */
+
+/* The lists as C strings (pointers into the JSON), then network_set_policy. */
+static int apply_egress_lists(kernel *k, char *why, size_t why_size)
+{
+    const char *allow[MAX_EGRESS_ENTRIES], *deny[MAX_EGRESS_ENTRIES];
+    size_t allow_count = json_array_size(k->allow_out), deny_count = json_array_size(k->deny_out);
+    for (size_t i = 0; i < allow_count; i++)
+        allow[i] = json_string_value(json_array_get(k->allow_out, i));
+    for (size_t i = 0; i < deny_count; i++)
+        deny[i] = json_string_value(json_array_get(k->deny_out, i));
+    return network_set_policy(k->network_slot, allow, allow_count, deny, deny_count, why,
+                              why_size);
+}
+
+static bool egress_list_valid(json_t *list, const char *name, char *why, size_t why_size)
+{
+    if (!list || json_is_null(list))
+        return true;
+    if (!json_is_array(list) || json_array_size(list) > MAX_EGRESS_ENTRIES) {
+        snprintf(why, why_size, "'%s' must be a list of at most %d IPv4 addresses or CIDRs, e.g. "
+                 "[\"203.0.113.0/24\"]", name, MAX_EGRESS_ENTRIES);
+        return false;
+    }
+    size_t i;
+    json_t *entry;
+    json_array_foreach(list, i, entry) {
+        if (!json_is_string(entry) || !network_is_cidr(json_string_value(entry))) {
+            snprintf(why, why_size, "'%s'[%zu] is no IPv4 address or CIDR (e.g. 203.0.113.0/24, "
+                     "0.0.0.0/0 for everything); domain names are not taken yet", name, i);
+            return false;
+        }
+    }
+    return true;
+}
+
+int kernel_set_egress(kernel *k, json_t *allow_out, json_t *deny_out, char *why, size_t why_size)
+{
+    if (!k->sandbox.limits.network) {
+        snprintf(why, why_size, "sandbox %s has no network: allowOut and denyOut apply to a "
+                 "sandbox created with network", k->id);
+        return -1;
+    }
+    if (!egress_list_valid(allow_out, "allowOut", why, why_size) ||
+        !egress_list_valid(deny_out, "denyOut", why, why_size))
+        return -1;
+    json_decref(k->allow_out);
+    json_decref(k->deny_out);
+    k->allow_out = json_is_array(allow_out) ? json_incref(allow_out) : NULL;
+    k->deny_out = json_is_array(deny_out) ? json_incref(deny_out) : NULL;
+    /* Not attached yet: attach_network applies them before any request reaches the sandbox. */
+    return k->network_slot >= 0 ? apply_egress_lists(k, why, why_size) : 0;
+}
+
 static bool attach_network(kernel *k)
 {
     if (!k->sandbox.limits.network || k->sandbox.host || k->network_slot >= 0)
         return true;
     char why[512];
     k->network_slot = network_attach(k->pid, k->pidfd, why, sizeof why);
+    if (k->network_slot >= 0 && apply_egress_lists(k, why, sizeof why) < 0) {
+        network_detach(k->network_slot);
+        k->network_slot = -1;
+    }
     if (k->network_slot >= 0)
         return true;
     log_warn("kernel %s: %s", k->id, why);
@@ -1430,6 +1489,8 @@ static void kernel_free(void *arg)
 {
     kernel *k = arg;
     json_decref(k->env);
+    json_decref(k->allow_out);
+    json_decref(k->deny_out);
     free(k->workspace);
     free(k->working_directory);
     free(k);

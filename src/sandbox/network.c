@@ -93,6 +93,13 @@ static int parse_cidr(const char *text, uint32_t *network, int *length)
     return 0;
 }
 
+bool network_is_cidr(const char *text)
+{
+    uint32_t network;
+    int length;
+    return text && parse_cidr(text, &network, &length) == 0;
+}
+
 /* Appends the comma-separated CIDRs of `list` to `out` as nft elements, each checked. */
 static int append_cidr_elements(const char *list, char *out, size_t out_size, char *why,
                                 size_t why_size)

@@ -43,6 +43,8 @@ const char *network_gateway(void);
 int network_attach(pid_t pid, int supervisor_pidfd, char *why, size_t why_size);
 /* The sandbox's address as text, for `slot`. */
 void network_address(int slot, char *out, size_t out_size);
+/* Whether `text` is an IPv4 address or CIDR (a.b.c.d or a.b.c.d/n). */
+bool network_is_cidr(const char *text);
 /* Replaces the slot's allowOut/denyOut lists (IPv4 addresses or CIDRs), E2B's semantics: a
    destination in allowOut is reached even if denyOut covers it; one in denyOut is refused; any
    other is reached. The always-denied destinations stay denied whatever the lists say. Names

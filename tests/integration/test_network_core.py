@@ -11,6 +11,7 @@ import pytest
 
 from helpers.daemon import Daemon, finish_or_fail
 from helpers.outside_host import outside_host
+from helpers.v1 import V1
 from helpers.wait import wait_until
 
 pytestmark = pytest.mark.cellbox_only
@@ -104,3 +105,70 @@ def test_a_start_after_sigkill_sweeps_what_the_dead_daemon_left(outside):
         if again is not None:
             finish_or_fail(again)
         d.finish()
+
+
+REACH = """
+import urllib.request
+try:
+    _r = urllib.request.urlopen({url!r}, timeout=3).read().decode()
+except Exception as e:
+    _r = 'failed: ' + type(e).__name__
+_r
+"""
+
+
+def reaches(v1, sandbox_id, url):
+    return v1.value(sandbox_id, REACH.format(url=url)) == repr("hello\n")
+
+
+@pytest.fixture(scope="module")
+def v1_network():
+    d = Daemon(args=["--allow-network", "--network-range", "10.88.0.0/24"])
+    d.start()
+    client = V1(d)
+    try:
+        yield client
+    finally:
+        client.cleanup()
+        finish_or_fail(d)
+
+
+def test_allow_out_wins_over_deny_out(v1_network, outside):
+    """E2B's semantics: everything denied, the outside host allowed: it is reached."""
+    url = outside.url + "hello.txt"
+    box = v1_network.create(timeout_s=0, network={"denyOut": ["0.0.0.0/0"],
+                                                  "allowOut": [f"{outside.address}/32"]})
+    assert reaches(v1_network, box["id"], url)
+    v1_network.remove(box["id"])
+
+
+def test_deny_out_holds_and_changes_on_a_running_sandbox(v1_network, outside):
+    url = outside.url + "hello.txt"
+    box = v1_network.create(timeout_s=0, network={"denyOut": [str(outside.subnet)]})
+    sid = box["id"]
+    assert not reaches(v1_network, sid, url)
+    r = v1_network.put(f"v1/sandboxes/{sid}/network", json={"allowOut": [], "denyOut": []})
+    assert r.status_code == 200, r.text
+    assert reaches(v1_network, sid, url)
+    r = v1_network.put(f"v1/sandboxes/{sid}/network", json={"denyOut": ["0.0.0.0/0"]})
+    assert r.status_code == 200 and r.json() == {"allowOut": [], "denyOut": ["0.0.0.0/0"]}, r.text
+    assert not reaches(v1_network, sid, url)
+    # allowOut cannot open what is always denied: the host (the gateway) stays out of reach.
+    r = v1_network.put(f"v1/sandboxes/{sid}/network", json={"allowOut": ["0.0.0.0/0"]})
+    assert r.status_code == 200, r.text
+    assert reaches(v1_network, sid, url)
+    assert not reaches(v1_network, sid, f"http://10.88.0.1:{v1_network.client.port}/api")
+    v1_network.remove(sid)
+
+
+def test_bad_lists_and_sandboxes_without_network_are_refused(v1_network):
+    box = v1_network.create(timeout_s=0, network=True)
+    r = v1_network.put(f"v1/sandboxes/{box['id']}/network", json={"allowOut": ["example.com"]})
+    assert r.status_code == 400 and "allowOut" in r.json()["message"], r.text
+    plain = v1_network.create(timeout_s=0)
+    r = v1_network.put(f"v1/sandboxes/{plain['id']}/network", json={"denyOut": []})
+    assert r.status_code == 409 and "has no network" in r.json()["message"], r.text
+    r = v1_network.post("v1/sandboxes", json={"network": {"denyOut": ["10.0.0.0/33"]}})
+    assert r.status_code == 400 and "denyOut" in r.json()["message"], r.text
+    for sid in (box["id"], plain["id"]):
+        v1_network.remove(sid)
