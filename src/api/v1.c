@@ -94,10 +94,10 @@ static void create_sandbox(http_request *request)
     json_t *deny_out = json_object_get(network, "denyOut");
     if (json_is_object(network))
         network = json_true();
-    kernel *k = manager_create(template_name, env, limits, network, &volumes, &failure, why,
-                               sizeof why);
-    if (k && (allow_out || deny_out) && kernel_set_egress(k, allow_out, deny_out, why,
-                                                          sizeof why) < 0) {
+    kernel *k =
+        manager_create(template_name, env, limits, network, &volumes, &failure, why, sizeof why);
+    if (k && (allow_out || deny_out) &&
+        kernel_set_egress(k, allow_out, deny_out, why, sizeof why) < 0) {
         manager_delete(k);
         http_respond_error(request, 400, "%s", why);
         json_decref(body);

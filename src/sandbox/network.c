@@ -19,20 +19,19 @@
 
 #include "common/log.h"
 
-#define MAX_SLOTS 65536          /* host numbers a range can give (a /16 at most is used) */
 #define SCRIPT_SIZE 8192
-#define LINK_NAME_SIZE 32        /* names are at most 13 (cbx1023-65535), under IFNAMSIZ */
+#define LINK_NAME_SIZE 32 /* names are at most 13 (cbx1023-65535), under IFNAMSIZ */
 
 static struct {
     bool ready;
     int block;
-    char table[32];              /* cellbox_<block> */
-    char link_prefix[12];        /* cbx<block>- : every host end of ours */
-    uint32_t base;               /* the range's network address, host order */
+    char table[32];       /* cellbox_<block> */
+    char link_prefix[12]; /* cbx<block>- : every host end of ours */
+    uint32_t base;        /* the range's network address, host order */
     int prefix_length;
-    int slot_count;              /* host numbers in the range: 2 (after the gateway) .. */
+    int slot_count; /* host numbers in the range: 2 (after the gateway) .. */
     char gateway[INET_ADDRSTRLEN];
-    unsigned char *taken;        /* slot -> in use */
+    unsigned char *taken; /* slot -> in use */
     struct nft_ctx *nft;
 } net;
 
@@ -115,7 +114,8 @@ static int append_cidr_elements(const char *list, char *out, size_t out_size, ch
             break;
         }
         size_t used = strlen(out);
-        snprintf(out + used, out_size - used, "%s%s", used && out[used - 1] != '{' ? ", " : "", item);
+        snprintf(out + used, out_size - used, "%s%s", used && out[used - 1] != '{' ? ", " : "",
+                 item);
     }
     free(copy);
     return rc;
@@ -221,7 +221,7 @@ static int write_sysctl(const char *path, const char *value)
 typedef struct inside_job {
     int supervisor_pidfd;
     char address[INET_ADDRSTRLEN];
-    char failure[256];           /* the step that failed and why, or "" */
+    char failure[256]; /* the step that failed and why, or "" */
 } inside_job;
 
 /* In a thread of its own, which alone enters the sandbox's network namespace (setns changes the
@@ -402,8 +402,10 @@ int network_init(int block, const char *range, const char *allowed_ranges, char 
     uint32_t base;
     int length;
     if (parse_cidr(range, &base, &length) < 0 || length < 16 || length > 29) {
-        snprintf(why, why_size, "--network-range takes an IPv4 range from /16 to /29 (e.g. "
-                 "10.88.0.0/16), not '%s'", range);
+        snprintf(why, why_size,
+                 "--network-range takes an IPv4 range from /16 to /29 (e.g. "
+                 "10.88.0.0/16), not '%s'",
+                 range);
         return -1;
     }
     char allowed[1024] = "";
@@ -434,8 +436,10 @@ int network_init(int block, const char *range, const char *allowed_ranges, char 
     if (make_table(range, allowed, why, why_size) < 0)
         return -1;
     if (write_sysctl("/proc/sys/net/ipv4/ip_forward", "1") < 0) {
-        snprintf(why, why_size, "cannot turn on IPv4 forwarding (/proc/sys/net/ipv4/ip_forward): "
-                 "%s", strerror(errno));
+        snprintf(why, why_size,
+                 "cannot turn on IPv4 forwarding (/proc/sys/net/ipv4/ip_forward): "
+                 "%s",
+                 strerror(errno));
         return -1;
     }
     net.ready = true;
@@ -444,9 +448,15 @@ int network_init(int block, const char *range, const char *allowed_ranges, char 
     return 0;
 }
 
-bool network_ready(void) { return net.ready; }
+bool network_ready(void)
+{
+    return net.ready;
+}
 
-const char *network_gateway(void) { return net.ready ? net.gateway : NULL; }
+const char *network_gateway(void)
+{
+    return net.ready ? net.gateway : NULL;
+}
 
 static int take_slot(void)
 {
@@ -507,7 +517,8 @@ int network_attach(pid_t pid, int supervisor_pidfd, char *why, size_t why_size)
     }
     int slot = take_slot();
     if (slot < 0) {
-        snprintf(why, why_size, "every address of the sandbox network (%d) is taken: end a "
+        snprintf(why, why_size,
+                 "every address of the sandbox network (%d) is taken: end a "
                  "networked sandbox, or restart cellboxd with a larger --network-range",
                  net.slot_count - 2);
         return -1;
@@ -535,8 +546,10 @@ int network_set_policy(int slot, const char *const *allow_out, size_t allow_coun
             uint32_t network;
             int length;
             if (parse_cidr(entry, &network, &length) < 0) {
-                snprintf(why, why_size, "'%s' in %s is no IPv4 address or CIDR (e.g. "
-                         "203.0.113.0/24)", entry, allowing ? "allowOut" : "denyOut");
+                snprintf(why, why_size,
+                         "'%s' in %s is no IPv4 address or CIDR (e.g. "
+                         "203.0.113.0/24)",
+                         entry, allowing ? "allowOut" : "denyOut");
                 rc = -1;
                 break;
             }
@@ -552,8 +565,9 @@ int network_set_policy(int slot, const char *const *allow_out, size_t allow_coun
         const char *t = net.table;
         int used = snprintf(script, size, "flush chain inet %s sandbox_%d\n", t, slot);
         if (*allow)
-            used += snprintf(script + used, size - used,
-                             "add rule inet %s sandbox_%d ip daddr { %s } accept\n", t, slot, allow);
+            used +=
+                snprintf(script + used, size - used,
+                         "add rule inet %s sandbox_%d ip daddr { %s } accept\n", t, slot, allow);
         used += snprintf(script + used, size - used,
                          "add rule inet %s sandbox_%d ip daddr @sandbox_%d_allowed_names accept\n",
                          t, slot, slot);
@@ -562,7 +576,8 @@ int network_set_policy(int slot, const char *const *allow_out, size_t allow_coun
                              "add rule inet %s sandbox_%d ip daddr { %s } drop\n", t, slot, deny);
         snprintf(script + used, size - used,
                  "add rule inet %s sandbox_%d ip daddr @sandbox_%d_denied_names drop\n"
-                 "add rule inet %s sandbox_%d accept\n", t, slot, slot, t, slot);
+                 "add rule inet %s sandbox_%d accept\n",
+                 t, slot, slot, t, slot);
         rc = run_nft(script, why, why_size);
     } else if (!script || !allow || !deny) {
         snprintf(why, why_size, "out of memory");
