@@ -7,7 +7,7 @@ PYTHON      := /usr/bin/python3
 BUILD       ?= build
 SANITIZE    ?=
 CC          ?= cc
-PKGS        := libmicrohttpd jansson libcrypto libseccomp libarchive zlib libcurl
+PKGS        := libmicrohttpd jansson libcrypto libseccomp libarchive zlib libcurl libnftables libnl-route-3.0
 # Flags come from pkg-config the first time a recipe uses them, never when make starts: on a bare
 # machine the packages that provide them are not there yet, and a flag read at start stays empty
 # for the whole run (the link then fails with undefined references). `run`, `test` and `bench`

@@ -16,13 +16,13 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 # expects (E2B's sandbox.git.* runs git through commands; a bare Debian has neither).
 run_pkgs=(build-essential pkg-config libmicrohttpd-dev libwslay-dev libjansson-dev libssl-dev
   libseccomp-dev libpython3.11-dev libcurl4-openssl-dev libarchive-dev zlib1g-dev e2fsprogs tar python3-ipython python3-numpy python3-pandas
-  python3-matplotlib python3-matplotlib-inline procps git)
+  python3-matplotlib python3-matplotlib-inline procps git libnftables-dev libnl-route-3-dev iproute2)
 # nodejs, npm: make bench times E2B's npm SDK beside /v1 (tests/clients/node/e2b_bench.mjs).
 bench_pkgs=(python3-websocket python3-requests jupyter-server python3-jupyter-server
   python3-jupyter-client python3-ipykernel nodejs npm ca-certificates)
 # ca-certificates: npm fetches the client-test modules over https (a bare Debian has no CA list).
 test_pkgs=("${bench_pkgs[@]}" python3-pytest python3-yaml python3-jsonschema
-  python3-pip python3-setuptools python3-wheel mmdebstrap clang libclang-rt-14-dev)
+  python3-pip python3-setuptools python3-wheel mmdebstrap clang libclang-rt-14-dev nftables)
 
 pkgs=("${run_pkgs[@]}")
 case $mode in

@@ -186,11 +186,6 @@ static bool refuse_unreachable(http_request *request, box *b, const ports_addres
                            "/sandboxes/%s/connect) and retry, or create it with lifecycle "
                            "{onTimeout: 'pause', autoResume: true} so that traffic resumes it",
                            id, id);
-    } else if (box_limits(b)->network) {
-        errors_respond_e2b(request, 502,
-                           "sandbox %s shares the host's network, so its port %d is the host's: "
-                           "cellbox reaches only the ports of sandboxes with a network of their "
-                           "own", id, address->port);
     } else {
         sandbox_count *count = count_of(id, false);
         if (!count || count->exchanges < MAX_EXCHANGES_PER_SANDBOX)

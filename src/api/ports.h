@@ -2,8 +2,8 @@
  * request whose Host names one reaches the server listening on 127.0.0.1:<port> inside that
  * sandbox.
  *
- * The sandbox keeps its network of its own with only loopback (it gains no interface or route):
- * the daemon opens a socket inside the sandbox's network namespace (sandbox/network_socket.h)
+ * The sandbox keeps its network namespace of its own (a networked one has its interface there,
+ * sandbox/network.h, which the firewall keeps closed to inbound connections): the daemon opens a socket inside the sandbox's network namespace (sandbox/network_socket.h)
  * and forwards the request through it (http/proxy.h). Ports 49983 (envd) and 49999 (the code
  * interpreter) on such a host are cellbox's own E2B routes, as with the E2b-Sandbox-Id and
  * E2b-Sandbox-Port headers (api/e2b.h). Requests need the daemon's token as every request does

@@ -87,8 +87,22 @@ static void create_sandbox(http_request *request)
         json_decref(body);
         return;
     }
-    kernel *k = manager_create(template_name, env, limits, json_object_get(body, "network"),
-                               &volumes, &failure, why, sizeof why);
+    /* "network": true, or E2B's shape {"allowOut": [...], "denyOut": [...]}, which asks for
+       network too. */
+    json_t *network = json_object_get(body, "network");
+    json_t *allow_out = json_object_get(network, "allowOut");
+    json_t *deny_out = json_object_get(network, "denyOut");
+    if (json_is_object(network))
+        network = json_true();
+    kernel *k =
+        manager_create(template_name, env, limits, network, &volumes, &failure, why, sizeof why);
+    if (k && (allow_out || deny_out) &&
+        kernel_set_egress(k, allow_out, deny_out, why, sizeof why) < 0) {
+        manager_delete(k);
+        http_respond_error(request, 400, "%s", why);
+        json_decref(body);
+        return;
+    }
     if (!k) {
         if (failure == FAILURE_NOT_FOUND)
             http_respond_error(request, 404, "template '%.*s' does not exist (see GET /v1/templates)",
@@ -180,6 +194,32 @@ static const char *files_rest(const char *path)
     return files ? files + 6 : "";
 }
 
+/* PUT /v1/sandboxes/{id}/network {"allowOut": [...], "denyOut": [...]}: the running sandbox's
+   egress lists, replaced whole and in effect at once. */
+static void set_network(http_request *request, box *b)
+{
+    static const char *const fields[] = {"allowOut", "denyOut", NULL};
+    if (!box_limits(b)->network) {
+        http_respond_error(request, 409, "sandbox %s has no network: allowOut and denyOut apply "
+                           "to a sandbox created with \"network\": true (cellboxd started with "
+                           "--allow-network)", box_id(b));
+        return;
+    }
+    json_t *body = request_parse_body(request, fields);
+    if (!body)
+        return;
+    char why[512];
+    json_t *allow_out = json_object_get(body, "allowOut"), *deny_out = json_object_get(body, "denyOut");
+    if (kernel_set_egress(box_default_kernel(b), allow_out, deny_out, why, sizeof why) < 0)
+        http_respond_error(request, 400, "%s", why);
+    else
+        http_respond_json(request, 200,
+                          json_pack("{s:o, s:o}", "allowOut",
+                                    allow_out ? json_incref(allow_out) : json_array(), "denyOut",
+                                    deny_out ? json_incref(deny_out) : json_array()));
+    json_decref(body);
+}
+
 static void route_sandbox(http_request *request, box *b, char **s, int n)
 {
     /* s[0] = "v1", s[1] = "sandboxes", s[2] = id */
@@ -195,6 +235,11 @@ static void route_sandbox(http_request *request, box *b, char **s, int n)
     } else if (n == 4 && (strcmp(what, "timeout") == 0 || strcmp(what, "pause") == 0 ||
                           strcmp(what, "resume") == 0)) {
         sandbox_action(request, b, what);
+    } else if (n == 4 && strcmp(what, "network") == 0) {
+        if (http_method_is(request, "PUT"))
+            set_network(request, b);
+        else
+            http_respond_method_not_allowed(request, "PUT");
     } else if (n == 4 && strcmp(what, "logs") == 0) {
         if (http_method_is(request, "GET"))
             get_logs(request, b);

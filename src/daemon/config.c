@@ -73,7 +73,9 @@ static const option_spec options[] = {
     {"pool-size", OPT_INT, FIELD(pool_size), "2", "python3 kernels kept started ahead of time, handed out by POST /api/kernels (default limits)"},
     {"workspace-fs", OPT_STRING, FIELD(workspace_fs), "ext4", "what /workspace is: ext4 (an image on disk, kept with --keep-workspaces) or tmpfs (memory, counted against the sandbox's memory limit; fastest)"},
     {"e2b-domain", OPT_STRING, FIELD(e2b_domain), "", "the domain of E2B's sandbox hosts: <port>-<sandboxId>.<domain> reaches a server in a sandbox (getHost); '' = localhost with the daemon's port (localhost:8888)"},
-    {"allow-network", OPT_BOOL, FIELD(allow_network), "false", "let a sandbox ask for network access (\"network\": true); off = no sandbox ever has it"},
+    {"allow-network", OPT_BOOL, FIELD(allow_network), "false", "let a sandbox ask for network access (\"network\": true): its own interface, NAT to the host's uplink, the host and other sandboxes out of reach; off = no sandbox ever has it"},
+    {"network-range", OPT_STRING, FIELD(network_range), "10.88.0.0/16", "the IPv4 range networked sandboxes take their addresses from (/16 to /29; its first address is their gateway)"},
+    {"network-allow-ranges", OPT_STRING, FIELD(network_allow_ranges), "", "private ranges (10/8, 172.16/12, 192.168/16, 100.64/10) sandboxes may reach after all, comma-separated CIDRs; '' = none"},
 };
 #define OPTION_COUNT (sizeof options / sizeof options[0])
 

@@ -36,6 +36,8 @@ typedef struct config {
     int execution_timeout, max_execution_timeout;
     long long output_limit, max_output_limit;
     bool allow_network;
+    char *network_range;        /* the sandboxes' addresses */
+    char *network_allow_ranges; /* private CIDRs the operator lets them reach, comma-separated */
     bool zygote;
     char *preload;
     char *templates;

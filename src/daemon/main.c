@@ -15,6 +15,7 @@
 #include "api/envd_access.h"
 #include "api/jupyter.h"
 #include "api/ports.h"
+#include "sandbox/network.h"
 #include "api/routes.h"
 #include "api/v1.h"
 #include "common/descriptors.h"
@@ -223,6 +224,20 @@ static volume_kind prepare_sandboxing(const config *cfg)
     return workspace_kind;
 }
 
+/* The sandboxes' network (its table, NAT, forwarding) when they may have one; either way what a
+   dead daemon of this uid block left is swept. */
+static void prepare_network(const config *cfg, const uid_block *uids)
+{
+    char why[512];
+    if (!cfg->allow_network) {
+        network_sweep(uids->number);
+        return;
+    }
+    if (network_init(uids->number, cfg->network_range, cfg->network_allow_ranges, why,
+                     sizeof why) < 0)
+        die("%s", why);
+}
+
 static void load_kernelspecs(const config *cfg)
 {
     char why[512];
@@ -341,6 +356,8 @@ static void shut_down_or_detach(void)
     for (size_t i = 0; i < kernelspec_count(); i++)
         zygote_stop(kernelspec_at(i)->zygote);
     cgroup_shutdown();
+    if (!leave_sandboxes) /* detached sandboxes keep their interfaces until the next start */
+        network_shutdown();
     volume_shutdown();
     ports_stop();
     http_server_stop();
@@ -362,6 +379,7 @@ int main(int argc, char **argv)
     set_descriptor_limits(&cfg);
     uid_block uids = claim_data_dir(&cfg);
     volume_kind workspace_kind = prepare_sandboxing(&cfg);
+    prepare_network(&cfg, &uids);
     loop_init();
     watch_signals();
     leave_sandboxes = cfg.keep_sandboxes;

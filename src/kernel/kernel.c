@@ -22,6 +22,7 @@
 #include "kernel/keeper.h"
 #include "kernel/message.h"
 #include "kernel/reaper.h"
+#include "sandbox/network.h"
 #include "sandbox/rootfs.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/volume.h"
@@ -62,6 +63,8 @@ struct kernel {
     int64_t last_activity_us;
     pid_t pid;                  /* 0 while none, or while the zygote has not said it yet */
     int pidfd;
+    int network_slot;           /* its interface (sandbox/network.c), or -1 */
+    json_t *allow_out, *deny_out; /* its egress lists (arrays of CIDRs), or NULL */
     loop_watch pid_watch;
     zygote_spawn *spawn;        /* the zygote's clone of this kernel, until its pid is known */
     int signal_on_spawn;        /* the strongest signal sent meanwhile, delivered with the pid */
@@ -395,6 +398,7 @@ static void describe_kernel_sandbox(const kernel *k, char *const *argv, char *co
                  .gid = k->sandbox.uid,
                  .tmp_bytes = limits->disk_bytes,
                  .network = limits->network,
+                 .nameserver = network_gateway(),
                  .volumes = &k->sandbox.volumes},
         .network = limits->network,
         .open_files = limits->open_files,
@@ -445,6 +449,84 @@ static pid_t start_by_exec(const kernel *k, const sandbox_spec *spec, int *pidfd
     return sandbox_join(host->pidfd, spec, pidfd, why, why_size);
 }
 
+/* A sandbox of its own that asked for network gets its interface as soon as its pid 1 runs, and
+   before any request reaches it. Until then it has loopback only, so a failure leaves it without
+   network, never with more: the kernel then dies with the reason (a sandbox that asked for
+   network and silently had none would mislead the agent). Another context shares its host's
+   namespace, and interface. */
+#define MAX_EGRESS_ENTRIES 256 /* per list: a chain of a few rules, an nft run of a few KiB */
+
+/* The lists as C strings (pointers into the JSON), then network_set_policy. */
+static int apply_egress_lists(kernel *k, char *why, size_t why_size)
+{
+    const char *allow[MAX_EGRESS_ENTRIES], *deny[MAX_EGRESS_ENTRIES];
+    size_t allow_count = json_array_size(k->allow_out), deny_count = json_array_size(k->deny_out);
+    for (size_t i = 0; i < allow_count; i++)
+        allow[i] = json_string_value(json_array_get(k->allow_out, i));
+    for (size_t i = 0; i < deny_count; i++)
+        deny[i] = json_string_value(json_array_get(k->deny_out, i));
+    return network_set_policy(k->network_slot, allow, allow_count, deny, deny_count, why,
+                              why_size);
+}
+
+static bool egress_list_valid(json_t *list, const char *name, char *why, size_t why_size)
+{
+    if (!list || json_is_null(list))
+        return true;
+    if (!json_is_array(list) || json_array_size(list) > MAX_EGRESS_ENTRIES) {
+        snprintf(why, why_size, "'%s' must be a list of at most %d IPv4 addresses or CIDRs, e.g. "
+                 "[\"203.0.113.0/24\"]", name, MAX_EGRESS_ENTRIES);
+        return false;
+    }
+    size_t i;
+    json_t *entry;
+    json_array_foreach(list, i, entry) {
+        if (!json_is_string(entry) || !network_is_cidr(json_string_value(entry))) {
+            snprintf(why, why_size, "'%s'[%zu] is no IPv4 address or CIDR (e.g. 203.0.113.0/24, "
+                     "0.0.0.0/0 for everything); domain names are not taken yet", name, i);
+            return false;
+        }
+    }
+    return true;
+}
+
+int kernel_set_egress(kernel *k, json_t *allow_out, json_t *deny_out, char *why, size_t why_size)
+{
+    if (!k->sandbox.limits.network) {
+        snprintf(why, why_size, "sandbox %s has no network: allowOut and denyOut apply to a "
+                 "sandbox created with network", k->id);
+        return -1;
+    }
+    if (!egress_list_valid(allow_out, "allowOut", why, why_size) ||
+        !egress_list_valid(deny_out, "denyOut", why, why_size))
+        return -1;
+    json_decref(k->allow_out);
+    json_decref(k->deny_out);
+    k->allow_out = json_is_array(allow_out) ? json_incref(allow_out) : NULL;
+    k->deny_out = json_is_array(deny_out) ? json_incref(deny_out) : NULL;
+    /* Not attached yet: attach_network applies them before any request reaches the sandbox. */
+    return k->network_slot >= 0 ? apply_egress_lists(k, why, why_size) : 0;
+}
+
+static bool attach_network(kernel *k)
+{
+    if (!k->sandbox.limits.network || k->sandbox.host || k->network_slot >= 0)
+        return true;
+    char why[512];
+    k->network_slot = network_attach(k->pid, k->pidfd, why, sizeof why);
+    if (k->network_slot >= 0 && apply_egress_lists(k, why, sizeof why) < 0) {
+        network_detach(k->network_slot);
+        k->network_slot = -1;
+    }
+    if (k->network_slot >= 0)
+        return true;
+    log_warn("kernel %s: %s", k->id, why);
+    snprintf(k->death_reason, sizeof k->death_reason, "the sandbox's network could not be set up: %.140s",
+             why);
+    kill(-k->pid, SIGKILL);
+    return false;
+}
+
 /* The process runs (pid 0: the zygote is cloning it, its pidfd comes with the answer): the loop
    hears its channel, its output and its exit, and the kernel starts afresh. */
 static void watch_started_kernel(kernel *k, pid_t pid, int pidfd, const kernel_descriptors *d)
@@ -461,6 +543,8 @@ static void watch_started_kernel(kernel *k, pid_t pid, int pidfd, const kernel_d
         loop_watch_add(&k->pid_watch, k->pidfd, EPOLLIN, on_process_exit, k);
     k->state = KERNEL_STARTING;
     k->death_reason[0] = '\0';
+    if (pid > 0)
+        attach_network(k);
     k->setup_failure[0] = '\0';
     k->shutdown_requested = k->restart_requested = k->shutdown_replied = false;
     k->adopted = false;
@@ -1170,6 +1254,8 @@ static void close_old_channel(kernel *k)
 static void release_process(kernel *k)
 {
     close_old_channel(k);
+    network_detach(k->network_slot);
+    k->network_slot = -1;
     if (k->pidfd >= 0) {
         loop_watch_remove(&k->pid_watch);
         close(k->pidfd);
@@ -1262,6 +1348,7 @@ static void on_zygote_answer(void *arg, pid_t pid, const char *why)
         if (k->signal_on_spawn)
             kill(-pid, k->signal_on_spawn);
         k->signal_on_spawn = 0;
+        attach_network(k);
         if (k->channel_watch.fd < 0) /* read_channel let go of it until now */
             loop_watch_add(&k->channel_watch, k->channel_fd, EPOLLIN, on_channel_ready, k);
         flush_channel(k);
@@ -1332,7 +1419,7 @@ kernel *kernel_start(const char *id, const kernelspec *spec, const char *workspa
     k->spec = spec;
     k->sandbox = *sandbox;
     k->env = env ? json_incref(env) : json_object();
-    k->pidfd = k->channel_fd = k->out.fd = k->err.fd = -1;
+    k->pidfd = k->channel_fd = k->out.fd = k->err.fd = k->network_slot = -1;
     k->old_channel_fd = k->new_channel_for_kernel = -1;
     k->last_activity_us = clock_wall_us();
     if (spawn_process(k, why, why_size) < 0) {
@@ -1402,6 +1489,8 @@ static void kernel_free(void *arg)
 {
     kernel *k = arg;
     json_decref(k->env);
+    json_decref(k->allow_out);
+    json_decref(k->deny_out);
     free(k->workspace);
     free(k->working_directory);
     free(k);

@@ -104,6 +104,10 @@ void kernel_environment_free(char **entries);
 
 const char *kernel_id(const kernel *k);
 const kernel_sandbox *kernel_get_sandbox(const kernel *k);
+/* Replaces a networked sandbox's egress lists (E2B's allowOut/denyOut: JSON arrays of IPv4
+   addresses or CIDRs; NULL or null: none), in effect at once on a running one (sandbox/network.h
+   has the semantics). 0, or -1 with `why`: no network, or an entry that is no CIDR. */
+int kernel_set_egress(kernel *k, json_t *allow_out, json_t *deny_out, char *why, size_t why_size);
 int kernel_pidfd(const kernel *k);               /* its first process (the supervisor); -1 if none yet */
 pid_t kernel_pid(const kernel *k);               /* the same, as a pid (host view); 0 until the zygote says it */
 long long kernel_last_dropped_bytes(const kernel *k); /* output dropped by the last execution */

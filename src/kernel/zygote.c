@@ -264,13 +264,14 @@ static json_t *spawn_request_json(const sandbox_spec *spec, const char *for_kern
         json_array_append_new(procs, json_string(spec->cgroup_procs[i]));
     for (char *const *entry = spec->envp; entry && *entry; entry++)
         json_array_append_new(env, json_string(*entry));
-    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:b, s:i, s:I, s:o, s:s*, s:o, s:o}", "kernel_id",
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:b, s:i, s:I, s:o, s:s*, s:o, s:o, s:s*}", "kernel_id",
                      for_kernel_id, "root_mount_point", spec->root.mount_point, "workspace",
                      spec->root.workspace, "runtime_dir", spec->root.runtime_dir, "uid",
                      (int)spec->root.uid, "tmp_bytes", (json_int_t)spec->root.tmp_bytes,
                      "network", spec->network, "open_files", spec->open_files, "file_size",
                      (json_int_t)spec->file_size, "cgroup_procs", procs, "memory_cgroup_procs",
-                     spec->memory_cgroup_procs, "env", env, "volumes", volumes);
+                     spec->memory_cgroup_procs, "env", env, "volumes", volumes, "nameserver",
+                     spec->root.nameserver);
 }
 
 /* ---- requests in flight ---- */

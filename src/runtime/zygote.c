@@ -254,6 +254,7 @@ static void build_spec(spawn_request *request)
     spec->root.uid = spec->root.gid = (uid_t)json_integer_value(json_object_get(j, "uid"));
     spec->root.tmp_bytes = json_integer_value(json_object_get(j, "tmp_bytes"));
     spec->root.network = spec->network = json_is_true(json_object_get(j, "network"));
+    spec->root.nameserver = string_field(j, "nameserver");
     spec->open_files = (int)json_integer_value(json_object_get(j, "open_files"));
     spec->file_size = json_integer_value(json_object_get(j, "file_size"));
     json_t *procs = json_object_get(j, "cgroup_procs");
@@ -517,7 +518,7 @@ static void serve(int control_fd)
             PyOS_BeforeFork();
             bool entered = enter_memory_cgroup(request.spec.memory_cgroup_procs);
             /* Returns once pid 1 has exec'd cellbox-init (or failed): the kernel is forked then. */
-            pid_t pid = sandbox_clone_sharing_memory(request.spec.network, become_kernel, &request);
+            pid_t pid = sandbox_clone_sharing_memory(become_kernel, &request);
             int clone_errno = errno;
             /* At once: what the zygote itself allocates in the sandbox's group stays charged to
                it (and keeps it from being freed) for as long as the zygote holds the page. */

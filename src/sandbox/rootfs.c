@@ -91,9 +91,13 @@ static int write_identity_files(const rootfs_spec *spec)
         make_file("etc/hosts", "127.0.0.1 localhost cellbox\n::1 localhost ip6-localhost\n") < 0 ||
         make_file("etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files dns\n") < 0)
         return -1;
-    if (spec->network)
-        return bind_readonly("/etc/resolv.conf", "etc/resolv.conf", false);
-    return make_file("etc/resolv.conf", "");
+    /* The host's resolv.conf would name resolvers the sandbox cannot reach (the host's loopback,
+       private addresses): a networked sandbox asks its gateway, where part N2's resolver
+       answers. */
+    char resolv_conf[64] = "";
+    if (spec->network && spec->nameserver && *spec->nameserver)
+        snprintf(resolv_conf, sizeof resolv_conf, "nameserver %s\n", spec->nameserver);
+    return make_file("etc/resolv.conf", resolv_conf);
 }
 
 /* pip's site-wide configuration. The sandbox's /usr is the host's, read-only: pip can only ever

@@ -175,8 +175,7 @@ void sandbox_enter(const sandbox_spec *spec)
         setup_failed(why, NULL);
     if (sethostname("cellbox", 7) < 0)
         setup_failed("cannot set the hostname", strerror(errno));
-    if (!spec->network)
-        bring_up_loopback();
+    bring_up_loopback();
     become_sandbox_user(spec, false);
 }
 
@@ -372,9 +371,9 @@ pid_t sandbox_join(int supervisor_pidfd, const sandbox_spec *spec, int *pidfd, c
 
 /* A raw clone with fork semantics (no new stack: the child runs on a copy of ours), the caller
    its parent, with a pidfd. */
-static pid_t clone_with_pidfd(bool network, int *pidfd)
+static pid_t clone_with_pidfd(int *pidfd)
 {
-    unsigned long flags = NAMESPACES | (network ? 0 : CLONE_NEWNET) | CLONE_PIDFD | SIGCHLD;
+    unsigned long flags = NAMESPACES | CLONE_NEWNET | CLONE_PIDFD | SIGCHLD;
     return (pid_t)syscall(SYS_clone, flags, NULL, pidfd, NULL, NULL);
 }
 
@@ -406,12 +405,12 @@ void *sandbox_clone_stack_top(void)
     return stack + page + SHARED_CLONE_STACK_SIZE;
 }
 
-pid_t sandbox_clone_sharing_memory(bool network, int (*child)(void *), void *argument)
+pid_t sandbox_clone_sharing_memory(int (*child)(void *), void *argument)
 {
     char *stack_top = sandbox_clone_stack_top();
     if (!stack_top)
         return -1;
-    int flags = NAMESPACES | (network ? 0 : CLONE_NEWNET) | CLONE_PARENT | CLONE_VM | CLONE_VFORK |
+    int flags = NAMESPACES | CLONE_NEWNET | CLONE_PARENT | CLONE_VM | CLONE_VFORK |
                 SIGCHLD;
     /* Until it execs, a handler running in the child would write the caller's memory: signals
        stay blocked in the child (its program unblocks them after its fork, cellbox-init at its
@@ -429,7 +428,7 @@ pid_t sandbox_clone_sharing_memory(bool network, int (*child)(void *), void *arg
 pid_t sandbox_start(const sandbox_spec *spec, int *pidfd, char *why, size_t why_size)
 {
     int child_pidfd = -1;
-    pid_t pid = clone_with_pidfd(spec->network, &child_pidfd);
+    pid_t pid = clone_with_pidfd(&child_pidfd);
     if (pid == 0) {
         sandbox_enter(spec);
         sandbox_supervise();

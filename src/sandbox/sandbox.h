@@ -20,7 +20,8 @@
 
 typedef struct sandbox_spec {
     rootfs_spec root;
-    bool network;            /* false: a network namespace with only loopback */
+    bool network;            /* false: only loopback; true: also the interface network.c gives
+                                the running sandbox (its namespace is its own either way) */
     int open_files;          /* RLIMIT_NOFILE */
     long long file_size;     /* RLIMIT_FSIZE in bytes */
     char *const *argv;       /* the program, with paths as seen inside */
@@ -68,7 +69,7 @@ int sandbox_open_terminal(int supervisor_pidfd, unsigned cols, unsigned rows, ui
    zygote's page tables (the program's fork makes the one copy), but must write nothing on the
    way that the caller relies on. The child becomes the caller's parent's child, with every
    signal blocked. Returns its pid, or -1 with errno. */
-pid_t sandbox_clone_sharing_memory(bool network, int (*child)(void *), void *argument);
+pid_t sandbox_clone_sharing_memory(int (*child)(void *), void *argument);
 /* The top of the stack that child runs on, and then the program it forks (one mapping, made on
    first use; NULL if it cannot be). */
 void *sandbox_clone_stack_top(void);

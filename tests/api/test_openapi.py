@@ -103,6 +103,7 @@ def test_status_codes_of_the_contract_are_declared():
         ("/v1/sandboxes/{id}", "get"): {"200", "404"},
         ("/v1/sandboxes/{id}", "delete"): {"204", "404"},
         ("/v1/sandboxes/{id}/timeout", "post"): {"200", "400", "404"},
+        ("/v1/sandboxes/{id}/network", "put"): {"200", "400", "404", "409"},
         ("/v1/sandboxes/{id}/pause", "post"): {"200", "404", "409"},
         ("/v1/sandboxes/{id}/resume", "post"): {"200", "404", "409"},
         ("/v1/sandboxes/{id}/logs", "get"): {"200", "404"},
@@ -228,6 +229,7 @@ def test_templates_and_sandboxes(api):
     expect(api.get(f"v1/sandboxes/{sid}"), 200)
     expect(api.post(f"v1/sandboxes/{sid}/timeout", json={"timeout_s": 30}), 200)
     assert_v1_error(api.post(f"v1/sandboxes/{sid}/timeout", json={"timeout_s": "x"}), 400)
+    assert_v1_error(api.put(f"v1/sandboxes/{sid}/network", json={"denyOut": []}), 409)  # no network
     expect(api.get(f"v1/sandboxes/{sid}/logs"), 200)
     expect(api.get(f"v1/sandboxes/{sid}/logs", params={"limit": 5}), 200)
     expect(api.post(f"v1/sandboxes/{sid}/pause"), 200)

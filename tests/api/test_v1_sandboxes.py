@@ -99,6 +99,16 @@ def test_default_body_and_limits(v1):
     v1.remove(m["id"])
 
 
+def test_egress_lists_need_a_networked_sandbox(v1):
+    """PUT .../network on a sandbox without network is a conflict that says how to get one (the
+    lists themselves are tested with a network in tests/integration/test_network_core.py)."""
+    m = v1.create(timeout_s=0)
+    r = v1.put(f"v1/sandboxes/{m['id']}/network", json={"denyOut": ["0.0.0.0/0"]})
+    assert r.status_code == 409, r.text
+    assert "has no network" in r.json()["message"] and "--allow-network" in r.json()["message"]
+    v1.remove(m["id"])
+
+
 def test_env_reaches_contexts_and_commands(v1):
     m = v1.create(timeout_s=0, env={"MY_SETTING": "forty two", "lower_case_ok": "y"})
     try:

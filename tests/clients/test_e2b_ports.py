@@ -317,19 +317,24 @@ def network_daemon():
     d.remove_tmp()
 
 
-def test_a_sandbox_on_the_hosts_network_is_not_proxied(network_daemon):
-    """Its 127.0.0.1 is the host's: its ports would be the daemon's own and the host's services."""
+def test_a_networked_sandboxs_ports_are_its_own(network_daemon):
+    """A sandbox with internet access keeps a network namespace of its own (with its interface):
+    its ports are reached through the daemon like any other sandbox's, and the daemon's own port
+    there is the sandbox's, where nothing listens (502), never the daemon."""
     d = network_daemon
     r = api(d, "POST", "/sandboxes", json={"templateID": "python3", "allow_internet_access": True})
     assert r.status_code == 201, r.text
-    sandbox_id = r.json()["sandboxID"]
+    sandbox_id, domain = r.json()["sandboxID"], r.json()["domain"]
+    headers = {"E2B-Traffic-Access-Token": d.token}
     try:
-        # the daemon's own port, through the sandbox's host
         r = requests.get(f"{d.origin}/api/kernelspecs", timeout=30,
-                         headers={"Host": f"{d.port}-{sandbox_id}.localhost:{d.port}",
-                                  "E2B-Traffic-Access-Token": d.token})
+                         headers={**headers, "Host": f"{d.port}-{sandbox_id}.{domain}"})
         assert r.status_code == 502, r.text
-        assert "shares the host's network" in r.json()["message"]
+        assert "kernelspecs" not in r.text
+        assert execute(d, sandbox_id, START.format(source=ECHO_SERVER, port=9000)) == "listening\n"
+        r = requests.get(f"{d.origin}/page.txt", timeout=30,
+                         headers={**headers, "Host": f"9000-{sandbox_id}.{domain}"})
+        assert r.status_code == 200 and r.text == "a page\n", r.text
     finally:
         api(d, "DELETE", f"/sandboxes/{sandbox_id}")
 

@@ -7,18 +7,16 @@
   workspace), and the kernel that was already running imports it without a restart, though
   ~/.local did not exist when it started.
 - With a network (`"network": true`, the daemon started with --allow-network), the same
-  command installs from an index: here one the test serves on the host's loopback.
+  command installs from an index: here one the test serves from an outside host it makes.
 - The host's /usr is untouched throughout.
 """
 import contextlib
-import functools
-import http.server
 import os
 
 import pytest
 
 from helpers import wheels
-from helpers.daemon import serving_in_thread
+from helpers.outside_host import outside_host
 from helpers.v1 import V1
 
 PIP_TIMEOUT = 120  # seconds: a bound on each request, so a retrying pip fails the test, not hangs
@@ -184,28 +182,24 @@ def test_pip_inside_the_kernel_installs_for_the_kernel(v1, box):
     assert_not_on_host()
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-def test_with_a_network_the_same_command_installs_from_the_index(make_daemon, tmp_path):
-    """A PEP 503 index on the host's loopback, which a sandbox with a network shares; the
-    wheel differs from the offline tests' so the import proves where it came from."""
-    project = tmp_path / "simple" / PACKAGE.replace("_", "-")
-    project.mkdir(parents=True)
-    (project / WHEEL_NAME).write_bytes(build_wheel("from the index"))
-    (project / "index.html").write_text(f'<a href="{WHEEL_NAME}">{WHEEL_NAME}</a>\n')
-    handler = functools.partial(_QuietHandler, directory=str(tmp_path))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+def test_with_a_network_the_same_command_installs_from_the_index(make_daemon):
+    """A PEP 503 index on an outside host the test makes (a network namespace with an address
+    of 203.0.113.0/24, helpers/outside_host.py), which a sandbox with a network reaches through
+    its own interface; the wheel differs from the offline tests' so the import proves where it
+    came from."""
+    project = f"simple/{PACKAGE.replace('_', '-')}"
+    files = {f"{project}/{WHEEL_NAME}": build_wheel("from the index"),
+             f"{project}/index.html": f'<a href="{WHEEL_NAME}">{WHEEL_NAME}</a>\n'.encode()}
     before = host_site_listing()
-    with serving_in_thread(server):
+    with outside_host(files) as index_host:
         daemon = make_daemon(args=["--allow-network"])
         v1 = V1(daemon)
         try:
             box = v1.create(timeout_s=0, network=True)
-            index = f"http://127.0.0.1:{server.server_address[1]}/simple/"
-            events, exit_code = run(v1, box, f"pip install --index-url {index} {PACKAGE}")
+            index = f"{index_host.url}simple/"
+            # Plain HTTP to a host that is not localhost: pip needs it named trusted.
+            events, exit_code = run(v1, box, f"pip install --index-url {index} "
+                                             f"--trusted-host {index_host.address} {PACKAGE}")
             output = events.stdout + events.stderr
             assert exit_code == 0, output
             assert "externally-managed-environment" not in output and NOTE not in output, output

@@ -1,0 +1,617 @@
+#include "sandbox/network.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <netlink/netlink.h>
+#include <netlink/route/addr.h>
+#include <netlink/route/link.h>
+#include <netlink/route/link/veth.h>
+#include <netlink/route/route.h>
+#include <nftables/libnftables.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+
+#define SCRIPT_SIZE 8192
+#define LINK_NAME_SIZE 32 /* names are at most 13 (cbx1023-65535), under IFNAMSIZ */
+
+static struct {
+    bool ready;
+    int block;
+    char table[32];       /* cellbox_<block> */
+    char link_prefix[12]; /* cbx<block>- : every host end of ours */
+    uint32_t base;        /* the range's network address, host order */
+    int prefix_length;
+    int slot_count; /* host numbers in the range: 2 (after the gateway) .. */
+    char gateway[INET_ADDRSTRLEN];
+    unsigned char *taken; /* slot -> in use */
+    struct nft_ctx *nft;
+} net;
+
+/* Runs an nft script; on failure `why` gets nft's own message. */
+static int run_nft(const char *script, char *why, size_t why_size)
+{
+    if (nft_run_cmd_from_buffer(net.nft, script) == 0)
+        return 0;
+    const char *error = nft_ctx_get_error_buffer(net.nft);
+    snprintf(why, why_size, "nftables refused the sandbox firewall: %s", error ? error : "?");
+    /* nft's message ends in a newline and a caret line: keep the first line only. */
+    char *newline = strchr(why, '\n');
+    if (newline)
+        *newline = '\0';
+    return -1;
+}
+
+static void address_text(uint32_t host_order, char *out, size_t out_size)
+{
+    struct in_addr address = {.s_addr = htonl(host_order)};
+    inet_ntop(AF_INET, &address, out, (socklen_t)out_size);
+}
+
+void network_address(int slot, char *out, size_t out_size)
+{
+    address_text(net.base + (uint32_t)slot, out, out_size);
+}
+
+static void host_link_name(int slot, char *out, size_t out_size)
+{
+    snprintf(out, out_size, "%s%d", net.link_prefix, slot);
+}
+
+/* "a.b.c.d/n" -> network address (host order) and n; -1 if it is no IPv4 CIDR. */
+static int parse_cidr(const char *text, uint32_t *network, int *length)
+{
+    char address[INET_ADDRSTRLEN];
+    const char *slash = strchr(text, '/');
+    size_t address_length = slash ? (size_t)(slash - text) : strlen(text);
+    if (address_length >= sizeof address)
+        return -1;
+    memcpy(address, text, address_length);
+    address[address_length] = '\0';
+    struct in_addr parsed;
+    if (inet_pton(AF_INET, address, &parsed) != 1)
+        return -1;
+    int bits = 32;
+    if (slash) {
+        char *end;
+        long value = strtol(slash + 1, &end, 10);
+        if (*end || end == slash + 1 || value < 0 || value > 32)
+            return -1;
+        bits = (int)value;
+    }
+    uint32_t mask = bits == 0 ? 0 : 0xffffffffu << (32 - bits);
+    *network = ntohl(parsed.s_addr) & mask;
+    *length = bits;
+    return 0;
+}
+
+bool network_is_cidr(const char *text)
+{
+    uint32_t network;
+    int length;
+    return text && parse_cidr(text, &network, &length) == 0;
+}
+
+/* Appends the comma-separated CIDRs of `list` to `out` as nft elements, each checked. */
+static int append_cidr_elements(const char *list, char *out, size_t out_size, char *why,
+                                size_t why_size)
+{
+    char *copy = strdup(list), *save = NULL;
+    int rc = 0;
+    for (char *item = strtok_r(copy, ", ", &save); item; item = strtok_r(NULL, ", ", &save)) {
+        uint32_t network;
+        int length;
+        if (parse_cidr(item, &network, &length) < 0) {
+            snprintf(why, why_size, "'%s' is no IPv4 address or CIDR (e.g. 192.168.1.0/24)", item);
+            rc = -1;
+            break;
+        }
+        size_t used = strlen(out);
+        snprintf(out + used, out_size - used, "%s%s", used && out[used - 1] != '{' ? ", " : "",
+                 item);
+    }
+    free(copy);
+    return rc;
+}
+
+/* ---- links, addresses and routes (libnl-route-3) ---- */
+
+static struct nl_sock *route_socket(void)
+{
+    struct nl_sock *sock = nl_socket_alloc();
+    if (sock && nl_connect(sock, NETLINK_ROUTE) < 0) {
+        nl_socket_free(sock);
+        return NULL;
+    }
+    return sock;
+}
+
+/* Deletes every link whose name starts with `prefix` in the caller's namespace. */
+static void delete_links_named(struct nl_sock *sock, const char *prefix)
+{
+    struct nl_cache *links;
+    if (rtnl_link_alloc_cache(sock, AF_UNSPEC, &links) < 0)
+        return;
+    size_t prefix_length = strlen(prefix);
+    for (struct nl_object *object = nl_cache_get_first(links); object;
+         object = nl_cache_get_next(object)) {
+        struct rtnl_link *link = (struct rtnl_link *)object;
+        const char *name = rtnl_link_get_name(link);
+        if (name && strncmp(name, prefix, prefix_length) == 0)
+            rtnl_link_delete(sock, link);
+    }
+    nl_cache_free(links);
+}
+
+/* A point-to-point address: `local` on the link, with a route to `peer` alone. */
+static int add_address(struct nl_sock *sock, int ifindex, const char *local, const char *peer)
+{
+    struct rtnl_addr *address = rtnl_addr_alloc();
+    struct nl_addr *local_address = NULL, *peer_address = NULL;
+    int rc = -NLE_NOMEM;
+    if (address && nl_addr_parse(local, AF_INET, &local_address) == 0 &&
+        nl_addr_parse(peer, AF_INET, &peer_address) == 0) {
+        rtnl_addr_set_ifindex(address, ifindex);
+        rtnl_addr_set_local(address, local_address);
+        rtnl_addr_set_peer(address, peer_address);
+        rc = rtnl_addr_add(sock, address, 0);
+    }
+    nl_addr_put(local_address);
+    nl_addr_put(peer_address);
+    rtnl_addr_put(address);
+    return rc;
+}
+
+/* Brings the link up; its index through *ifindex. */
+static int bring_up(struct nl_sock *sock, const char *name, int *ifindex)
+{
+    struct rtnl_link *link = NULL, *change = rtnl_link_alloc();
+    int rc = rtnl_link_get_kernel(sock, 0, name, &link);
+    if (rc == 0 && change) {
+        *ifindex = rtnl_link_get_ifindex(link);
+        rtnl_link_set_flags(change, IFF_UP);
+        rc = rtnl_link_change(sock, link, change, 0);
+    }
+    rtnl_link_put(change);
+    rtnl_link_put(link);
+    return rc;
+}
+
+static int add_default_route(struct nl_sock *sock, int ifindex, const char *gateway)
+{
+    struct rtnl_route *route = rtnl_route_alloc();
+    struct rtnl_nexthop *hop = rtnl_route_nh_alloc();
+    struct nl_addr *anywhere = NULL, *via = NULL;
+    int rc = -NLE_NOMEM;
+    if (route && hop && nl_addr_parse("0.0.0.0/0", AF_INET, &anywhere) == 0 &&
+        nl_addr_parse(gateway, AF_INET, &via) == 0) {
+        rtnl_route_set_family(route, AF_INET);
+        rtnl_route_set_dst(route, anywhere);
+        rtnl_route_nh_set_ifindex(hop, ifindex);
+        rtnl_route_nh_set_gateway(hop, via);
+        rtnl_route_add_nexthop(route, hop);
+        hop = NULL; /* the route owns it now */
+        rc = rtnl_route_add(sock, route, 0);
+    }
+    if (hop)
+        rtnl_route_nh_free(hop);
+    nl_addr_put(anywhere);
+    nl_addr_put(via);
+    rtnl_route_put(route);
+    return rc;
+}
+
+static int write_sysctl(const char *path, const char *value)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t written = write(fd, value, strlen(value));
+    close(fd);
+    return written == (ssize_t)strlen(value) ? 0 : -1;
+}
+
+typedef struct inside_job {
+    int supervisor_pidfd;
+    char address[INET_ADDRSTRLEN];
+    char failure[256]; /* the step that failed and why, or "" */
+} inside_job;
+
+/* In a thread of its own, which alone enters the sandbox's network namespace (setns changes the
+   calling thread only; the loop's thread never leaves the host's): eth0 gets the address with a
+   route to the gateway and the default route through it; IPv6 is turned off there, so nothing
+   leaves but what the IPv4 policy sees. The sandbox cannot change any of it: it runs without
+   CAP_NET_ADMIN. */
+static void *configure_inside(void *argument)
+{
+    inside_job *job = argument;
+    char *failure = job->failure;
+    size_t size = sizeof job->failure;
+    if (setns(job->supervisor_pidfd, CLONE_NEWNET) < 0) {
+        snprintf(failure, size, "enter the sandbox's network namespace: %s", strerror(errno));
+        return NULL;
+    }
+    if (write_sysctl("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1") < 0 ||
+        write_sysctl("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1") < 0) {
+        snprintf(failure, size, "turn IPv6 off in the sandbox: %s", strerror(errno));
+        return NULL;
+    }
+    struct nl_sock *sock = route_socket();
+    int ifindex = 0, rc = 0;
+    if (!sock)
+        snprintf(failure, size, "open a netlink socket in the sandbox");
+    else if ((rc = bring_up(sock, "eth0", &ifindex)) < 0)
+        snprintf(failure, size, "bring up the sandbox's eth0: %s", nl_geterror(rc));
+    else if ((rc = add_address(sock, ifindex, job->address, net.gateway)) < 0)
+        snprintf(failure, size, "give the sandbox its address: %s", nl_geterror(rc));
+    else if ((rc = add_default_route(sock, ifindex, net.gateway)) < 0)
+        snprintf(failure, size, "give the sandbox its default route: %s", nl_geterror(rc));
+    nl_socket_free(sock);
+    return NULL;
+}
+
+static void delete_link(const char *name)
+{
+    struct nl_sock *sock = route_socket();
+    struct rtnl_link *link = NULL;
+    if (sock && rtnl_link_get_kernel(sock, 0, name, &link) == 0)
+        rtnl_link_delete(sock, link);
+    rtnl_link_put(link);
+    nl_socket_free(sock);
+}
+
+/* The veth pair (its sandbox end made straight inside the namespace of `pid`, as eth0), the host
+   end up with the gateway address and a route to the sandbox's one address, then the inside.
+   On failure the pair is deleted again. */
+static int make_interface(pid_t pid, int supervisor_pidfd, int slot, char *why, size_t why_size)
+{
+    char host_name[LINK_NAME_SIZE];
+    host_link_name(slot, host_name, sizeof host_name);
+    inside_job job = {.supervisor_pidfd = supervisor_pidfd};
+    network_address(slot, job.address, sizeof job.address);
+    struct nl_sock *sock = route_socket();
+    if (!sock) {
+        snprintf(why, why_size, "cannot open a netlink socket: out of memory or descriptors");
+        return -1;
+    }
+    int ifindex = 0, rc;
+    const char *step = NULL;
+    if ((rc = rtnl_link_veth_add(sock, host_name, "eth0", pid)) < 0)
+        step = "create the veth pair";
+    else if ((rc = bring_up(sock, host_name, &ifindex)) < 0)
+        step = "bring up the host's end";
+    else if ((rc = add_address(sock, ifindex, net.gateway, job.address)) < 0)
+        step = "give the host's end the gateway address";
+    nl_socket_free(sock);
+    if (step) {
+        snprintf(why, why_size, "cannot %s (%s): %s", step, host_name, nl_geterror(rc));
+    } else {
+        pthread_t thread;
+        int error = pthread_create(&thread, NULL, configure_inside, &job);
+        if (error != 0)
+            snprintf(why, why_size, "cannot start a thread to enter the sandbox's network: %s",
+                     strerror(error));
+        else
+            pthread_join(thread, NULL);
+        if (error == 0 && !job.failure[0])
+            return 0;
+        if (error == 0)
+            snprintf(why, why_size, "cannot %s", job.failure);
+    }
+    delete_link(host_name);
+    return -1;
+}
+
+/* ---- the firewall (nftables) ---- */
+
+/* The table, top to bottom in the order a sandbox's packet meets it. Every base chain's drop is
+   final whatever other tables on the host accept (nftables: a drop anywhere ends the packet).
+   - input (to the host itself, every address of it: the gateway, its other interfaces, its
+     loopback, cellboxd's port): from a sandbox only DNS to the gateway (part N2's resolver) and
+     replies to what the host began; IPv6 and spoofed sources dropped.
+   - forward: from a sandbox through from_sandbox; to a sandbox only replies (no connection is
+     ever opened into one from outside: ports in go through cellboxd, in its namespace).
+   - from_sandbox: never another sandbox, the host (fib daddr type local: any host address
+     routed), the always-denied set (loopback, link-local and cloud metadata 169.254/16, this
+     network, multicast and reserved), the private ranges unless the operator allowed one; then
+     the (interface, source) pair picks the sandbox's own chain: a pair not in the map is a
+     spoofed source and is dropped.
+   - output: the host opens nothing to a sandbox's address (its ports are reached inside).
+   - postrouting: masquerade what leaves for the uplink. */
+static int make_table(const char *range, const char *allowed, char *why, size_t why_size)
+{
+    char *script = malloc(SCRIPT_SIZE);
+    if (!script)
+        return -1;
+    const char *t = net.table, *p = net.link_prefix;
+    snprintf(script, SCRIPT_SIZE,
+             "add table inet %s\n"
+             "delete table inet %s\n"
+             "table inet %s {\n"
+             "  set sources { type ifname . ipv4_addr; }\n"
+             "  map sandboxes { type ifname . ipv4_addr : verdict; }\n"
+             "  set always_denied { type ipv4_addr; flags interval; elements = { 0.0.0.0/8, "
+             "127.0.0.0/8, 169.254.0.0/16, 224.0.0.0/3 }; }\n"
+             "  set private { type ipv4_addr; flags interval; elements = { 10.0.0.0/8, "
+             "100.64.0.0/10, 172.16.0.0/12, 192.168.0.0/16 }; }\n"
+             "  set operator_allowed { type ipv4_addr; flags interval; %s%s%s }\n"
+             "  chain input { type filter hook input priority filter - 5; policy accept;\n"
+             "    iifname \"%s*\" jump from_sandbox_to_host\n  }\n"
+             "  chain from_sandbox_to_host {\n"
+             "    meta nfproto != ipv4 drop\n"
+             "    iifname . ip saddr != @sources drop\n"
+             "    ct state established,related accept\n"
+             "    ip daddr %s udp dport 53 accept\n"
+             "    ip daddr %s tcp dport 53 accept\n"
+             "    drop\n  }\n"
+             "  chain forward { type filter hook forward priority filter - 5; policy accept;\n"
+             "    iifname \"%s*\" jump from_sandbox\n"
+             "    oifname \"%s*\" ct state established,related accept\n"
+             "    oifname \"%s*\" drop\n  }\n"
+             "  chain from_sandbox {\n"
+             "    meta nfproto != ipv4 drop\n"
+             "    oifname \"%s*\" drop\n"
+             "    ip daddr %s drop\n"
+             "    fib daddr type local drop\n"
+             "    ip daddr @always_denied drop\n"
+             "    ip daddr @private ip daddr != @operator_allowed drop\n"
+             "    iifname . ip saddr vmap @sandboxes\n"
+             "    drop\n  }\n"
+             "  chain output { type filter hook output priority filter - 5; policy accept;\n"
+             "    oifname \"%s*\" ct state established,related accept\n"
+             "    oifname \"%s*\" drop\n  }\n"
+             "  chain postrouting { type nat hook postrouting priority srcnat; policy accept;\n"
+             "    ip saddr %s oifname != \"%s*\" masquerade\n  }\n"
+             "}\n",
+             t, t, t, *allowed ? "elements = { " : "", allowed, *allowed ? " };" : "", p,
+             net.gateway, net.gateway, p, p, p, p, range, p, p, range, p);
+    int rc = run_nft(script, why, why_size);
+    free(script);
+    return rc;
+}
+
+void network_sweep(int block)
+{
+    char prefix[sizeof net.link_prefix], script[128];
+    snprintf(prefix, sizeof prefix, "cbx%d-", block);
+    struct nl_sock *sock = route_socket();
+    if (sock)
+        delete_links_named(sock, prefix);
+    nl_socket_free(sock);
+    struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
+    if (!nft)
+        return;
+    nft_ctx_buffer_output(nft);
+    nft_ctx_buffer_error(nft);
+    snprintf(script, sizeof script, "add table inet cellbox_%d\ndelete table inet cellbox_%d\n",
+             block, block);
+    nft_run_cmd_from_buffer(nft, script);
+    nft_ctx_free(nft);
+}
+
+int network_init(int block, const char *range, const char *allowed_ranges, char *why,
+                 size_t why_size)
+{
+    uint32_t base;
+    int length;
+    if (parse_cidr(range, &base, &length) < 0 || length < 16 || length > 29) {
+        snprintf(why, why_size,
+                 "--network-range takes an IPv4 range from /16 to /29 (e.g. "
+                 "10.88.0.0/16), not '%s'",
+                 range);
+        return -1;
+    }
+    char allowed[1024] = "";
+    if (append_cidr_elements(allowed_ranges, allowed, sizeof allowed, why, why_size) < 0) {
+        char reason[256];
+        snprintf(reason, sizeof reason, "%s", why);
+        snprintf(why, why_size, "--network-allow-ranges: %s", reason);
+        return -1;
+    }
+    net.block = block;
+    net.base = base;
+    net.prefix_length = length;
+    net.slot_count = (int)((1u << (32 - length)) - 1); /* the last is the broadcast address */
+    snprintf(net.table, sizeof net.table, "cellbox_%d", block);
+    snprintf(net.link_prefix, sizeof net.link_prefix, "cbx%d-", block);
+    address_text(base + 1, net.gateway, sizeof net.gateway);
+    net.taken = calloc((size_t)net.slot_count, 1);
+    net.nft = nft_ctx_new(NFT_CTX_DEFAULT);
+    if (!net.taken || !net.nft) {
+        snprintf(why, why_size, "cannot set up the sandbox network: out of memory");
+        return -1;
+    }
+    nft_ctx_buffer_output(net.nft);
+    nft_ctx_buffer_error(net.nft);
+    /* What a dead daemon of this block left: its host ends (their sandboxes' ends go with them)
+       and its table. Only names of this block are touched. */
+    network_sweep(block);
+    if (make_table(range, allowed, why, why_size) < 0)
+        return -1;
+    if (write_sysctl("/proc/sys/net/ipv4/ip_forward", "1") < 0) {
+        snprintf(why, why_size,
+                 "cannot turn on IPv4 forwarding (/proc/sys/net/ipv4/ip_forward): "
+                 "%s",
+                 strerror(errno));
+        return -1;
+    }
+    net.ready = true;
+    log_info("sandbox network: %s, gateway %s, nftables table inet %s, links %s*", range,
+             net.gateway, net.table, net.link_prefix);
+    return 0;
+}
+
+bool network_ready(void)
+{
+    return net.ready;
+}
+
+const char *network_gateway(void)
+{
+    return net.ready ? net.gateway : NULL;
+}
+
+static int take_slot(void)
+{
+    for (int slot = 2; slot < net.slot_count; slot++)
+        if (!net.taken[slot]) {
+            net.taken[slot] = 1;
+            return slot;
+        }
+    return -1;
+}
+
+/* The sandbox's chain, its two sets for names (part N2), and its (interface, address) pair in
+   the map that sends its packets there; until a policy, the chain accepts. */
+static int add_sandbox_rules(int slot, char *why, size_t why_size)
+{
+    char script[2048], link[LINK_NAME_SIZE], address[INET_ADDRSTRLEN];
+    host_link_name(slot, link, sizeof link);
+    network_address(slot, address, sizeof address);
+    const char *t = net.table;
+    snprintf(script, sizeof script,
+             "add set inet %s sandbox_%d_allowed_names { type ipv4_addr; flags timeout; }\n"
+             "add set inet %s sandbox_%d_denied_names { type ipv4_addr; flags timeout; }\n"
+             "add chain inet %s sandbox_%d\n"
+             "add rule inet %s sandbox_%d accept\n"
+             "add element inet %s sources { \"%s\" . %s }\n"
+             "add element inet %s sandboxes { \"%s\" . %s : jump sandbox_%d }\n",
+             t, slot, t, slot, t, slot, t, slot, t, link, address, t, link, address, slot);
+    return run_nft(script, why, why_size);
+}
+
+static void remove_sandbox_rules(int slot)
+{
+    char script[2048], link[LINK_NAME_SIZE], address[INET_ADDRSTRLEN], why[512];
+    host_link_name(slot, link, sizeof link);
+    network_address(slot, address, sizeof address);
+    const char *t = net.table;
+    /* One element or chain missing (a half-made attach) must not keep the rest: one command a
+       run. */
+    const char *formats[] = {"delete element inet %s sandboxes { \"%s\" . %s }",
+                             "delete element inet %s sources { \"%s\" . %s }"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(script, sizeof script, formats[i], t, link, address);
+        run_nft(script, why, sizeof why);
+    }
+    snprintf(script, sizeof script,
+             "flush chain inet %s sandbox_%d\ndelete chain inet %s sandbox_%d\n"
+             "delete set inet %s sandbox_%d_allowed_names\n"
+             "delete set inet %s sandbox_%d_denied_names\n",
+             t, slot, t, slot, t, slot, t, slot);
+    run_nft(script, why, sizeof why);
+}
+
+int network_attach(pid_t pid, int supervisor_pidfd, char *why, size_t why_size)
+{
+    if (!net.ready) {
+        snprintf(why, why_size, "the sandbox network is not set up on this daemon");
+        return -1;
+    }
+    int slot = take_slot();
+    if (slot < 0) {
+        snprintf(why, why_size,
+                 "every address of the sandbox network (%d) is taken: end a "
+                 "networked sandbox, or restart cellboxd with a larger --network-range",
+                 net.slot_count - 2);
+        return -1;
+    }
+    /* The rules before the interface: no packet ever leaves it before they hold. */
+    if (add_sandbox_rules(slot, why, why_size) < 0 ||
+        make_interface(pid, supervisor_pidfd, slot, why, why_size) < 0) {
+        network_detach(slot);
+        return -1;
+    }
+    return slot;
+}
+
+int network_set_policy(int slot, const char *const *allow_out, size_t allow_count,
+                       const char *const *deny_out, size_t deny_count, char *why, size_t why_size)
+{
+    size_t size = 512 + 24 * (allow_count + deny_count);
+    char *script = malloc(size), *allow = malloc(size), *deny = malloc(size);
+    int rc = script && allow && deny ? 0 : -1;
+    if (rc == 0) {
+        allow[0] = deny[0] = '\0';
+        for (size_t i = 0; rc == 0 && i < allow_count + deny_count; i++) {
+            bool allowing = i < allow_count;
+            const char *entry = allowing ? allow_out[i] : deny_out[i - allow_count];
+            uint32_t network;
+            int length;
+            if (parse_cidr(entry, &network, &length) < 0) {
+                snprintf(why, why_size,
+                         "'%s' in %s is no IPv4 address or CIDR (e.g. "
+                         "203.0.113.0/24)",
+                         entry, allowing ? "allowOut" : "denyOut");
+                rc = -1;
+                break;
+            }
+            char *list = allowing ? allow : deny;
+            size_t used = strlen(list);
+            snprintf(list + used, size - used, "%s%s", used ? ", " : "", entry);
+        }
+    }
+    if (rc == 0) {
+        /* E2B's order: allowOut first (it wins over denyOut), then denyOut, then everything
+           else; the names a resolver admitted in between their CIDR lists. One nft run: the
+           chain changes atomically, a running sandbox never sees half a policy. */
+        const char *t = net.table;
+        int used = snprintf(script, size, "flush chain inet %s sandbox_%d\n", t, slot);
+        if (*allow)
+            used +=
+                snprintf(script + used, size - used,
+                         "add rule inet %s sandbox_%d ip daddr { %s } accept\n", t, slot, allow);
+        used += snprintf(script + used, size - used,
+                         "add rule inet %s sandbox_%d ip daddr @sandbox_%d_allowed_names accept\n",
+                         t, slot, slot);
+        if (*deny)
+            used += snprintf(script + used, size - used,
+                             "add rule inet %s sandbox_%d ip daddr { %s } drop\n", t, slot, deny);
+        snprintf(script + used, size - used,
+                 "add rule inet %s sandbox_%d ip daddr @sandbox_%d_denied_names drop\n"
+                 "add rule inet %s sandbox_%d accept\n",
+                 t, slot, slot, t, slot);
+        rc = run_nft(script, why, why_size);
+    } else if (!script || !allow || !deny) {
+        snprintf(why, why_size, "out of memory");
+    }
+    free(script);
+    free(allow);
+    free(deny);
+    return rc;
+}
+
+void network_detach(int slot)
+{
+    if (!net.ready || slot < 2 || slot >= net.slot_count || !net.taken[slot])
+        return;
+    char link[LINK_NAME_SIZE];
+    host_link_name(slot, link, sizeof link);
+    delete_link(link); /* gone with the sandbox's namespace already, unless it still runs */
+    remove_sandbox_rules(slot);
+    net.taken[slot] = 0;
+}
+
+void network_shutdown(void)
+{
+    if (!net.ready)
+        return;
+    char script[128], why[512];
+    snprintf(script, sizeof script, "delete table inet %s\n", net.table);
+    if (run_nft(script, why, sizeof why) < 0)
+        log_warn("%s", why);
+    struct nl_sock *sock = route_socket();
+    if (sock)
+        delete_links_named(sock, net.link_prefix);
+    nl_socket_free(sock);
+    nft_ctx_free(net.nft);
+    free(net.taken);
+    net = (typeof(net)){0};
+}

@@ -1,0 +1,174 @@
+"""A networked sandbox's interface and firewall over its life (sandbox/network.c): made when it
+starts, gone when it is deleted, swept by the next start after cellboxd was killed with SIGKILL,
+removed at a stop. The daemon's table is inet cellbox_<block> and its links cbx<block>-<slot>,
+the block read from the data directory (uid-block); nothing else on the host is looked at.
+The outside host is a network namespace the test makes (helpers/outside_host.py)."""
+import os
+import signal
+import subprocess
+
+import pytest
+
+from helpers.daemon import Daemon, finish_or_fail
+from helpers.outside_host import outside_host
+from helpers.v1 import V1
+from helpers.wait import wait_until
+
+pytestmark = pytest.mark.cellbox_only
+
+FETCH = """
+import urllib.request
+urllib.request.urlopen({url!r}, timeout=10).read().decode()
+"""
+
+
+def block_of(daemon):
+    with open(os.path.join(daemon.data_dir, "uid-block")) as f:
+        return int(f.read().split()[0])
+
+
+def our_links(block):
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True,
+                         timeout=20).stdout
+    return sorted(line.split(":")[1].strip().split("@")[0] for line in out.splitlines()
+                  if line.split(":")[1].strip().startswith(f"cbx{block}-"))
+
+
+def our_table(block):
+    """The table's text, or None when it does not exist."""
+    out = subprocess.run(["nft", "list", "table", "inet", f"cellbox_{block}"], capture_output=True,
+                         text=True, timeout=20)
+    return out.stdout if out.returncode == 0 else None
+
+
+def sandbox_chains(block):
+    table = our_table(block) or ""
+    return [line.split()[1] for line in table.splitlines() if line.strip().startswith("chain sandbox_")]
+
+
+def networked_kernel(daemon):
+    client = daemon.client()
+    model = client.create_kernel(network=True)
+    return client, model["id"]
+
+
+def fetch(client, kernel_id, url):
+    with client.ready_ws(kernel_id) as ws:
+        return ws.execute(FETCH.format(url=url), timeout=60).result_data()["text/plain"]
+
+
+@pytest.fixture(scope="module")
+def outside():
+    with outside_host({"hello.txt": b"hello\n"}) as host:
+        yield host
+
+
+def test_interface_and_rules_live_as_long_as_the_sandbox(outside):
+    d = Daemon(args=["--allow-network", "--network-range", "10.88.0.0/24"])
+    d.start()
+    try:
+        block = block_of(d)
+        assert our_table(block) is not None
+        client, kernel_id = networked_kernel(d)
+        assert fetch(client, kernel_id, outside.url + "hello.txt") == repr("hello\n")
+        assert len(our_links(block)) == 1 and len(sandbox_chains(block)) == 1
+        client.delete_kernel(kernel_id)
+        wait_until(lambda: not our_links(block) and not sandbox_chains(block), timeout=30,
+                   message="the deleted sandbox's link and chain to go")
+        d.stop()
+        assert our_table(block) is None and our_links(block) == []
+    finally:
+        finish_or_fail(d)
+
+
+def test_a_start_after_sigkill_sweeps_what_the_dead_daemon_left(outside):
+    d = Daemon(args=["--allow-network", "--network-range", "10.88.0.0/24"])
+    d.start()
+    again = None
+    try:
+        block = block_of(d)
+        client, kernel_id = networked_kernel(d)
+        assert fetch(client, kernel_id, outside.url + "hello.txt") == repr("hello\n")
+        os.kill(d.proc.pid, signal.SIGKILL)
+        d.proc.wait(timeout=30)
+        assert sandbox_chains(block), "the killed daemon left no chain: nothing to sweep"
+        again = Daemon(args=["--allow-network", "--network-range", "10.88.0.0/24"])
+        again.data_dir = d.data_dir
+        again.start(timeout=60)
+        assert block_of(again) == block
+        assert sandbox_chains(block) == [] and our_links(block) == []
+        client, kernel_id = networked_kernel(again)
+        assert fetch(client, kernel_id, outside.url + "hello.txt") == repr("hello\n")
+        again.stop()
+        assert our_table(block) is None and our_links(block) == []
+    finally:
+        if again is not None:
+            finish_or_fail(again)
+        d.finish()
+
+
+REACH = """
+import urllib.request
+try:
+    _r = urllib.request.urlopen({url!r}, timeout=3).read().decode()
+except Exception as e:
+    _r = 'failed: ' + type(e).__name__
+_r
+"""
+
+
+def reaches(v1, sandbox_id, url):
+    return v1.value(sandbox_id, REACH.format(url=url)) == repr("hello\n")
+
+
+@pytest.fixture(scope="module")
+def v1_network():
+    d = Daemon(args=["--allow-network", "--network-range", "10.88.0.0/24"])
+    d.start()
+    client = V1(d)
+    try:
+        yield client
+    finally:
+        client.cleanup()
+        finish_or_fail(d)
+
+
+def test_allow_out_wins_over_deny_out(v1_network, outside):
+    """E2B's semantics: everything denied, the outside host allowed: it is reached."""
+    url = outside.url + "hello.txt"
+    box = v1_network.create(timeout_s=0, network={"denyOut": ["0.0.0.0/0"],
+                                                  "allowOut": [f"{outside.address}/32"]})
+    assert reaches(v1_network, box["id"], url)
+    v1_network.remove(box["id"])
+
+
+def test_deny_out_holds_and_changes_on_a_running_sandbox(v1_network, outside):
+    url = outside.url + "hello.txt"
+    box = v1_network.create(timeout_s=0, network={"denyOut": [str(outside.subnet)]})
+    sid = box["id"]
+    assert not reaches(v1_network, sid, url)
+    r = v1_network.put(f"v1/sandboxes/{sid}/network", json={"allowOut": [], "denyOut": []})
+    assert r.status_code == 200, r.text
+    assert reaches(v1_network, sid, url)
+    r = v1_network.put(f"v1/sandboxes/{sid}/network", json={"denyOut": ["0.0.0.0/0"]})
+    assert r.status_code == 200 and r.json() == {"allowOut": [], "denyOut": ["0.0.0.0/0"]}, r.text
+    assert not reaches(v1_network, sid, url)
+    # allowOut cannot open what is always denied: the host (the gateway) stays out of reach.
+    r = v1_network.put(f"v1/sandboxes/{sid}/network", json={"allowOut": ["0.0.0.0/0"]})
+    assert r.status_code == 200, r.text
+    assert reaches(v1_network, sid, url)
+    assert not reaches(v1_network, sid, f"http://10.88.0.1:{v1_network.client.port}/api")
+    v1_network.remove(sid)
+
+
+def test_bad_lists_and_sandboxes_without_network_are_refused(v1_network):
+    box = v1_network.create(timeout_s=0, network=True)
+    r = v1_network.put(f"v1/sandboxes/{box['id']}/network", json={"allowOut": ["example.com"]})
+    assert r.status_code == 400 and "allowOut" in r.json()["message"], r.text
+    plain = v1_network.create(timeout_s=0)
+    r = v1_network.put(f"v1/sandboxes/{plain['id']}/network", json={"denyOut": []})
+    assert r.status_code == 409 and "has no network" in r.json()["message"], r.text
+    r = v1_network.post("v1/sandboxes", json={"network": {"denyOut": ["10.0.0.0/33"]}})
+    assert r.status_code == 400 and "denyOut" in r.json()["message"], r.text
+    for sid in (box["id"], plain["id"]):
+        v1_network.remove(sid)
