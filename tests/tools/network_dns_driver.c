@@ -9,6 +9,7 @@
  *   stop                                              -> ok
  *   quit (or end of input)                            -> stops the resolver and exits */
 #include <nftables/libnftables.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,10 +31,10 @@ static void list_table(const char *table)
     nft_ctx_buffer_error(nft);
     char command[256];
     snprintf(command, sizeof command, "list table inet %s", table);
-    if (nft_run_cmd_from_buffer(nft, command) == 0)
-        printf("ok %s\n", strtok(strdup(nft_ctx_get_output_buffer(nft)), "\n"));
-    else
-        printf("error %s\n", strtok(strdup(nft_ctx_get_error_buffer(nft)), "\n"));
+    bool listed = nft_run_cmd_from_buffer(nft, command) == 0;
+    const char *text = listed ? nft_ctx_get_output_buffer(nft) : nft_ctx_get_error_buffer(nft);
+    /* One line per answer: the JSON is one line; an error's first line says it. */
+    printf("%s %.*s\n", listed ? "ok" : "error", (int)strcspn(text ? text : "", "\n"), text ? text : "");
     nft_ctx_free(nft);
 }
 
