@@ -536,6 +536,20 @@ static void record_sandbox(const char *id, char (*domains)[NETWORK_DNS_DOMAIN_SI
     record->count = count;
 }
 
+/* dnsmasq reads its nftset lines only at start: rewrite them and start it again. The sandbox's
+   lists are recorded whatever happens here; a failed start is retried from the loop, and reads
+   the configuration again. */
+static void restart_with(char (*listed)[NETWORK_DNS_DOMAIN_SIZE], size_t listed_count)
+{
+    char why[512];
+    stop_resolver_process();
+    loop_timer_cancel(resolver.restart_timer);
+    resolver.restart_timer = 0;
+    if (write_config(listed, listed_count, why, sizeof why) == 0 && spawn_resolver(why, sizeof why) == 0) return;
+    log_error("network_dns: %s; trying again in %d ms", why, resolver.restart_delay_ms);
+    resolver.restart_timer = loop_timer_add(resolver.restart_delay_ms, restart_after_death, NULL);
+}
+
 static int apply_domains(const char *sandbox_id, char (*domains)[NETWORK_DNS_DOMAIN_SIZE], size_t count,
                          char *why, size_t why_size)
 {
@@ -554,13 +568,7 @@ static int apply_domains(const char *sandbox_id, char (*domains)[NETWORK_DNS_DOM
         record_sandbox(sandbox_id, domains, count);
         domains = NULL;
         result = 0;
-        if (changed && (write_config(listed, listed_count, why, why_size) != 0 ||
-                        (stop_resolver_process(), loop_timer_cancel(resolver.restart_timer),
-                         resolver.restart_timer = 0, spawn_resolver(why, why_size)) != 0)) {
-            /* The lists are recorded; the next death's restart reads the configuration again. */
-            log_error("network_dns: %s", why);
-            resolver.restart_timer = loop_timer_add(resolver.restart_delay_ms, restart_after_death, NULL);
-        }
+        if (changed) restart_with(listed, listed_count);
         delete_unlisted_sets(listed, listed_count);
     }
     free(domains);
@@ -588,7 +596,7 @@ int network_dns_set_domains(const char *sandbox_id, const char *const *domains, 
         char domain[NETWORK_DNS_DOMAIN_SIZE];
         if (!network_dns_is_domain(domains[i], domain)) {
             snprintf(why, why_size, "\"%.200s\" is not a domain name: write example.com or *.example.com "
-                     "(a CIDR goes in the same list as 203.0.113.0/24)", domains[i]);
+                     "(two labels or more, letters, digits and hyphens)", domains[i]);
             free(canonical);
             return -1;
         }
