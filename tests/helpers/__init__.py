@@ -17,4 +17,7 @@
              caller exported.
 - processes.py  a process named by pid and start time (a pid alone may be reused).
 - snippets.py, hugetlb.py  cell code that waits for a file; the host's hugetlb pool.
+- test_internet.py  the tests' own small internet (root): web server, DNS server and package
+             index in a namespace on documentation addresses, and a stand-in sandbox namespace
+             (small_internet(), stand_in_sandbox(); tests/README.md).
 """
