@@ -82,6 +82,17 @@ def test_pip_downloads_and_installs_the_wheel_from_the_index(internet, sandbox, 
     assert imported.stdout.strip() == internet.wheel_greeting, imported.stderr
 
 
+def test_neither_namespace_has_a_route_beyond_the_test_ranges(internet, sandbox):
+    # `ip route get` asks the routing table and sends nothing: the machine's own gateway
+    # (192.0.2.1) and any real address are unreachable from the internet and the stand-in.
+    for namespace in (internet.namespace, sandbox.namespace):
+        for address in ("192.0.2.1", "8.8.8.8"):
+            done = subprocess.run(["ip", "-n", namespace, "route", "get", address],
+                                  capture_output=True, text=True, timeout=30)
+            assert done.returncode != 0 and "unreachable" in done.stderr, (namespace, address, done.stdout)
+    assert "via" in world.ip("-n", sandbox.namespace, "route", "get", world.WEB_ADDRESS)
+
+
 def namespace_inode(name):
     return os.stat(f"/run/netns/{name}").st_ino
 
