@@ -5,14 +5,18 @@ Both servers run on this machine in one run, on free loopback ports, and are dri
 same code below (REST + the legacy WebSocket framing, as AutoGen speaks it). Figures and ratios are
 printed, written to bench/results/latest.json and drawn to bench/results/latest.png.
 
-    /usr/bin/python3 bench/bench.py [--quick] [--idle N] [--only restart|e2b] [--sandboxes N]
+    /usr/bin/python3 bench/bench.py [--quick] [--idle N] [--only restart|e2b|network] [--sandboxes N]
 
 `--only restart` runs the restart figure alone (sandboxes kept across a kill -9 and a SIGUSR2 of
 cellboxd and adopted by the next one, beside Jupyter Server losing its kernels) and writes
 bench/results/restart-latest.json, leaving latest.json to full runs. `--only e2b` runs E2B's
 SDK beside /v1 alone (commands.run('true') and a 10 MiB files.write against their /v1 routes,
 tests/clients/node/e2b_bench.mjs) into bench/results/e2b-latest.json; a full run has the same
-figures under "e2b_sdk_vs_v1".
+figures under "e2b_sdk_vs_v1". `--only network` (root) runs the network figures alone into
+bench/results/network-latest.json: HTTP download throughput from the tests' own web server
+(tests/helpers/test_internet.py) into a namespace standing in for a networked sandbox; create with
+network on beside off is marked not measured, with why, until sandboxes have their own network.
+A full run has them under "network".
 """
 import argparse
 import concurrent.futures
@@ -691,6 +695,49 @@ def restart_figures(root, count):
     return {"cellbox": cellbox_restart(root, count), "jupyter": jupyter_restart(root)}
 
 
+# A download from inside a namespace: bytes read in 1 MiB chunks and thrown away, so the figure is
+# the network's and the server's, not a copy into one big buffer.
+DOWNLOAD = """import sys, time, urllib.request
+start = time.monotonic(); total = 0
+with urllib.request.urlopen(sys.argv[1], timeout=60) as answer:
+    while chunk := answer.read(1 << 20):
+        total += len(chunk)
+print(total, time.monotonic() - start)
+"""
+
+# Why the create figure with network on is not measured yet: a sandbox with "network": true shares
+# the host's network namespace today (docs/security.md), which is not the model issue 21 builds;
+# timing it would name a figure for something that is not a sandbox's own network.
+NETWORK_CREATE_NOT_MEASURED = ("not measured: sandboxes do not have their own network interface yet "
+                               "(issue 21, part N1); a sandbox with network shares the host's network "
+                               "namespace, whose create cost is not the one to report")
+
+
+def network_figures(runs):
+    """HTTP download throughput from the tests' own web server (tests/helpers/test_internet.py)
+    into a namespace standing in for a networked sandbox, and the create figure's state."""
+    if os.geteuid() != 0:
+        return {"not_measured": "the test internet needs root (network namespaces and veths)"}
+    sys.path.insert(0, os.path.join(REPO, "tests"))
+    from helpers.test_internet import small_internet, stand_in_sandbox
+    speeds = []
+    with small_internet() as internet, stand_in_sandbox(internet) as sandbox:
+        for _ in range(runs):
+            done = sandbox.run(["/usr/bin/python3", "-c", DOWNLOAD, internet.big_file_url])
+            if done.returncode != 0:
+                raise RuntimeError(f"download from the test web server failed: {done.stderr[-2000:]}")
+            received, seconds = done.stdout.split()
+            if int(received) != internet.big_file_bytes:
+                raise RuntimeError(f"download got {received} of {internet.big_file_bytes} bytes")
+            speeds.append(int(received) / float(seconds) / (1 << 20))
+        size_mib = internet.big_file_bytes / (1 << 20)
+    return {"download_from_test_web_server_mib_per_s": {
+                "from": "a plain network namespace standing in for a sandbox (veth to the host, routed)",
+                "file_mib": size_mib, "runs": runs, "p50": pct(speeds, 50), "min": min(speeds),
+                "max": max(speeds)},
+            "create_to_first_result_network_on_vs_off_ms": NETWORK_CREATE_NOT_MEASURED}
+
+
 def pct(values, q):
     values = sorted(values)
     return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
@@ -709,7 +756,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer samples (CI smoke run)")
     parser.add_argument("--idle", type=int, default=500, help="idle sandboxes for the memory figure")
-    parser.add_argument("--only", choices=["restart", "e2b"], help="run this figure alone (written to "
+    parser.add_argument("--only", choices=["restart", "e2b", "network"], help="run this figure alone (written to "
                         "bench/results/<name>-latest.json, latest.json untouched)")
     parser.add_argument("--sandboxes", type=int, default=50, help="sandboxes kept across the restarts")
     args = parser.parse_args()
@@ -724,6 +771,12 @@ def main():
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         save_figures_run_alone("restart", figures)
+        return 0
+    if args.only == "network":
+        figures = {"machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
+                   "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                   "network": network_figures(3 if args.quick else 10)}
+        save_figures_run_alone("network", figures)
         return 0
     if args.only == "e2b":
         try:
@@ -788,6 +841,7 @@ def main():
         finally:
             burst_server.stop()
         restart = restart_figures(tmp, args.sandboxes if not args.quick else 10)
+        network = network_figures(3 if args.quick else 10)
         figures = {
             "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
                         "python": platform.python_version(), "page_costs_us": page_costs},
@@ -823,6 +877,7 @@ def main():
                                        "jupyter_uss": j_uss, "jupyter_rss": j_rss,
                                        "ratio_uss": j_uss / max(c_uss, 1e-9)},
             "restart_adoption": restart,
+            "network": network,
         }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -24,8 +24,9 @@ run_pkgs=(build-essential pkg-config libmicrohttpd-dev libwslay-dev libjansson-d
 bench_pkgs=(python3-websocket python3-requests jupyter-server python3-jupyter-server
   python3-jupyter-client python3-ipykernel nodejs npm ca-certificates)
 # ca-certificates: npm fetches the client-test modules over https (a bare Debian has no CA list).
+# dnsmasq-base: the DNS server of the tests' own small internet (tests/helpers/test_internet.py).
 test_pkgs=("${bench_pkgs[@]}" python3-pytest python3-yaml python3-jsonschema
-  python3-pip python3-setuptools python3-wheel mmdebstrap clang libclang-rt-14-dev nftables)
+  python3-pip python3-setuptools python3-wheel mmdebstrap clang libclang-rt-14-dev nftables dnsmasq-base)
 
 pkgs=("${run_pkgs[@]}")
 case $mode in

@@ -19,4 +19,7 @@
 - snippets.py, hugetlb.py  cell code that waits for a file; the host's hugetlb pool.
 - outside_host.py  an outside host for network tests: a network namespace of the test's own on
              a /29 of 203.0.113.0/24, joined by a veth, optionally serving files over HTTP.
+- test_internet.py  the tests' own small internet (root): web server, DNS server and package
+             index in a namespace on documentation addresses, and a stand-in sandbox namespace
+             (small_internet(), stand_in_sandbox(); tests/README.md).
 """
