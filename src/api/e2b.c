@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/e2b_network.h"
 #include "api/e2b_volumes.h"
 #include "api/envd.h"
 #include "api/envd_access.h"
@@ -141,40 +142,15 @@ static bool read_lifecycle(http_request *request, json_t *body, bool *pause, boo
 }
 
 /* What E2B's cloud runs for a sandbox and cellbox does not: answered 501 before anything is
-   made. True after answering. */
-/* Sandbox.create's `network` and `iam` options that E2B's cloud proxy applies: egress rules, an
-   egress proxy, identity tokens, public hosts. A cellbox sandbox has no network unless the
-   daemon allows it (allowInternetAccess), and its sandbox hosts always need the daemon's token,
-   so each is refused by name rather than quietly ignored. `allowPublicTraffic: false` is what
-   cellbox does anyway. NULL when none is asked for. */
-static const char *cloud_only_network_option(json_t *body)
-{
-    static const char *const network_options[] = {"allowOut", "denyOut", "rules", "egressProxy",
-                                                  "maskRequestHost", "httpsPorts"};
-    json_t *network = json_object_get(body, "network"), *iam = json_object_get(body, "iam");
-    if (json_is_object(iam) && json_object_size(json_object_get(iam, "tokens")) > 0)
-        return "iam (workload identity tokens, which E2B's egress proxy resolves)";
-    if (!json_is_object(network))
-        return NULL;
-    for (size_t i = 0; i < sizeof network_options / sizeof *network_options; i++)
-        if (json_object_get(network, network_options[i]) &&
-            !json_is_null(json_object_get(network, network_options[i])))
-            return network_options[i];
-    if (json_is_true(json_object_get(network, "allowPublicTraffic")))
-        return "allowPublicTraffic (cellbox's sandbox hosts always need the daemon's token)";
-    return NULL;
-}
-
+   made. True after answering. Identity tokens are resolved by E2B's egress proxy; the network
+   options of that proxy are e2b_network's to refuse. */
 static bool refuse_cloud_only_create(http_request *request, json_t *body, const char *template_id)
 {
-    const char *option = cloud_only_network_option(body);
-    if (option) {
+    json_t *iam = json_object_get(body, "iam");
+    if (json_is_object(iam) && json_object_size(json_object_get(iam, "tokens")) > 0) {
         errors_respond_e2b(request, 501,
-                           "not supported by cellbox: Sandbox.create's network/iam option %s: a "
-                           "cellbox sandbox has no network of its own unless it is created with "
-                           "allowInternetAccess on a daemon started with --allow-network, and "
-                           "no egress rules yet; leave the option out",
-                           option);
+                           "not supported by cellbox: Sandbox.create's iam option (workload "
+                           "identity tokens, which E2B's egress proxy resolves); leave it out");
         return true;
     }
     json_t *mcp = json_object_get(body, "mcp");
@@ -188,9 +164,9 @@ static bool refuse_cloud_only_create(http_request *request, json_t *body, const 
     return false;
 }
 
-/* POST /sandboxes {templateID, timeout, metadata, envVars, allow_internet_access, autoPause,
-   autoResume, volumeMounts, ...}: other fields are ignored, but for the cloud's own options
-   (mcp, network rules, iam), which are refused by name. */
+/* POST /sandboxes {templateID, timeout, metadata, envVars, allow_internet_access, network,
+   autoPause, autoResume, volumeMounts, ...}: other fields are ignored, but for the cloud's own
+   options (mcp, the egress proxy's network options, iam), which are refused by name. */
 static void create_sandbox(http_request *request)
 {
     json_t *body = request_parse_body(request, REQUEST_ANY_FIELD); /* unlike /v1 */
@@ -200,20 +176,17 @@ static void create_sandbox(http_request *request)
     const char *template_id = NULL;
     int timeout_s = DEFAULT_TIMEOUT_S;
     json_t *env = NULL, *metadata = NULL;
-    bool internet = false;
-    json_t *network = NULL;
+    e2b_network_request network;
     if (!request_optional_string(request, body, "templateID", &template_id) ||
         !request_optional_int(request, body, "timeout", 0, &timeout_s) ||
         !request_optional_string_map(request, body, "envVars", &env) ||
         !request_optional_string_map(request, body, "metadata", &metadata) ||
-        !request_optional_bool(request, body, "allow_internet_access", &internet) ||
         !read_lifecycle(request, body, &pause_at_timeout, &auto_resume) ||
-        refuse_cloud_only_create(request, body, template_id)) {
+        refuse_cloud_only_create(request, body, template_id) ||
+        e2b_network_read_create(request, body, &network) < 0) {
         json_decref(body);
         return;
     }
-    if (json_is_boolean(json_object_get(body, "allow_internet_access")))
-        network = json_boolean(internet);
     const char *spec = kernelspec_for_template(template_id);
     failure_kind failure;
     char why[512];
@@ -221,13 +194,19 @@ static void create_sandbox(http_request *request)
     if (e2b_volumes_from_request(json_object_get(body, "volumeMounts"), &volumes, &failure, why,
                                  sizeof why) < 0) {
         errors_respond_e2b(request, errors_status_of_failure(failure), "%s", why);
-        json_decref(network);
+        e2b_network_request_free(&network);
         json_decref(body);
         return;
     }
-    kernel *k = spec ? manager_create(spec, env, NULL, network, &volumes, &failure, why, sizeof why)
+    kernel *k = spec ? manager_create(spec, env, NULL, network.network, &volumes, &failure, why,
+                                      sizeof why)
                      : NULL;
-    json_decref(network);
+    if (k && e2b_network_apply(k, &network, why, sizeof why) < 0) {
+        manager_delete(k);
+        k = NULL;
+        failure = FAILURE_INVALID;
+    }
+    e2b_network_request_free(&network);
     if (!spec)
         errors_respond_e2b(request, 404,
                       "template '%.*s' does not exist: use one of cellbox's "
@@ -385,6 +364,7 @@ static void get_sandbox(http_request *request, box *b)
     json_object_set(model, "envdAccessToken", json_object_get(connection, "envdAccessToken"));
     json_object_set(model, "domain", json_object_get(connection, "domain"));
     json_decref(connection);
+    e2b_network_describe(b, model);
     http_respond_json(request, 200, model);
 }
 
@@ -484,9 +464,6 @@ static const cloud_only cloud_only_calls[] = {
     {"fork", NULL,
      "forking a sandbox (Sandbox.fork) copies a VM in E2B's cloud; create another sandbox and "
      "copy files with files.write"},
-    {"network", NULL,
-     "changing a running sandbox's network (Sandbox.updateNetwork) needs E2B's egress proxy; "
-     "choose allowInternetAccess when you create the sandbox"},
     {NULL, "/snapshots",
      "snapshots (Sandbox.listSnapshots) are images kept in E2B's cloud; pause a sandbox to keep "
      "its state"},
@@ -555,6 +532,11 @@ static void route_sandbox(http_request *request, box *b, const char *action)
             get_metrics(request, b);
         else
             errors_respond_e2b_method_not_allowed(request, "GET");
+    } else if (strcmp(action, "network") == 0) {
+        if (http_method_is(request, "PUT"))
+            e2b_network_update(request, b);
+        else
+            errors_respond_e2b_method_not_allowed(request, "PUT");
     } else if (refuse_cloud_only_action(request, action)) {
         return;
     } else if (!http_method_is(request, "POST")) {

@@ -508,6 +508,18 @@ int kernel_set_egress(kernel *k, json_t *allow_out, json_t *deny_out, char *why,
     return k->network_slot >= 0 ? apply_egress_lists(k, why, why_size) : 0;
 }
 
+json_t *kernel_network_model(const kernel *k)
+{
+    if (!k->sandbox.limits.network)
+        return json_false();
+    char address[64] = "";
+    if (k->network_slot >= 0)
+        network_address(k->network_slot, address, sizeof address);
+    return json_pack("{s:o, s:o, s:o}", "address", address[0] ? json_string(address) : json_null(),
+                     "allowOut", k->allow_out ? json_deep_copy(k->allow_out) : json_array(),
+                     "denyOut", k->deny_out ? json_deep_copy(k->deny_out) : json_array());
+}
+
 static bool attach_network(kernel *k)
 {
     if (!k->sandbox.limits.network || k->sandbox.host || k->network_slot >= 0)

@@ -108,6 +108,10 @@ const kernel_sandbox *kernel_get_sandbox(const kernel *k);
    addresses or CIDRs; NULL or null: none), in effect at once on a running one (sandbox/network.h
    has the semantics). 0, or -1 with `why`: no network, or an entry that is no CIDR. */
 int kernel_set_egress(kernel *k, json_t *allow_out, json_t *deny_out, char *why, size_t why_size);
+/* What GET /v1/sandboxes/{id} and E2B's getInfo report of the network: false for a sandbox
+   without one, else {"address": its address (null until its interface is up), "allowOut": [...],
+   "denyOut": [...]} (the lists as last set, [] for none). A new reference. */
+json_t *kernel_network_model(const kernel *k);
 int kernel_pidfd(const kernel *k);               /* its first process (the supervisor); -1 if none yet */
 pid_t kernel_pid(const kernel *k);               /* the same, as a pid (host view); 0 until the zygote says it */
 long long kernel_last_dropped_bytes(const kernel *k); /* output dropped by the last execution */

@@ -421,6 +421,7 @@ json_t *box_model(box *b)
     for (int i = 0; i < mounts->count; i++)
         json_object_set_new(volumes, mounts->mount[i].name, json_string(mounts->mount[i].path));
     json_object_set_new(model, "volumes", volumes);
+    json_object_set_new(model, "network", kernel_network_model(b->primary));
     return model;
 }
 

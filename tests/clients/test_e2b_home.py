@@ -259,16 +259,16 @@ def test_cloud_only_paths_answer_501(daemon, method, path):
 
 
 @pytest.mark.parametrize("options,named", [
-    ({"network": {"allowOut": ["198.51.100.7"]}}, "allowOut"),
-    ({"network": {"denyOut": ["0.0.0.0/0"]}}, "denyOut"),
+    ({"network": {"egressProxy": {"address": "proxy.example:1080"}}}, "egressProxy"),
+    ({"network": {"httpsPorts": [3000]}}, "httpsPorts"),
     ({"network": {"rules": {}}}, "rules"),
     ({"network": {"maskRequestHost": "x.example"}}, "maskRequestHost"),
     ({"network": {"allowPublicTraffic": True}}, "allowPublicTraffic"),
     ({"iam": {"tokens": {"gh": {"audience": "a", "tokenType": "t"}}}}, "iam"),
 ])
 def test_create_refuses_the_clouds_network_options_by_name(daemon, options, named):
-    """Egress rules, public hosts and identity tokens are E2B's proxy's: refused by name (501),
-    and no sandbox is made."""
+    """The egress proxy's options (rules, a proxy, masked hosts, https ports), public hosts and
+    identity tokens are E2B's cloud's: refused by name (501), and no sandbox is made."""
     before = len(api(daemon, "GET", "/v2/sandboxes").json())
     r = api(daemon, "POST", "/v2/sandboxes", json={"templateID": "python3", **options})
     assert r.status_code == 501, r.text
