@@ -1,8 +1,10 @@
 """sitecustomize of a sandbox without a network: pip says why it cannot install.
 
 cellbox binds this file over Debian's /etc/python3.11/sitecustomize.py in sandboxes that have no
-network (src/sandbox/rootfs.c), so every python3 there starts with it: `pip`, `python3 -m pip`,
-IPython's %pip alike. Left alone, pip answers an index it cannot reach with "No matching
+network (src/sandbox/rootfs.c), so every python3 there starts with it: `pip` and `python3 -m pip`
+from a command (E2B's commands.run, /v1's commands), `!pip` and IPython's %pip in a cell (both
+start `python3 -m pip` or the pip script) alike. A sandbox with a network never has it: when its
+denyOut refuses an index, pip's own error stands, and no note claims that it has no network. Left alone, pip answers an index it cannot reach with "No matching
 distribution found", which reads as a misspelt name. Here, when pip tried to reach another host
 and could not, its last line says that the sandbox has no network and what to do instead.
 
@@ -26,9 +28,10 @@ NO_NETWORK_NOTE = (
     "Packages already installed import as they are (pip list). To add one, download its wheel "
     "where there is a network (pip download NAME), "
     "upload it into the sandbox (E2B: files.write; /v1: PUT /v1/sandboxes/ID/files?path=FILE.whl) and run "
-    "pip install --no-index ./FILE.whl; or create the sandbox with network access "
-    "(\"network\": true on /v1, allowInternetAccess in E2B's SDK; cellboxd must run with "
-    "--allow-network).")
+    "pip install --no-index ./FILE.whl; or create the sandbox with a network: "
+    "/v1: POST /v1/sandboxes {{\"network\": true}}; E2B: Sandbox.create({{allowInternetAccess: true}}); "
+    "Kernel Gateway: env KERNEL_CELLBOX_NETWORK=1; MCP: create_sandbox {{\"network\": true}}; "
+    "CLI: cellbox create --network. cellboxd must run with --allow-network.")
 
 
 def _is_pip(argv):
