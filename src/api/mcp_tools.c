@@ -46,6 +46,13 @@ static json_t *schema(const char *json)
     "\"sandbox_id\": {\"type\": \"string\", \"description\": \"The sandbox to use; omit it to use "  \
     "this session's own sandbox (made on first use).\"}"
 
+#define EGRESS_LIST_PROPERTIES                                                                     \
+    "\"allowOut\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}, \"description\": "       \
+    "\"Addresses or CIDRs the sandbox may reach even when denyOut covers them, e.g. "              \
+    "[\\\"203.0.113.20\\\"].\"}, \"denyOut\": {\"type\": \"array\", \"items\": {\"type\": "          \
+    "\"string\"}, \"description\": \"Addresses or CIDRs it may not reach, e.g. "                     \
+    "[\\\"0.0.0.0/0\\\"] for everything but allowOut.\"}"
+
 static const struct tool {
     const char *name, *title, *description, *input_schema;
     bool read_only, destructive;
@@ -59,7 +66,18 @@ static const struct tool {
      "{\"type\": \"object\", \"additionalProperties\": {\"type\": \"string\"}}, \"template\": "
      "{\"type\": \"string\", \"description\": \"The template to make it from: which modules its Python "
      "has imported before it starts (the daemon's /v1/templates; default: its default one, python3 "
-     "unless configured, with numpy, pandas, matplotlib and IPython).\"}}}",
+     "unless configured, with numpy, pandas, matplotlib and IPython).\"}, \"network\": {\"type\": "
+     "[\"boolean\", \"object\"], \"properties\": {" EGRESS_LIST_PROPERTIES "}, \"description\": "
+     "\"true to let it reach the network (pip install, downloads), or {allowOut, denyOut} to let "
+     "it reach only some of it; default: no network. Needs a daemon started with "
+     "--allow-network.\"}}}",
+     false, false},
+    {"update_network", "Change a sandbox's network access",
+     "Replaces the egress lists of a sandbox created with network: denyOut names what it may not "
+     "reach, allowOut what it may reach even so (e.g. allowOut [\"203.0.113.20\"] with denyOut "
+     "[\"0.0.0.0/0\"]: only that host). A list left out is cleared. In effect at once.",
+     "{\"type\": \"object\", \"properties\": {" EGRESS_LIST_PROPERTIES ", " SANDBOX_ID_PROPERTY
+     "}}",
      false, false},
     {"list_sandboxes", "List sandboxes",
      "Lists the sandboxes that exist: id, state (running, paused, dead), when they expire and "
@@ -784,18 +802,55 @@ static void create_sandbox(mcp_call *call, json_t *args)
         buffer_free(&names);
         return;
     }
+    /* network: true, or {allowOut, denyOut}, which asks for network too (as on /v1) */
+    json_t *network = json_object_get(args, "network");
+    json_t *allow_out = json_object_get(network, "allowOut"), *deny_out = json_object_get(network, "denyOut");
+    if (network && !json_is_null(network) && !json_is_boolean(network) && !json_is_object(network)) {
+        finish_text(call, true, "network must be true, false or {\"allowOut\": [...], \"denyOut\": [...]}");
+        return;
+    }
     failure_kind failure;
     char why[512];
-    kernel *k = manager_create(template_name, NULL, NULL, NULL, NULL, &failure, why, sizeof why);
+    kernel *k = manager_create(template_name, NULL, NULL, json_is_object(network) ? json_true() : network,
+                               NULL, &failure, why, sizeof why);
+    if (k && (allow_out || deny_out) && kernel_set_egress(k, allow_out, deny_out, why, sizeof why) < 0) {
+        manager_delete(k);
+        finish_text(call, true, "cannot create a sandbox: %s", why);
+        return;
+    }
     if (!k) {
         finish_text(call, true, "cannot create a sandbox: %s", why);
         return;
     }
     box *b = box_of(k);
     box_configure(b, metadata, NULL, timeout_s);
-    finish_text(call, false, "created sandbox %s (Python; %s). Pass it as sandbox_id to run_code, "
+    finish_text(call, false, "created sandbox %s (Python; %s; %s). Pass it as sandbox_id to run_code, "
                 "run_command and the file tools.", box_id(b),
+                box_limits(b)->network ? "with network" : "no network",
                 timeout_s ? "deleted after the timeout unless used" : "kept until deleted");
+}
+
+static void update_network(mcp_call *call, json_t *args, char default_sandbox[64])
+{
+    box *b = sandbox_for(call, args, default_sandbox, false);
+    if (!b)
+        return;
+    if (!box_limits(b)->network) {
+        finish_text(call, true, "sandbox %s has no network: create one with create_sandbox "
+                    "{\"network\": true} (the daemon must run with --allow-network)", box_id(b));
+        return;
+    }
+    char why[512];
+    json_t *allow_out = json_object_get(args, "allowOut"), *deny_out = json_object_get(args, "denyOut");
+    if (kernel_set_egress(box_default_kernel(b), allow_out, deny_out, why, sizeof why) < 0) {
+        finish_text(call, true, "%s", why);
+        return;
+    }
+    json_t *network = kernel_network_model(box_default_kernel(b));
+    char *lists = json_dumps(network, JSON_COMPACT);
+    finish_text(call, false, "sandbox %s's network is now %s", box_id(b), lists ? lists : "set");
+    free(lists);
+    json_decref(network);
 }
 
 static void list_sandboxes(mcp_call *call)
@@ -912,6 +967,8 @@ int mcp_tools_call(mcp_call *call, const char *name, json_t *arguments, char def
         write_file(call, arguments, default_sandbox);
     else if (strcmp(name, "list_files") == 0)
         list_files(call, arguments, default_sandbox);
+    else if (strcmp(name, "update_network") == 0)
+        update_network(call, arguments, default_sandbox);
     else if (strcmp(name, "pause_sandbox") == 0)
         sandbox_action(call, arguments, default_sandbox, "pause");
     else if (strcmp(name, "resume_sandbox") == 0)

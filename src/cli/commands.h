@@ -2,6 +2,7 @@
  * name on (argv[0] is "create", "exec", ...), answers --help itself, and returns the exit status.
  *
  *   sandboxes.c  templates, create, ls, info, rm, pause, resume, timeout, restart
+ *   network.c    network (show or replace a sandbox's egress lists)
  *   logs.c       logs
  *   execute.c    exec (code in a sandbox's Python kernel), sh (a shell command in a sandbox)
  *   run.c        run (a stateless script in a throwaway sandbox)
@@ -16,6 +17,7 @@ int command_templates(int argc, char **argv);
 int command_create(int argc, char **argv);
 int command_ls(int argc, char **argv);
 int command_info(int argc, char **argv);
+int command_network(int argc, char **argv);
 int command_rm(int argc, char **argv);
 int command_pause(int argc, char **argv);
 int command_resume(int argc, char **argv);

@@ -8,6 +8,7 @@
 #include "cli/args.h"
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/network.h"
 #include "cli/output.h"
 
 /* ------------------------------------------------------------------ templates */
@@ -65,6 +66,10 @@ static const char create_usage[] =
     "  --disk SIZE         size of /workspace and /tmp, e.g. 1G\n"
     "  --pids N            processes and threads\n"
     "  --network           let the sandbox reach the network (if the daemon allows it)\n"
+    "  --allow-out ADDRESS with network, may reach ADDRESS (an address or CIDR) even when\n"
+    "                      --deny-out covers it (repeatable; implies --network)\n"
+    "  --deny-out ADDRESS  with network, may not reach ADDRESS; 0.0.0.0/0: everything but\n"
+    "                      --allow-out (repeatable; implies --network)\n"
     "  --env K=V           an environment variable of every context and command (repeatable)\n"
     "  --meta K=V          a metadata entry, for `cellbox ls --meta` (repeatable)\n"
     "  --volume NAME:PATH  mount the named volume at PATH inside, e.g. data:/mnt/data\n"
@@ -79,6 +84,7 @@ static int read_create_options(int argc, char **argv, json_t *body)
         {"disk", required_argument, NULL, 'd'},     {"pids", required_argument, NULL, 'p'},
         {"network", no_argument, NULL, 'n'},        {"env", required_argument, NULL, 'e'},
         {"meta", required_argument, NULL, 'M'},     {"volume", required_argument, NULL, 'V'},
+        {"allow-out", required_argument, NULL, 'a'}, {"deny-out", required_argument, NULL, 'D'},
         {NULL, 0, NULL, 0},
     };
     json_t *env = json_object(), *metadata = json_object(), *limits = json_object();
@@ -113,7 +119,12 @@ static int read_create_options(int argc, char **argv, json_t *body)
                                           optarg);
             json_object_set_new(limits, "pids", json_integer(count));
             break;
-        case 'n': json_object_set_new(body, "network", json_true()); break;
+        case 'n':
+            if (!json_is_object(json_object_get(body, "network")))
+                json_object_set_new(body, "network", json_true());
+            break;
+        case 'a': network_add_entry(body, true, optarg); break;
+        case 'D': network_add_entry(body, false, optarg); break;
         case 'e':
             if (!args_key_value(optarg, env))
                 return output_usage_error("create", "--env takes NAME=VALUE, not '%s'", optarg);
@@ -303,7 +314,8 @@ int command_ls(int argc, char **argv)
 static const char info_usage[] =
     "usage: cellbox info ID\n"
     "\n"
-    "Shows a sandbox: state, times, limits, what it uses now, metadata and contexts.\n";
+    "Shows a sandbox: state, times, limits, what it uses now, its network (none, or its\n"
+    "address and egress lists), metadata and contexts.\n";
 
 static void print_size_line(const char *label, json_t *used, json_t *limit)
 {
@@ -341,8 +353,7 @@ static void print_model(json_t *model)
            "cpu:", json_number_value(json_object_get(usage, "cpu_seconds")),
            json_number_value(json_object_get(limits, "cpus")));
     printf("%-10s%lld\n", "pids:", (long long)json_integer_value(json_object_get(limits, "pids")));
-    printf("%-10s%s\n",
-           "network:", json_is_true(json_object_get(limits, "network")) ? "on" : "off");
+    network_print(json_object_get(model, "network"));
     format_metadata(json_object_get(model, "metadata"), metadata, sizeof metadata);
     printf("%-10s%s\n", "metadata:", metadata[0] ? metadata : "-");
     const char *volume;

@@ -161,10 +161,17 @@ static int network_from_request(json_t *network, json_t *env, bool allowed, bool
                                 failure_kind *refusal, char *why, size_t why_size)
 {
     const char *env_value = json_string_value(json_object_get(env, "KERNEL_CELLBOX_NETWORK"));
-    bool wanted = json_is_true(network) ||
-                  (env_value && (!strcmp(env_value, "1") || !strcmp(env_value, "true")));
+    bool env_wants = env_value && (!strcmp(env_value, "1") || !strcasecmp(env_value, "true"));
+    bool wanted = json_is_true(network) || env_wants;
     if (network && !json_is_null(network) && !json_is_boolean(network)) {
         snprintf(why, why_size, "'network' must be true or false");
+        return -1;
+    }
+    /* A misspelt yes ("yes", "on") would otherwise give a sandbox without network, silently. */
+    if (env_value && !env_wants && *env_value && strcmp(env_value, "0") != 0 &&
+        strcasecmp(env_value, "false") != 0) {
+        snprintf(why, why_size, "env KERNEL_CELLBOX_NETWORK must be 1 or true (0 or false: no "
+                 "network), not '%.40s'", env_value);
         return -1;
     }
     if (wanted && !allowed) {

@@ -101,8 +101,8 @@ def test_version_and_help():
     assert r.returncode == 0 and r.stdout.startswith("cellbox "), explain(r)
     r = run("help")
     assert r.returncode == 0, explain(r)
-    for command in ("templates", "create", "ls", "info", "exec", "sh", "run", "cp", "logs", "pause",
-                    "resume", "timeout", "restart", "rm"):
+    for command in ("templates", "create", "ls", "info", "network", "exec", "sh", "run", "cp", "logs",
+                    "pause", "resume", "timeout", "restart", "rm"):
         assert f"  {command} " in r.stdout, f"`cellbox help` does not list {command}"
         r2 = run(command, "--help")
         assert r2.returncode == 0 and r2.stdout.startswith(f"usage: cellbox {command}"), explain(r2)

@@ -154,7 +154,7 @@ def test_sdk_client_scenario(daemon, transport):
     tools = steps["tools"]
     assert set(tools["names"]) == {"create_sandbox", "list_sandboxes", "run_code", "run_command",
                                    "read_file", "write_file", "list_files", "pause_sandbox",
-                                   "resume_sandbox", "delete_sandbox", "run"}
+                                   "resume_sandbox", "delete_sandbox", "run", "update_network"}
     assert tools["incomplete"] == []
     assert tools["required"]["run_code"] == ["code"]
     assert tools["required"]["run_command"] == ["cmd"]
