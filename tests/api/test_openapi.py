@@ -172,8 +172,13 @@ def test_schemas_reject_what_they_should():
            "limits": {"memory_bytes": 1, "pids": 1, "cpus": 1.0, "disk_bytes": 1, "open_files": 1,
                       "timeout_s": 0, "output_bytes": 1, "network": False},
            "usage": {"cpu_seconds": 0.1, "memory_bytes": 1, "memory_peak_bytes": 1, "disk_bytes": 0},
-           "contexts": [ctx]}
+           "contexts": [ctx], "network": False}
     assert valid(box, "Sandbox")
+    networked = {"address": "10.88.0.2", "allowOut": ["203.0.113.20"], "denyOut": ["0.0.0.0/0"]}
+    assert valid({**box, "network": networked}, "Sandbox")
+    assert valid({**box, "network": {**networked, "address": None}}, "Sandbox")
+    assert not valid({**box, "network": True}, "Sandbox"), "network is false or its description"
+    assert not valid({k: v for k, v in box.items() if k != "network"}, "Sandbox")
     assert not valid({**box, "state": "sleeping"}, "Sandbox")
     assert not valid({**box, "state": "dead"}, "Sandbox"), "a dead sandbox needs a reason"
     assert valid({**box, "state": "dead", "reason": "kernel died"}, "Sandbox")
