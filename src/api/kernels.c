@@ -34,8 +34,9 @@ static json_t *kernel_env_from(http_request *request, json_t *env)
 }
 
 /* One of the egress lists as a client that can only pass env gives it: "a, b,c" -> ["a", "b",
-   "c"] (blanks around entries and empty entries dropped); NULL when the variable is not set.
-   The entries themselves are kernel_set_egress's to judge. */
+   "c"] (blanks around entries and empty entries dropped); NULL when the variable is not set or
+   names nothing (an empty value asks for nothing). The entries themselves are
+   kernel_set_egress's to judge. */
 static json_t *egress_list_from_env(json_t *env, const char *name)
 {
     const char *text = json_string_value(json_object_get(env, name));
@@ -53,29 +54,36 @@ static json_t *egress_list_from_env(json_t *env, const char *name)
             json_array_append_new(list, json_stringn(start, (size_t)(end - start)));
         at += length + (at[length] == ',');
     }
+    if (json_array_size(list) == 0) {
+        json_decref(list);
+        return NULL;
+    }
     return list;
 }
 
 /* The network a request asks for: the body's "network" (true, or /v1's {"allowOut", "denyOut"}),
    or env KERNEL_CELLBOX_NETWORK=1 with KERNEL_CELLBOX_NETWORK_ALLOW_OUT / _DENY_OUT
-   (comma-separated, for clients that can only pass env). Lists ask for network, as on /v1.
-   False after answering 400. */
+   (comma-separated, for clients that can only pass env). Lists ask for network, as on /v1. */
 typedef struct network_request {
     json_t *network;   /* borrowed, or json_true() when lists ask for it */
     json_t *allow_out; /* new references, or NULL */
     json_t *deny_out;
+    bool from_env;     /* the lists came from KERNEL_CELLBOX_NETWORK_ALLOW_OUT / _DENY_OUT */
 } network_request;
 
+/* False after answering 400. */
 static bool read_network(http_request *request, json_t *body, json_t *env, network_request *out)
 {
     json_t *network = json_object_get(body, "network");
-    out->network = network;
+    *out = (network_request){.network = network};
     if (json_is_object(network)) {
+        out->network = json_true(); /* {} too, as on /v1 */
         out->allow_out = json_incref(json_object_get(network, "allowOut"));
         out->deny_out = json_incref(json_object_get(network, "denyOut"));
     } else {
         out->allow_out = egress_list_from_env(env, "KERNEL_CELLBOX_NETWORK_ALLOW_OUT");
         out->deny_out = egress_list_from_env(env, "KERNEL_CELLBOX_NETWORK_DENY_OUT");
+        out->from_env = out->allow_out || out->deny_out;
     }
     if (!out->allow_out && !out->deny_out)
         return true;
@@ -119,8 +127,10 @@ kernel *kernels_create(http_request *request, json_t *body)
                kernel_set_egress(k, network.allow_out, network.deny_out, why, sizeof why) < 0) {
         manager_delete(k);
         k = NULL;
-        http_respond_error(request, 400, "%s (KERNEL_CELLBOX_NETWORK_ALLOW_OUT and _DENY_OUT "
-                           "are comma-separated addresses or CIDRs)", why);
+        http_respond_error(request, 400, "%s%s", why,
+                           network.from_env ? " (KERNEL_CELLBOX_NETWORK_ALLOW_OUT and _DENY_OUT "
+                                              "are comma-separated addresses or CIDRs)"
+                                            : "");
     } else {
         box_of(k); /* its /v1 record starts now: started_at is when it was made, not first seen */
     }

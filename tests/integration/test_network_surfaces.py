@@ -85,6 +85,21 @@ def test_kernel_gateway_env_asks_for_a_network_and_its_lists(daemon):
         client.cleanup()
 
 
+def test_kernel_gateway_body_network_takes_v1s_shape(daemon):
+    """"network": {} asks for a network as true does; a bad entry in its lists is 400 naming it
+    (and not the env variables, which the request did not use)."""
+    client = daemon.client()
+    try:
+        model = client.create_kernel(network={})
+        network = client.get(f"v1/sandboxes/{model['id']}").json()["network"]
+        assert network["allowOut"] == [] and network["denyOut"] == [], network
+        r = client.post("api/kernels", json={"network": {"denyOut": ["203.0.113.0/33"]}})
+        assert r.status_code == 400 and "denyOut" in r.json()["message"], r.text
+        assert "KERNEL_CELLBOX" not in r.json()["message"], r.text
+    finally:
+        client.cleanup()
+
+
 @pytest.mark.parametrize("env,named", [
     ({"KERNEL_CELLBOX_NETWORK": "yes"}, "KERNEL_CELLBOX_NETWORK"),
     ({"KERNEL_CELLBOX_NETWORK_DENY_OUT": "203.0.113.0/33"}, "KERNEL_CELLBOX_NETWORK_ALLOW_OUT and _DENY_OUT"),
