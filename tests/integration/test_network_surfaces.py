@@ -22,18 +22,22 @@ DAEMON_ARGS = ["--allow-network", "--network-range", "10.93.1.0/24"]
 TIMEOUT = 120
 NO_NETWORK_NOTE = "cellbox: this sandbox has no network, so pip could not reach"
 
-# Whether the sandbox gets an HTTP answer (any status) from each outside host.
+# Whether the sandbox gets an HTTP answer (any status) from each outside host. The firewall drops
+# what it denies, so a denied host costs the whole timeout: both are tried at once, and the
+# timeout is long enough that a loaded machine's slow answer is not read as a refusal.
 REACH = """
-import urllib.error, urllib.request
+import concurrent.futures, urllib.error, urllib.request
 def _reach(host):
     try:
-        urllib.request.urlopen(f'http://{host}/', timeout=3).read()
+        urllib.request.urlopen(f'http://{host}/', timeout=10).read()
     except urllib.error.HTTPError:
         pass
     except Exception:
         return False
     return True
-{'web': _reach(%r), 'index': _reach(%r)}
+with concurrent.futures.ThreadPoolExecutor(2) as _pool:
+    _web, _index = _pool.map(_reach, (%r, %r))
+{'web': _web, 'index': _index}
 """ % (WEB_ADDRESS, INDEX_ADDRESS)
 
 
