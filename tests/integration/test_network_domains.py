@@ -157,6 +157,24 @@ def test_deny_out_by_domain_blocks_it_alone(v1_domains):
     v1_domains.remove(box["id"])
 
 
+def test_a_name_under_two_listed_domains_fills_both_sets(v1_domains):
+    """dnsmasq fills only the sets of the most specific matching domain: www.web.test's answer
+    must reach the set of the first sandbox's web.test too, although the second sandbox lists
+    www.web.test (the test DNS answers every name under web.test with its address)."""
+    first = v1_domains.create(timeout_s=0, network={"allowOut": ["web.test"], "denyOut": ["0.0.0.0/0"]})
+    second = v1_domains.create(timeout_s=0, network={"allowOut": ["www.web.test"], "denyOut": ["0.0.0.0/0"]})
+    got = eval(v1_domains.value(first["id"], """
+import urllib.request
+try:
+    _r = urllib.request.urlopen('http://www.web.test/', timeout=3).status
+except Exception as e:
+    _r = 'failed: ' + type(e).__name__
+_r"""))
+    assert got == 200, got
+    for box in (first, second):
+        v1_domains.remove(box["id"])
+
+
 def test_bad_domains_are_refused_by_name(v1_domains):
     r = v1_domains.post("v1/sandboxes", json={"network": {"allowOut": ["web..test"]}})
     assert r.status_code == 400, r.text
