@@ -23,8 +23,8 @@
 #include "sandbox/network_dns.h"
 
 #define SCRIPT_SIZE 8192
-#define LINK_NAME_SIZE 32 /* names are at most 13 (cbx1023-65535), under IFNAMSIZ */
-#define GATEWAY_LINK_SUFFIX "gw" /* cbx<block>-gw: the gateway's home from start to stop */
+#define LINK_NAME_SIZE 32                /* names are at most 13 (cbx1023-65535), under IFNAMSIZ */
+#define GATEWAY_LINK_SUFFIX "gw"         /* cbx<block>-gw: the gateway's home from start to stop */
 #define OPERATOR_ID "--network-deny-out" /* whose domains the operator's deny list names */
 
 static struct {
