@@ -41,6 +41,8 @@ typedef struct config {
     char *network_dns_upstream; /* the resolver's upstream servers; "" = /etc/resolv.conf's */
     char *network_dns_rebind_ok; /* domains whose answers may point at private space */
     char *network_deny_out;     /* CIDRs and domains denied to every sandbox, comma-separated */
+    int network_max_connections;    /* per sandbox at once; 0 = no limit */
+    long long network_bandwidth;    /* bytes/s per sandbox each way; 0 = no limit */
     bool zygote;
     char *preload;
     char *templates;

@@ -236,6 +236,11 @@ static void prepare_network(const config *cfg, const uid_block *uids)
     if (network_init(uids->number, cfg->network_range, cfg->network_allow_ranges, why,
                      sizeof why) < 0)
         die("%s", why);
+    if (network_limit_sandboxes(cfg->network_max_connections, cfg->network_bandwidth, why,
+                                sizeof why) < 0) {
+        network_shutdown();
+        die("%s", why);
+    }
 }
 
 /* The sandboxes' resolver on their gateway and the operator's deny list (its domains are sets

@@ -400,7 +400,9 @@ static int make_gateway_link(char *why, size_t why_size)
      operator's deny list (operator_denied, filled by network_start_resolver: its CIDRs and the
      sets of its domains, before any sandbox's allowOut can accept); then the (interface,
      source) pair picks the sandbox's own chain: a pair not in the map is a spoofed source and
-     is dropped.
+     is dropped (checked first too, so the per-sandbox limits below key on real sources only).
+   - limits_out, limits_in: the operator's per-sandbox connection and bandwidth limits
+     (network_limit_sandboxes), out of the sandbox and into it; empty without them.
    - output: the host opens nothing to a sandbox's address (its ports are reached inside).
    - postrouting: masquerade what leaves for the uplink. */
 static int make_table(const char *range, const char *allowed, char *why, size_t why_size)
@@ -431,19 +433,24 @@ static int make_table(const char *range, const char *allowed, char *why, size_t 
              "    drop\n  }\n"
              "  chain forward { type filter hook forward priority filter - 5; policy accept;\n"
              "    iifname \"%s*\" jump from_sandbox\n"
+             "    oifname \"%s*\" jump limits_in\n"
              "    oifname \"%s*\" ct state established,related accept\n"
              "    oifname \"%s*\" drop\n  }\n"
              "  chain from_sandbox {\n"
              "    meta nfproto != ipv4 drop\n"
+             "    iifname . ip saddr != @sources drop\n"
              "    oifname \"%s*\" drop\n"
              "    ip daddr %s drop\n"
              "    fib daddr type local drop\n"
              "    ip daddr @always_denied drop\n"
              "    ip daddr @private ip daddr != @operator_allowed drop\n"
              "    jump operator_denied\n"
+             "    jump limits_out\n"
              "    iifname . ip saddr vmap @sandboxes\n"
              "    drop\n  }\n"
              "  chain operator_denied {\n  }\n"
+             "  chain limits_out {\n  }\n"
+             "  chain limits_in {\n  }\n"
              "  chain output { type filter hook output priority filter - 5; policy accept;\n"
              "    oifname \"%s*\" ct state established,related accept\n"
              "    oifname \"%s*\" drop\n  }\n"
@@ -451,7 +458,7 @@ static int make_table(const char *range, const char *allowed, char *why, size_t 
              "    ip saddr %s oifname != \"%s*\" masquerade\n  }\n"
              "}\n",
              t, t, t, *allowed ? "elements = { " : "", allowed, *allowed ? " };" : "", p,
-             net.gateway, net.gateway, p, p, p, p, range, p, p, range, p);
+             net.gateway, net.gateway, p, p, p, p, p, range, p, p, range, p);
     int rc = run_nft(script, why, why_size);
     free(script);
     return rc;
@@ -740,6 +747,49 @@ void network_detach(int slot)
     delete_link(link); /* gone with the sandbox's namespace already, unless it still runs */
     remove_sandbox_rules(slot);
     net.taken[slot] = 0;
+}
+
+int network_limit_sandboxes(int max_connections, long long bytes_per_second, char *why,
+                            size_t why_size)
+{
+    if (!net.ready) {
+        snprintf(why, why_size, "the sandbox network is not set up on this daemon");
+        return -1;
+    }
+    if (max_connections <= 0 && bytes_per_second <= 0)
+        return 0;
+    /* Dynamic sets keyed by the sandbox's address (real: spoofed sources were dropped first),
+       so one rule holds every sandbox to its own count and rate. A connection over the count is
+       refused at once (admin-prohibited), not left to time out: the agent reads why. The rate
+       is each way, its burst one second's worth. */
+    char script[2048];
+    const char *t = net.table;
+    size_t used = 0;
+    if (max_connections > 0)
+        used += (size_t)snprintf(
+            script + used, sizeof script - used,
+            "add set inet %s connections { type ipv4_addr; size %d; flags dynamic; }\n"
+            "add rule inet %s limits_out ct state new add @connections { ip saddr ct count over "
+            "%d } reject with icmpx type admin-prohibited\n",
+            t, net.slot_count, t, max_connections);
+    if (bytes_per_second > 0)
+        snprintf(script + used, sizeof script - used,
+                 "add set inet %s upload { type ipv4_addr; size %d; flags dynamic,timeout; "
+                 "timeout 60s; }\n"
+                 "add set inet %s download { type ipv4_addr; size %d; flags dynamic,timeout; "
+                 "timeout 60s; }\n"
+                 "add rule inet %s limits_out update @upload { ip saddr limit rate over %lld "
+                 "bytes/second burst %lld bytes } drop\n"
+                 "add rule inet %s limits_in update @download { ip daddr limit rate over %lld "
+                 "bytes/second burst %lld bytes } drop\n",
+                 t, net.slot_count, t, net.slot_count, t, bytes_per_second, bytes_per_second, t,
+                 bytes_per_second, bytes_per_second);
+    if (run_nft(script, why, why_size) < 0)
+        return -1;
+    log_info("sandbox network: each sandbox at most %d connections, %lld bytes/s each way (0 = "
+             "no limit)",
+             max_connections, bytes_per_second);
+    return 0;
 }
 
 /* The operator's deny list into the chain operator_denied, which every sandbox's packets pass

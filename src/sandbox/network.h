@@ -52,6 +52,11 @@ typedef struct network_resolver_options {
    file in state_dir) and puts the operator's deny list in force. 0, or -1 with `why` (a bad
    entry named, dnsmasq missing or not listening); nothing of the resolver is left running. */
 int network_start_resolver(const network_resolver_options *options, char *why, size_t why_size);
+/* Called once at start after network_init: holds every sandbox to at most `max_connections`
+   connections (flows) at once, a new one over it refused, and `bytes_per_second` each way
+   (packets over it dropped); 0 = no limit. 0, or -1 with `why` (nftables refused). */
+int network_limit_sandboxes(int max_connections, long long bytes_per_second, char *why,
+                            size_t why_size);
 /* For a daemon that starts no resolver: stops one a dead daemon of `block` left in `state_dir`. */
 void network_sweep_resolver(int block, const char *state_dir);
 /* Whether network_init succeeded (no network is handed out otherwise). */
