@@ -75,6 +75,11 @@ static const option_spec options[] = {
     {"e2b-domain", OPT_STRING, FIELD(e2b_domain), "", "the domain of E2B's sandbox hosts: <port>-<sandboxId>.<domain> reaches a server in a sandbox (getHost); '' = localhost with the daemon's port (localhost:8888)"},
     {"allow-network", OPT_BOOL, FIELD(allow_network), "false", "let a sandbox ask for network access (\"network\": true): its own interface, NAT to the host's uplink, the host and other sandboxes out of reach; off = no sandbox ever has it"},
     {"network-range", OPT_STRING, FIELD(network_range), "10.88.0.0/16", "the IPv4 range networked sandboxes take their addresses from (/16 to /29; its first address is their gateway)"},
+    {"network-dns-upstream", OPT_STRING, FIELD(network_dns_upstream), "", "the DNS servers the sandboxes' resolver (dnsmasq on their gateway) asks, IP[#port] comma-separated; '' = the servers of the host's /etc/resolv.conf"},
+    {"network-dns-rebind-ok", OPT_STRING, FIELD(network_dns_rebind_ok), "", "domains, comma-separated, whose DNS answers may point at private or documentation addresses (the resolver refuses such answers for any other name); the firewall's denials still hold for the addresses they name"},
+    {"network-deny-out", OPT_STRING, FIELD(network_deny_out), "", "destinations every sandbox is denied whatever its allowOut says: IPv4 addresses, CIDRs and domain names (example.com, *.example.com), comma-separated"},
+    {"network-max-connections", OPT_INT, FIELD(network_max_connections), "0", "connections (flows) each networked sandbox may have open at once; one more is refused; 0 = no limit"},
+    {"network-bandwidth", OPT_SIZE, FIELD(network_bandwidth), "0", "bytes a second each networked sandbox may send, and receive, like 10M; 0 = no limit"},
     {"network-allow-ranges", OPT_STRING, FIELD(network_allow_ranges), "", "private ranges (10/8, 172.16/12, 192.168/16, 100.64/10) sandboxes may reach after all, comma-separated CIDRs; '' = none"},
 };
 #define OPTION_COUNT (sizeof options / sizeof options[0])
@@ -151,7 +156,10 @@ static bool set_option(config *cfg, const option_spec *opt, const char *value, c
     }
     case OPT_SIZE: {
         long long number = limits_parse_size(value);
-        if (number < 0 || (number == 0 && strncmp(opt->name, "max-", 4) != 0))
+        /* 0 is "no limit" for the max-* options and for those whose default is 0. */
+        bool zero_allowed = strncmp(opt->name, "max-", 4) == 0 ||
+                            (opt->fallback && strcmp(opt->fallback, "0") == 0);
+        if (number < 0 || (number == 0 && !zero_allowed))
             return fail(why, why_size,
                         "%s: --%s takes a size like 512M, 1G or a number of bytes, not '%s'", source,
                         opt->name, value);

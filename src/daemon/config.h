@@ -38,6 +38,11 @@ typedef struct config {
     bool allow_network;
     char *network_range;        /* the sandboxes' addresses */
     char *network_allow_ranges; /* private CIDRs the operator lets them reach, comma-separated */
+    char *network_dns_upstream; /* the resolver's upstream servers; "" = /etc/resolv.conf's */
+    char *network_dns_rebind_ok; /* domains whose answers may point at private space */
+    char *network_deny_out;     /* CIDRs and domains denied to every sandbox, comma-separated */
+    int network_max_connections;    /* per sandbox at once; 0 = no limit */
+    long long network_bandwidth;    /* bytes/s per sandbox each way; 0 = no limit */
     bool zygote;
     char *preload;
     char *templates;

@@ -236,6 +236,32 @@ static void prepare_network(const config *cfg, const uid_block *uids)
     if (network_init(uids->number, cfg->network_range, cfg->network_allow_ranges, why,
                      sizeof why) < 0)
         die("%s", why);
+    if (network_limit_sandboxes(cfg->network_max_connections, cfg->network_bandwidth, why,
+                                sizeof why) < 0) {
+        network_shutdown();
+        die("%s", why);
+    }
+}
+
+/* The sandboxes' resolver on their gateway and the operator's deny list (its domains are sets
+   the resolver fills), once the loop runs: the resolver is supervised from it. Without network,
+   a resolver a dead daemon of this block left is stopped. */
+static void start_network_resolver(const config *cfg, const uid_block *uids)
+{
+    char why[512];
+    if (!cfg->allow_network) {
+        network_sweep_resolver(uids->number, cfg->data_dir);
+        return;
+    }
+    if (network_start_resolver(&(network_resolver_options){.state_dir = cfg->data_dir,
+                                                           .upstream = cfg->network_dns_upstream,
+                                                           .rebind_allowed =
+                                                               cfg->network_dns_rebind_ok,
+                                                           .deny_out = cfg->network_deny_out},
+                               why, sizeof why) < 0) {
+        network_shutdown(); /* a daemon that cannot start leaves nothing of its network */
+        die("%s", why);
+    }
 }
 
 static void load_kernelspecs(const config *cfg)
@@ -382,6 +408,7 @@ int main(int argc, char **argv)
     prepare_network(&cfg, &uids);
     loop_init();
     watch_signals();
+    start_network_resolver(&cfg, &uids);
     leave_sandboxes = cfg.keep_sandboxes;
     load_kernelspecs(&cfg);
     start_sandboxes(&cfg, workspace_kind, &uids);

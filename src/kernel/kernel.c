@@ -23,6 +23,7 @@
 #include "kernel/message.h"
 #include "kernel/reaper.h"
 #include "sandbox/network.h"
+#include "sandbox/network_dns.h"
 #include "sandbox/rootfs.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/volume.h"
@@ -465,27 +466,38 @@ static int apply_egress_lists(kernel *k, char *why, size_t why_size)
         allow[i] = json_string_value(json_array_get(k->allow_out, i));
     for (size_t i = 0; i < deny_count; i++)
         deny[i] = json_string_value(json_array_get(k->deny_out, i));
-    return network_set_policy(k->network_slot, allow, allow_count, deny, deny_count, why,
+    return network_set_policy(k->network_slot, k->id, allow, allow_count, deny, deny_count, why,
                               why_size);
 }
 
-static bool egress_list_valid(json_t *list, const char *name, char *why, size_t why_size)
+/* An entry is an IPv4 address, a CIDR or a domain name (sandbox/network.h says what each
+   matches); *domains counts the domains of both lists together, which the resolver limits. */
+static bool egress_list_valid(json_t *list, const char *name, size_t *domains, char *why,
+                              size_t why_size)
 {
     if (!list || json_is_null(list))
         return true;
     if (!json_is_array(list) || json_array_size(list) > MAX_EGRESS_ENTRIES) {
-        snprintf(why, why_size, "'%s' must be a list of at most %d IPv4 addresses or CIDRs, e.g. "
-                 "[\"203.0.113.0/24\"]", name, MAX_EGRESS_ENTRIES);
+        snprintf(why, why_size, "'%s' must be a list of at most %d IPv4 addresses, CIDRs or domain "
+                 "names, e.g. [\"203.0.113.0/24\", \"pypi.org\"]", name, MAX_EGRESS_ENTRIES);
         return false;
     }
     size_t i;
     json_t *entry;
     json_array_foreach(list, i, entry) {
-        if (!json_is_string(entry) || !network_is_cidr(json_string_value(entry))) {
-            snprintf(why, why_size, "'%s'[%zu] is no IPv4 address or CIDR (e.g. 203.0.113.0/24, "
-                     "0.0.0.0/0 for everything); domain names are not taken yet", name, i);
-            return false;
+        char canonical[NETWORK_DNS_DOMAIN_SIZE];
+        const char *text = json_string_value(entry);
+        if (text && network_is_cidr(text))
+            continue;
+        if (text && network_dns_is_domain(text, canonical)) {
+            ++*domains;
+            continue;
         }
+        snprintf(why, why_size, "'%s'[%zu]%s%.200s%s is no IPv4 address, CIDR or domain name: "
+                 "write 203.0.113.0/24, 0.0.0.0/0 for everything, example.com (it and the names "
+                 "under it) or *.example.com", name, i, text ? " \"" : "", text ? text : "",
+                 text ? "\"" : " (not a string)");
+        return false;
     }
     return true;
 }
@@ -497,15 +509,32 @@ int kernel_set_egress(kernel *k, json_t *allow_out, json_t *deny_out, char *why,
                  "sandbox created with network", k->id);
         return -1;
     }
-    if (!egress_list_valid(allow_out, "allowOut", why, why_size) ||
-        !egress_list_valid(deny_out, "denyOut", why, why_size))
+    size_t domains = 0;
+    if (!egress_list_valid(allow_out, "allowOut", &domains, why, why_size) ||
+        !egress_list_valid(deny_out, "denyOut", &domains, why, why_size))
         return -1;
-    json_decref(k->allow_out);
-    json_decref(k->deny_out);
+    if (domains > NETWORK_DNS_DOMAINS_PER_SANDBOX) {
+        snprintf(why, why_size, "allowOut and denyOut name %zu domains together; at most %d: use "
+                 "fewer, a parent domain (example.com covers www.example.com) or CIDRs", domains,
+                 NETWORK_DNS_DOMAINS_PER_SANDBOX);
+        return -1;
+    }
+    json_t *old_allow = k->allow_out, *old_deny = k->deny_out;
     k->allow_out = json_is_array(allow_out) ? json_incref(allow_out) : NULL;
     k->deny_out = json_is_array(deny_out) ? json_incref(deny_out) : NULL;
-    /* Not attached yet: attach_network applies them before any request reaches the sandbox. */
-    return k->network_slot >= 0 ? apply_egress_lists(k, why, why_size) : 0;
+    /* Not attached yet: attach_network applies them before any request reaches the sandbox.
+       Lists that could not be applied (a limit of the whole daemon's) are not kept: the
+       sandbox's chain still holds the old ones. */
+    if (k->network_slot >= 0 && apply_egress_lists(k, why, why_size) < 0) {
+        json_decref(k->allow_out);
+        json_decref(k->deny_out);
+        k->allow_out = old_allow;
+        k->deny_out = old_deny;
+        return -1;
+    }
+    json_decref(old_allow);
+    json_decref(old_deny);
+    return 0;
 }
 
 json_t *kernel_network_model(const kernel *k)
@@ -528,6 +557,7 @@ static bool attach_network(kernel *k)
     k->network_slot = network_attach(k->pid, k->pidfd, why, sizeof why);
     if (k->network_slot >= 0 && apply_egress_lists(k, why, sizeof why) < 0) {
         network_detach(k->network_slot);
+        network_forget_names(k->id);
         k->network_slot = -1;
     }
     if (k->network_slot >= 0)
@@ -1266,7 +1296,10 @@ static void close_old_channel(kernel *k)
 static void release_process(kernel *k)
 {
     close_old_channel(k);
-    network_detach(k->network_slot);
+    if (k->network_slot >= 0) {
+        network_detach(k->network_slot);
+        network_forget_names(k->id); /* after: the chain that referred to its sets is gone */
+    }
     k->network_slot = -1;
     if (k->pidfd >= 0) {
         loop_watch_remove(&k->pid_watch);

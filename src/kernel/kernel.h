@@ -104,9 +104,11 @@ void kernel_environment_free(char **entries);
 
 const char *kernel_id(const kernel *k);
 const kernel_sandbox *kernel_get_sandbox(const kernel *k);
-/* Replaces a networked sandbox's egress lists (E2B's allowOut/denyOut: JSON arrays of IPv4
-   addresses or CIDRs; NULL or null: none), in effect at once on a running one (sandbox/network.h
-   has the semantics). 0, or -1 with `why`: no network, or an entry that is no CIDR. */
+/* Replaces a networked sandbox's egress lists (E2B's allowOut/denyOut: JSON arrays of at most
+   256 strings, each an IPv4 address, a CIDR or a domain name ("example.com", "*.example.com");
+   64 domains in both lists together; NULL or null: none), in effect at once on a running one
+   (sandbox/network.h has the semantics). 0, or -1 with `why`: no network, an entry that is none
+   of those (named), over a limit, or the firewall refused (the old lists then stay). */
 int kernel_set_egress(kernel *k, json_t *allow_out, json_t *deny_out, char *why, size_t why_size);
 /* What GET /v1/sandboxes/{id} and E2B's getInfo report of the network: false for a sandbox
    without one, else {"address": its address (null until its interface is up), "allowOut": [...],

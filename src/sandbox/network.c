@@ -3,10 +3,12 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <net/if.h>
 #include <netlink/netlink.h>
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
+#include <netlink/route/link/bridge.h>
 #include <netlink/route/link/veth.h>
 #include <netlink/route/route.h>
 #include <nftables/libnftables.h>
@@ -18,9 +20,12 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "sandbox/network_dns.h"
 
 #define SCRIPT_SIZE 8192
-#define LINK_NAME_SIZE 32 /* names are at most 13 (cbx1023-65535), under IFNAMSIZ */
+#define LINK_NAME_SIZE 32                /* names are at most 13 (cbx1023-65535), under IFNAMSIZ */
+#define GATEWAY_LINK_SUFFIX "gw"         /* cbx<block>-gw: the gateway's home from start to stop */
+#define OPERATOR_ID "--network-deny-out" /* whose domains the operator's deny list names */
 
 static struct {
     bool ready;
@@ -309,6 +314,77 @@ static int make_interface(pid_t pid, int supervisor_pidfd, int slot, char *why, 
     return -1;
 }
 
+/* The gateway's home from start to stop: an empty bridge, cbx<block>-gw, up, carrying the gateway
+   address as a /32 (a local address and no route: nothing is ever sent through it). Without it
+   the address would exist only while some sandbox's host end carries it, and the resolver could
+   not listen on it before the first networked sandbox or after the last. A bridge because it is
+   a link that needs no peer and no module beyond what veths need (this kernel may lack the dummy
+   driver); no port is ever added to it. IPv6 is off on it, so it has no link-local address. */
+static bool is_host_address(const char *text)
+{
+    struct ifaddrs *addresses;
+    struct in_addr wanted;
+    bool found = false;
+    if (inet_pton(AF_INET, text, &wanted) != 1 || getifaddrs(&addresses) < 0)
+        return false;
+    for (struct ifaddrs *a = addresses; a && !found; a = a->ifa_next)
+        found = a->ifa_addr && a->ifa_addr->sa_family == AF_INET &&
+                ((struct sockaddr_in *)a->ifa_addr)->sin_addr.s_addr == wanted.s_addr;
+    freeifaddrs(addresses);
+    return found;
+}
+
+static int make_gateway_link(char *why, size_t why_size)
+{
+    /* Another daemon's range (or any interface) holding the gateway would take the sandboxes'
+       DNS and routes: refused, after this block's own leftovers were swept. */
+    if (is_host_address(net.gateway)) {
+        snprintf(why, why_size,
+                 "--network-range: its gateway %s is already an address of this host (another "
+                 "cellboxd's range, or an interface of the host's): give this daemon a range of "
+                 "its own",
+                 net.gateway);
+        return -1;
+    }
+    char name[LINK_NAME_SIZE], path[128], gateway[INET_ADDRSTRLEN + 4];
+    snprintf(name, sizeof name, "%s%s", net.link_prefix, GATEWAY_LINK_SUFFIX);
+    snprintf(gateway, sizeof gateway, "%s/32", net.gateway);
+    struct nl_sock *sock = route_socket();
+    if (!sock) {
+        snprintf(why, why_size, "cannot open a netlink socket: out of memory or descriptors");
+        return -1;
+    }
+    struct rtnl_addr *address = rtnl_addr_alloc();
+    struct nl_addr *local = NULL;
+    int ifindex = 0, rc;
+    const char *step = NULL;
+    if ((rc = rtnl_link_bridge_add(sock, name)) < 0)
+        step = "create the gateway's link";
+    snprintf(path, sizeof path, "/proc/sys/net/ipv6/conf/%s/disable_ipv6", name);
+    if (!step)
+        write_sysctl(path, "1"); /* a host without IPv6 has no such file, and nothing to turn off */
+    if (!step && (rc = bring_up(sock, name, &ifindex)) < 0)
+        step = "bring up the gateway's link";
+    if (!step && (!address || (rc = nl_addr_parse(gateway, AF_INET, &local)) < 0)) {
+        rc = address ? rc : -NLE_NOMEM;
+        step = "parse the gateway address";
+    }
+    if (!step) {
+        rtnl_addr_set_ifindex(address, ifindex);
+        rtnl_addr_set_local(address, local);
+        if ((rc = rtnl_addr_add(sock, address, 0)) < 0)
+            step = "give the gateway's link the gateway address";
+    }
+    nl_addr_put(local);
+    rtnl_addr_put(address);
+    nl_socket_free(sock);
+    if (!step)
+        return 0;
+    snprintf(why, why_size, "cannot %s (%s, %s): %s", step, name, gateway, nl_geterror(rc));
+    delete_link(name);
+    return -1;
+}
+
 /* ---- the firewall (nftables) ---- */
 
 /* The table, top to bottom in the order a sandbox's packet meets it. Every base chain's drop is
@@ -320,9 +396,13 @@ static int make_interface(pid_t pid, int supervisor_pidfd, int slot, char *why, 
      ever opened into one from outside: ports in go through cellboxd, in its namespace).
    - from_sandbox: never another sandbox, the host (fib daddr type local: any host address
      routed), the always-denied set (loopback, link-local and cloud metadata 169.254/16, this
-     network, multicast and reserved), the private ranges unless the operator allowed one; then
-     the (interface, source) pair picks the sandbox's own chain: a pair not in the map is a
-     spoofed source and is dropped.
+     network, multicast and reserved), the private ranges unless the operator allowed one, the
+     operator's deny list (operator_denied, filled by network_start_resolver: its CIDRs and the
+     sets of its domains, before any sandbox's allowOut can accept); then the (interface,
+     source) pair picks the sandbox's own chain: a pair not in the map is a spoofed source and
+     is dropped (checked first too, so the per-sandbox limits below key on real sources only).
+   - limits_out, limits_in: the operator's per-sandbox connection and bandwidth limits
+     (network_limit_sandboxes), out of the sandbox and into it; empty without them.
    - output: the host opens nothing to a sandbox's address (its ports are reached inside).
    - postrouting: masquerade what leaves for the uplink. */
 static int make_table(const char *range, const char *allowed, char *why, size_t why_size)
@@ -353,17 +433,24 @@ static int make_table(const char *range, const char *allowed, char *why, size_t 
              "    drop\n  }\n"
              "  chain forward { type filter hook forward priority filter - 5; policy accept;\n"
              "    iifname \"%s*\" jump from_sandbox\n"
+             "    oifname \"%s*\" jump limits_in\n"
              "    oifname \"%s*\" ct state established,related accept\n"
              "    oifname \"%s*\" drop\n  }\n"
              "  chain from_sandbox {\n"
              "    meta nfproto != ipv4 drop\n"
+             "    iifname . ip saddr != @sources drop\n"
              "    oifname \"%s*\" drop\n"
              "    ip daddr %s drop\n"
              "    fib daddr type local drop\n"
              "    ip daddr @always_denied drop\n"
              "    ip daddr @private ip daddr != @operator_allowed drop\n"
+             "    jump operator_denied\n"
+             "    jump limits_out\n"
              "    iifname . ip saddr vmap @sandboxes\n"
              "    drop\n  }\n"
+             "  chain operator_denied {\n  }\n"
+             "  chain limits_out {\n  }\n"
+             "  chain limits_in {\n  }\n"
              "  chain output { type filter hook output priority filter - 5; policy accept;\n"
              "    oifname \"%s*\" ct state established,related accept\n"
              "    oifname \"%s*\" drop\n  }\n"
@@ -371,7 +458,7 @@ static int make_table(const char *range, const char *allowed, char *why, size_t 
              "    ip saddr %s oifname != \"%s*\" masquerade\n  }\n"
              "}\n",
              t, t, t, *allowed ? "elements = { " : "", allowed, *allowed ? " };" : "", p,
-             net.gateway, net.gateway, p, p, p, p, range, p, p, range, p);
+             net.gateway, net.gateway, p, p, p, p, p, range, p, p, range, p);
     int rc = run_nft(script, why, why_size);
     free(script);
     return rc;
@@ -433,8 +520,10 @@ int network_init(int block, const char *range, const char *allowed_ranges, char 
     /* What a dead daemon of this block left: its host ends (their sandboxes' ends go with them)
        and its table. Only names of this block are touched. */
     network_sweep(block);
-    if (make_table(range, allowed, why, why_size) < 0)
+    if (make_table(range, allowed, why, why_size) < 0 || make_gateway_link(why, why_size) < 0) {
+        network_sweep(block); /* a daemon that cannot start leaves nothing of its network */
         return -1;
+    }
     if (write_sysctl("/proc/sys/net/ipv4/ip_forward", "1") < 0) {
         snprintf(why, why_size,
                  "cannot turn on IPv4 forwarding (/proc/sys/net/ipv4/ip_forward): "
@@ -532,60 +621,121 @@ int network_attach(pid_t pid, int supervisor_pidfd, char *why, size_t why_size)
     return slot;
 }
 
-int network_set_policy(int slot, const char *const *allow_out, size_t allow_count,
-                       const char *const *deny_out, size_t deny_count, char *why, size_t why_size)
+/* An egress entry as the chain's rules match it: a CIDR as itself into `cidrs` (nft elements,
+   comma-separated), a domain as its set (@dns_...) into `sets` (one per line) and, as written,
+   into `domains`. false if it is neither. */
+typedef struct egress_entries {
+    char *cidrs, *sets;
+    const char **domains;
+    size_t domain_count;
+} egress_entries;
+
+static bool sort_egress_entry(const char *entry, egress_entries *into, size_t size)
 {
-    size_t size = 512 + 24 * (allow_count + deny_count);
-    char *script = malloc(size), *allow = malloc(size), *deny = malloc(size);
-    int rc = script && allow && deny ? 0 : -1;
-    if (rc == 0) {
-        allow[0] = deny[0] = '\0';
-        for (size_t i = 0; rc == 0 && i < allow_count + deny_count; i++) {
-            bool allowing = i < allow_count;
-            const char *entry = allowing ? allow_out[i] : deny_out[i - allow_count];
-            uint32_t network;
-            int length;
-            if (parse_cidr(entry, &network, &length) < 0) {
-                snprintf(why, why_size,
-                         "'%s' in %s is no IPv4 address or CIDR (e.g. "
-                         "203.0.113.0/24)",
-                         entry, allowing ? "allowOut" : "denyOut");
-                rc = -1;
-                break;
-            }
-            char *list = allowing ? allow : deny;
-            size_t used = strlen(list);
-            snprintf(list + used, size - used, "%s%s", used ? ", " : "", entry);
+    char canonical[NETWORK_DNS_DOMAIN_SIZE], set[NETWORK_DNS_SET_NAME_SIZE];
+    if (network_is_cidr(entry)) {
+        size_t used = strlen(into->cidrs);
+        snprintf(into->cidrs + used, size - used, "%s%s", used ? ", " : "", entry);
+        return true;
+    }
+    if (!network_dns_is_domain(entry, canonical))
+        return false;
+    network_dns_set_name(canonical, set);
+    size_t used = strlen(into->sets);
+    snprintf(into->sets + used, size - used, "%s\n", set);
+    into->domains[into->domain_count++] = entry;
+    return true;
+}
+
+/* The sandbox's chain from its sorted lists, in E2B's order: allowOut first (it wins over
+   denyOut), CIDRs then the sets of its domains; then denyOut the same way; then everything
+   else. One nft run: the chain changes atomically, a running sandbox never sees half a
+   policy. */
+static int write_policy_chain(int slot, const egress_entries *allow, const egress_entries *deny,
+                              size_t size, char *why, size_t why_size)
+{
+    char *script = malloc(size);
+    if (!script) {
+        snprintf(why, why_size, "out of memory");
+        return -1;
+    }
+    const char *t = net.table;
+    size_t used = (size_t)snprintf(script, size, "flush chain inet %s sandbox_%d\n", t, slot);
+    for (int pass = 0; pass < 2; pass++) {
+        const egress_entries *list = pass == 0 ? allow : deny;
+        const char *verdict = pass == 0 ? "accept" : "drop";
+        if (*list->cidrs)
+            used += (size_t)snprintf(script + used, size - used,
+                                     "add rule inet %s sandbox_%d ip daddr { %s } %s\n", t, slot,
+                                     list->cidrs, verdict);
+        for (const char *set = list->sets; *set; set = strchr(set, '\n') + 1)
+            used += (size_t)snprintf(script + used, size - used,
+                                     "add rule inet %s sandbox_%d ip daddr @%.*s %s\n", t, slot,
+                                     (int)strcspn(set, "\n"), set, verdict);
+    }
+    snprintf(script + used, size - used, "add rule inet %s sandbox_%d accept\n", t, slot);
+    int rc = run_nft(script, why, why_size);
+    free(script);
+    return rc;
+}
+
+int network_set_policy(int slot, const char *sandbox_id, const char *const *allow_out,
+                       size_t allow_count, const char *const *deny_out, size_t deny_count,
+                       char *why, size_t why_size)
+{
+    size_t count = allow_count + deny_count, size = 1024 + 128 * count;
+    egress_entries allow = {malloc(size), malloc(size), calloc(count + 1, sizeof(char *)), 0};
+    egress_entries deny = {malloc(size), malloc(size), calloc(count + 1, sizeof(char *)), 0};
+    const char **domains = calloc(count + 1, sizeof(char *));
+    int rc = -1;
+    if (!allow.cidrs || !allow.sets || !allow.domains || !deny.cidrs || !deny.sets ||
+        !deny.domains || !domains) {
+        snprintf(why, why_size, "out of memory");
+        goto done;
+    }
+    allow.cidrs[0] = allow.sets[0] = deny.cidrs[0] = deny.sets[0] = '\0';
+    for (size_t i = 0; i < count; i++) {
+        bool allowing = i < allow_count;
+        const char *entry = allowing ? allow_out[i] : deny_out[i - allow_count];
+        if (!sort_egress_entry(entry, allowing ? &allow : &deny, size)) {
+            snprintf(why, why_size,
+                     "'%.200s' in %s is no IPv4 address, CIDR or domain name (e.g. "
+                     "203.0.113.0/24, example.com, *.example.com)",
+                     entry, allowing ? "allowOut" : "denyOut");
+            goto done;
         }
     }
-    if (rc == 0) {
-        /* E2B's order: allowOut first (it wins over denyOut), then denyOut, then everything
-           else; the names a resolver admitted in between their CIDR lists. One nft run: the
-           chain changes atomically, a running sandbox never sees half a policy. */
-        const char *t = net.table;
-        int used = snprintf(script, size, "flush chain inet %s sandbox_%d\n", t, slot);
-        if (*allow)
-            used +=
-                snprintf(script + used, size - used,
-                         "add rule inet %s sandbox_%d ip daddr { %s } accept\n", t, slot, allow);
-        used += snprintf(script + used, size - used,
-                         "add rule inet %s sandbox_%d ip daddr @sandbox_%d_allowed_names accept\n",
-                         t, slot, slot);
-        if (*deny)
-            used += snprintf(script + used, size - used,
-                             "add rule inet %s sandbox_%d ip daddr { %s } drop\n", t, slot, deny);
-        snprintf(script + used, size - used,
-                 "add rule inet %s sandbox_%d ip daddr @sandbox_%d_denied_names drop\n"
-                 "add rule inet %s sandbox_%d accept\n",
-                 t, slot, slot, t, slot);
-        rc = run_nft(script, why, why_size);
-    } else if (!script || !allow || !deny) {
-        snprintf(why, why_size, "out of memory");
+    /* The sets first (a chain cannot refer to a set that does not exist yet), then the chain,
+       then the sets no chain refers to any more go. With no domain this only forgets what the
+       sandbox listed before; a daemon without the resolver has nothing to forget. */
+    size_t domain_count = 0;
+    for (size_t i = 0; i < allow.domain_count; i++)
+        domains[domain_count++] = allow.domains[i];
+    for (size_t i = 0; i < deny.domain_count; i++)
+        domains[domain_count++] = deny.domains[i];
+    char dns_why[512];
+    if (network_dns_set_domains(sandbox_id, domains, domain_count, dns_why, sizeof dns_why) < 0 &&
+        domain_count > 0) {
+        snprintf(why, why_size, "%s", dns_why);
+        goto done;
     }
-    free(script);
-    free(allow);
-    free(deny);
+    rc = write_policy_chain(slot, &allow, &deny, size, why, why_size);
+    network_dns_delete_unused_sets();
+done:
+    free(allow.cidrs);
+    free(allow.sets);
+    free(allow.domains);
+    free(deny.cidrs);
+    free(deny.sets);
+    free(deny.domains);
+    free(domains);
     return rc;
+}
+
+void network_forget_names(const char *sandbox_id)
+{
+    char why[512];
+    network_dns_set_domains(sandbox_id, NULL, 0, why, sizeof why); /* no resolver: none to forget */
 }
 
 void network_detach(int slot)
@@ -599,11 +749,168 @@ void network_detach(int slot)
     net.taken[slot] = 0;
 }
 
+int network_limit_sandboxes(int max_connections, long long bytes_per_second, char *why,
+                            size_t why_size)
+{
+    if (!net.ready) {
+        snprintf(why, why_size, "the sandbox network is not set up on this daemon");
+        return -1;
+    }
+    if (max_connections <= 0 && bytes_per_second <= 0)
+        return 0;
+    /* Dynamic sets keyed by the sandbox's address (real: spoofed sources were dropped first),
+       so one rule holds every sandbox to its own count and rate. A connection over the count is
+       refused at once (admin-prohibited), not left to time out: the agent reads why. The rate
+       is each way, its burst one second's worth. */
+    char script[2048];
+    const char *t = net.table;
+    size_t used = 0;
+    if (max_connections > 0)
+        used += (size_t)snprintf(
+            script + used, sizeof script - used,
+            "add set inet %s connections { type ipv4_addr; size %d; flags dynamic; }\n"
+            "add rule inet %s limits_out ct state new add @connections { ip saddr ct count over "
+            "%d } reject with icmpx type admin-prohibited\n",
+            t, net.slot_count, t, max_connections);
+    if (bytes_per_second > 0)
+        snprintf(script + used, sizeof script - used,
+                 "add set inet %s upload { type ipv4_addr; size %d; flags dynamic,timeout; "
+                 "timeout 60s; }\n"
+                 "add set inet %s download { type ipv4_addr; size %d; flags dynamic,timeout; "
+                 "timeout 60s; }\n"
+                 "add rule inet %s limits_out update @upload { ip saddr limit rate over %lld "
+                 "bytes/second burst %lld bytes } drop\n"
+                 "add rule inet %s limits_in update @download { ip daddr limit rate over %lld "
+                 "bytes/second burst %lld bytes } drop\n",
+                 t, net.slot_count, t, net.slot_count, t, bytes_per_second, bytes_per_second, t,
+                 bytes_per_second, bytes_per_second);
+    if (run_nft(script, why, why_size) < 0)
+        return -1;
+    log_info("sandbox network: each sandbox at most %d connections, %lld bytes/s each way (0 = "
+             "no limit)",
+             max_connections, bytes_per_second);
+    return 0;
+}
+
+/* The operator's deny list into the chain operator_denied, which every sandbox's packets pass
+   before their own chain: its CIDRs, then the sets of its domains (made first, through the
+   resolver, which fills them as any sandbox's). 0, or -1 with `why` naming the bad entry. */
+static int apply_operator_deny_list(const char *list, char *why, size_t why_size)
+{
+    size_t count = 1;
+    for (const char *c = list; *c; c++)
+        count += *c == ',';
+    size_t size = 1024 + 128 * count + strlen(list);
+    egress_entries deny = {malloc(size), malloc(size), calloc(count + 1, sizeof(char *)), 0};
+    char *copy = strdup(list), *script = malloc(size), *save = NULL;
+    int rc = -1;
+    if (!deny.cidrs || !deny.sets || !deny.domains || !copy || !script) {
+        snprintf(why, why_size, "out of memory");
+        goto done;
+    }
+    deny.cidrs[0] = deny.sets[0] = '\0';
+    for (char *item = strtok_r(copy, ", ", &save); item; item = strtok_r(NULL, ", ", &save))
+        if (!sort_egress_entry(item, &deny, size)) {
+            snprintf(why, why_size,
+                     "--network-deny-out: '%.200s' is no IPv4 address, CIDR or domain name (e.g. "
+                     "203.0.113.0/24, example.com, *.example.com), comma-separated",
+                     item);
+            goto done;
+        }
+    if (deny.domain_count > 0) {
+        char reason[512];
+        if (network_dns_set_domains(OPERATOR_ID, deny.domains, deny.domain_count, reason,
+                                    sizeof reason) < 0) {
+            snprintf(why, why_size, "--network-deny-out: %s", reason);
+            goto done;
+        }
+    }
+    const char *t = net.table;
+    size_t used = 0;
+    if (*deny.cidrs)
+        used += (size_t)snprintf(script + used, size - used,
+                                 "add rule inet %s operator_denied ip daddr { %s } drop\n", t,
+                                 deny.cidrs);
+    for (const char *set = deny.sets; *set; set = strchr(set, '\n') + 1)
+        used += (size_t)snprintf(script + used, size - used,
+                                 "add rule inet %s operator_denied ip daddr @%.*s drop\n", t,
+                                 (int)strcspn(set, "\n"), set);
+    rc = used ? run_nft(script, why, why_size) : 0;
+done:
+    free(deny.cidrs);
+    free(deny.sets);
+    free(deny.domains);
+    free(copy);
+    free(script);
+    return rc;
+}
+
+/* Whether every entry of the operator's list is a CIDR or a domain, checked before anything
+   starts so a typo stops the daemon with nothing left running. */
+static int check_operator_deny_list(const char *list, char *why, size_t why_size)
+{
+    char *copy = strdup(list), *save = NULL, canonical[NETWORK_DNS_DOMAIN_SIZE];
+    int rc = copy ? 0 : -1;
+    for (char *item = copy ? strtok_r(copy, ", ", &save) : NULL; item && rc == 0;
+         item = strtok_r(NULL, ", ", &save))
+        if (!network_is_cidr(item) && !network_dns_is_domain(item, canonical)) {
+            snprintf(why, why_size,
+                     "--network-deny-out: '%.200s' is no IPv4 address, CIDR or domain name (e.g. "
+                     "203.0.113.0/24, example.com, *.example.com), comma-separated",
+                     item);
+            rc = -1;
+        }
+    if (!copy)
+        snprintf(why, why_size, "out of memory");
+    free(copy);
+    return rc;
+}
+
+int network_start_resolver(const network_resolver_options *options, char *why, size_t why_size)
+{
+    const char *deny_out = options->deny_out ? options->deny_out : "";
+    if (!net.ready) {
+        snprintf(why, why_size, "the sandbox network is not set up on this daemon");
+        return -1;
+    }
+    if (check_operator_deny_list(deny_out, why, why_size) < 0)
+        return -1;
+    char reason[512];
+    if (network_dns_start(&(network_dns_options){.table = net.table,
+                                                 .listen_address = net.gateway,
+                                                 .upstream = options->upstream,
+                                                 .state_dir = options->state_dir,
+                                                 .rebind_allowed = options->rebind_allowed},
+                          reason, sizeof reason) < 0) {
+        snprintf(why, why_size, "the sandboxes' resolver: %s", reason);
+        return -1;
+    }
+    if (apply_operator_deny_list(deny_out, why, why_size) < 0) {
+        network_dns_stop();
+        return -1;
+    }
+    log_info("sandbox network: resolver on %s:53 (dnsmasq pid %d, upstream %s)%s%s", net.gateway,
+             (int)network_dns_pid(),
+             options->upstream && *options->upstream ? options->upstream : "/etc/resolv.conf's",
+             *deny_out ? ", denied to every sandbox: " : "", deny_out);
+    return 0;
+}
+
+void network_sweep_resolver(int block, const char *state_dir)
+{
+    char table[32];
+    snprintf(table, sizeof table, "cellbox_%d", block);
+    network_dns_sweep(state_dir, table);
+}
+
 void network_shutdown(void)
 {
     if (!net.ready)
         return;
     char script[128], why[512];
+    /* The resolver first: its sets live in the table, and it must not fill a table being
+       removed. */
+    network_dns_stop();
     snprintf(script, sizeof script, "delete table inet %s\n", net.table);
     if (run_nft(script, why, sizeof why) < 0)
         log_warn("%s", why);

@@ -199,7 +199,9 @@ static void delete_unlisted_sets(char (*listed)[NETWORK_DNS_DOMAIN_SIZE], size_t
             network_dns_set_name(resolver.sets[i], name);
             snprintf(command, sizeof command, "delete set inet %s %s\n", resolver.table, name);
             if (nft_run(command, why, sizeof why) == 0) continue;
-            log_warn("network_dns: set %s of %s not deleted yet: %s", name, resolver.sets[i], why);
+            /* The usual case on a change of lists: the sandbox's chain still refers to the set
+               until it is rewritten; network_dns_delete_unused_sets() comes after that. */
+            log_debug("network_dns: set %s of %s not deleted yet: %s", name, resolver.sets[i], why);
         }
         if (kept != i) memcpy(resolver.sets[kept], resolver.sets[i], NETWORK_DNS_DOMAIN_SIZE);
         kept++;
@@ -208,6 +210,49 @@ static void delete_unlisted_sets(char (*listed)[NETWORK_DNS_DOMAIN_SIZE], size_t
 }
 
 /* ---- configuration ---- */
+
+/* dnsmasq's --nftset matches a domain and every name under it, and takes no wildcard (a "*."
+   pattern fills nothing): "example.com" and "*.example.com" both fill their set with the answers
+   for example.com and the names under it. */
+static const char *nftset_pattern(const char *domain)
+{
+    return strncmp(domain, "*.", 2) == 0 ? domain + 2 : domain;
+}
+
+/* Whether answers for names under `pattern` belong in the set of a domain whose pattern is
+   `outer`: the same pattern, or `pattern` lies under it. */
+static bool pattern_within(const char *pattern, const char *outer)
+{
+    size_t length = strlen(pattern), outer_length = strlen(outer);
+    if (length == outer_length)
+        return strcmp(pattern, outer) == 0;
+    return length > outer_length && pattern[length - outer_length - 1] == '.' &&
+           strcmp(pattern + length - outer_length, outer) == 0;
+}
+
+/* One nftset line for domains[index]'s pattern, naming the set of every listed domain whose
+   pattern covers it: dnsmasq fills only the sets of the most specific matching line, so without
+   this a sandbox's "*.example.com" would miss www.example.com's answers as soon as another
+   sandbox listed "www.example.com". A pattern written by an earlier domain is not written again. */
+static void write_nftset_line(FILE *file, char (*domains)[NETWORK_DNS_DOMAIN_SIZE], size_t count,
+                              size_t index)
+{
+    const char *pattern = nftset_pattern(domains[index]);
+    for (size_t earlier = 0; earlier < index; earlier++)
+        if (strcmp(nftset_pattern(domains[earlier]), pattern) == 0)
+            return;
+    fprintf(file, "nftset=/%s/", pattern);
+    const char *separator = "";
+    for (size_t i = 0; i < count; i++) {
+        if (!pattern_within(pattern, nftset_pattern(domains[i])))
+            continue;
+        char name[NETWORK_DNS_SET_NAME_SIZE];
+        network_dns_set_name(domains[i], name);
+        fprintf(file, "%s4#inet#%s#%s", separator, resolver.table, name);
+        separator = ",";
+    }
+    fprintf(file, "\n");
+}
 
 static int write_config(char (*domains)[NETWORK_DNS_DOMAIN_SIZE], size_t count, char *why, size_t why_size)
 {
@@ -239,15 +284,8 @@ static int write_config(char (*domains)[NETWORK_DNS_DOMAIN_SIZE], size_t count, 
         for (char *server = strtok_r(upstream, ",", &saved); server; server = strtok_r(NULL, ",", &saved))
             fprintf(file, "server=%s\n", server);
     }
-    for (size_t i = 0; i < count; i++) {
-        char name[NETWORK_DNS_SET_NAME_SIZE];
-        network_dns_set_name(domains[i], name);
-        /* dnsmasq's --nftset matches a domain and every name under it, and takes no wildcard
-           (a "*." pattern fills nothing): "example.com" and "*.example.com" both fill their set
-           with the answers for example.com and the names under it. */
-        const char *pattern = strncmp(domains[i], "*.", 2) == 0 ? domains[i] + 2 : domains[i];
-        fprintf(file, "nftset=/%s/4#inet#%s#%s\n", pattern, resolver.table, name);
-    }
+    for (size_t i = 0; i < count; i++)
+        write_nftset_line(file, domains, count, i);
     if (fclose(file) != 0 || rename(temporary, resolver.config_path) != 0) {
         snprintf(why, why_size, "cannot write the resolver's configuration %s: %s", resolver.config_path, strerror(errno));
         unlink(temporary);
@@ -437,8 +475,16 @@ static int rebind_allowed_pattern(const char *domains, char *why, size_t why_siz
     size_t used = (size_t)snprintf(resolver.rebind_allowed, sizeof resolver.rebind_allowed, "/");
     snprintf(copy, sizeof copy, "%s", domains);
     for (char *domain = strtok_r(copy, ",", &saved); domain; domain = strtok_r(NULL, ",", &saved)) {
-        char canonical[NETWORK_DNS_DOMAIN_SIZE];
-        if (!network_dns_is_domain(domain, canonical) ||
+        /* A top-level domain is accepted here ("test": a test world's whole namespace), unlike
+           in allowOut/denyOut: it widens what may be answered, never what a sandbox reaches. It
+           is checked as a label under it would be. */
+        char canonical[NETWORK_DNS_DOMAIN_SIZE], probe[NETWORK_DNS_DOMAIN_SIZE + 8];
+        bool top_level = strchr(domain, '.') == NULL;
+        snprintf(probe, sizeof probe, "%s%s", top_level ? "a." : "", domain);
+        bool valid = network_dns_is_domain(probe, canonical);
+        if (valid && top_level)
+            memmove(canonical, canonical + 2, strlen(canonical + 2) + 1);
+        if (!valid ||
             used + strlen(canonical) + 2 > sizeof resolver.rebind_allowed) {
             snprintf(why, why_size, "rebind-allowed domain \"%.200s\" is not a domain name, or the list is "
                      "over %zu characters", domain, sizeof resolver.rebind_allowed - 2);
@@ -603,6 +649,28 @@ int network_dns_set_domains(const char *sandbox_id, const char *const *domains, 
         if (!list_has(canonical, unique, domain)) memcpy(canonical[unique++], domain, sizeof domain);
     }
     return apply_domains(sandbox_id, canonical, unique, why, why_size);
+}
+
+void network_dns_delete_unused_sets(void)
+{
+    if (!resolver.started)
+        return;
+    char (*listed)[NETWORK_DNS_DOMAIN_SIZE] = calloc(NETWORK_DNS_DOMAINS_TOTAL + 1, NETWORK_DNS_DOMAIN_SIZE);
+    if (!listed)
+        die("out of memory listing the sandboxes' domains");
+    size_t listed_count = listed_domains(listed, NULL, NULL, 0);
+    delete_unlisted_sets(listed, listed_count);
+    free(listed);
+}
+
+void network_dns_sweep(const char *state_dir, const char *table)
+{
+    if (resolver.started)
+        return;
+    snprintf(resolver.config_path, sizeof resolver.config_path, "%s/resolver-%s.conf", state_dir, table);
+    snprintf(resolver.pid_path, sizeof resolver.pid_path, "%s/resolver-%s.pid", state_dir, table);
+    sweep_stale_resolver();
+    unlink(resolver.config_path);
 }
 
 pid_t network_dns_pid(void)

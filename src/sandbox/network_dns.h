@@ -79,6 +79,15 @@ void network_dns_set_name(const char *domain, char out[NETWORK_DNS_SET_NAME_SIZE
 int network_dns_set_domains(const char *sandbox_id, const char *const *domains, size_t count,
                             char *why, size_t why_size);
 
+/* Deletes the sets of domains no sandbox lists any more that network_dns_set_domains() could not
+   delete because a chain still referred to them: the caller calls it once its chains no longer
+   do (after rewriting or removing them). */
+void network_dns_delete_unused_sets(void);
+
+/* For a daemon that starts no resolver: stops the resolver a dead daemon of the same table left
+   in `state_dir` (as network_dns_start does) and removes its configuration. */
+void network_dns_sweep(const char *state_dir, const char *table);
+
 /* The resolver's pid, or 0 when it is not running (between a death and its restart). */
 pid_t network_dns_pid(void);
 

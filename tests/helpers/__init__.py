@@ -22,4 +22,6 @@
 - test_internet.py  the tests' own small internet (root): web server, DNS server and package
              index in a namespace on documentation addresses, and a stand-in sandbox namespace
              (small_internet(), stand_in_sandbox(); tests/README.md).
+- network_ranges.py  a --network-range of the test run's own for each daemon it starts
+             (cellboxd refuses a range whose gateway another daemon holds).
 """

@@ -1,7 +1,8 @@
 """A networked sandbox's interface and firewall over its life (sandbox/network.c): made when it
 starts, gone when it is deleted, swept by the next start after cellboxd was killed with SIGKILL,
-removed at a stop. The daemon's table is inet cellbox_<block> and its links cbx<block>-<slot>,
-the block read from the data directory (uid-block); nothing else on the host is looked at.
+removed at a stop. The daemon's table is inet cellbox_<block>, its links cbx<block>-<slot> and the
+gateway's cbx<block>-gw, the block read from the data directory (uid-block); nothing else on the
+host is looked at.
 The outside host is a network namespace the test makes (helpers/outside_host.py)."""
 import os
 import signal
@@ -10,11 +11,14 @@ import subprocess
 import pytest
 
 from helpers.daemon import Daemon, finish_or_fail
+from helpers.network_ranges import gateway_of_range, sandbox_range
 from helpers.outside_host import outside_host
 from helpers.v1 import V1
 from helpers.wait import wait_until
 
 pytestmark = pytest.mark.cellbox_only
+
+RANGE = sandbox_range(0)
 
 FETCH = """
 import urllib.request
@@ -32,6 +36,12 @@ def our_links(block):
                          timeout=20).stdout
     return sorted(line.split(":")[1].strip().split("@")[0] for line in out.splitlines()
                   if line.split(":")[1].strip().startswith(f"cbx{block}-"))
+
+
+def sandbox_links(block):
+    """The host ends of sandboxes' veths: every link of ours but the gateway's (cbx<block>-gw,
+    which lives from start to stop)."""
+    return [name for name in our_links(block) if name != f"cbx{block}-gw"]
 
 
 def our_table(block):
@@ -64,16 +74,17 @@ def outside():
 
 
 def test_interface_and_rules_live_as_long_as_the_sandbox(outside):
-    d = Daemon(args=["--allow-network", "--network-range", "10.88.0.0/24"])
+    d = Daemon(args=["--allow-network", "--network-range", RANGE])
     d.start()
     try:
         block = block_of(d)
         assert our_table(block) is not None
         client, kernel_id = networked_kernel(d)
         assert fetch(client, kernel_id, outside.url + "hello.txt") == repr("hello\n")
-        assert len(our_links(block)) == 1 and len(sandbox_chains(block)) == 1
+        assert len(sandbox_links(block)) == 1 and len(sandbox_chains(block)) == 1
+        assert f"cbx{block}-gw" in our_links(block)
         client.delete_kernel(kernel_id)
-        wait_until(lambda: not our_links(block) and not sandbox_chains(block), timeout=30,
+        wait_until(lambda: not sandbox_links(block) and not sandbox_chains(block), timeout=30,
                    message="the deleted sandbox's link and chain to go")
         d.stop()
         assert our_table(block) is None and our_links(block) == []
@@ -82,7 +93,7 @@ def test_interface_and_rules_live_as_long_as_the_sandbox(outside):
 
 
 def test_a_start_after_sigkill_sweeps_what_the_dead_daemon_left(outside):
-    d = Daemon(args=["--allow-network", "--network-range", "10.88.0.0/24"])
+    d = Daemon(args=["--allow-network", "--network-range", RANGE])
     d.start()
     again = None
     try:
@@ -92,11 +103,11 @@ def test_a_start_after_sigkill_sweeps_what_the_dead_daemon_left(outside):
         os.kill(d.proc.pid, signal.SIGKILL)
         d.proc.wait(timeout=30)
         assert sandbox_chains(block), "the killed daemon left no chain: nothing to sweep"
-        again = Daemon(args=["--allow-network", "--network-range", "10.88.0.0/24"])
+        again = Daemon(args=["--allow-network", "--network-range", RANGE])
         again.data_dir = d.data_dir
         again.start(timeout=60)
         assert block_of(again) == block
-        assert sandbox_chains(block) == [] and our_links(block) == []
+        assert sandbox_chains(block) == [] and sandbox_links(block) == []
         client, kernel_id = networked_kernel(again)
         assert fetch(client, kernel_id, outside.url + "hello.txt") == repr("hello\n")
         again.stop()
@@ -123,7 +134,7 @@ def reaches(v1, sandbox_id, url):
 
 @pytest.fixture(scope="module")
 def v1_network():
-    d = Daemon(args=["--allow-network", "--network-range", "10.88.0.0/24"])
+    d = Daemon(args=["--allow-network", "--network-range", RANGE])
     d.start()
     client = V1(d)
     try:
@@ -157,14 +168,15 @@ def test_deny_out_holds_and_changes_on_a_running_sandbox(v1_network, outside):
     r = v1_network.put(f"v1/sandboxes/{sid}/network", json={"allowOut": ["0.0.0.0/0"]})
     assert r.status_code == 200, r.text
     assert reaches(v1_network, sid, url)
-    assert not reaches(v1_network, sid, f"http://10.88.0.1:{v1_network.client.port}/api")
+    assert not reaches(v1_network, sid, f"http://{gateway_of_range(RANGE)}:{v1_network.client.port}/api")
     v1_network.remove(sid)
 
 
 def test_bad_lists_and_sandboxes_without_network_are_refused(v1_network):
     box = v1_network.create(timeout_s=0, network=True)
-    r = v1_network.put(f"v1/sandboxes/{box['id']}/network", json={"allowOut": ["example.com"]})
+    r = v1_network.put(f"v1/sandboxes/{box['id']}/network", json={"allowOut": ["exa mple.com"]})
     assert r.status_code == 400 and "allowOut" in r.json()["message"], r.text
+    assert "exa mple.com" in r.json()["message"], r.text
     plain = v1_network.create(timeout_s=0)
     r = v1_network.put(f"v1/sandboxes/{plain['id']}/network", json={"denyOut": []})
     assert r.status_code == 409 and "has no network" in r.json()["message"], r.text
