@@ -16,12 +16,16 @@ import pytest
 
 from helpers.daemon import Daemon, serve
 from helpers.node_clients import assert_every_step_passed, passed_step, run_e2b_script
-from helpers.test_internet import INDEX_ADDRESS, WEB_ADDRESS, small_internet
+from helpers.network_ranges import sandbox_range
+from helpers.test_internet import DNS_ADDRESS, INDEX_ADDRESS, WEB_ADDRESS, small_internet
 
 pytestmark = pytest.mark.cellbox_only  # Jupyter Server has no E2B API
 
 TIMEOUT = 300
-DAEMON_ARGS = ["--allow-network", "--network-range", "10.93.0.0/24"]
+# The sandboxes' resolver forwards to the test internet's DNS server; its names live in the
+# documentation ranges, which the resolver's rebind guard refuses unless told they may.
+DAEMON_ARGS = ["--allow-network", "--network-range", sandbox_range(), "--network-dns-upstream", DNS_ADDRESS,
+               "--network-dns-rebind-ok", "test"]
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +51,8 @@ def test_every_step_reported_and_passed(sdk_run):
     assert_every_step_passed(proc, steps, detail, [
         "create_with_lists", "get_info", "commands_pip_install_then_import", "update_network_flips",
         "update_network_clears", "update_network_internet_off", "internet_false_alone_has_no_network",
-        "internet_false_with_lists_denies_the_rest", "internet_true_reaches_both", "kill"])
+        "internet_false_with_lists_denies_the_rest", "internet_true_reaches_both",
+        "domains_allow_out_then_update", "kill"])
 
 
 def test_create_with_lists_reaches_only_allow_out(sdk_run):
@@ -87,3 +92,11 @@ def test_allow_internet_access_true_reaches_everything_outside(sdk_run):
     _, steps, detail = sdk_run
     step = passed_step(steps, detail, "internet_true_reaches_both")
     assert step["reached"] == {"web": True, "index": True} and step["allowInternetAccess"] is True
+
+
+def test_allow_out_by_domain_name_holds_and_follows_update_network(sdk_run):
+    _, steps, detail = sdk_run
+    step = passed_step(steps, detail, "domains_allow_out_then_update")
+    assert step["before"] == {"web": True, "index": False}, detail
+    assert step["after"] == {"web": False, "index": True}, detail
+    assert step["network"]["allowOut"] == ["pkg.test"], detail

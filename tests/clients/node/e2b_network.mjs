@@ -8,7 +8,8 @@
 //   install ...') from the index, then runCode imports it; updateNetwork flips the lists, and
 //   {} clears them; allowInternetAccess: false alone gives no network (and updateNetwork is
 //   refused), beside lists it denies all but allowOut; updateNetwork({allowInternetAccess:
-//   false}) shuts a running sandbox off.
+//   false}) shuts a running sandbox off; allowOut by domain name (web.test, then pkg.test after
+//   updateNetwork) with denyOut ['0.0.0.0/0'] reaches only that name's host.
 //
 // Prints one JSON summary line, {"ok", "steps"}, exits 0 when every step passed, 1 otherwise, 2
 // on a hang (global deadline).
@@ -29,7 +30,7 @@ const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 // Which of the two outside hosts the sandbox reaches now: an HTTP answer of any status counts.
 // The firewall drops what it denies, so a denied host costs the whole timeout: both are tried at
 // once, with a timeout long enough that a loaded machine's slow answer is not read as a refusal.
-const REACH = `
+const reachCode = (webHost, indexHost) => `
 import concurrent.futures, json, urllib.error, urllib.request
 def _reach(host):
     try:
@@ -40,11 +41,14 @@ def _reach(host):
         return False
     return True
 with concurrent.futures.ThreadPoolExecutor(2) as _pool:
-    _web, _index = _pool.map(_reach, ('${web}', '${index}'))
+    _web, _index = _pool.map(_reach, ('${webHost}', '${indexHost}'))
 json.dumps({'web': _web, 'index': _index})`;
 
-async function reaches(sandbox) {
-  const execution = await sandbox.runCode(REACH, { timeoutMs: 60_000 });
+// By address, or by the names the test internet's DNS server gives them (web.test, pkg.test),
+// which the sandbox resolves through its gateway's resolver.
+async function reaches(sandbox, byName = false) {
+  const code = byName ? reachCode('web.test', 'pkg.test') : reachCode(web, index);
+  const execution = await sandbox.runCode(code, { timeoutMs: 60_000 });
   if (execution.error) throw new Error(`${execution.error.name}: ${execution.error.value}`);
   return JSON.parse(execution.text.slice(1, -1)); // the repr of a str: '{"web": true, ...}'
 }
@@ -137,6 +141,18 @@ await step('internet_true_reaches_both', async () => {
   const reached = await reaches(sandbox);
   const got = await info(sandbox);
   return { reached, ...got, ok: reached.web && reached.index && got.allowInternetAccess === true };
+});
+
+// E2B's usual "only these domains" shape: allowOut a name, denyOut everything.
+await step('domains_allow_out_then_update', async () => {
+  const sandbox = await create({ network: { allowOut: ['web.test'], denyOut: ['0.0.0.0/0'] } });
+  const before = await reaches(sandbox, true);
+  await sandbox.updateNetwork({ allowOut: ['pkg.test'], denyOut: ['0.0.0.0/0'] });
+  const after = await reaches(sandbox, true);
+  const got = await info(sandbox);
+  return { before, after, ...got,
+           ok: before.web && !before.index && !after.web && after.index &&
+               same(got.network?.allowOut, ['pkg.test']) };
 });
 
 await step('kill', async () => {
