@@ -7,6 +7,7 @@ makes (helpers/outside_host.py, an address of 203.0.113.0/24); nothing else is e
 but loopback, the sandboxes' own range and the documentation/private addresses that must fail."""
 import errno
 import json
+import select
 import subprocess
 
 import pytest
@@ -183,7 +184,7 @@ except OSError as e:
         ["ip", "netns", "exec", outside.namespace, "/usr/bin/python3", "-c",
          "import socket, json, sys\n"
          f"s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('{outside.address}', 5353))\n"
-         "s.settimeout(8); seen = []\n"
+         "print('ready', flush=True); s.settimeout(8); seen = []\n"
          "try:\n"
          "    for _ in range(10):\n"
          "        data, (source, _) = s.recvfrom(100); seen.append([data.decode(), source])\n"
@@ -191,11 +192,14 @@ except OSError as e:
          "print(json.dumps(seen))\n"],
         stdout=subprocess.PIPE, text=True)
     try:
+        # The sandbox sends only once the listener is bound (bounded: 20 s), so a slow start
+        # of the listener under load is never read as the sandbox's datagram being dropped.
+        ready, _, _ = select.select([listener.stdout], [], [], 20)
+        assert ready and listener.stdout.readline().strip() == "ready", "the outside listener did not start"
         sent = networked.json(f"""
-import socket, time
+import socket
 IP_FREEBIND = 15
 _result = {{}}
-time.sleep(1)
 for name, source in (('spoofed-neighbour', {SPOOFED_NEIGHBOUR!r}), ('spoofed-outside', '203.0.113.250'), ('own', None)):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.IPPROTO_IP, IP_FREEBIND, 1)
