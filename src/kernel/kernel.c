@@ -514,7 +514,9 @@ static bool attach_network(kernel *k)
         return true;
     char why[512];
     k->network_slot = network_attach(k->pid, k->pidfd, why, sizeof why);
-    if (k->network_slot >= 0 && apply_egress_lists(k, why, sizeof why) < 0) {
+    /* Its chain comes with the policy of empty lists: applied only when there are lists. */
+    bool has_lists = json_array_size(k->allow_out) + json_array_size(k->deny_out) > 0;
+    if (k->network_slot >= 0 && has_lists && apply_egress_lists(k, why, sizeof why) < 0) {
         network_detach(k->network_slot);
         k->network_slot = -1;
     }

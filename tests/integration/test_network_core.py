@@ -1,8 +1,10 @@
 """A networked sandbox's interface and firewall over its life (sandbox/network.c): made when it
-starts, gone when it is deleted, swept by the next start after cellboxd was killed with SIGKILL,
-removed at a stop. The daemon's table is inet cellbox_<block> and its links cbx<block>-<slot>,
-the block read from the data directory (uid-block); nothing else on the host is looked at.
-The outside host is a network namespace the test makes (helpers/outside_host.py)."""
+starts, gone when it is deleted or its kernel is killed, swept by the next start after cellboxd
+was killed with SIGKILL, removed at a stop. The daemon's table is inet cellbox_<block> and its
+links cbx<block>-<slot>, the block read from the data directory (uid-block); nothing else on the
+host is looked at. A few slots' chains are made ahead (sandbox/network.c, PREPARED_SLOTS): they
+have no link and nothing is routed through them. The outside host is a network namespace the test
+makes (helpers/outside_host.py)."""
 import os
 import signal
 import subprocess
@@ -46,6 +48,42 @@ def sandbox_chains(block):
     return [line.split()[1] for line in table.splitlines() if line.strip().startswith("chain sandbox_")]
 
 
+PREPARED_SLOTS = 2  # sandbox/network.c: slots whose chain is made ahead, with no link
+
+
+def link_indexes(block):
+    """Our links by name -> ifindex (a new link of the same name has a new index)."""
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True,
+                         timeout=20).stdout
+    found = {}
+    for line in out.splitlines():
+        index, name = line.split(":")[0], line.split(":")[1].strip().split("@")[0]
+        if name.startswith(f"cbx{block}-"):
+            found[name] = int(index)
+    return found
+
+
+def routes_through_our_links(block):
+    out = subprocess.run(["ip", "-o", "-4", "route", "show"], capture_output=True, text=True,
+                         timeout=20).stdout
+    return [line for line in out.splitlines() if f" dev cbx{block}-" in line + " "]
+
+
+def namespace_mounts_of(daemon):
+    """nsfs mounts (ip netns and the like) that name the daemon's data directory or links."""
+    with open("/proc/self/mountinfo") as f:
+        return [line for line in f if " nsfs " in line and
+                (daemon.data_dir in line or f"cbx{block_of(daemon)}-" in line)]
+
+
+def assert_nothing_of_the_daemon_left(block):
+    assert our_table(block) is None and our_links(block) == [] and not routes_through_our_links(block)
+
+
+def slot_of(link):
+    return int(link.rsplit("-", 1)[1])
+
+
 def networked_kernel(daemon):
     client = daemon.client()
     model = client.create_kernel(network=True)
@@ -69,14 +107,47 @@ def test_interface_and_rules_live_as_long_as_the_sandbox(outside):
     try:
         block = block_of(d)
         assert our_table(block) is not None
+        # Made ahead: chains, no link, no route into the sandbox range.
+        assert 0 < len(sandbox_chains(block)) <= PREPARED_SLOTS
+        assert our_links(block) == [] and routes_through_our_links(block) == []
         client, kernel_id = networked_kernel(d)
         assert fetch(client, kernel_id, outside.url + "hello.txt") == repr("hello\n")
-        assert len(our_links(block)) == 1 and len(sandbox_chains(block)) == 1
+        [link] = our_links(block)
+        assert f"sandbox_{slot_of(link)}" in sandbox_chains(block)
+        assert len(routes_through_our_links(block)) == 1  # the host end's route to its address
         client.delete_kernel(kernel_id)
-        wait_until(lambda: not our_links(block) and not sandbox_chains(block), timeout=30,
+        wait_until(lambda: not our_links(block) and
+                   f"sandbox_{slot_of(link)}" not in sandbox_chains(block), timeout=30,
                    message="the deleted sandbox's link and chain to go")
+        assert len(sandbox_chains(block)) <= PREPARED_SLOTS and not routes_through_our_links(block)
         d.stop()
-        assert our_table(block) is None and our_links(block) == []
+        assert_nothing_of_the_daemon_left(block)
+        assert namespace_mounts_of(d) == []
+    finally:
+        finish_or_fail(d)
+
+
+def test_a_killed_kernel_leaves_no_link_or_chain(outside):
+    d = Daemon(args=["--allow-network", "--network-range", "10.88.0.0/24"])
+    d.start()
+    try:
+        block = block_of(d)
+        client, kernel_id = networked_kernel(d)
+        assert fetch(client, kernel_id, outside.url + "hello.txt") == repr("hello\n")
+        [(link, index)] = link_indexes(block).items()
+        with client.ready_ws(kernel_id) as ws:
+            ws.execute("import os\nos.kill(os.getpid(), 9)", timeout=60)
+        # Whatever comes after (a restarted kernel gets an interface of its own), the killed
+        # one's link (by its index) and its chain are gone.
+        wait_until(lambda: index not in link_indexes(block).values() and
+                   (link in link_indexes(block) or f"sandbox_{slot_of(link)}" not in
+                    sandbox_chains(block)), timeout=30,
+                   message="the killed kernel's link and chain to go")
+        assert len(link_indexes(block)) <= 1
+        client.delete_kernel(kernel_id)
+        wait_until(lambda: not our_links(block), timeout=30, message="every link to go")
+        d.stop()
+        assert_nothing_of_the_daemon_left(block)
     finally:
         finish_or_fail(d)
 
@@ -96,11 +167,11 @@ def test_a_start_after_sigkill_sweeps_what_the_dead_daemon_left(outside):
         again.data_dir = d.data_dir
         again.start(timeout=60)
         assert block_of(again) == block
-        assert sandbox_chains(block) == [] and our_links(block) == []
+        assert len(sandbox_chains(block)) <= PREPARED_SLOTS and our_links(block) == []
         client, kernel_id = networked_kernel(again)
         assert fetch(client, kernel_id, outside.url + "hello.txt") == repr("hello\n")
         again.stop()
-        assert our_table(block) is None and our_links(block) == []
+        assert_nothing_of_the_daemon_left(block)
     finally:
         if again is not None:
             finish_or_fail(again)
