@@ -103,6 +103,8 @@ static void create_sandbox(http_request *request)
         json_decref(body);
         return;
     }
+    if (k && (allow_out || deny_out))
+        manager_record(k); /* the lists, for a daemon that adopts it after a restart */
     if (!k) {
         if (failure == FAILURE_NOT_FOUND)
             http_respond_error(request, 404, "template '%.*s' does not exist (see GET /v1/templates)",
@@ -210,13 +212,16 @@ static void set_network(http_request *request, box *b)
         return;
     char why[512];
     json_t *allow_out = json_object_get(body, "allowOut"), *deny_out = json_object_get(body, "denyOut");
-    if (kernel_set_egress(box_default_kernel(b), allow_out, deny_out, why, sizeof why) < 0)
+    if (kernel_set_egress(box_default_kernel(b), allow_out, deny_out, why, sizeof why) < 0) {
         http_respond_error(request, 400, "%s", why);
-    else
-        http_respond_json(request, 200,
-                          json_pack("{s:o, s:o}", "allowOut",
-                                    allow_out ? json_incref(allow_out) : json_array(), "denyOut",
-                                    deny_out ? json_incref(deny_out) : json_array()));
+        json_decref(body);
+        return;
+    }
+    manager_record(box_default_kernel(b)); /* the lists, for a daemon that adopts it later */
+    http_respond_json(request, 200,
+                      json_pack("{s:o, s:o}", "allowOut",
+                                allow_out ? json_incref(allow_out) : json_array(), "denyOut",
+                                deny_out ? json_incref(deny_out) : json_array()));
     json_decref(body);
 }
 

@@ -5,7 +5,10 @@ links cbx<block>-<slot>, the block read from the data directory (uid-block); not
 host is looked at. A few slots' chains are made ahead (sandbox/network.c, PREPARED_SLOTS): they
 have no link and nothing is routed through them. The outside host is a network namespace the test
 makes (helpers/outside_host.py)."""
+import contextlib
+import ipaddress
 import os
+import random
 import signal
 import subprocess
 
@@ -51,6 +54,30 @@ def sandbox_chains(block):
 PREPARED_SLOTS = 2  # sandbox/network.c: slots whose chain is made ahead, with no link
 
 
+def unrouted_range():
+    """A /24 of 10.64.0.0/10 no route on this host touches: other daemons on the machine (other
+    tests, other checkouts) route their own sandbox ranges, and two daemons on one range would
+    answer each other's sandboxes' packets."""
+    out = subprocess.run(["ip", "-o", "-4", "route", "show", "table", "all"], capture_output=True,
+                         text=True, timeout=20).stdout
+    routed = []
+    for line in out.splitlines():
+        words = line.split()
+        with contextlib.suppress(ValueError, IndexError):
+            routed.append(ipaddress.ip_network(
+                words[1] if words[0] in ("local", "broadcast", "unicast") else words[0],
+                strict=False))
+    for _ in range(200):
+        candidate = ipaddress.ip_network(f"10.{random.randint(64, 127)}.{random.randint(0, 255)}.0/24")
+        if not any(candidate.overlaps(net) and net.prefixlen > 0 for net in routed):
+            return candidate
+    raise RuntimeError("no free /24 in 10.64.0.0/10 for the sandboxes")
+
+
+RANGE = unrouted_range()
+NETWORK_ARGS = ["--allow-network", "--network-range", str(RANGE)]
+
+
 def link_indexes(block):
     """Our links by name -> ifindex (a new link of the same name has a new index)."""
     out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True,
@@ -80,6 +107,18 @@ def assert_nothing_of_the_daemon_left(block):
     assert our_table(block) is None and our_links(block) == [] and not routes_through_our_links(block)
 
 
+def forwarding():
+    with open("/proc/sys/net/ipv4/ip_forward") as f:
+        return f.read().strip()
+
+
+def cellbox_tables():
+    out = subprocess.run(["nft", "list", "tables", "inet"], capture_output=True, text=True,
+                         timeout=20).stdout
+    return [line.split()[2] for line in out.splitlines() if line.split()[2:3] and
+            line.split()[2].startswith("cellbox_")]
+
+
 def slot_of(link):
     return int(link.rsplit("-", 1)[1])
 
@@ -102,11 +141,14 @@ def outside():
 
 
 def test_interface_and_rules_live_as_long_as_the_sandbox(outside):
-    d = Daemon(args=["--allow-network", "--network-range", "10.88.0.0/24"])
+    # Other daemons on this host (other tests, other checkouts) may need forwarding on: only
+    # when none had a table before and none has one after ours stopped is "off again" asserted.
+    forwarding_was_ours_to_restore = forwarding() == "0" and cellbox_tables() == []
+    d = Daemon(args=NETWORK_ARGS)
     d.start()
     try:
         block = block_of(d)
-        assert our_table(block) is not None
+        assert our_table(block) is not None and forwarding() == "1"
         # Made ahead: chains, no link, no route into the sandbox range.
         assert 0 < len(sandbox_chains(block)) <= PREPARED_SLOTS
         assert our_links(block) == [] and routes_through_our_links(block) == []
@@ -123,12 +165,14 @@ def test_interface_and_rules_live_as_long_as_the_sandbox(outside):
         d.stop()
         assert_nothing_of_the_daemon_left(block)
         assert namespace_mounts_of(d) == []
+        if forwarding_was_ours_to_restore and cellbox_tables() == []:
+            assert forwarding() == "0", "the daemon left IPv4 forwarding on"
     finally:
         finish_or_fail(d)
 
 
 def test_a_killed_kernel_leaves_no_link_or_chain(outside):
-    d = Daemon(args=["--allow-network", "--network-range", "10.88.0.0/24"])
+    d = Daemon(args=NETWORK_ARGS)
     d.start()
     try:
         block = block_of(d)
@@ -153,23 +197,63 @@ def test_a_killed_kernel_leaves_no_link_or_chain(outside):
 
 
 def test_a_start_after_sigkill_sweeps_what_the_dead_daemon_left(outside):
-    d = Daemon(args=["--allow-network", "--network-range", "10.88.0.0/24"])
+    """The dead daemon's links and chains are swept; the sandboxes it left are adopted, each with
+    a new interface and the egress lists it had (kept in its record, also after a change)."""
+    d = Daemon(args=NETWORK_ARGS)
+    d.start()
+    again = None
+    url = outside.url + "hello.txt"
+    try:
+        block = block_of(d)
+        v1 = V1(d)
+        open_box = v1.create(timeout_s=0, network=True)["id"]
+        listed = v1.create(timeout_s=0, network=True)["id"]
+        r = v1.put(f"v1/sandboxes/{listed}/network", json={"denyOut": [str(outside.subnet)]})
+        assert r.status_code == 200, r.text
+        assert reaches(v1, open_box, url) and not reaches(v1, listed, url)
+        old_links = link_indexes(block)
+        assert len(old_links) == 2 and sandbox_chains(block)
+        os.kill(d.proc.pid, signal.SIGKILL)
+        d.proc.wait(timeout=30)
+        d.stopped_by_us = True
+        again = Daemon(args=NETWORK_ARGS)
+        again.data_dir = d.data_dir
+        again.start(timeout=60)
+        assert block_of(again) == block
+        v1 = V1(again)
+        assert reaches(v1, open_box, url), "the adopted sandbox lost its network"
+        assert not reaches(v1, listed, url), "the adopted sandbox lost its denyOut"
+        new_links = link_indexes(block)
+        assert len(new_links) == 2 and not set(new_links.values()) & set(old_links.values())
+        assert len(sandbox_chains(block)) <= 2 + PREPARED_SLOTS
+        r = v1.put(f"v1/sandboxes/{listed}/network", json={"denyOut": []})
+        assert r.status_code == 200 and reaches(v1, listed, url), r.text
+        again.stop()
+        assert_nothing_of_the_daemon_left(block)
+    finally:
+        if again is not None:
+            finish_or_fail(again)
+        d.finish()
+
+
+def test_an_adopted_sandbox_without_a_network_on_the_new_daemon_is_ended_naming_why(outside):
+    d = Daemon(args=NETWORK_ARGS)
     d.start()
     again = None
     try:
         block = block_of(d)
-        client, kernel_id = networked_kernel(d)
-        assert fetch(client, kernel_id, outside.url + "hello.txt") == repr("hello\n")
+        box = V1(d).create(timeout_s=0, network=True)["id"]
         os.kill(d.proc.pid, signal.SIGKILL)
         d.proc.wait(timeout=30)
-        assert sandbox_chains(block), "the killed daemon left no chain: nothing to sweep"
-        again = Daemon(args=["--allow-network", "--network-range", "10.88.0.0/24"])
+        d.stopped_by_us = True
+        again = Daemon()  # no --allow-network: no interface can be given to it
         again.data_dir = d.data_dir
         again.start(timeout=60)
-        assert block_of(again) == block
-        assert len(sandbox_chains(block)) <= PREPARED_SLOTS and our_links(block) == []
-        client, kernel_id = networked_kernel(again)
-        assert fetch(client, kernel_id, outside.url + "hello.txt") == repr("hello\n")
+        assert f"kernel {box}: the sandbox network is not set up" in again.log_text()
+        model = V1(again).model(box)
+        assert model["state"] == "dead", model
+        assert "network could not be set up" in model["reason"], model
+        assert our_links(block) == [] and our_table(block) is None
         again.stop()
         assert_nothing_of_the_daemon_left(block)
     finally:
@@ -194,7 +278,7 @@ def reaches(v1, sandbox_id, url):
 
 @pytest.fixture(scope="module")
 def v1_network():
-    d = Daemon(args=["--allow-network", "--network-range", "10.88.0.0/24"])
+    d = Daemon(args=NETWORK_ARGS)
     d.start()
     client = V1(d)
     try:
@@ -228,7 +312,7 @@ def test_deny_out_holds_and_changes_on_a_running_sandbox(v1_network, outside):
     r = v1_network.put(f"v1/sandboxes/{sid}/network", json={"allowOut": ["0.0.0.0/0"]})
     assert r.status_code == 200, r.text
     assert reaches(v1_network, sid, url)
-    assert not reaches(v1_network, sid, f"http://10.88.0.1:{v1_network.client.port}/api")
+    assert not reaches(v1_network, sid, f"http://{RANGE.network_address + 1}:{v1_network.client.port}/api")
     v1_network.remove(sid)
 
 
