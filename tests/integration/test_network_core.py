@@ -196,10 +196,11 @@ def test_a_killed_kernel_leaves_no_link_or_chain(outside):
         finish_or_fail(d)
 
 
-def test_a_start_after_sigkill_sweeps_what_the_dead_daemon_left(outside):
-    """The dead daemon's links and chains are swept; the sandboxes it left are adopted, each with
-    a new interface and the egress lists it had (kept in its record, also after a change)."""
-    d = Daemon(args=NETWORK_ARGS)
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM with --keep-sandboxes"])
+def test_a_start_after_sigkill_sweeps_what_the_dead_daemon_left(outside, how):
+    """The previous daemon's links and chains are swept; the sandboxes it left are adopted, each
+    with a new interface and the egress lists it had (kept in its record, also after a change)."""
+    d = Daemon(args=NETWORK_ARGS + (["--keep-sandboxes"] if "keep" in how else []))
     d.start()
     again = None
     url = outside.url + "hello.txt"
@@ -213,7 +214,7 @@ def test_a_start_after_sigkill_sweeps_what_the_dead_daemon_left(outside):
         assert reaches(v1, open_box, url) and not reaches(v1, listed, url)
         old_links = link_indexes(block)
         assert len(old_links) == 2 and sandbox_chains(block)
-        os.kill(d.proc.pid, signal.SIGKILL)
+        os.kill(d.proc.pid, signal.SIGKILL if how == "SIGKILL" else signal.SIGTERM)
         d.proc.wait(timeout=30)
         d.stopped_by_us = True
         again = Daemon(args=NETWORK_ARGS)
