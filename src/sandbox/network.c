@@ -48,7 +48,7 @@ static struct {
     int prepared_count;
     loop_timer_id prepare_timer;
     struct nft_ctx *nft;
-    struct nl_sock *route; /* kept open: one socket per attach cost a connect and a bind */
+    struct nl_sock *route;   /* kept open: one socket per attach cost a connect and a bind */
     bool forwarding_was_off; /* ip_forward was 0 before network_init turned it on */
 } net;
 

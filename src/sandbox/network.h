@@ -29,8 +29,9 @@
 /* Called once at start: sweeps what a dead daemon of the same uid block left (its table and its
    cbx<block>-* links, nothing else), then makes the table (the always-denied destinations, the
    spoofing check, the host's input, NAT), makes the first slots ahead and turns on IPv4
-   forwarding (remembering whether it was off). `range` is the sandboxes' IPv4 range (e.g. 10.88.0.0/16); `allowed_ranges` lists, comma-separated, the private ranges the
-   operator lets sandboxes reach ("" = none). 0, or -1 with `why`. */
+   forwarding (remembering whether it was off). `range` is the sandboxes' IPv4 range
+   (e.g. 10.88.0.0/16); `allowed_ranges` lists, comma-separated, the private ranges the operator
+   lets sandboxes reach ("" = none). 0, or -1 with `why`. */
 int network_init(int block, const char *range, const char *allowed_ranges, char *why,
                  size_t why_size);
 /* What a dead daemon of `block` left (its table, its cbx<block>-* links), removed; for a daemon
@@ -43,8 +44,8 @@ const char *network_gateway(void);
 
 /* Gives the running sandbox behind `supervisor_pidfd` its interface, address, route and policy
    chain, which holds the policy of empty lists (everything but the always-denied) until
-   network_set_policy: a sandbox without lists needs no call of it. Returns its slot (>= 0), or -1 with
-   `why` (the range is full, or a step failed: nothing is left half made). */
+   network_set_policy: a sandbox without lists needs no call of it. Returns its slot (>= 0), or -1
+   with `why` (the range is full, or a step failed: nothing is left half made). */
 int network_attach(pid_t pid, int supervisor_pidfd, char *why, size_t why_size);
 /* The sandbox's address as text, for `slot`. */
 void network_address(int slot, char *out, size_t out_size);
