@@ -425,6 +425,41 @@ void network_sweep(int block)
 
 static void prepare_ahead(void *arg);
 
+/* A route of the host's that lies inside the range (a prefix as long as the range's or longer):
+   another daemon's sandboxes or gateway, or a network of the host's, already routed there. Two
+   daemons on one range would each route the other's sandbox addresses, and replies (which the
+   tables accept as established) would reach the wrong sandbox. A wider route (a LAN of 10/8 around
+   10.88/16) is no conflict: the sandboxes' /32 routes are more specific. Its text into `found`. */
+static bool range_is_routed(uint32_t base, int length, char *found, size_t found_size)
+{
+    struct nl_cache *routes;
+    if (rtnl_route_alloc_cache(net.route, AF_INET, 0, &routes) < 0)
+        return false; /* unknown: the start goes on, as it did before this check */
+    uint32_t mask = 0xffffffffu << (32 - length);
+    bool routed = false;
+    for (struct nl_object *object = nl_cache_get_first(routes); object && !routed;
+         object = nl_cache_get_next(object)) {
+        struct rtnl_route *route = (struct rtnl_route *)object;
+        struct nl_addr *destination = rtnl_route_get_dst(route);
+        if (!destination || nl_addr_get_family(destination) != AF_INET ||
+            (int)nl_addr_get_prefixlen(destination) < length)
+            continue;
+        uint32_t address;
+        memcpy(&address, nl_addr_get_binary_addr(destination), sizeof address);
+        if ((ntohl(address) & mask) != base)
+            continue;
+        char text[64], device[IF_NAMESIZE] = "?";
+        struct rtnl_nexthop *hop = rtnl_route_nexthop_n(route, 0);
+        if (hop)
+            if_indextoname((unsigned)rtnl_route_nh_get_ifindex(hop), device);
+        snprintf(found, found_size, "%s (dev %s)", nl_addr2str(destination, text, sizeof text),
+                 device);
+        routed = true;
+    }
+    nl_cache_free(routes);
+    return routed;
+}
+
 /* Whether net.ipv4.ip_forward reads 0 (a daemon that cannot read it does not restore it). */
 static bool forwarding_is_off(void)
 {
@@ -475,6 +510,15 @@ int network_init(int block, const char *range, const char *allowed_ranges, char 
     /* What a dead daemon of this block left: its host ends (their sandboxes' ends go with them)
        and its table. Only names of this block are touched. */
     network_sweep(block);
+    char routed[128];
+    if (range_is_routed(base, length, routed, sizeof routed)) {
+        snprintf(why, why_size,
+                 "--network-range %s is in use on this host: %s is routed inside it (another "
+                 "cellbox daemon's sandboxes, or a network of the host's); give this daemon a "
+                 "range no route lies in, e.g. --network-range 10.89.0.0/16",
+                 range, routed);
+        return -1;
+    }
     if (make_table(range, allowed, why, why_size) < 0)
         return -1;
     net.forwarding_was_off = forwarding_is_off();

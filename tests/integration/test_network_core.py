@@ -328,3 +328,23 @@ def test_bad_lists_and_sandboxes_without_network_are_refused(v1_network):
     assert r.status_code == 400 and "denyOut" in r.json()["message"], r.text
     for sid in (box["id"], plain["id"]):
         v1_network.remove(sid)
+
+
+def test_a_second_daemon_on_a_range_in_use_is_refused_and_the_first_keeps_working(outside):
+    d = Daemon(args=NETWORK_ARGS)
+    d.start()
+    second = Daemon(args=NETWORK_ARGS)
+    try:
+        v1 = V1(d)
+        box = v1.create(timeout_s=0, network=True)["id"]  # its address is routed now
+        with pytest.raises(RuntimeError) as refused:
+            second.start(timeout=60)
+        assert f"--network-range {RANGE} is in use on this host" in str(refused.value)
+        assert f"cbx{block_of(d)}-" in str(refused.value)  # names the route it found
+        assert reaches(v1, box, outside.url + "hello.txt")
+        v1.remove(box)
+        d.stop()
+        assert_nothing_of_the_daemon_left(block_of(d))
+    finally:
+        finish_or_fail(d)
+        second.finish()
