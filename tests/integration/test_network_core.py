@@ -74,8 +74,12 @@ def unrouted_range():
     raise RuntimeError("no free /24 in 10.64.0.0/10 for the sandboxes")
 
 
-RANGE = unrouted_range()
-NETWORK_ARGS = ["--allow-network", "--network-range", str(RANGE)]
+def network_args(network_range):
+    return ["--allow-network", "--network-range", str(network_range)]
+
+
+# Each daemon of this module has a range of its own (a start refuses a range another daemon's
+# routes lie in); a daemon that takes over a data directory keeps its predecessor's.
 
 
 def link_indexes(block):
@@ -144,7 +148,7 @@ def test_interface_and_rules_live_as_long_as_the_sandbox(outside):
     # Other daemons on this host (other tests, other checkouts) may need forwarding on: only
     # when none had a table before and none has one after ours stopped is "off again" asserted.
     forwarding_was_ours_to_restore = forwarding() == "0" and cellbox_tables() == []
-    d = Daemon(args=NETWORK_ARGS)
+    d = Daemon(args=network_args(unrouted_range()))
     d.start()
     try:
         block = block_of(d)
@@ -172,7 +176,7 @@ def test_interface_and_rules_live_as_long_as_the_sandbox(outside):
 
 
 def test_a_killed_kernel_leaves_no_link_or_chain(outside):
-    d = Daemon(args=NETWORK_ARGS)
+    d = Daemon(args=network_args(unrouted_range()))
     d.start()
     try:
         block = block_of(d)
@@ -200,7 +204,8 @@ def test_a_killed_kernel_leaves_no_link_or_chain(outside):
 def test_a_start_after_sigkill_sweeps_what_the_dead_daemon_left(outside, how):
     """The previous daemon's links and chains are swept; the sandboxes it left are adopted, each
     with a new interface and the egress lists it had (kept in its record, also after a change)."""
-    d = Daemon(args=NETWORK_ARGS + (["--keep-sandboxes"] if "keep" in how else []))
+    network_range = unrouted_range()
+    d = Daemon(args=network_args(network_range) + (["--keep-sandboxes"] if "keep" in how else []))
     d.start()
     again = None
     url = outside.url + "hello.txt"
@@ -217,7 +222,7 @@ def test_a_start_after_sigkill_sweeps_what_the_dead_daemon_left(outside, how):
         os.kill(d.proc.pid, signal.SIGKILL if how == "SIGKILL" else signal.SIGTERM)
         d.proc.wait(timeout=30)
         d.stopped_by_us = True
-        again = Daemon(args=NETWORK_ARGS)
+        again = Daemon(args=network_args(network_range))
         again.data_dir = d.data_dir
         again.start(timeout=60)
         assert block_of(again) == block
@@ -238,7 +243,7 @@ def test_a_start_after_sigkill_sweeps_what_the_dead_daemon_left(outside, how):
 
 
 def test_an_adopted_sandbox_without_a_network_on_the_new_daemon_is_ended_naming_why(outside):
-    d = Daemon(args=NETWORK_ARGS)
+    d = Daemon(args=network_args(unrouted_range()))
     d.start()
     again = None
     try:
@@ -279,9 +284,11 @@ def reaches(v1, sandbox_id, url):
 
 @pytest.fixture(scope="module")
 def v1_network():
-    d = Daemon(args=NETWORK_ARGS)
+    network_range = unrouted_range()
+    d = Daemon(args=network_args(network_range))
     d.start()
     client = V1(d)
+    client.gateway = network_range.network_address + 1
     try:
         yield client
     finally:
@@ -313,7 +320,7 @@ def test_deny_out_holds_and_changes_on_a_running_sandbox(v1_network, outside):
     r = v1_network.put(f"v1/sandboxes/{sid}/network", json={"allowOut": ["0.0.0.0/0"]})
     assert r.status_code == 200, r.text
     assert reaches(v1_network, sid, url)
-    assert not reaches(v1_network, sid, f"http://{RANGE.network_address + 1}:{v1_network.client.port}/api")
+    assert not reaches(v1_network, sid, f"http://{v1_network.gateway}:{v1_network.client.port}/api")
     v1_network.remove(sid)
 
 
@@ -331,15 +338,16 @@ def test_bad_lists_and_sandboxes_without_network_are_refused(v1_network):
 
 
 def test_a_second_daemon_on_a_range_in_use_is_refused_and_the_first_keeps_working(outside):
-    d = Daemon(args=NETWORK_ARGS)
+    network_range = unrouted_range()
+    d = Daemon(args=network_args(network_range))
     d.start()
-    second = Daemon(args=NETWORK_ARGS)
+    second = Daemon(args=network_args(network_range))
     try:
         v1 = V1(d)
         box = v1.create(timeout_s=0, network=True)["id"]  # its address is routed now
         with pytest.raises(RuntimeError) as refused:
             second.start(timeout=60)
-        assert f"--network-range {RANGE} is in use on this host" in str(refused.value)
+        assert f"--network-range {network_range} is in use on this host" in str(refused.value)
         assert f"cbx{block_of(d)}-" in str(refused.value)  # names the route it found
         assert reaches(v1, box, outside.url + "hello.txt")
         v1.remove(box)
