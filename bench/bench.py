@@ -844,6 +844,7 @@ def main():
         save_figures_run_alone("restart", figures)
         return 0
     if args.only == "network":
+        shutil.rmtree(tmp, ignore_errors=True)  # network_figures makes its own
         figures = {"machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
                    "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                    "network": network_figures(3 if args.quick else 10, 8 if args.quick else 60)}
