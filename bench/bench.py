@@ -13,10 +13,10 @@ bench/results/restart-latest.json, leaving latest.json to full runs. `--only e2b
 SDK beside /v1 alone (commands.run('true') and a 10 MiB files.write against their /v1 routes,
 tests/clients/node/e2b_bench.mjs) into bench/results/e2b-latest.json; a full run has the same
 figures under "e2b_sdk_vs_v1". `--only network` (root) runs the network figures alone into
-bench/results/network-latest.json: HTTP download throughput from the tests' own web server
-(tests/helpers/test_internet.py) into a namespace standing in for a networked sandbox; create with
-network on beside off is marked not measured, with why, until sandboxes have their own network.
-A full run has them under "network".
+bench/results/network-latest.json, on a real networked cellbox sandbox: create -> first result
+with network on beside off (alternating, one daemon, no warm pool), and HTTP download throughput
+from the tests' own web server (tests/helpers/test_internet.py) into the sandbox beside the
+host's own download of the same file. A full run has them under "network".
 """
 import argparse
 import concurrent.futures
@@ -147,9 +147,10 @@ def execute_request(code):
 
 
 class Kernel:
-    def __init__(self, server):
+    def __init__(self, server, env=None):
         self.server = server
-        response = server.http.post(server.base + "/api/kernels", json={"name": "python3"})
+        body = {"name": "python3", **({"env": env} if env else {})}
+        response = server.http.post(server.base + "/api/kernels", json=body)
         response.raise_for_status()
         self.id = response.json()["id"]
         # Without wsaccel (not in Debian), websocket-client checks each text frame's UTF-8 in
@@ -180,13 +181,13 @@ class Kernel:
         self.server.http.delete(self.server.base + f"/api/kernels/{self.id}")
 
 
-def create_to_first_result(server, count, pause, pool_size=0):
+def create_to_first_result(server, count, pause, pool_size=0, env=None):
     times = []
     for _ in range(count):
         if pool_size:
             wait_pool(server, pool_size)  # "warm pool": measured with the pool refilled
         start = time.perf_counter()
-        kernel = Kernel(server)
+        kernel = Kernel(server, env)
         kernel.run("1+1", until="result")
         times.append((time.perf_counter() - start) * 1000)
         kernel.delete()
@@ -705,37 +706,107 @@ with urllib.request.urlopen(sys.argv[1], timeout=60) as answer:
 print(total, time.monotonic() - start)
 """
 
-# Why the create figure with network on is not measured yet: a sandbox with "network": true shares
-# the host's network namespace today (docs/security.md), which is not the model issue 21 builds;
-# timing it would name a figure for something that is not a sandbox's own network.
-NETWORK_CREATE_NOT_MEASURED = ("not measured: sandboxes do not have their own network interface yet "
-                               "(issue 21, part N1); a sandbox with network shares the host's network "
-                               "namespace, whose create cost is not the one to report")
+# The same download as a cell in a networked sandbox: its value is "bytes seconds".
+DOWNLOAD_CELL = """import time, urllib.request
+_start = time.monotonic(); _total = 0
+with urllib.request.urlopen({url!r}, timeout=60) as _answer:
+    while _chunk := _answer.read(1 << 20):
+        _total += len(_chunk)
+f"{{_total}} {{time.monotonic() - _start}}"
+"""
 
 
-def network_figures(runs):
-    """HTTP download throughput from the tests' own web server (tests/helpers/test_internet.py)
-    into a namespace standing in for a networked sandbox, and the create figure's state."""
+def unrouted_sandbox_range():
+    """A /24 of 10.64.0.0/10 that no route on this host touches (other daemons route theirs)."""
+    import ipaddress
+    import random
+    out = subprocess.run(["ip", "-o", "-4", "route", "show", "table", "all"], capture_output=True,
+                         text=True, timeout=20).stdout
+    routed = []
+    for line in out.splitlines():
+        words = line.split()
+        with contextlib.suppress(ValueError, IndexError):
+            routed.append(ipaddress.ip_network(
+                words[1] if words[0] in ("local", "broadcast", "unicast") else words[0], strict=False))
+    for _ in range(200):
+        candidate = ipaddress.ip_network(f"10.{random.randint(64, 127)}.{random.randint(0, 255)}.0/24")
+        if not any(candidate.overlaps(net) and net.prefixlen > 0 for net in routed):
+            return str(candidate)
+    raise RuntimeError("no free /24 in 10.64.0.0/10 for the sandboxes")
+
+
+def throughput(received, seconds, expected):
+    if int(received) != expected:
+        raise RuntimeError(f"download got {received} of {expected} bytes")
+    return int(received) / float(seconds) / (1 << 20)
+
+
+def network_create_figures(server, samples):
+    """Create -> first result with network on beside off, alternating, on one daemon with no
+    warm pool: a networked sandbox never comes from the pool (its kernels are made without
+    network), so both sides take the same path (a prepared set, a clone of the zygote) and differ
+    by the network alone."""
+    on, off = [], []
+    for _ in range(samples):
+        off += create_to_first_result(server, 1, 0.3)
+        on += create_to_first_result(server, 1, 0.3, env={"KERNEL_CELLBOX_NETWORK": "1"})
+    # Each pair ran back to back: the median of their differences is steadier on a shared
+    # machine than the difference of two medians.
+    paired = statistics.median(b - a for a, b in zip(off, on))
+    return {"path": "pool empty (prepared set + zygote clone) for both", "samples": samples,
+            "off_p50": pct(off, 50), "off_p95": pct(off, 95), "on_p50": pct(on, 50),
+            "on_p95": pct(on, 95), "ratio_p50": pct(on, 50) / pct(off, 50),
+            "paired_difference_p50_ms": paired}
+
+
+def network_download_figures(server, internet, runs):
+    """HTTP download throughput from the test web server into a real networked sandbox (its veth,
+    the daemon's nftables table, NAT) beside the host's own download of the same file."""
+    host, sandbox = [], []
+    kernel = Kernel(server, {"KERNEL_CELLBOX_NETWORK": "1"})
+    try:
+        for _ in range(runs):
+            done = subprocess.run(["/usr/bin/python3", "-c", DOWNLOAD, internet.big_file_url],
+                                  capture_output=True, text=True, timeout=120)
+            if done.returncode != 0:
+                raise RuntimeError(f"the host's download failed: {done.stderr[-2000:]}")
+            host.append(throughput(*done.stdout.split(), internet.big_file_bytes))
+            answer = kernel.run(DOWNLOAD_CELL.format(url=internet.big_file_url), until="result")
+            if answer["msg_type"] != "execute_result":
+                raise RuntimeError(f"the sandbox's download failed: {answer}")
+            value = answer["content"]["data"]["text/plain"].strip("'\"")
+            sandbox.append(throughput(*value.split(), internet.big_file_bytes))
+    finally:
+        kernel.delete()
+    return {"file_mib": internet.big_file_bytes / (1 << 20), "runs": runs,
+            "host_p50": pct(host, 50), "host_min": min(host), "host_max": max(host),
+            "sandbox_p50": pct(sandbox, 50), "sandbox_min": min(sandbox),
+            "sandbox_max": max(sandbox), "ratio_p50": pct(sandbox, 50) / pct(host, 50)}
+
+
+def network_figures(runs, create_samples=60):
+    """A real networked cellbox sandbox: create with network on beside off, and HTTP download
+    throughput from the tests' own web server (tests/helpers/test_internet.py) beside the
+    host's."""
     if os.geteuid() != 0:
         return {"not_measured": "the test internet needs root (network namespaces and veths)"}
     sys.path.insert(0, os.path.join(REPO, "tests"))
-    from helpers.test_internet import small_internet, stand_in_sandbox
-    speeds = []
-    with small_internet() as internet, stand_in_sandbox(internet) as sandbox:
-        for _ in range(runs):
-            done = sandbox.run(["/usr/bin/python3", "-c", DOWNLOAD, internet.big_file_url])
-            if done.returncode != 0:
-                raise RuntimeError(f"download from the test web server failed: {done.stderr[-2000:]}")
-            received, seconds = done.stdout.split()
-            if int(received) != internet.big_file_bytes:
-                raise RuntimeError(f"download got {received} of {internet.big_file_bytes} bytes")
-            speeds.append(int(received) / float(seconds) / (1 << 20))
-        size_mib = internet.big_file_bytes / (1 << 20)
-    return {"download_from_test_web_server_mib_per_s": {
-                "from": "a plain network namespace standing in for a sandbox (veth to the host, routed)",
-                "file_mib": size_mib, "runs": runs, "p50": pct(speeds, 50), "min": min(speeds),
-                "max": max(speeds)},
-            "create_to_first_result_network_on_vs_off_ms": NETWORK_CREATE_NOT_MEASURED}
+    from helpers.test_internet import small_internet
+    tmp = tempfile.mkdtemp(prefix="cellbox-bench-net-")
+    try:
+        server = start_cellbox(os.path.join(tmp, "cb"), 0,
+                               extra=("--allow-network", "--network-range", unrouted_sandbox_range()))
+        try:
+            figures = {"create_to_first_result_network_on_vs_off_ms":
+                       network_create_figures(server, create_samples)}
+            with small_internet() as internet:
+                figures["download_from_test_web_server_mib_per_s"] = network_download_figures(
+                    server, internet, runs)
+        finally:
+            server.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return figures
 
 
 def pct(values, q):
@@ -773,9 +844,10 @@ def main():
         save_figures_run_alone("restart", figures)
         return 0
     if args.only == "network":
+        shutil.rmtree(tmp, ignore_errors=True)  # network_figures makes its own
         figures = {"machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
                    "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                   "network": network_figures(3 if args.quick else 10)}
+                   "network": network_figures(3 if args.quick else 10, 8 if args.quick else 60)}
         save_figures_run_alone("network", figures)
         return 0
     if args.only == "e2b":
@@ -841,7 +913,7 @@ def main():
         finally:
             burst_server.stop()
         restart = restart_figures(tmp, args.sandboxes if not args.quick else 10)
-        network = network_figures(3 if args.quick else 10)
+        network = network_figures(3 if args.quick else 10, 8 if args.quick else 60)
         figures = {
             "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
                         "python": platform.python_version(), "page_costs_us": page_costs},

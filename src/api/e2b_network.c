@@ -6,6 +6,7 @@
 #include "api/errors.h"
 #include "api/request.h"
 #include "kernel/kernel.h"
+#include "model/manager.h"
 
 #define ALL_TRAFFIC "0.0.0.0/0" /* E2B's allTraffic: what allowInternetAccess: false denies */
 
@@ -37,7 +38,7 @@ static json_t *list_or_null(json_t *network, const char *name)
 }
 
 /* denyOut with 0.0.0.0/0 added (allowInternetAccess: false), a new reference. A list that is
-   no array is passed on as it is, for kernel_set_egress to name. */
+   no array is passed on as it is, for manager_set_egress to name. */
 static json_t *deny_all_traffic(json_t *deny_out)
 {
     if (deny_out && !json_is_array(deny_out))
@@ -98,7 +99,7 @@ int e2b_network_apply(kernel *k, const e2b_network_request *request, char *why, 
 {
     if (!request->allow_out && !request->deny_out)
         return 0;
-    return kernel_set_egress(k, request->allow_out, request->deny_out, why, why_size);
+    return manager_set_egress(k, request->allow_out, request->deny_out, why, why_size);
 }
 
 void e2b_network_request_free(e2b_network_request *request)
@@ -132,7 +133,7 @@ void e2b_network_update(http_request *request, box *b)
         json_t *deny_out = internet ? json_incref(list_or_null(body, "denyOut"))
                                     : deny_all_traffic(list_or_null(body, "denyOut"));
         char why[512];
-        if (kernel_set_egress(box_default_kernel(b), allow_out, deny_out, why, sizeof why) < 0)
+        if (manager_set_egress(box_default_kernel(b), allow_out, deny_out, why, sizeof why) < 0)
             errors_respond_e2b(request, 400, "%s", why);
         else
             http_respond(request, 204, NULL, "", 0);

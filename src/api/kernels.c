@@ -36,7 +36,7 @@ static json_t *kernel_env_from(http_request *request, json_t *env)
 /* One of the egress lists as a client that can only pass env gives it: "a, b,c" -> ["a", "b",
    "c"] (blanks around entries and empty entries dropped); NULL when the variable is not set or
    names nothing (an empty value asks for nothing). The entries themselves are
-   kernel_set_egress's to judge. */
+   manager_set_egress's to judge. */
 static json_t *egress_list_from_env(json_t *env, const char *name)
 {
     const char *text = json_string_value(json_object_get(env, name));
@@ -124,7 +124,7 @@ kernel *kernels_create(http_request *request, json_t *body)
     if (!k) {
         http_respond_error(request, errors_status_of_failure(failure), "%s", why);
     } else if ((network.allow_out || network.deny_out) &&
-               kernel_set_egress(k, network.allow_out, network.deny_out, why, sizeof why) < 0) {
+               manager_set_egress(k, network.allow_out, network.deny_out, why, sizeof why) < 0) {
         manager_delete(k);
         k = NULL;
         http_respond_error(request, 400, "%s%s", why,

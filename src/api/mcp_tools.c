@@ -813,7 +813,7 @@ static void create_sandbox(mcp_call *call, json_t *args)
     char why[512];
     kernel *k = manager_create(template_name, NULL, NULL, json_is_object(network) ? json_true() : network,
                                NULL, &failure, why, sizeof why);
-    if (k && (allow_out || deny_out) && kernel_set_egress(k, allow_out, deny_out, why, sizeof why) < 0) {
+    if (k && (allow_out || deny_out) && manager_set_egress(k, allow_out, deny_out, why, sizeof why) < 0) {
         manager_delete(k);
         finish_text(call, true, "cannot create a sandbox: %s", why);
         return;
@@ -842,7 +842,7 @@ static void update_network(mcp_call *call, json_t *args, char default_sandbox[64
     }
     char why[512];
     json_t *allow_out = json_object_get(args, "allowOut"), *deny_out = json_object_get(args, "denyOut");
-    if (kernel_set_egress(box_default_kernel(b), allow_out, deny_out, why, sizeof why) < 0) {
+    if (manager_set_egress(box_default_kernel(b), allow_out, deny_out, why, sizeof why) < 0) {
         finish_text(call, true, "%s", why);
         return;
     }

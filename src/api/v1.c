@@ -97,7 +97,7 @@ static void create_sandbox(http_request *request)
     kernel *k =
         manager_create(template_name, env, limits, network, &volumes, &failure, why, sizeof why);
     if (k && (allow_out || deny_out) &&
-        kernel_set_egress(k, allow_out, deny_out, why, sizeof why) < 0) {
+        manager_set_egress(k, allow_out, deny_out, why, sizeof why) < 0) {
         manager_delete(k);
         http_respond_error(request, 400, "%s", why);
         json_decref(body);
@@ -210,13 +210,15 @@ static void set_network(http_request *request, box *b)
         return;
     char why[512];
     json_t *allow_out = json_object_get(body, "allowOut"), *deny_out = json_object_get(body, "denyOut");
-    if (kernel_set_egress(box_default_kernel(b), allow_out, deny_out, why, sizeof why) < 0)
+    if (manager_set_egress(box_default_kernel(b), allow_out, deny_out, why, sizeof why) < 0) {
         http_respond_error(request, 400, "%s", why);
-    else
-        http_respond_json(request, 200,
-                          json_pack("{s:o, s:o}", "allowOut",
-                                    allow_out ? json_incref(allow_out) : json_array(), "denyOut",
-                                    deny_out ? json_incref(deny_out) : json_array()));
+        json_decref(body);
+        return;
+    }
+    http_respond_json(request, 200,
+                      json_pack("{s:o, s:o}", "allowOut",
+                                allow_out ? json_incref(allow_out) : json_array(), "denyOut",
+                                deny_out ? json_incref(deny_out) : json_array()));
     json_decref(body);
 }
 

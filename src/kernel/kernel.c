@@ -145,6 +145,12 @@ void kernel_add_message_handler(kernel_message_handler handler)
 const kernel_sandbox *kernel_get_sandbox(const kernel *k) { return &k->sandbox; }
 json_t *kernel_request_env(const kernel *k) { return k->env; }
 
+void kernel_egress_lists(const kernel *k, json_t **allow_out, json_t **deny_out)
+{
+    *allow_out = k->allow_out;
+    *deny_out = k->deny_out;
+}
+
 long long kernel_process_start_time(pid_t pid)
 {
     char path[64], text[1024];
@@ -555,7 +561,9 @@ static bool attach_network(kernel *k)
         return true;
     char why[512];
     k->network_slot = network_attach(k->pid, k->pidfd, why, sizeof why);
-    if (k->network_slot >= 0 && apply_egress_lists(k, why, sizeof why) < 0) {
+    /* Its chain comes with the policy of empty lists: applied only when there are lists. */
+    bool has_lists = json_array_size(k->allow_out) + json_array_size(k->deny_out) > 0;
+    if (k->network_slot >= 0 && has_lists && apply_egress_lists(k, why, sizeof why) < 0) {
         network_detach(k->network_slot);
         network_forget_names(k->id);
         k->network_slot = -1;
@@ -1627,6 +1635,9 @@ kernel *kernel_adopt(const kernel_adoption *adoption, char *why, size_t why_size
                                                             : clock_wall_us();
     k->pid = adoption->pid;
     k->pidfd = adoption->pidfd;
+    k->network_slot = -1;
+    k->allow_out = json_is_array(adoption->allow_out) ? json_incref(adoption->allow_out) : NULL;
+    k->deny_out = json_is_array(adoption->deny_out) ? json_incref(adoption->deny_out) : NULL;
     k->oom_kills_at_start = current_oom_kills(k);
     loop_watch_add(&k->pid_watch, k->pidfd, EPOLLIN, on_process_exit, k);
     k->channel_fd = pair[0];
@@ -1640,5 +1651,7 @@ kernel *kernel_adopt(const kernel_adoption *adoption, char *why, size_t why_size
     /* Idle until it says otherwise: requests sent meanwhile wait on the new channel, which it
        reads once it has switched. */
     k->state = KERNEL_IDLE;
+    /* The previous daemon's interface went with its sweep: a new one, before any request. */
+    attach_network(k);
     return k;
 }

@@ -66,15 +66,20 @@ typedef struct kernel_adoption {
     int pidfd;                     /* taken over */
     int fds[3];                    /* taken over: channel, stdout, stderr */
     int64_t previous_daemon_gone_at_us; /* wall clock; 0 if unknown (then: now) */
+    json_t *allow_out, *deny_out;  /* borrowed: its egress lists as recorded, or NULL */
 } kernel_adoption;
 /* The kernel is switched to a new channel (docs/kernel-protocol.md, "Adoption"); NULL with `why`
-   (nothing taken over) if no channel can be made. */
+   (nothing taken over) if no channel can be made. A sandbox with network gets a new interface
+   (the previous daemon's was swept) with its recorded egress lists; if it cannot, it is ended,
+   its death naming why, as a create's would be. */
 kernel *kernel_adopt(const kernel_adoption *adoption, char *why, size_t why_size);
 /* Called whenever a kernel's process has its pid (started, restarted, cloned by the zygote). */
 void kernel_set_started_hook(void (*hook)(kernel *k));
 /* The daemon's ends of its channel, stdout and stderr (-1 where closed): for the keeper. */
 void kernel_daemon_fds(const kernel *k, int fds[3]);
 json_t *kernel_request_env(const kernel *k); /* borrowed: the variables it was created with */
+/* Borrowed: its allowOut and denyOut lists (arrays), each NULL when it has none; for its record. */
+void kernel_egress_lists(const kernel *k, json_t **allow_out, json_t **deny_out);
 /* When process `pid` started, in clock ticks after boot (/proc/PID/stat's 22nd field): with the
    pid it names one process for good, where a pid alone may be reused. -1 if there is none. */
 long long kernel_process_start_time(pid_t pid);

@@ -177,7 +177,9 @@ static const char *adopt_one(const saved_sandbox *saved, keeper_entry *entry, in
         .env = json_object_get(record, "env"),
         .sandbox = {.uid = uid, .cgroup = cgroup, .limits = limits},
         .pid = pid, .pidfd = pidfd, .fds = {entry->fds[0], entry->fds[1], entry->fds[2]},
-        .previous_daemon_gone_at_us = gone_at_us};
+        .previous_daemon_gone_at_us = gone_at_us,
+        .allow_out = json_object_get(json_object_get(record, "egress"), "allowOut"),
+        .deny_out = json_object_get(json_object_get(record, "egress"), "denyOut")};
     manager_sandbox_base(&adoption.sandbox);
     adoption.sandbox.volumes = volumes;
     kernel *k = kernel_adopt(&adoption, why, sizeof why);

@@ -83,6 +83,14 @@ void manager_record(kernel *k)
         sandbox_pieces_record(pieces, k);
 }
 
+int manager_set_egress(kernel *k, json_t *allow_out, json_t *deny_out, char *why, size_t why_size)
+{
+    if (kernel_set_egress(k, allow_out, deny_out, why, why_size) < 0)
+        return -1;
+    manager_record(k);
+    return 0;
+}
+
 /* The keeper holds the daemon's ends of a handed-out kernel's channel and pipes, so that they
    outlive the daemon (keeper.h). */
 void manager_keep_channels(kernel *k)

@@ -53,6 +53,10 @@ void manager_set_delete_hook(void (*hook)(kernel *k));
 /* Rewrites kernel k's record (registry.h) after what survives a restart changed: its box's
    metadata, TTL or pause state. Nothing for a kernel the manager did not hand out. */
 void manager_record(kernel *k);
+/* Replaces a networked kernel's egress lists (kernel_set_egress) and, when they took, rewrites
+   its record so that a daemon adopting it after a restart applies the same lists. Every surface
+   changes the lists through here. 0, or -1 with `why` as kernel_set_egress gives it. */
+int manager_set_egress(kernel *k, json_t *allow_out, json_t *deny_out, char *why, size_t why_size);
 /* At exit. Shutdown: every sandbox ends, paused ones too, and the keeper with them. Detach (a
    restart for an upgrade, or --keep-sandboxes): every handed-out sandbox is left running, paused
    ones paused, for the next daemon on the data directory to adopt; warm-pool kernels and prepared

@@ -92,6 +92,13 @@ void sandbox_pieces_record(const sandbox_pieces *pieces, kernel *k)
             json_object_set_new(mounts, volumes->mount[i].name,
                                 json_string(volumes->mount[i].path));
         json_object_set_new(record, "volumes", mounts);
+        /* A networked sandbox adopted by the next daemon gets a new interface with these. */
+        json_t *allow_out, *deny_out;
+        kernel_egress_lists(k, &allow_out, &deny_out);
+        if (allow_out || deny_out)
+            json_object_set_new(record, "egress",
+                                json_pack("{s:O?, s:O?}", "allowOut", allow_out, "denyOut",
+                                          deny_out));
         pid_t pid = kernel_pid(k);
         if (pid > 0 && kernel_get_state(k) != KERNEL_DEAD) {
             json_object_set_new(record, "pid", json_integer(pid));

@@ -20,12 +20,25 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/loop.h"
 #include "sandbox/network_dns.h"
 
 #define SCRIPT_SIZE 8192
 #define LINK_NAME_SIZE 32                /* names are at most 13 (cbx1023-65535), under IFNAMSIZ */
 #define GATEWAY_LINK_SUFFIX "gw"         /* cbx<block>-gw: the gateway's home from start to stop */
 #define OPERATOR_ID "--network-deny-out" /* whose domains the operator's deny list names */
+/* Slots whose firewall part (chain, sets, map entry) is made ahead, like the prepared volumes
+   and cgroups: enough for the creates of a moment; a burst beyond them makes its slots on the
+   spot. */
+#define PREPARED_SLOTS 2
+/* After an attach or a detach, the next slot is made this much later: not in the middle of the
+   create that took one (its kernel's first result), but long before the next create is likely. */
+#define PREPARE_DELAY_MS 100
+
+/* A slot's life: free; prepared (its chain and map entry made, for an interface that does not
+   exist yet: no packet can match them, and nothing is routed to its address); in use by one
+   sandbox, whose veth pair is made at attach. */
+enum slot_state { SLOT_FREE, SLOT_PREPARED, SLOT_IN_USE };
 
 static struct {
     bool ready;
@@ -36,8 +49,12 @@ static struct {
     int prefix_length;
     int slot_count; /* host numbers in the range: 2 (after the gateway) .. */
     char gateway[INET_ADDRSTRLEN];
-    unsigned char *taken; /* slot -> in use */
+    unsigned char *state; /* slot -> enum slot_state */
+    int prepared_count;
+    loop_timer_id prepare_timer;
     struct nft_ctx *nft;
+    struct nl_sock *route;   /* kept open: one socket per attach cost a connect and a bind */
+    bool forwarding_was_off; /* ip_forward was 0 before network_init turned it on */
 } net;
 
 /* Runs an nft script; on failure `why` gets nft's own message. */
@@ -230,10 +247,10 @@ typedef struct inside_job {
 } inside_job;
 
 /* In a thread of its own, which alone enters the sandbox's network namespace (setns changes the
-   calling thread only; the loop's thread never leaves the host's): eth0 gets the address with a
-   route to the gateway and the default route through it; IPv6 is turned off there, so nothing
-   leaves but what the IPv4 policy sees. The sandbox cannot change any of it: it runs without
-   CAP_NET_ADMIN. */
+   calling thread only; the loop's thread never leaves the host's): IPv6 is turned off there
+   before eth0 comes up, so nothing leaves but what the IPv4 policy sees; eth0 gets the address
+   with a route to the gateway and the default route through it. The sandbox cannot change any
+   of it: it runs without CAP_NET_ADMIN. */
 static void *configure_inside(void *argument)
 {
     inside_job *job = argument;
@@ -264,37 +281,47 @@ static void *configure_inside(void *argument)
 
 static void delete_link(const char *name)
 {
-    struct nl_sock *sock = route_socket();
     struct rtnl_link *link = NULL;
-    if (sock && rtnl_link_get_kernel(sock, 0, name, &link) == 0)
-        rtnl_link_delete(sock, link);
+    if (net.route && rtnl_link_get_kernel(net.route, 0, name, &link) == 0)
+        rtnl_link_delete(net.route, link);
     rtnl_link_put(link);
-    nl_socket_free(sock);
 }
 
-/* The veth pair (its sandbox end made straight inside the namespace of `pid`, as eth0), the host
-   end up with the gateway address and a route to the sandbox's one address, then the inside.
-   On failure the pair is deleted again. */
+/* The veth pair in one netlink request: the host end made up, the sandbox's end made straight
+   inside the namespace of `pid` as eth0 (moving a link between namespaces after it was made
+   costs an RCU grace period, ~20 ms here: pairs are not made ahead for that reason). */
+static int add_veth_pair(const char *host_name, pid_t pid)
+{
+    struct rtnl_link *link = rtnl_link_veth_alloc();
+    if (!link)
+        return -NLE_NOMEM;
+    struct rtnl_link *peer = rtnl_link_veth_get_peer(link);
+    rtnl_link_set_name(link, host_name);
+    rtnl_link_set_flags(link, IFF_UP);
+    rtnl_link_set_name(peer, "eth0");
+    rtnl_link_set_ns_pid(peer, pid);
+    int rc = rtnl_link_add(net.route, link, NLM_F_CREATE | NLM_F_EXCL);
+    rtnl_link_put(peer);
+    rtnl_link_veth_release(link);
+    return rc;
+}
+
+/* The veth pair, the host end's gateway address with its route to the sandbox's one address,
+   then the inside. On failure the pair is deleted again. */
 static int make_interface(pid_t pid, int supervisor_pidfd, int slot, char *why, size_t why_size)
 {
     char host_name[LINK_NAME_SIZE];
     host_link_name(slot, host_name, sizeof host_name);
     inside_job job = {.supervisor_pidfd = supervisor_pidfd};
     network_address(slot, job.address, sizeof job.address);
-    struct nl_sock *sock = route_socket();
-    if (!sock) {
-        snprintf(why, why_size, "cannot open a netlink socket: out of memory or descriptors");
-        return -1;
-    }
     int ifindex = 0, rc;
     const char *step = NULL;
-    if ((rc = rtnl_link_veth_add(sock, host_name, "eth0", pid)) < 0)
+    if ((rc = add_veth_pair(host_name, pid)) < 0)
         step = "create the veth pair";
-    else if ((rc = bring_up(sock, host_name, &ifindex)) < 0)
-        step = "bring up the host's end";
-    else if ((rc = add_address(sock, ifindex, net.gateway, job.address)) < 0)
+    else if ((ifindex = (int)if_nametoindex(host_name)) == 0)
+        step = "find the host's end", rc = -NLE_OBJ_NOTFOUND;
+    else if ((rc = add_address(net.route, ifindex, net.gateway, job.address)) < 0)
         step = "give the host's end the gateway address";
-    nl_socket_free(sock);
     if (step) {
         snprintf(why, why_size, "cannot %s (%s): %s", step, host_name, nl_geterror(rc));
     } else {
@@ -483,6 +510,55 @@ void network_sweep(int block)
     nft_ctx_free(nft);
 }
 
+static void prepare_ahead(void *arg);
+
+/* A route of the host's that lies inside the range (a prefix as long as the range's or longer):
+   another daemon's sandboxes or gateway, or a network of the host's, already routed there. Two
+   daemons on one range would each route the other's sandbox addresses, and replies (which the
+   tables accept as established) would reach the wrong sandbox. A wider route (a LAN of 10/8 around
+   10.88/16) is no conflict: the sandboxes' /32 routes are more specific. Its text into `found`. */
+static bool range_is_routed(uint32_t base, int length, char *found, size_t found_size)
+{
+    struct nl_cache *routes;
+    if (rtnl_route_alloc_cache(net.route, AF_INET, 0, &routes) < 0)
+        return false; /* unknown: the start goes on, as it did before this check */
+    uint32_t mask = 0xffffffffu << (32 - length);
+    bool routed = false;
+    for (struct nl_object *object = nl_cache_get_first(routes); object && !routed;
+         object = nl_cache_get_next(object)) {
+        struct rtnl_route *route = (struct rtnl_route *)object;
+        struct nl_addr *destination = rtnl_route_get_dst(route);
+        if (!destination || nl_addr_get_family(destination) != AF_INET ||
+            (int)nl_addr_get_prefixlen(destination) < length)
+            continue;
+        uint32_t address;
+        memcpy(&address, nl_addr_get_binary_addr(destination), sizeof address);
+        if ((ntohl(address) & mask) != base)
+            continue;
+        char text[64], device[IF_NAMESIZE] = "?";
+        struct rtnl_nexthop *hop = rtnl_route_nexthop_n(route, 0);
+        if (hop)
+            if_indextoname((unsigned)rtnl_route_nh_get_ifindex(hop), device);
+        snprintf(found, found_size, "%s (dev %s)", nl_addr2str(destination, text, sizeof text),
+                 device);
+        routed = true;
+    }
+    nl_cache_free(routes);
+    return routed;
+}
+
+/* Whether net.ipv4.ip_forward reads 0 (a daemon that cannot read it does not restore it). */
+static bool forwarding_is_off(void)
+{
+    char value[4] = "";
+    int fd = open("/proc/sys/net/ipv4/ip_forward", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t got = read(fd, value, sizeof value - 1);
+    close(fd);
+    return got > 0 && value[0] == '0';
+}
+
 int network_init(int block, const char *range, const char *allowed_ranges, char *why,
                  size_t why_size)
 {
@@ -509,9 +585,10 @@ int network_init(int block, const char *range, const char *allowed_ranges, char 
     snprintf(net.table, sizeof net.table, "cellbox_%d", block);
     snprintf(net.link_prefix, sizeof net.link_prefix, "cbx%d-", block);
     address_text(base + 1, net.gateway, sizeof net.gateway);
-    net.taken = calloc((size_t)net.slot_count, 1);
+    net.state = calloc((size_t)net.slot_count, 1);
     net.nft = nft_ctx_new(NFT_CTX_DEFAULT);
-    if (!net.taken || !net.nft) {
+    net.route = route_socket();
+    if (!net.state || !net.nft || !net.route) {
         snprintf(why, why_size, "cannot set up the sandbox network: out of memory");
         return -1;
     }
@@ -520,10 +597,20 @@ int network_init(int block, const char *range, const char *allowed_ranges, char 
     /* What a dead daemon of this block left: its host ends (their sandboxes' ends go with them)
        and its table. Only names of this block are touched. */
     network_sweep(block);
+    char routed[128];
+    if (range_is_routed(base, length, routed, sizeof routed)) {
+        snprintf(why, why_size,
+                 "--network-range %s is in use on this host: %s is routed inside it (another "
+                 "cellbox daemon's sandboxes, or a network of the host's); give this daemon a "
+                 "range no route lies in, e.g. --network-range 10.89.0.0/16",
+                 range, routed);
+        return -1;
+    }
     if (make_table(range, allowed, why, why_size) < 0 || make_gateway_link(why, why_size) < 0) {
         network_sweep(block); /* a daemon that cannot start leaves nothing of its network */
         return -1;
     }
+    net.forwarding_was_off = forwarding_is_off();
     if (write_sysctl("/proc/sys/net/ipv4/ip_forward", "1") < 0) {
         snprintf(why, why_size,
                  "cannot turn on IPv4 forwarding (/proc/sys/net/ipv4/ip_forward): "
@@ -532,8 +619,10 @@ int network_init(int block, const char *range, const char *allowed_ranges, char 
         return -1;
     }
     net.ready = true;
-    log_info("sandbox network: %s, gateway %s, nftables table inet %s, links %s*", range,
-             net.gateway, net.table, net.link_prefix);
+    prepare_ahead(NULL);
+    log_info("sandbox network: %s, gateway %s, nftables table inet %s, links %s*, %d slot(s) "
+             "made ahead",
+             range, net.gateway, net.table, net.link_prefix, net.prepared_count);
     return 0;
 }
 
@@ -547,32 +636,22 @@ const char *network_gateway(void)
     return net.ready ? net.gateway : NULL;
 }
 
-static int take_slot(void)
-{
-    for (int slot = 2; slot < net.slot_count; slot++)
-        if (!net.taken[slot]) {
-            net.taken[slot] = 1;
-            return slot;
-        }
-    return -1;
-}
-
-/* The sandbox's chain, its two sets for names (part N2), and its (interface, address) pair in
-   the map that sends its packets there; until a policy, the chain accepts. */
-static int add_sandbox_rules(int slot, char *why, size_t why_size)
+/* A slot's chain (accepting until its first policy) and its (interface, address) pair in the set of known sources and in the map that sends its packets to
+   its chain: one nft run, made ahead. The entries name an interface that does not exist until
+   the attach makes it, so they match no packet before; and they hold before the sandbox's end of
+   the pair exists, so no packet of it ever meets a table that would take it for a spoofer's. */
+static int add_slot_rules(int slot, char *why, size_t why_size)
 {
     char script[2048], link[LINK_NAME_SIZE], address[INET_ADDRSTRLEN];
     host_link_name(slot, link, sizeof link);
     network_address(slot, address, sizeof address);
     const char *t = net.table;
     snprintf(script, sizeof script,
-             "add set inet %s sandbox_%d_allowed_names { type ipv4_addr; flags timeout; }\n"
-             "add set inet %s sandbox_%d_denied_names { type ipv4_addr; flags timeout; }\n"
              "add chain inet %s sandbox_%d\n"
              "add rule inet %s sandbox_%d accept\n"
              "add element inet %s sources { \"%s\" . %s }\n"
              "add element inet %s sandboxes { \"%s\" . %s : jump sandbox_%d }\n",
-             t, slot, t, slot, t, slot, t, slot, t, link, address, t, link, address, slot);
+             t, slot, t, slot, t, link, address, t, link, address, slot);
     return run_nft(script, why, why_size);
 }
 
@@ -591,11 +670,75 @@ static void remove_sandbox_rules(int slot)
         run_nft(script, why, sizeof why);
     }
     snprintf(script, sizeof script,
-             "flush chain inet %s sandbox_%d\ndelete chain inet %s sandbox_%d\n"
-             "delete set inet %s sandbox_%d_allowed_names\n"
-             "delete set inet %s sandbox_%d_denied_names\n",
-             t, slot, t, slot, t, slot, t, slot);
+             "flush chain inet %s sandbox_%d\ndelete chain inet %s sandbox_%d\n", t, slot, t,
+             slot);
     run_nft(script, why, sizeof why);
+}
+
+/* The slot's chain, sets and map entry, and its host end if it was in use (the sandbox's end
+   goes with it: a veth pair dies whole). */
+static void remove_slot(int slot)
+{
+    char link[LINK_NAME_SIZE];
+    host_link_name(slot, link, sizeof link);
+    if (net.state[slot] == SLOT_IN_USE)
+        delete_link(link); /* gone with the sandbox's namespace already, unless it still runs */
+    remove_sandbox_rules(slot);
+    if (net.state[slot] == SLOT_PREPARED)
+        net.prepared_count--;
+    net.state[slot] = SLOT_FREE;
+}
+
+/* Chain, sets and map entry of a free slot; the slot, or -1 with `why`, nothing left half
+   made. */
+static int prepare_slot(char *why, size_t why_size)
+{
+    int slot = 2;
+    while (slot < net.slot_count && net.state[slot] != SLOT_FREE)
+        slot++;
+    if (slot >= net.slot_count) {
+        snprintf(why, why_size,
+                 "every address of the sandbox network (%d) is taken: end a "
+                 "networked sandbox, or restart cellboxd with a larger --network-range",
+                 net.slot_count - 2);
+        return -1;
+    }
+    /* Its chain accepts from the start (the policy of empty lists, what network_set_policy
+       writes for them), so an attach without lists runs no nft script at all. */
+    if (add_slot_rules(slot, why, why_size) < 0) {
+        remove_slot(slot);
+        return -1;
+    }
+    net.state[slot] = SLOT_PREPARED;
+    net.prepared_count++;
+    return slot;
+}
+
+static void prepare_ahead(void *arg)
+{
+    (void)arg;
+    net.prepare_timer = 0;
+    char why[512];
+    while (net.ready && net.prepared_count < PREPARED_SLOTS)
+        if (prepare_slot(why, sizeof why) < 0) {
+            log_debug("sandbox network: no slot made ahead: %s", why);
+            return; /* the next attach makes its own, and says why if it cannot */
+        }
+}
+
+static void schedule_prepare_ahead(void)
+{
+    if (net.ready && !net.prepare_timer && net.prepared_count < PREPARED_SLOTS)
+        net.prepare_timer = loop_timer_add(PREPARE_DELAY_MS, prepare_ahead, NULL);
+}
+
+/* A prepared slot, made now if none waits. */
+static int take_prepared_slot(char *why, size_t why_size)
+{
+    for (int slot = 2; slot < net.slot_count; slot++)
+        if (net.state[slot] == SLOT_PREPARED)
+            return slot;
+    return prepare_slot(why, why_size);
 }
 
 int network_attach(pid_t pid, int supervisor_pidfd, char *why, size_t why_size)
@@ -604,17 +747,15 @@ int network_attach(pid_t pid, int supervisor_pidfd, char *why, size_t why_size)
         snprintf(why, why_size, "the sandbox network is not set up on this daemon");
         return -1;
     }
-    int slot = take_slot();
-    if (slot < 0) {
-        snprintf(why, why_size,
-                 "every address of the sandbox network (%d) is taken: end a "
-                 "networked sandbox, or restart cellboxd with a larger --network-range",
-                 net.slot_count - 2);
+    int slot = take_prepared_slot(why, why_size);
+    if (slot < 0)
         return -1;
-    }
-    /* The rules before the interface: no packet ever leaves it before they hold. */
-    if (add_sandbox_rules(slot, why, why_size) < 0 ||
-        make_interface(pid, supervisor_pidfd, slot, why, why_size) < 0) {
+    net.state[slot] = SLOT_IN_USE;
+    net.prepared_count--;
+    schedule_prepare_ahead();
+    /* The slot's rules and map entry are there already: no packet ever leaves the interface
+       before they hold. */
+    if (make_interface(pid, supervisor_pidfd, slot, why, why_size) < 0) {
         network_detach(slot);
         return -1;
     }
@@ -740,13 +881,26 @@ void network_forget_names(const char *sandbox_id)
 
 void network_detach(int slot)
 {
-    if (!net.ready || slot < 2 || slot >= net.slot_count || !net.taken[slot])
+    if (!net.ready || slot < 2 || slot >= net.slot_count || net.state[slot] != SLOT_IN_USE)
         return;
-    char link[LINK_NAME_SIZE];
-    host_link_name(slot, link, sizeof link);
-    delete_link(link); /* gone with the sandbox's namespace already, unless it still runs */
-    remove_sandbox_rules(slot);
-    net.taken[slot] = 0;
+    remove_slot(slot);
+    schedule_prepare_ahead();
+}
+
+/* Turns IPv4 forwarding off again if this daemon turned it on and no other cellbox daemon's
+   table is left on the host (their sandboxes still need it). */
+static void restore_forwarding(void)
+{
+    if (!net.forwarding_was_off || nft_run_cmd_from_buffer(net.nft, "list tables inet\n") != 0)
+        return;
+    const char *tables = nft_ctx_get_output_buffer(net.nft);
+    if (tables && strstr(tables, "table inet cellbox_")) {
+        log_info("sandbox network: IPv4 forwarding left on: another cellbox daemon's table is "
+                 "there");
+        return;
+    }
+    if (write_sysctl("/proc/sys/net/ipv4/ip_forward", "0") < 0)
+        log_warn("cannot turn IPv4 forwarding off again: %s", strerror(errno));
 }
 
 int network_limit_sandboxes(int max_connections, long long bytes_per_second, char *why,
@@ -907,6 +1061,7 @@ void network_shutdown(void)
 {
     if (!net.ready)
         return;
+    loop_timer_cancel(net.prepare_timer);
     char script[128], why[512];
     /* The resolver first: its sets live in the table, and it must not fill a table being
        removed. */
@@ -914,11 +1069,11 @@ void network_shutdown(void)
     snprintf(script, sizeof script, "delete table inet %s\n", net.table);
     if (run_nft(script, why, sizeof why) < 0)
         log_warn("%s", why);
-    struct nl_sock *sock = route_socket();
-    if (sock)
-        delete_links_named(sock, net.link_prefix);
-    nl_socket_free(sock);
+    if (net.route)
+        delete_links_named(net.route, net.link_prefix);
+    restore_forwarding();
+    nl_socket_free(net.route);
     nft_ctx_free(net.nft);
-    free(net.taken);
+    free(net.state);
     net = (typeof(net)){0};
 }

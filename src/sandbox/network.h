@@ -16,10 +16,14 @@
  * sandboxes' resolver (sandbox/network_dns.c, one dnsmasq) listens there, and domain names in a
  * sandbox's lists become nftables sets the resolver fills with what it answered.
  *
+ * A few slots' firewall parts (chain, map entry) are made ahead, in the loop a moment after each
+ * attach and detach, so an attach runs no nft script of its own: it makes the veth pair (its
+ * sandbox end straight inside the sandbox's namespace) and configures both ends.
+ *
  * Lifecycle: network_init once at start (after the uid block is claimed); network_start_resolver
- * once the loop runs; network_attach once a sandbox's pid 1 runs; network_set_policy whenever
- * its allowOut/denyOut change; network_detach after it died, then network_forget_names;
- * network_shutdown at stop. */
+ * once the loop runs; network_attach once a sandbox's pid 1 runs (a new one, or one adopted from
+ * a previous daemon); network_set_policy whenever its allowOut/denyOut change; network_detach
+ * after it died, then network_forget_names; network_shutdown at stop. */
 #ifndef CELLBOX_SANDBOX_NETWORK_H
 #define CELLBOX_SANDBOX_NETWORK_H
 
@@ -29,8 +33,9 @@
 
 /* Called once at start: sweeps what a dead daemon of the same uid block left (its table and its
    cbx<block>-* links, nothing else), then makes the table (the always-denied destinations, the
-   spoofing check, the host's input, NAT) and the gateway's link, and turns on IPv4 forwarding. `range` is the sandboxes'
-   IPv4 range (e.g. 10.88.0.0/16); `allowed_ranges` lists, comma-separated, the private ranges the
+   spoofing check, the host's input, NAT) and the gateway's link, makes the first slots ahead
+   and turns on IPv4 forwarding (remembering whether it was off). `range` is the sandboxes' IPv4
+   range (e.g. 10.88.0.0/16); `allowed_ranges` lists, comma-separated, the private ranges the
    operator lets sandboxes reach ("" = none). 0, or -1 with `why`. */
 int network_init(int block, const char *range, const char *allowed_ranges, char *why,
                  size_t why_size);
@@ -65,8 +70,9 @@ bool network_ready(void);
 const char *network_gateway(void);
 
 /* Gives the running sandbox behind `supervisor_pidfd` its interface, address, route and policy
-   chain (it accepts everything until network_set_policy). Returns its slot (>= 0), or -1 with
-   `why` (the range is full, or a step failed: nothing is left half made). */
+   chain, which holds the policy of empty lists (everything but the always-denied) until
+   network_set_policy: a sandbox without lists needs no call of it. Returns its slot (>= 0), or -1
+   with `why` (the range is full, or a step failed: nothing is left half made). */
 int network_attach(pid_t pid, int supervisor_pidfd, char *why, size_t why_size);
 /* The sandbox's address as text, for `slot`. */
 void network_address(int slot, char *out, size_t out_size);
@@ -90,8 +96,9 @@ void network_forget_names(const char *sandbox_id);
 /* After the sandbox died (its namespace, and with it the veth pair, is gone or going): removes
    its chain and sets and frees its slot. */
 void network_detach(int slot);
-/* At stop: stops the resolver (its sets and files go), then removes the table and every
-   cbx<block>-* link. */
+/* At stop: stops the resolver (its sets and files go), removes the table and every
+   cbx<block>-* link, and turns IPv4 forwarding off again if network_init turned it on and no
+   other cellbox daemon's table is left on the host. */
 void network_shutdown(void);
 
 #endif

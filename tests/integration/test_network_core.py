@@ -1,24 +1,25 @@
 """A networked sandbox's interface and firewall over its life (sandbox/network.c): made when it
-starts, gone when it is deleted, swept by the next start after cellboxd was killed with SIGKILL,
-removed at a stop. The daemon's table is inet cellbox_<block>, its links cbx<block>-<slot> and the
-gateway's cbx<block>-gw, the block read from the data directory (uid-block); nothing else on the
-host is looked at.
-The outside host is a network namespace the test makes (helpers/outside_host.py)."""
+starts, gone when it is deleted or its kernel is killed, swept by the next start after cellboxd
+was killed with SIGKILL, removed at a stop. The daemon's table is inet cellbox_<block> and its
+links cbx<block>-<slot> (and the gateway's bridge cbx<block>-gw, from start to stop), the block
+read from the data directory (uid-block); nothing else on the host is looked at. A few slots' chains are made ahead (sandbox/network.c, PREPARED_SLOTS): they
+have no link and nothing is routed through them. The outside host is a network namespace the test
+makes (helpers/outside_host.py)."""
+import contextlib
+import ipaddress
 import os
+import random
 import signal
 import subprocess
 
 import pytest
 
 from helpers.daemon import Daemon, finish_or_fail
-from helpers.network_ranges import gateway_of_range, sandbox_range
 from helpers.outside_host import outside_host
 from helpers.v1 import V1
 from helpers.wait import wait_until
 
 pytestmark = pytest.mark.cellbox_only
-
-RANGE = sandbox_range(0)
 
 FETCH = """
 import urllib.request
@@ -31,17 +32,21 @@ def block_of(daemon):
         return int(f.read().split()[0])
 
 
-def our_links(block):
+def all_our_links(block):
     out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True,
                          timeout=20).stdout
     return sorted(line.split(":")[1].strip().split("@")[0] for line in out.splitlines()
                   if line.split(":")[1].strip().startswith(f"cbx{block}-"))
 
 
-def sandbox_links(block):
-    """The host ends of sandboxes' veths: every link of ours but the gateway's (cbx<block>-gw,
-    which lives from start to stop)."""
-    return [name for name in our_links(block) if name != f"cbx{block}-gw"]
+def is_sandbox_link(name, block):
+    """A host end of a sandbox's veth: cbx<block>-<slot>, not the gateway's cbx<block>-gw."""
+    return name.startswith(f"cbx{block}-") and name != f"cbx{block}-gw"
+
+
+def our_links(block):
+    """The host ends of sandboxes' veths."""
+    return [name for name in all_our_links(block) if is_sandbox_link(name, block)]
 
 
 def our_table(block):
@@ -54,6 +59,82 @@ def our_table(block):
 def sandbox_chains(block):
     table = our_table(block) or ""
     return [line.split()[1] for line in table.splitlines() if line.strip().startswith("chain sandbox_")]
+
+
+PREPARED_SLOTS = 2  # sandbox/network.c: slots whose chain is made ahead, with no link
+
+
+def unrouted_range():
+    """A /24 of 10.64.0.0/10 no route on this host touches: other daemons on the machine (other
+    tests, other checkouts) route their own sandbox ranges, and two daemons on one range would
+    answer each other's sandboxes' packets."""
+    out = subprocess.run(["ip", "-o", "-4", "route", "show", "table", "all"], capture_output=True,
+                         text=True, timeout=20).stdout
+    routed = []
+    for line in out.splitlines():
+        words = line.split()
+        with contextlib.suppress(ValueError, IndexError):
+            routed.append(ipaddress.ip_network(
+                words[1] if words[0] in ("local", "broadcast", "unicast") else words[0],
+                strict=False))
+    for _ in range(200):
+        candidate = ipaddress.ip_network(f"10.{random.randint(64, 127)}.{random.randint(0, 255)}.0/24")
+        if not any(candidate.overlaps(net) and net.prefixlen > 0 for net in routed):
+            return candidate
+    raise RuntimeError("no free /24 in 10.64.0.0/10 for the sandboxes")
+
+
+def network_args(network_range):
+    return ["--allow-network", "--network-range", str(network_range)]
+
+
+# Each daemon of this module has a range of its own (a start refuses a range another daemon's
+# routes lie in); a daemon that takes over a data directory keeps its predecessor's.
+
+
+def link_indexes(block):
+    """Our links by name -> ifindex (a new link of the same name has a new index)."""
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True,
+                         timeout=20).stdout
+    found = {}
+    for line in out.splitlines():
+        index, name = line.split(":")[0], line.split(":")[1].strip().split("@")[0]
+        if is_sandbox_link(name, block):
+            found[name] = int(index)
+    return found
+
+
+def routes_through_our_links(block):
+    out = subprocess.run(["ip", "-o", "-4", "route", "show"], capture_output=True, text=True,
+                         timeout=20).stdout
+    return [line for line in out.splitlines() if f" dev cbx{block}-" in line + " "]
+
+
+def namespace_mounts_of(daemon):
+    """nsfs mounts (ip netns and the like) that name the daemon's data directory or links."""
+    with open("/proc/self/mountinfo") as f:
+        return [line for line in f if " nsfs " in line and
+                (daemon.data_dir in line or f"cbx{block_of(daemon)}-" in line)]
+
+
+def assert_nothing_of_the_daemon_left(block):
+    assert our_table(block) is None and all_our_links(block) == [] and not routes_through_our_links(block)
+
+
+def forwarding():
+    with open("/proc/sys/net/ipv4/ip_forward") as f:
+        return f.read().strip()
+
+
+def cellbox_tables():
+    out = subprocess.run(["nft", "list", "tables", "inet"], capture_output=True, text=True,
+                         timeout=20).stdout
+    return [line.split()[2] for line in out.splitlines() if line.split()[2:3] and
+            line.split()[2].startswith("cellbox_")]
+
+
+def slot_of(link):
+    return int(link.rsplit("-", 1)[1])
 
 
 def networked_kernel(daemon):
@@ -74,44 +155,124 @@ def outside():
 
 
 def test_interface_and_rules_live_as_long_as_the_sandbox(outside):
-    d = Daemon(args=["--allow-network", "--network-range", RANGE])
+    # Other daemons on this host (other tests, other checkouts) may need forwarding on: only
+    # when none had a table before and none has one after ours stopped is "off again" asserted.
+    forwarding_was_ours_to_restore = forwarding() == "0" and cellbox_tables() == []
+    d = Daemon(args=network_args(unrouted_range()))
     d.start()
     try:
         block = block_of(d)
-        assert our_table(block) is not None
+        assert our_table(block) is not None and forwarding() == "1"
+        # Made ahead: chains, no link, no route into the sandbox range.
+        assert 0 < len(sandbox_chains(block)) <= PREPARED_SLOTS
+        assert our_links(block) == [] and routes_through_our_links(block) == []
+        assert f"cbx{block}-gw" in all_our_links(block)  # the resolver's home
         client, kernel_id = networked_kernel(d)
         assert fetch(client, kernel_id, outside.url + "hello.txt") == repr("hello\n")
-        assert len(sandbox_links(block)) == 1 and len(sandbox_chains(block)) == 1
-        assert f"cbx{block}-gw" in our_links(block)
+        [link] = our_links(block)
+        assert f"sandbox_{slot_of(link)}" in sandbox_chains(block)
+        assert len(routes_through_our_links(block)) == 1  # the host end's route to its address
         client.delete_kernel(kernel_id)
-        wait_until(lambda: not sandbox_links(block) and not sandbox_chains(block), timeout=30,
+        wait_until(lambda: not our_links(block) and
+                   f"sandbox_{slot_of(link)}" not in sandbox_chains(block), timeout=30,
                    message="the deleted sandbox's link and chain to go")
+        assert len(sandbox_chains(block)) <= PREPARED_SLOTS and not routes_through_our_links(block)
         d.stop()
-        assert our_table(block) is None and our_links(block) == []
+        assert_nothing_of_the_daemon_left(block)
+        assert namespace_mounts_of(d) == []
+        if forwarding_was_ours_to_restore and cellbox_tables() == []:
+            assert forwarding() == "0", "the daemon left IPv4 forwarding on"
     finally:
         finish_or_fail(d)
 
 
-def test_a_start_after_sigkill_sweeps_what_the_dead_daemon_left(outside):
-    d = Daemon(args=["--allow-network", "--network-range", RANGE])
+def test_a_killed_kernel_leaves_no_link_or_chain(outside):
+    d = Daemon(args=network_args(unrouted_range()))
     d.start()
-    again = None
     try:
         block = block_of(d)
         client, kernel_id = networked_kernel(d)
         assert fetch(client, kernel_id, outside.url + "hello.txt") == repr("hello\n")
-        os.kill(d.proc.pid, signal.SIGKILL)
+        [(link, index)] = link_indexes(block).items()
+        with client.ready_ws(kernel_id) as ws:
+            ws.execute("import os\nos.kill(os.getpid(), 9)", timeout=60)
+        # Whatever comes after (a restarted kernel gets an interface of its own), the killed
+        # one's link (by its index) and its chain are gone.
+        wait_until(lambda: index not in link_indexes(block).values() and
+                   (link in link_indexes(block) or f"sandbox_{slot_of(link)}" not in
+                    sandbox_chains(block)), timeout=30,
+                   message="the killed kernel's link and chain to go")
+        assert len(link_indexes(block)) <= 1
+        client.delete_kernel(kernel_id)
+        wait_until(lambda: not our_links(block), timeout=30, message="every link to go")
+        d.stop()
+        assert_nothing_of_the_daemon_left(block)
+    finally:
+        finish_or_fail(d)
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM with --keep-sandboxes"])
+def test_a_start_after_sigkill_sweeps_what_the_dead_daemon_left(outside, how):
+    """The previous daemon's links and chains are swept; the sandboxes it left are adopted, each
+    with a new interface and the egress lists it had (kept in its record, also after a change)."""
+    network_range = unrouted_range()
+    d = Daemon(args=network_args(network_range) + (["--keep-sandboxes"] if "keep" in how else []))
+    d.start()
+    again = None
+    url = outside.url + "hello.txt"
+    try:
+        block = block_of(d)
+        v1 = V1(d)
+        open_box = v1.create(timeout_s=0, network=True)["id"]
+        listed = v1.create(timeout_s=0, network=True)["id"]
+        r = v1.put(f"v1/sandboxes/{listed}/network", json={"denyOut": [str(outside.subnet)]})
+        assert r.status_code == 200, r.text
+        assert reaches(v1, open_box, url) and not reaches(v1, listed, url)
+        old_links = link_indexes(block)
+        assert len(old_links) == 2 and sandbox_chains(block)
+        os.kill(d.proc.pid, signal.SIGKILL if how == "SIGKILL" else signal.SIGTERM)
         d.proc.wait(timeout=30)
-        assert sandbox_chains(block), "the killed daemon left no chain: nothing to sweep"
-        again = Daemon(args=["--allow-network", "--network-range", RANGE])
+        d.stopped_by_us = True
+        again = Daemon(args=network_args(network_range))
         again.data_dir = d.data_dir
         again.start(timeout=60)
         assert block_of(again) == block
-        assert sandbox_chains(block) == [] and sandbox_links(block) == []
-        client, kernel_id = networked_kernel(again)
-        assert fetch(client, kernel_id, outside.url + "hello.txt") == repr("hello\n")
+        v1 = V1(again)
+        assert reaches(v1, open_box, url), "the adopted sandbox lost its network"
+        assert not reaches(v1, listed, url), "the adopted sandbox lost its denyOut"
+        new_links = link_indexes(block)
+        assert len(new_links) == 2 and not set(new_links.values()) & set(old_links.values())
+        assert len(sandbox_chains(block)) <= 2 + PREPARED_SLOTS
+        r = v1.put(f"v1/sandboxes/{listed}/network", json={"denyOut": []})
+        assert r.status_code == 200 and reaches(v1, listed, url), r.text
         again.stop()
-        assert our_table(block) is None and our_links(block) == []
+        assert_nothing_of_the_daemon_left(block)
+    finally:
+        if again is not None:
+            finish_or_fail(again)
+        d.finish()
+
+
+def test_an_adopted_sandbox_without_a_network_on_the_new_daemon_is_ended_naming_why(outside):
+    d = Daemon(args=network_args(unrouted_range()))
+    d.start()
+    again = None
+    try:
+        block = block_of(d)
+        box = V1(d).create(timeout_s=0, network=True)["id"]
+        os.kill(d.proc.pid, signal.SIGKILL)
+        d.proc.wait(timeout=30)
+        d.stopped_by_us = True
+        again = Daemon()  # no --allow-network: no interface can be given to it
+        again.data_dir = d.data_dir
+        again.start(timeout=60)
+        assert f"kernel {box}: the sandbox network is not set up" in again.log_text()
+        model = V1(again).model(box)
+        assert model["state"] == "dead", model
+        assert "network could not be set up" in model["reason"], model
+        assert all_our_links(block) == [] and our_table(block) is None
+        again.stop()
+        assert_nothing_of_the_daemon_left(block)
     finally:
         if again is not None:
             finish_or_fail(again)
@@ -134,9 +295,11 @@ def reaches(v1, sandbox_id, url):
 
 @pytest.fixture(scope="module")
 def v1_network():
-    d = Daemon(args=["--allow-network", "--network-range", RANGE])
+    network_range = unrouted_range()
+    d = Daemon(args=network_args(network_range))
     d.start()
     client = V1(d)
+    client.gateway = network_range.network_address + 1
     try:
         yield client
     finally:
@@ -168,7 +331,7 @@ def test_deny_out_holds_and_changes_on_a_running_sandbox(v1_network, outside):
     r = v1_network.put(f"v1/sandboxes/{sid}/network", json={"allowOut": ["0.0.0.0/0"]})
     assert r.status_code == 200, r.text
     assert reaches(v1_network, sid, url)
-    assert not reaches(v1_network, sid, f"http://{gateway_of_range(RANGE)}:{v1_network.client.port}/api")
+    assert not reaches(v1_network, sid, f"http://{v1_network.gateway}:{v1_network.client.port}/api")
     v1_network.remove(sid)
 
 
@@ -184,3 +347,24 @@ def test_bad_lists_and_sandboxes_without_network_are_refused(v1_network):
     assert r.status_code == 400 and "denyOut" in r.json()["message"], r.text
     for sid in (box["id"], plain["id"]):
         v1_network.remove(sid)
+
+
+def test_a_second_daemon_on_a_range_in_use_is_refused_and_the_first_keeps_working(outside):
+    network_range = unrouted_range()
+    d = Daemon(args=network_args(network_range))
+    d.start()
+    second = Daemon(args=network_args(network_range))
+    try:
+        v1 = V1(d)
+        box = v1.create(timeout_s=0, network=True)["id"]  # its address is routed now
+        with pytest.raises(RuntimeError) as refused:
+            second.start(timeout=60)
+        assert f"--network-range {network_range} is in use on this host" in str(refused.value)
+        assert f"cbx{block_of(d)}-" in str(refused.value)  # names the route it found
+        assert reaches(v1, box, outside.url + "hello.txt")
+        v1.remove(box)
+        d.stop()
+        assert_nothing_of_the_daemon_left(block_of(d))
+    finally:
+        finish_or_fail(d)
+        second.finish()
