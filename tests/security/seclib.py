@@ -192,8 +192,11 @@ class HostState:
         added = host_mounts() - self.mounts
         # Named network namespaces (`ip netns add`: nsfs at /run/netns/<name>) are the test
         # hosts network tests make on this shared machine, this run's or another's.
-        foreign = [m for m in added if not (m[2] == "ext4" and (WORKSPACE_MOUNT_RE.search(m[1])
-                                                                  or VOLUME_MOUNT_RE.search(m[1])))
+        # A daemon's workspaces are ext4 images, or tmpfs where the daemon was started so
+        # (another test's daemon on this shared machine, started while this module runs).
+        foreign = [m for m in added
+                   if not (m[2] == "ext4" and (WORKSPACE_MOUNT_RE.search(m[1]) or VOLUME_MOUNT_RE.search(m[1])))
+                   and not (m[2] == "tmpfs" and WORKSPACE_MOUNT_RE.search(m[1]))
                    and not (m[2] == "nsfs" and m[1].startswith("/run/netns/"))]
         if foreign:
             out.append(f"new host mounts that are not workspace volumes: {sorted(foreign)}")
