@@ -716,25 +716,6 @@ f"{{_total}} {{time.monotonic() - _start}}"
 """
 
 
-def unrouted_sandbox_range():
-    """A /24 of 10.64.0.0/10 that no route on this host touches (other daemons route theirs)."""
-    import ipaddress
-    import random
-    out = subprocess.run(["ip", "-o", "-4", "route", "show", "table", "all"], capture_output=True,
-                         text=True, timeout=20).stdout
-    routed = []
-    for line in out.splitlines():
-        words = line.split()
-        with contextlib.suppress(ValueError, IndexError):
-            routed.append(ipaddress.ip_network(
-                words[1] if words[0] in ("local", "broadcast", "unicast") else words[0], strict=False))
-    for _ in range(200):
-        candidate = ipaddress.ip_network(f"10.{random.randint(64, 127)}.{random.randint(0, 255)}.0/24")
-        if not any(candidate.overlaps(net) and net.prefixlen > 0 for net in routed):
-            return str(candidate)
-    raise RuntimeError("no free /24 in 10.64.0.0/10 for the sandboxes")
-
-
 def throughput(received, seconds, expected):
     if int(received) != expected:
         raise RuntimeError(f"download got {received} of {expected} bytes")
@@ -791,11 +772,12 @@ def network_figures(runs, create_samples=60):
     if os.geteuid() != 0:
         return {"not_measured": "the test internet needs root (network namespaces and veths)"}
     sys.path.insert(0, os.path.join(REPO, "tests"))
+    from helpers.network_ranges import unrouted_range
     from helpers.test_internet import small_internet
     tmp = tempfile.mkdtemp(prefix="cellbox-bench-net-")
     try:
         server = start_cellbox(os.path.join(tmp, "cb"), 0,
-                               extra=("--allow-network", "--network-range", unrouted_sandbox_range()))
+                               extra=("--allow-network", "--network-range", str(unrouted_range())))
         try:
             figures = {"create_to_first_result_network_on_vs_off_ms":
                        network_create_figures(server, create_samples)}

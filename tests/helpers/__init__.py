@@ -23,5 +23,7 @@
              index in a namespace on documentation addresses, and a stand-in sandbox namespace
              (small_internet(), stand_in_sandbox(); tests/README.md).
 - network_ranges.py  a --network-range of the test run's own for each daemon it starts
-             (cellboxd refuses a range whose gateway another daemon holds).
+             (sandbox_range), or one no route on the host touches (unrouted_range): cellboxd
+             refuses a range another daemon's routes or gateway lie in.
+- dns_query.py  one DNS query over UDP, on the host, in a namespace or in a cell.
 """

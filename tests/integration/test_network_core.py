@@ -5,16 +5,14 @@ links cbx<block>-<slot> (and the gateway's bridge cbx<block>-gw, from start to s
 read from the data directory (uid-block); nothing else on the host is looked at. A few slots' chains are made ahead (sandbox/network.c, PREPARED_SLOTS): they
 have no link and nothing is routed through them. The outside host is a network namespace the test
 makes (helpers/outside_host.py)."""
-import contextlib
-import ipaddress
 import os
-import random
 import signal
 import subprocess
 
 import pytest
 
 from helpers.daemon import Daemon, finish_or_fail
+from helpers.network_ranges import unrouted_range
 from helpers.outside_host import outside_host
 from helpers.v1 import V1
 from helpers.wait import wait_until
@@ -62,26 +60,6 @@ def sandbox_chains(block):
 
 
 PREPARED_SLOTS = 2  # sandbox/network.c: slots whose chain is made ahead, with no link
-
-
-def unrouted_range():
-    """A /24 of 10.64.0.0/10 no route on this host touches: other daemons on the machine (other
-    tests, other checkouts) route their own sandbox ranges, and two daemons on one range would
-    answer each other's sandboxes' packets."""
-    out = subprocess.run(["ip", "-o", "-4", "route", "show", "table", "all"], capture_output=True,
-                         text=True, timeout=20).stdout
-    routed = []
-    for line in out.splitlines():
-        words = line.split()
-        with contextlib.suppress(ValueError, IndexError):
-            routed.append(ipaddress.ip_network(
-                words[1] if words[0] in ("local", "broadcast", "unicast") else words[0],
-                strict=False))
-    for _ in range(200):
-        candidate = ipaddress.ip_network(f"10.{random.randint(64, 127)}.{random.randint(0, 255)}.0/24")
-        if not any(candidate.overlaps(net) and net.prefixlen > 0 for net in routed):
-            return candidate
-    raise RuntimeError("no free /24 in 10.64.0.0/10 for the sandboxes")
 
 
 def network_args(network_range):

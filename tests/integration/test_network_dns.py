@@ -18,7 +18,6 @@ import os
 import random
 import shutil
 import signal
-import struct
 import subprocess
 import tempfile
 import threading
@@ -27,6 +26,7 @@ import time
 import pytest
 
 from helpers.daemon import built
+from helpers.dns_query import SOURCE as DNS_QUERY_SOURCE
 
 DRIVER = built("tests", "network-dns-driver")
 DNSMASQ = "/usr/sbin/dnsmasq"
@@ -36,36 +36,8 @@ pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not os.path.exists(DNSMASQ) or not shutil.which("ip"),
     reason="needs root, Debian's dnsmasq-base and iproute2 (network namespaces)")
 
-QUERY_HELPER = r"""
-import random, socket, struct, sys
-name, server = sys.argv[1], sys.argv[2]
-question = b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
-ident = random.randrange(65536)
-packet = struct.pack(">HHHHHH", ident, 0x0100, 1, 0, 0, 0) + question
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.settimeout(1.0)
-for attempt in range(3):
-    try:
-        s.sendto(packet, (server, 53))
-        reply = s.recv(4096)
-        break
-    except (socket.timeout, ConnectionRefusedError):
-        continue
-else:
-    print("NOANSWER"); sys.exit(0)
-ident_back, flags, qd, an = struct.unpack(">HHHH", reply[:8])
-at, addresses = 12 + len(question), []
-for _ in range(an):
-    while reply[at] != 0 and reply[at] < 0xC0:
-        at += reply[at] + 1
-    at += 2 if reply[at] >= 0xC0 else 1
-    rtype, rclass, ttl, length = struct.unpack(">HHIH", reply[at:at + 10])
-    at += 10
-    if rtype == 1:
-        addresses.append(socket.inet_ntoa(reply[at:at + 4]))
-    at += length
-print("RCODE=%d %s" % (flags & 0xF, " ".join(addresses)))
-"""
+# One query from a namespace: "RCODE=<n> <address>..." or "NOANSWER" (helpers/dns_query.py).
+QUERY_HELPER = DNS_QUERY_SOURCE + "import sys\nprint(dns_query(sys.argv[1], sys.argv[2]))\n"
 
 
 def netns_run(namespace, *command, check=True, timeout=20):

@@ -13,6 +13,7 @@ import subprocess
 
 import pytest
 
+from helpers.dns_query import SOURCE as DNS_QUERY_SOURCE, dns_query
 from helpers.network_ranges import gateway_of_range, sandbox_range
 from helpers.test_internet import DNS_ADDRESS, WEB_ADDRESS, small_internet
 
@@ -25,39 +26,6 @@ DAEMON_ARGS = ["--allow-network", "--network-range", RANGE, "--network-dns-upstr
 POINTING_AT_THE_HOST = {"host.test": "127.0.0.1", "private.test": "10.1.2.3",
                         "metadata.test": "169.254.169.254"}
 
-# One DNS query over UDP: "RCODE=<n> <address>..." or "NOANSWER"; run on the host or inside.
-QUERY = r"""
-import random, socket, struct
-def dns_query(name, server, port=53):
-    question = b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
-    packet = struct.pack(">HHHHHH", random.randrange(65536), 0x0100, 1, 0, 0, 0) + question
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.settimeout(1.0)
-    try:
-        for attempt in range(3):
-            try:
-                s.sendto(packet, (server, port))
-                reply = s.recv(4096)
-                break
-            except (socket.timeout, ConnectionRefusedError):
-                continue
-        else:
-            return "NOANSWER"
-    finally:
-        s.close()
-    flags, qd, an = struct.unpack(">HHH", reply[2:8])
-    at, addresses = 12 + len(question), []
-    for _ in range(an):
-        while reply[at] != 0 and reply[at] < 0xC0:
-            at += reply[at] + 1
-        at += 2 if reply[at] >= 0xC0 else 1
-        rtype, rclass, ttl, length = struct.unpack(">HHIH", reply[at:at + 10])
-        at += 10
-        if rtype == 1:
-            addresses.append(socket.inet_ntoa(reply[at:at + 4]))
-        at += length
-    return ("RCODE=%d " % (flags & 0xF)) + " ".join(addresses)
-"""
 
 
 @pytest.fixture(scope="module")
@@ -85,13 +53,11 @@ for name in {list(names)!r}:
 
 
 def query_inside(kernel, name, port=53):
-    return kernel.json(QUERY + f"\n_result = dns_query({name!r}, {GATEWAY!r}, {port})\n", timeout=60)
+    return kernel.json(DNS_QUERY_SOURCE + f"\n_result = dns_query({name!r}, {GATEWAY!r}, {port})\n", timeout=60)
 
 
 def query_from_host(name):
-    namespace = {}
-    exec(QUERY, namespace)
-    return namespace["dns_query"](name, DNS_ADDRESS)
+    return dns_query(name, DNS_ADDRESS)
 
 
 def assert_a_neighbour_still_resolves(box):
