@@ -404,7 +404,6 @@ static void describe_kernel_sandbox(const kernel *k, char *const *argv, char *co
                  .uid = k->sandbox.uid,
                  .gid = k->sandbox.uid,
                  .tmp_bytes = limits->disk_bytes,
-                 .network = limits->network,
                  .nameserver = network_gateway(),
                  .volumes = &k->sandbox.volumes},
         .network = limits->network,
