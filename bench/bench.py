@@ -14,9 +14,10 @@ SDK beside /v1 alone (commands.run('true') and a 10 MiB files.write against thei
 tests/clients/node/e2b_bench.mjs) into bench/results/e2b-latest.json; a full run has the same
 figures under "e2b_sdk_vs_v1". `--only network` (root) runs the network figures alone into
 bench/results/network-latest.json, on a real networked cellbox sandbox: create -> first result
-with network on beside off (alternating, one daemon, no warm pool), and HTTP download throughput
-from the tests' own web server (tests/helpers/test_internet.py) into the sandbox beside the
-host's own download of the same file. A full run has them under "network".
+with network on beside off (alternating, one daemon, no warm pool; then again on a daemon with a
+warm pool, both sides taken from it), and HTTP download throughput from the tests' own web
+server (tests/helpers/test_internet.py) into the sandbox beside the host's own download of the
+same file. A full run has them under "network".
 """
 import argparse
 import concurrent.futures
@@ -724,9 +725,8 @@ def throughput(received, seconds, expected):
 
 def network_create_figures(server, samples):
     """Create -> first result with network on beside off, alternating, on one daemon with no
-    warm pool: a networked sandbox never comes from the pool (its kernels are made without
-    network), so both sides take the same path (a prepared set, a clone of the zygote) and differ
-    by the network alone."""
+    warm pool: both sides take the path of an empty pool (a prepared set, a clone of the zygote)
+    and differ by the network alone."""
     on, off = [], []
     for _ in range(samples):
         off += create_to_first_result(server, 1, 0.3)
@@ -737,6 +737,22 @@ def network_create_figures(server, samples):
     return {"path": "pool empty (prepared set + zygote clone) for both", "samples": samples,
             "off_p50": pct(off, 50), "off_p95": pct(off, 95), "on_p50": pct(on, 50),
             "on_p95": pct(on, 95), "ratio_p50": pct(on, 50) / pct(off, 50),
+            "paired_difference_p50_ms": paired}
+
+
+def network_warm_create_figures(server, pool_size, samples):
+    """Create -> first result with network on beside off, alternating, on one daemon with a warm
+    pool, each create after the pool refilled: both take a pooled kernel (model/manager.c), and
+    the networked one is given its interface as it is handed out."""
+    on, off = [], []
+    for _ in range(samples):
+        off += create_to_first_result(server, 1, 0.3, pool_size=pool_size)
+        on += create_to_first_result(server, 1, 0.3, pool_size=pool_size,
+                                     env={"KERNEL_CELLBOX_NETWORK": "1"})
+    paired = statistics.median(b - a for a, b in zip(off, on))
+    return {"path": f"warm pool (--pool-size {pool_size}, refilled before each create) for both",
+            "samples": samples, "off_p50": pct(off, 50), "off_p95": pct(off, 95),
+            "on_p50": pct(on, 50), "on_p95": pct(on, 95), "ratio_p50": pct(on, 50) / pct(off, 50),
             "paired_difference_p50_ms": paired}
 
 
@@ -765,6 +781,9 @@ def network_download_figures(server, internet, runs):
             "sandbox_max": max(sandbox), "ratio_p50": pct(sandbox, 50) / pct(host, 50)}
 
 
+WARM_POOL_SIZE = 2  # the daemon's default --pool-size
+
+
 def network_figures(runs, create_samples=60):
     """A real networked cellbox sandbox: create with network on beside off, and HTTP download
     throughput from the tests' own web server (tests/helpers/test_internet.py) beside the
@@ -786,6 +805,13 @@ def network_figures(runs, create_samples=60):
                     server, internet, runs)
         finally:
             server.stop()
+        warm = start_cellbox(os.path.join(tmp, "cb-warm"), WARM_POOL_SIZE,
+                             extra=("--allow-network", "--network-range", unrouted_sandbox_range()))
+        try:
+            figures["create_to_first_result_warm_pool_network_on_vs_off_ms"] = \
+                network_warm_create_figures(warm, WARM_POOL_SIZE, create_samples)
+        finally:
+            warm.stop()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return figures

@@ -404,7 +404,6 @@ static void describe_kernel_sandbox(const kernel *k, char *const *argv, char *co
                  .uid = k->sandbox.uid,
                  .gid = k->sandbox.uid,
                  .tmp_bytes = limits->disk_bytes,
-                 .network = limits->network,
                  .nameserver = network_gateway(),
                  .volumes = &k->sandbox.volumes},
         .network = limits->network,
@@ -555,26 +554,47 @@ json_t *kernel_network_model(const kernel *k)
                      "denyOut", k->deny_out ? json_deep_copy(k->deny_out) : json_array());
 }
 
+/* Gives the running sandbox its interface and applies its lists. 0, or -1 with `why`: the sandbox
+   keeps loopback only, no slot held. */
+static int attach_interface(kernel *k, char *why, size_t why_size)
+{
+    k->network_slot = network_attach(k->pid, k->pidfd, why, why_size);
+    /* Its chain comes with the policy of empty lists: applied only when there are lists. */
+    bool has_lists = json_array_size(k->allow_out) + json_array_size(k->deny_out) > 0;
+    if (k->network_slot >= 0 && has_lists && apply_egress_lists(k, why, why_size) < 0) {
+        network_detach(k->network_slot);
+        network_forget_names(k->id);
+        k->network_slot = -1;
+    }
+    return k->network_slot >= 0 ? 0 : -1;
+}
+
 static bool attach_network(kernel *k)
 {
     if (!k->sandbox.limits.network || k->sandbox.host || k->network_slot >= 0)
         return true;
     char why[512];
-    k->network_slot = network_attach(k->pid, k->pidfd, why, sizeof why);
-    /* Its chain comes with the policy of empty lists: applied only when there are lists. */
-    bool has_lists = json_array_size(k->allow_out) + json_array_size(k->deny_out) > 0;
-    if (k->network_slot >= 0 && has_lists && apply_egress_lists(k, why, sizeof why) < 0) {
-        network_detach(k->network_slot);
-        network_forget_names(k->id);
-        k->network_slot = -1;
-    }
-    if (k->network_slot >= 0)
+    if (attach_interface(k, why, sizeof why) == 0)
         return true;
     log_warn("kernel %s: %s", k->id, why);
     snprintf(k->death_reason, sizeof k->death_reason, "the sandbox's network could not be set up: %.140s",
              why);
     kill(-k->pid, SIGKILL);
     return false;
+}
+
+int kernel_give_network(kernel *k, char *why, size_t why_size)
+{
+    if (k->sandbox.limits.network)
+        return 0;
+    k->sandbox.limits.network = true;
+    /* Still being cloned: on_zygote_answer attaches it before it flushes any request. */
+    if (k->pid <= 0)
+        return 0;
+    if (attach_interface(k, why, why_size) == 0)
+        return 0;
+    k->sandbox.limits.network = false; /* it has none: never reported or recorded as networked */
+    return -1;
 }
 
 /* The process runs (pid 0: the zygote is cloning it, its pidfd comes with the answer): the loop

@@ -115,6 +115,13 @@ const kernel_sandbox *kernel_get_sandbox(const kernel *k);
    (sandbox/network.h has the semantics). 0, or -1 with `why`: no network, an entry that is none
    of those (named), over a limit, or the firewall refused (the old lists then stay). */
 int kernel_set_egress(kernel *k, json_t *allow_out, json_t *deny_out, char *why, size_t why_size);
+/* During a create, for a kernel handed out from the warm pool (which has loopback only) to a request
+   for network: the kernel's limits say network, and its sandbox gets its interface now (or, if
+   its clone has not answered yet, when it does), before any request reaches it. Lists set
+   before (kernel_set_egress) are applied with it. 0, or -1 with `why` (no slot left, the
+   interface could not be made): the kernel still has no network, and the caller must discard
+   it rather than hand it out. */
+int kernel_give_network(kernel *k, char *why, size_t why_size);
 /* What GET /v1/sandboxes/{id} and E2B's getInfo report of the network: false for a sandbox
    without one, else {"address": its address (null until its interface is up), "allowOut": [...],
    "denyOut": [...]} (the lists as last set, [] for none). A new reference. */

@@ -131,6 +131,33 @@ static void remember(kernel *k, const sandbox_pieces *pieces)
 
 /* ---- creation ---- */
 
+/* A warm-pool kernel for the request in *taken (NULL: none ready). -1 with `why` when one was
+   taken but could not be given the network asked for: it is discarded, never handed out without
+   it. */
+static int take_from_pool(const kernelspec *spec, json_t *env, const sandbox_limits *limits,
+                          sandbox_pieces *pieces, kernel **taken, char *why, size_t why_size)
+{
+    kernel *k = *taken = pool_take(spec, pieces);
+    if (!k)
+        return 0;
+    if (limits->network && kernel_give_network(k, why, why_size) < 0) {
+        char *workspace = strdup(kernel_workspace(k));
+        log_warn("kernel %s from the warm pool discarded: %s", kernel_id(k), why);
+        kernel_destroy(k);
+        sandbox_pieces_release(pieces, workspace, options.keep_workspaces);
+        free(workspace);
+        *taken = NULL;
+        char reason[400];
+        snprintf(reason, sizeof reason, "%s", why);
+        snprintf(why, why_size, "the sandbox's network could not be set up: %s; or create it "
+                 "without network", reason);
+        return -1;
+    }
+    kernel_set_environment(k, env); /* as if it had started with the request's variables */
+    kernel_touch(k);
+    return 0;
+}
+
 kernel *manager_create(const char *spec_name, json_t *env, json_t *requested_limits,
                        json_t *network, const rootfs_volumes *volumes, failure_kind *failure,
                        char *why, size_t why_size)
@@ -159,19 +186,22 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *requested_lim
                             &options.max_limits, options.allow_network, &limits, failure, why,
                             why_size) < 0)
         return NULL;
-    /* A pooled kernel's sandbox is already built: nothing can be bound into it any more. */
+    /* A pooled kernel's sandbox is already built: nothing can be bound into it any more. Its
+       root is the same with network or without (sandbox/rootfs.c), and its namespace has
+       loopback only until take_from_pool gives it an interface: a networked request takes one
+       too. */
     bool poolable = spec->pool_size > 0 &&
-                    limits_equal(&limits, &options.default_limits, LIMITS_ALL) &&
-                    (!volumes || volumes->count == 0);
+                    limits_equal(&limits, &options.default_limits, LIMITS_ALL & ~LIMITS_NETWORK) &&
+                    !options.default_limits.network && (!volumes || volumes->count == 0);
     sandbox_pieces pieces;
-    kernel *k = poolable ? pool_take(spec, &pieces) : NULL;
-    bool pooled = k != NULL;
-    if (pooled) {
-        kernel_set_environment(k, env); /* as if it had started with the request's variables */
-        kernel_touch(k);
-    } else {
-        k = prepared_start_kernel(spec, env, &limits, volumes, &pieces, why, why_size);
+    kernel *k = NULL;
+    if (poolable && take_from_pool(spec, env, &limits, &pieces, &k, why, why_size) < 0) {
+        *failure = FAILURE_EXHAUSTED; /* every address taken, mostly: a retry after a delete works */
+        return NULL;
     }
+    bool pooled = k != NULL;
+    if (!pooled)
+        k = prepared_start_kernel(spec, env, &limits, volumes, &pieces, why, why_size);
     if (!k) {
         *failure = FAILURE_INTERNAL;
         return NULL;

@@ -253,7 +253,7 @@ static void build_spec(spawn_request *request)
     spec->root.runtime_dir = string_field(j, "runtime_dir");
     spec->root.uid = spec->root.gid = (uid_t)json_integer_value(json_object_get(j, "uid"));
     spec->root.tmp_bytes = json_integer_value(json_object_get(j, "tmp_bytes"));
-    spec->root.network = spec->network = json_is_true(json_object_get(j, "network"));
+    spec->network = json_is_true(json_object_get(j, "network"));
     spec->root.nameserver = string_field(j, "nameserver");
     spec->open_files = (int)json_integer_value(json_object_get(j, "open_files"));
     spec->file_size = json_integer_value(json_object_get(j, "file_size"));

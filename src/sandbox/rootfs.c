@@ -92,10 +92,12 @@ static int write_identity_files(const rootfs_spec *spec)
         make_file("etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files dns\n") < 0)
         return -1;
     /* The host's resolv.conf would name resolvers the sandbox cannot reach (the host's loopback,
-       private addresses): a networked sandbox asks its gateway, where part N2's resolver
-       answers. */
+       private addresses): a networked sandbox asks its gateway, where the daemon's resolver
+       answers. The root is the same with network or without, so that one warm-pool kernel
+       serves both kinds: without an interface the gateway has no route, and a lookup fails at
+       once (ENETUNREACH), never waiting on a timeout. */
     char resolv_conf[64] = "";
-    if (spec->network && spec->nameserver && *spec->nameserver)
+    if (spec->nameserver && *spec->nameserver)
         snprintf(resolv_conf, sizeof resolv_conf, "nameserver %s\n", spec->nameserver);
     return make_file("etc/resolv.conf", resolv_conf);
 }
@@ -105,23 +107,24 @@ static int write_identity_files(const rootfs_spec *spec)
    site-packages is not writable. Debian's PEP 668 marker would refuse even that
    (externally-managed-environment), though it guards only the /usr a sandbox cannot change. With
    no network, every index is out of reach: no retries (pip would back off for seconds), no
-   check for a newer pip. */
-static int write_pip_config(const rootfs_spec *spec)
+   check for a newer pip; the sitecustomize below says so to pip at run time (PIP_RETRIES and
+   friends), since the root is the same with network or without. */
+static int write_pip_config(void)
 {
-    static const char with_network[] = "[global]\nbreak-system-packages = true\n";
-    static const char without_network[] = "[global]\nbreak-system-packages = true\nretries = 0\n"
-                                          "timeout = 5\ndisable-pip-version-check = true\n";
-    return make_file("etc/pip.conf", spec->network ? with_network : without_network);
+    return make_file("etc/pip.conf", "[global]\nbreak-system-packages = true\n");
 }
 
-/* In a sandbox without a network, cellbox's sitecustomize (runtime/python, which does what
-   Debian's does, then watches pip) replaces Debian's: pip alone answers an unreachable index
-   with "No matching distribution found", which reads as a misspelt name; pip's last line then
-   says the sandbox has no network and what to do instead. Nothing is bound where the host has
-   no sitecustomize to replace (the mount point could not be made in the read-only /etc). */
+/* cellbox's sitecustomize (runtime/python, which does what Debian's does, then, in a pip process
+   of a sandbox that has no interface but loopback, watches pip) replaces Debian's: pip alone
+   answers an unreachable index with "No matching distribution found", which reads as a misspelt
+   name; pip's last line then says the sandbox has no network and what to do instead. It is bound
+   in every sandbox and looks at the interfaces when pip starts: a warm-pool kernel is built
+   before anyone knows whether it will get a network, and a networked sandbox whose denyOut
+   refuses the index must not be told that it has none. Nothing is bound where the host has no
+   sitecustomize to replace (the mount point could not be made in the read-only /etc). */
 static int bind_no_network_sitecustomize(const rootfs_spec *spec)
 {
-    if (spec->network || access(DEBIAN_SITECUSTOMIZE, F_OK) < 0)
+    if (access(DEBIAN_SITECUSTOMIZE, F_OK) < 0)
         return 0;
     char source[4096];
     snprintf(source, sizeof source, "%s/share/cellbox/python/no_network_sitecustomize.py",
@@ -150,7 +153,7 @@ static int write_profile_path(void)
 
 static int build_etc(const rootfs_spec *spec, char *why, size_t why_size)
 {
-    if (make_dirs("etc") < 0 || write_identity_files(spec) < 0 || write_pip_config(spec) < 0 ||
+    if (make_dirs("etc") < 0 || write_identity_files(spec) < 0 || write_pip_config() < 0 ||
         write_profile_path() < 0)
         return fail(why, why_size, "cannot write", "/etc");
     for (size_t i = 0; i < sizeof host_etc_entries / sizeof host_etc_entries[0]; i++) {

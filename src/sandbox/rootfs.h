@@ -36,8 +36,7 @@ typedef struct rootfs_spec {
     uid_t uid;                 /* the sandbox user, named "user" in /etc/passwd */
     gid_t gid;
     long long tmp_bytes;       /* size of the /tmp tmpfs */
-    bool network;              /* it has an interface (network.c): resolv.conf names the gateway */
-    const char *nameserver;    /* the gateway's address when network (NULL: none) */
+    const char *nameserver;    /* the networked sandboxes' gateway (NULL: the daemon gives none) */
     const rootfs_volumes *volumes; /* NULL: none */
 } rootfs_spec;
 

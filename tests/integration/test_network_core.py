@@ -327,6 +327,88 @@ def test_bad_lists_and_sandboxes_without_network_are_refused(v1_network):
         v1_network.remove(sid)
 
 
+# ---- the warm pool (model/manager.c): one pooled kernel serves creates with network and without
+
+INTERFACES = "import socket\nsorted(name for _, name in socket.if_nameindex())"
+
+
+def create_from_the_pool(v1, **body):
+    """Waits for a ready pooled kernel (the daemon's default --pool-size), creates, and asserts the
+    daemon's log says the sandbox was taken from the warm pool."""
+    wait_until(lambda: v1.get("api").json()["templates"]["python3"]["warm_pool_ready"] >= 1,
+               timeout=90, message="a ready kernel in the warm pool")
+    box = v1.create(timeout_s=0, **body)
+    wait_until(lambda: f"kernel {box['id']} " in v1.daemon.log_text(), timeout=10,
+               message="the create's log line")
+    assert f"kernel {box['id']} taken from the warm pool" in v1.daemon.log_text(), \
+        v1.daemon.log_text()[-3000:]
+    return box
+
+
+def test_a_networked_create_from_the_warm_pool_gets_its_interface(v1_network, outside):
+    box = create_from_the_pool(v1_network, network=True)
+    model = v1_network.model(box["id"])
+    assert model["network"]["address"], model
+    assert eval(v1_network.value(box["id"], INTERFACES)) != ["lo"]
+    assert reaches(v1_network, box["id"], outside.url + "hello.txt")
+    v1_network.remove(box["id"])
+
+
+def test_a_create_without_network_from_the_same_pool_still_has_none(v1_network, outside):
+    """Loopback only, the outside host out of reach, and pip's last line says why (the
+    sitecustomize decides at run time, the root being the same for both kinds)."""
+    box = create_from_the_pool(v1_network)
+    sid = box["id"]
+    assert v1_network.model(sid)["network"] is False
+    assert eval(v1_network.value(sid, INTERFACES)) == ["lo"]
+    assert not reaches(v1_network, sid, outside.url + "hello.txt")
+    ev = v1_network.command(sid, f"pip install --index-url {outside.url}simple/ "
+                                 f"--trusted-host {outside.address} cellbox-nothing", timeout=120)
+    text = ev.stdout + ev.stderr
+    last = [line for line in text.splitlines() if line.strip()][-1]
+    assert last.startswith("cellbox: this sandbox has no network, so pip could not reach"), text
+    assert ev[-1]["exit_code"] != 0, text
+    v1_network.remove(sid)
+
+
+def test_egress_lists_at_create_hold_on_a_sandbox_from_the_warm_pool(v1_network, outside):
+    url = outside.url + "hello.txt"
+    denied = create_from_the_pool(v1_network, network={"denyOut": [str(outside.subnet)]})
+    assert not reaches(v1_network, denied["id"], url)
+    allowed = create_from_the_pool(v1_network, network={"denyOut": ["0.0.0.0/0"],
+                                                        "allowOut": [f"{outside.address}/32"]})
+    assert reaches(v1_network, allowed["id"], url)
+    for sid in (denied["id"], allowed["id"]):
+        v1_network.remove(sid)
+
+
+def test_a_pooled_kernel_whose_network_cannot_be_attached_is_discarded_not_handed_out():
+    """A /29 has five sandbox addresses: with all five taken, a networked create from the pool is
+    503 naming why, its pooled kernel is discarded (never handed out without the network it asked
+    for), and the pool still serves a create without network."""
+    network_range = next(unrouted_range().subnets(new_prefix=29))
+    d = Daemon(args=network_args(network_range))
+    d.start()
+    v1 = V1(d)
+    try:
+        for _ in range(5):
+            v1.create(timeout_s=0, network=True)
+        before = len(v1.sandboxes())
+        wait_until(lambda: v1.get("api").json()["templates"]["python3"]["warm_pool_ready"] >= 1,
+                   timeout=90, message="a ready kernel in the warm pool")
+        r = v1.post("v1/sandboxes", json={"network": True, "timeout_s": 0})
+        assert r.status_code == 503, r.text
+        assert "network could not be set up" in r.json()["message"], r.text
+        assert "every address of the sandbox network (5) is taken" in r.json()["message"], r.text
+        assert "from the warm pool discarded" in d.log_text()
+        assert len(v1.sandboxes()) == before
+        plain = create_from_the_pool(v1)
+        assert eval(v1.value(plain["id"], INTERFACES)) == ["lo"]
+    finally:
+        v1.cleanup()
+        finish_or_fail(d)
+
+
 def test_a_second_daemon_on_a_range_in_use_is_refused_and_the_first_keeps_working(outside):
     network_range = unrouted_range()
     d = Daemon(args=network_args(network_range))

@@ -1,12 +1,16 @@
-"""sitecustomize of a sandbox without a network: pip says why it cannot install.
+"""sitecustomize of every sandbox: in a sandbox without a network, pip says why it cannot install.
 
-cellbox binds this file over Debian's /etc/python3.11/sitecustomize.py in sandboxes that have no
-network (src/sandbox/rootfs.c), so every python3 there starts with it: `pip` and `python3 -m pip`
-from a command (E2B's commands.run, /v1's commands), `!pip` and IPython's %pip in a cell (both
-start `python3 -m pip` or the pip script) alike. A sandbox with a network never has it: when its
-denyOut refuses an index, pip's own error stands, and no note claims that it has no network. Left alone, pip answers an index it cannot reach with "No matching
-distribution found", which reads as a misspelt name. Here, when pip tried to reach another host
-and could not, its last line says that the sandbox has no network and what to do instead.
+cellbox binds this file over Debian's /etc/python3.11/sitecustomize.py in every sandbox
+(src/sandbox/rootfs.c), so every python3 there starts with it: `pip` and `python3 -m pip` from a
+command (E2B's commands.run, /v1's commands), `!pip` and IPython's %pip in a cell (both start
+`python3 -m pip` or the pip script) alike. The root is the same with network or without (a
+warm-pool kernel is built before anyone knows whether it will get one), so a pip process looks
+when it starts: a sandbox with an interface besides loopback has a network, and there this file
+does nothing more; when its denyOut refuses an index, pip's own error stands, and no note claims
+that it has no network. Without one, pip gives up at once (no retries, no version check), and
+left alone it would answer an index it cannot reach with "No matching distribution found", which
+reads as a misspelt name: here, when pip tried to reach another host and could not, its last
+line says that the sandbox has no network and what to do instead.
 
 Any other program only pays for one look at its command line. Nothing here changes what pip
 does or its exit status; it only watches name lookups and connections fail.
@@ -92,5 +96,25 @@ def _watch_unreachable_hosts():
     atexit.register(note)
 
 
-if _is_pip(getattr(sys, "orig_argv", sys.argv)):
+def _has_network():
+    """True when the sandbox has an interface besides loopback: network.c gives a networked
+    sandbox its interface before any request reaches it, so it is there when pip starts."""
+    import socket
+    try:
+        return any(name != "lo" for _, name in socket.if_nameindex())
+    except OSError:
+        return True  # cannot tell: claim nothing
+
+
+def _give_up_at_once():
+    """Every index is out of reach: no retries (pip would back off for seconds), a short timeout,
+    no check for a newer pip. Variables the user set stand."""
+    import os
+    os.environ.setdefault("PIP_RETRIES", "0")
+    os.environ.setdefault("PIP_TIMEOUT", "5")
+    os.environ.setdefault("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+
+
+if _is_pip(getattr(sys, "orig_argv", sys.argv)) and not _has_network():
+    _give_up_at_once()
     _watch_unreachable_hosts()
