@@ -806,7 +806,7 @@ def network_figures(runs, create_samples=60):
         finally:
             server.stop()
         warm = start_cellbox(os.path.join(tmp, "cb-warm"), WARM_POOL_SIZE,
-                             extra=("--allow-network", "--network-range", unrouted_sandbox_range()))
+                             extra=("--allow-network", "--network-range", str(unrouted_range())))
         try:
             figures["create_to_first_result_warm_pool_network_on_vs_off_ms"] = \
                 network_warm_create_figures(warm, WARM_POOL_SIZE, create_samples)
