@@ -46,6 +46,7 @@ typedef struct spawn_request {
     json_t *json;          /* owns the strings the spec points into */
     sandbox_spec spec;
     rootfs_volumes volumes; /* the spec's root points here */
+    rootfs_template template; /* and here: the template's view, as kernel/zygote.c sent it */
     int fds[SPAWN_FDS];
     size_t length;         /* bytes received into the buffer */
 } spawn_request;
@@ -263,6 +264,11 @@ static void build_spec(spawn_request *request)
     spec->memory_cgroup_procs = json_string_value(json_object_get(j, "memory_cgroup_procs"));
     read_volumes(json_object_get(j, "volumes"), &request->volumes);
     spec->root.volumes = &request->volumes;
+    /* The same view the zygote itself runs in (kernel/zygote.c), bound again by rootfs_enter so
+       that a clone's root is the one an exec'd kernel of this template gets. */
+    request->template = (rootfs_template){
+        .view = json_string_value(json_object_get(j, "template_view"))};
+    spec->root.template = request->template.view ? &request->template : NULL;
     memcpy(spec->fds, request->fds, sizeof spec->fds);
 }
 
