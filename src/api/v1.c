@@ -11,6 +11,7 @@
 #include "api/v1_files.h"
 #include "api/v1_ready.h"
 #include "api/v1_run.h"
+#include "api/v1_template_build.h"
 #include "api/v1_templates.h"
 #include "api/v1_volumes.h"
 #include "common/text.h"
@@ -263,6 +264,10 @@ void v1_dispatch(http_request *request)
     char copy[2048];
     char *s[MAX_SEGMENTS];
     int n = url_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
+    if (n == 2 && strcmp(s[1], "templates") == 0 && http_method_is(request, "POST")) {
+        v1_template_build(request);
+        return;
+    }
     if (n == 2 && strcmp(s[1], "templates") == 0) {
         if (http_method_is(request, "GET"))
             v1_templates_list(request);
@@ -297,7 +302,7 @@ void v1_dispatch(http_request *request)
 
 bool v1_streams_body(const char *method, const char *path)
 {
-    if (v1_templates_streams_body(method, path))
+    if (v1_templates_streams_body(method, path) || v1_template_build_streams_body(method, path))
         return true;
     if (!v1_owns(path) || strncmp(path, "/v1/sandboxes/", 14) != 0)
         return false;
