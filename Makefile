@@ -39,7 +39,7 @@ KERNEL_SHARED := src/sandbox/sandbox.c src/sandbox/rootfs.c src/sandbox/landlock
                  src/sandbox/supervisor.c
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 CLI_SRCS    := $(wildcard src/cli/*.c)
-CLI_LIBS     = $(call pkg_config,cli_libs,--libs libcurl jansson)
+CLI_LIBS     = $(call pkg_config,cli_libs,--libs libcurl jansson libarchive)
 
 OBJ         = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 BIN         := $(BUILD)/bin
@@ -66,7 +66,8 @@ $(BIN)/cellboxd: $(call OBJ,$(DAEMON_SRCS))
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(DEP_LIBS)
 
-# The command-line client: libcurl and jansson, nothing of the daemon's.
+# The command-line client: libcurl, jansson and libarchive (a build's context tar), nothing of
+# the daemon's.
 $(BIN)/cellbox: $(call OBJ,$(CLI_SRCS))
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CLI_LIBS)

@@ -622,7 +622,8 @@ static void keep_final_state(plan_state *state, const template_build_request *re
     plan->env_count = state->env_count;
     memcpy(plan->env, state->env, sizeof plan->env);
     state->env_count = 0;
-    plan->workdir = state->workdir;
+    /* Said even when it is the default: the record names where kernels start. */
+    plan->workdir = state->workdir ? state->workdir : copy_text("/home/user");
     state->workdir = NULL;
     plan->user = state->user ? state->user : copy_text("user");
     state->user = NULL;
