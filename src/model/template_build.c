@@ -270,6 +270,8 @@ static int start_program(template_build *b, char *const *argv, char *const *envp
     if (sandbox_pieces_create_cgroup(id, &limits, &box->pieces, why, why_size) < 0)
         return -1;
     uid_t uid = sandbox_pieces_uid(&box->pieces);
+    log_info("template build %s: step %d runs in build sandbox %s (uid %d)", b->name,
+             b->current + 1, id, (int)uid);
     const char *lower[TEMPLATES_MAX_LAYERS];
     int lower_count = b->checking_preload ? b->plan->layer_count : current_step(b)->lower_count;
     for (int i = 0; i < lower_count; i++)
