@@ -737,11 +737,10 @@ void template_build_abandon(template_build *build)
 
 void template_build_abandon_all(void)
 {
-    while (running_builds) {
-        template_build *b = running_builds;
-        if (b->over)
-            forget_build(b);
-        else
-            template_build_abandon(b);
-    }
+    /* Each build's client is told, so its stream ends before the server stops. */
+    while (running_builds)
+        fail_build(running_builds,
+                   "cellboxd is stopping: the build was stopped and left nothing behind; run it "
+                   "again once the daemon is back (finished steps are reused)",
+                   -1);
 }

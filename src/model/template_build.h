@@ -79,7 +79,8 @@ template_build *template_build_start(const template_build_request *request,
                                      failure_kind *failure, char *why, size_t why_size);
 /* The client went away: the build stops and leaves nothing behind; no more events. */
 void template_build_abandon(template_build *build);
-/* At shutdown: every running build is abandoned. */
+/* At shutdown, before the sandboxes end: every running build ends with an "error" event (its
+   client is told) and leaves nothing behind. */
 void template_build_abandon_all(void);
 
 #endif

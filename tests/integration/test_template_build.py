@@ -267,10 +267,18 @@ def test_other_sandboxes_are_served_during_a_run_and_a_client_that_leaves_stops_
             return False  # then the client goes away: the build must stop
         return True
 
+    def on_event_and_clash(event, response):
+        if event["type"] == "output" and "sleeping-now" in event["text"]:
+            # One build per name: a second one is refused while the first runs.
+            results["second"] = post_build(daemon, "sleeper", "FROM cellbox\n")
+        return on_event(event, response)
+
     build = post_build(daemon, "sleeper", "FROM cellbox\nRUN echo sleeping-now && sleep 600\n",
-                       stream_callback=on_event)
+                       stream_callback=on_event_and_clash)
     assert sleeping.is_set(), build
     assert results["answer"] == "42"
+    second = results["second"]
+    assert second.status == 409 and "a build of template sleeper is running" in second.body["message"]
     assert not any(e["type"] in ("done", "error") or (e["type"] == "step_done" and e["step"] == 2)
                    for e in build.events), build
     v1.remove(sid)
@@ -278,3 +286,33 @@ def test_other_sandboxes_are_served_during_a_run_and_a_client_that_leaves_stops_
                message="the abandoned build's leftovers to go")
     assert not template_exists(daemon, "sleeper")
     assert "template build sleeper abandoned" in daemon.log_text()
+
+
+def test_a_step_past_its_time_limit_is_stopped_naming_the_limit(daemon):
+    build = post_build(daemon, "slow", "FROM cellbox\nRUN echo started && sleep 600\n",
+                       step_timeout_s=1)
+    assert build.last["type"] == "error", build
+    assert "ran past its time limit of 1 s" in build.last["message"]
+    assert "started" in build.last["output"]
+    assert not template_exists(daemon, "slow")
+    wait_until(lambda: nothing_left(daemon, "slow"), timeout=30, message="the slow build's leftovers")
+
+
+def test_arg_build_args_and_add_of_a_local_tar(daemon, v1):
+    import io
+    import tarfile
+    packed = io.BytesIO()
+    with tarfile.open(fileobj=packed, mode="w:gz") as tar:
+        data = b"unpacked by ADD\n"
+        info = tarfile.TarInfo("inner/file.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    dockerfile = ("ARG WHO=nobody\nFROM cellbox\nARG WHO\nARG PLACE=/srv/things\n"
+                  "ENV WHO_SAID=${WHO}\nADD bundle.tar.gz $PLACE/\n"
+                  "RUN echo \"who=$WHO place=$PLACE\" && cat $PLACE/inner/file.txt\n")
+    build = post_build(daemon, "withargs", dockerfile, context={"bundle.tar.gz": packed.getvalue()},
+                       build_args={"WHO": "the test"})
+    assert build.last["type"] == "done", build
+    assert "who=the test place=/srv/things\nunpacked by ADD\n" in build.output()
+    assert "WHO_SAID=the test" in build.last["template"]["env"]
+    assert delete_template(daemon, "withargs").status_code == 204
