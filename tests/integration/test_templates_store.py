@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from helpers.daemon import built
-from helpers.template_store import write_layer, write_record
+from helpers.template_store import host_rootfs_paths, write_layer, write_record, write_rootfs_tar
 from helpers.wait import wait_until
 
 pytestmark = pytest.mark.cellbox_only
@@ -115,3 +115,49 @@ echo seed > /home/user/seed.txt
     assert hashlib.sha256(open(probe, "rb").read()).hexdigest() == before
     assert os.listdir(data / "templates" / "staging") == []
     assert findmnt_under(str(data)) == []
+
+
+@pytest.fixture(scope="module")
+def rootfs_paths():
+    return host_rootfs_paths()
+
+
+def import_tar(client, name, tar_path, **query):
+    with open(tar_path, "rb") as body:
+        return client.post(f"v1/templates/{name}/import", params=query, data=body, timeout=300)
+
+
+def test_an_imported_root_filesystem_runs_kernels_and_one_lacking_a_piece_is_refused(
+        make_daemon, tmp_path, rootfs_paths):
+    d = make_daemon(args=["--pool-size", "0"])
+    c = d.client()
+    templates_dir = os.path.join(d.data_dir, "templates")
+
+    # Each missing piece: a 400 naming it, and nothing left (no record, layer or staging).
+    for leave_out, named in ((("usr/bin/python3",), "python3.11"),
+                             (("usr/lib/python3/dist-packages/IPython",), "IPython"),
+                             (("usr/lib/x86_64-linux-gnu/libc.so",), "C library")):
+        tar = write_rootfs_tar(str(tmp_path / "partial.tar"), rootfs_paths, leave_out=leave_out)
+        r = import_tar(c, "partial", tar)
+        assert r.status_code == 400 and named in r.json()["message"], r.text
+        assert not os.path.exists(os.path.join(templates_dir, "partial.json"))
+        assert os.listdir(os.path.join(templates_dir, "layers")) == []
+        assert os.listdir(os.path.join(templates_dir, "staging")) == []
+    assert c.post("v1/templates/partial/import", data=b"not a tarball").status_code == 400
+
+    tar = write_rootfs_tar(str(tmp_path / "root.tar"), rootfs_paths)
+    r = import_tar(c, "rooted", tar, preload="json", pool_size=0)
+    assert r.status_code == 201, r.text
+    model = r.json()
+    assert (model["name"], model["kind"], model["from"], model["preload"]) == \
+        ("rooted", "rootfs", "rootfs", "json")
+    assert model["layers"][0].startswith("root-") and model["size_bytes"] > 10 << 20
+    assert c.get("v1/templates/rooted").json()["layers"] == model["layers"]
+    r = import_tar(c, "rooted", tar)
+    assert r.status_code == 409 and "replace" in r.json()["message"]
+
+    k = c.create_kernel(name="rooted")
+    # The kernel runs in the imported tree: IPython is there, the host's numpy is not.
+    assert run(c, k["id"], """import importlib.util, sys
+(sys.version_info[:2], importlib.util.find_spec('IPython') is not None,
+ importlib.util.find_spec('numpy') is None)""") == ((3, 11), True, True)
