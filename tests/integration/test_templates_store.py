@@ -33,7 +33,7 @@ def findmnt_under(path):
 
 
 def test_a_layers_files_are_the_sandbox_s_read_only_usr_local_and_opt(make_daemon):
-    d = make_daemon(start=False, args=["--pool-size", "0"])
+    d = make_daemon(start=False, args=["--pool-size", "0", "--template-zygotes=true"])
     key = write_layer(d.data_dir, {f"{SITE}/tplcore_pkg.py": "ANSWER = 42\n",
                                    "opt/tool/data.txt": "from the layer\n"})
     write_record(d.data_dir, "withpkg", [key], env=["TPL_GREETING=hello from ENV"],

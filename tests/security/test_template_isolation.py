@@ -21,6 +21,7 @@ import tempfile
 
 import pytest
 
+from helpers.daemon import Daemon, finish_or_fail
 from helpers.template_store import host_rootfs_paths, write_layer, write_record, write_rootfs_tar
 from seclib import PWN, wait_until
 
@@ -28,6 +29,9 @@ pytestmark = pytest.mark.cellbox_only
 
 SITE = "usr/local/lib/python3.11/dist-packages"
 LAYERS = {}
+# Template zygotes on, so that [zygote] runs this module's template kernels as zygote clones;
+# test_template_code_runs_only_in_sandboxes_by_default checks the default, off.
+DAEMON_ARGS = ["--template-zygotes=true"]
 
 
 def PREPARE_DATA_DIR(data_dir):
@@ -206,4 +210,29 @@ _result = [os.path.exists(p) for p in ('/usr/local/kmem', '/usr/local/disk', '/u
         box.kernels.remove(k)
     finally:
         box.client.delete("v1/templates/sec-imported")
+    box.assert_contained()
+
+
+def test_template_code_runs_only_in_sandboxes_by_default(box, tmp_path):
+    """A layer is written by a build step (hostile code): a .pth file in its dist-packages runs
+    in every Python that starts with that /usr. By default no zygote of the template's runs it
+    as root on the host: its kernels start by exec, and the .pth runs inside each sandbox only."""
+    marker = f"/tmp/{PWN}-pth"
+    daemon = Daemon(args=["--pool-size", "0"])
+    key = write_layer(daemon.data_dir, {
+        f"{SITE}/zz-hostile.pth": f"import os; open({marker!r}, 'a').write(str(os.getuid()) + chr(10))\n"})
+    write_record(daemon.data_dir, "pth-tpl", [key])
+    daemon.start()
+    try:
+        c = daemon.client()
+        k = c.create_kernel(name="pth-tpl")
+        with c.ready_ws(k["id"]) as ws:
+            inside = ws.execute(f"import os\nprint(os.getuid(), open({marker!r}).read().split())").stdout
+        uid, seen = inside.split(" ", 1)
+        assert int(uid) >= 200000 and seen.strip() == str([uid])  # ran in the sandbox, as its user
+        assert "pth-tpl: its kernels start by exec" in daemon.log_text()
+        assert f"kernel {k['id']} started (pth-tpl" in daemon.log_text()
+        assert not os.path.exists(marker)  # never on the host
+    finally:
+        finish_or_fail(daemon)
     box.assert_contained()
