@@ -319,7 +319,11 @@ static void check_default_kernel(const config *cfg)
    preloaded pages in the data directory. */
 static void start_zygotes(const config *cfg)
 {
-    kernelspec_start_zygotes(cfg->data_dir, cfg->zygote, cfg->huge_code_pages);
+    kernelspec_start_zygotes(&(kernelspec_zygotes){.data_dir = cfg->data_dir,
+                                                   .enabled = cfg->zygote,
+                                                   .huge_code_pages = cfg->huge_code_pages,
+                                                   .for_templates_with_files =
+                                                       cfg->template_zygotes});
 }
 
 /* The APIs, then the server that routes to them. Returns the port it listens on. */

@@ -19,7 +19,7 @@ static size_t spec_count;
 
 /* How zygotes start (kernelspec_start_zygotes); until then a new template waits for main's call. */
 static struct {
-    bool started, enabled, huge_code_pages;
+    bool started, enabled, huge_code_pages, for_templates_with_files;
     char *data_dir;
 } zygotes;
 
@@ -106,6 +106,12 @@ static void start_zygote(kernelspec *spec)
 {
     if (!zygotes.started || !zygotes.enabled || spec->zygote)
         return;
+    if (spec->template.view && !zygotes.for_templates_with_files) {
+        log_info("template %s: its kernels start by exec, in their sandbox (no zygote of its "
+                 "own: --template-zygotes is off, so none of its code runs outside a sandbox)",
+                 spec->name);
+        return;
+    }
     char cache[4200];
     if (strcmp(spec->name, KERNELSPEC_BUILT_IN) == 0)
         snprintf(cache, sizeof cache, "%.4000s/zygote", zygotes.data_dir);
@@ -114,12 +120,13 @@ static void start_zygote(kernelspec *spec)
     spec->zygote = zygote_start(spec, cache, zygotes.huge_code_pages);
 }
 
-void kernelspec_start_zygotes(const char *data_dir, bool enabled, bool huge_code_pages)
+void kernelspec_start_zygotes(const kernelspec_zygotes *settings)
 {
     zygotes.started = true;
-    zygotes.enabled = enabled;
-    zygotes.huge_code_pages = huge_code_pages;
-    zygotes.data_dir = copy_or_null(data_dir);
+    zygotes.enabled = settings->enabled;
+    zygotes.huge_code_pages = settings->huge_code_pages;
+    zygotes.for_templates_with_files = settings->for_templates_with_files;
+    zygotes.data_dir = copy_or_null(settings->data_dir);
     for (size_t i = 0; i < spec_count; i++)
         start_zygote(specs[i]);
 }

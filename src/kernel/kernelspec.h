@@ -48,9 +48,21 @@ kernelspec *kernelspec_add(const kernelspec *fields, char *why, size_t why_size)
 /* Removes one kernelspec_add made: its zygote stops and the entry is freed. The caller has made
    sure no kernel of it is left. */
 void kernelspec_remove(kernelspec *spec);
-/* Called once at start, after adoption: every template's zygote starts (when `enabled`), its
-   caches under `data_dir`; later ones (kernelspec_add) start theirs the same way. */
-void kernelspec_start_zygotes(const char *data_dir, bool enabled, bool huge_code_pages);
+/* How templates get zygotes (the daemon's --zygote, --huge-code-pages, --template-zygotes). */
+typedef struct kernelspec_zygotes {
+    const char *data_dir;          /* their caches: DATA_DIR/zygote, DATA_DIR/zygote-NAME */
+    bool enabled;
+    bool huge_code_pages;
+    /* A template with files (template.view) gets one only with this: its zygote is a root
+       process on the host that loads the template's libraries and imports its packages (their
+       .pth files run at its start), all of which a build step or a tarball wrote. Without it,
+       such a template's kernels start by exec, where that code runs only inside the sandbox. */
+    bool for_templates_with_files;
+} kernelspec_zygotes;
+
+/* Called once at start, after adoption: every template's zygote starts (as `settings` allow);
+   later ones (kernelspec_add) start theirs the same way. */
+void kernelspec_start_zygotes(const kernelspec_zygotes *settings);
 /* At exit: every zygote stops. */
 void kernelspec_stop_zygotes(void);
 size_t kernelspec_count(void);

@@ -180,8 +180,11 @@ static void on_first_message(void *owner, uint32_t events)
 /* The zygote of a template with a view sees the template's /usr (and an imported root's /etc)
    in a mount namespace of its own, made in the forked child before exec: its preload imports the
    template's packages, the kernel binary loads the libraries of that /usr, and its clones, which
-   bind the same view (rootfs_template), start from what it preloaded. Private first, so the
-   binds never reach the host. False if the view cannot be entered: the child then exits, and
+   bind the same view (rootfs_template), start from what it preloaded. Private: the binds never
+   reach the host. What the daemon mounts later (each new sandbox's workspace image, a named
+   volume) cannot reach this namespace either (the host's / is often private too), so each clone
+   goes back to the daemon's mount namespace before it builds its root (runtime/zygote.c, through
+   --host-mount-namespace-fd). False if the view cannot be entered: the child then exits, and
    the template's kernels start by exec. */
 static bool enter_template_view(const zygote *z)
 {
@@ -201,6 +204,11 @@ static bool enter_template_view(const zygote *z)
 static void exec_zygote(const zygote *z, int control_fd, const char *home_cgroup)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* The daemon's mount namespace, kept for the clones (fd 4); never a sandbox's: every clone
+       closes what is above its fds 0-3 before it runs anything (sandbox.c). */
+    int host_mount_namespace = z->view ? open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC) : -1;
+    if (z->view && host_mount_namespace < 0)
+        _exit(126);
     if (!enter_template_view(z)) {
         dprintf(2, "cellbox: the zygote%s cannot enter its template's view %s: %s\n", z->name,
                 z->view, strerror(errno));
@@ -209,7 +217,9 @@ static void exec_zygote(const zygote *z, int control_fd, const char *home_cgroup
     int devnull = open("/dev/null", O_RDONLY);
     dup2(devnull, 0);
     dup2(control_fd, 3);
-    syscall(SYS_close_range, 4, ~0U, 0);
+    if (host_mount_namespace >= 0)
+        dup2(host_mount_namespace, 4);
+    syscall(SYS_close_range, host_mount_namespace >= 0 ? 5 : 4, ~0U, 0);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -227,6 +237,8 @@ static void exec_zygote(const zygote *z, int control_fd, const char *home_cgroup
         argv[argc++] = cgroup_arg;
     if (z->huge_code_pages)
         argv[argc++] = "--huge-code";
+    if (host_mount_namespace >= 0)
+        argv[argc++] = "--host-mount-namespace-fd=4";
     argv[argc] = NULL;
     /* One BLAS/OpenMP thread: the zygote must have no thread but its own when it forks. The
        template's variables come after ours, as in its kernels (kernel.c), so that what its ENV

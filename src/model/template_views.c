@@ -570,3 +570,104 @@ void templates_unmount_build_view(const char *mount_dir)
 {
     unmount_view_tree(mount_dir);
 }
+
+/* ---- the home seed ---- */
+
+#define SEED_MAX_DEPTH 32
+
+static int copy_file_contents(int from, int to)
+{
+    char buffer[65536];
+    for (;;) {
+        ssize_t n = read(from, buffer, sizeof buffer);
+        if (n <= 0)
+            return n < 0 ? -1 : 0;
+        for (ssize_t done = 0; done < n;) {
+            ssize_t written = write(to, buffer + done, (size_t)(n - done));
+            if (written < 0)
+                return -1;
+            done += written;
+        }
+    }
+}
+
+/* Copies the directory `from` into `to`, entry by entry through descriptors: nothing is
+   followed (a link is copied as a link), nothing that exists in `to` is replaced, and every
+   copy is the sandbox user's. */
+static int copy_tree(int from, int to, uid_t uid, int depth)
+{
+    if (depth > SEED_MAX_DEPTH) {
+        errno = ELOOP;
+        return -1;
+    }
+    int listing = dup(from);
+    DIR *dir = listing >= 0 ? fdopendir(listing) : NULL;
+    if (!dir) {
+        if (listing >= 0)
+            close(listing);
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *entry;
+    while (rc == 0 && (entry = readdir(dir)) != NULL) {
+        const char *name = entry->d_name;
+        struct stat st;
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+            fstatat(from, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        mode_t mode = st.st_mode & 0777;
+        if (S_ISDIR(st.st_mode)) {
+            if (mkdirat(to, name, mode | 0700) < 0 && errno != EEXIST)
+                rc = -1;
+            int child_from = openat(from, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            int child_to = openat(to, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (rc == 0 && (child_from < 0 || child_to < 0 || fchown(child_to, uid, uid) < 0 ||
+                            copy_tree(child_from, child_to, uid, depth + 1) < 0))
+                rc = -1;
+            if (child_from >= 0)
+                close(child_from);
+            if (child_to >= 0)
+                close(child_to);
+        } else if (S_ISREG(st.st_mode)) {
+            int source = openat(from, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+            int copy = openat(to, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+            if (source < 0 || (copy < 0 && errno != EEXIST) ||
+                (copy >= 0 && (copy_file_contents(source, copy) < 0 || fchown(copy, uid, uid) < 0)))
+                rc = -1;
+            if (source >= 0)
+                close(source);
+            if (copy >= 0)
+                close(copy);
+        } else if (S_ISLNK(st.st_mode)) {
+            char target[PATH_MAX];
+            ssize_t n = readlinkat(from, name, target, sizeof target - 1);
+            if (n >= 0) {
+                target[n] = '\0';
+                if ((symlinkat(target, to, name) < 0 && errno != EEXIST) ||
+                    fchownat(to, name, uid, uid, AT_SYMLINK_NOFOLLOW) < 0)
+                    rc = -1;
+            }
+        } /* nothing else is copied: a home holds files, directories and links */
+    }
+    closedir(dir);
+    return rc;
+}
+
+int templates_seed_workspace(const char *view, const char *workspace, uid_t uid, char *why,
+                             size_t why_size)
+{
+    char home[PATH_MAX + 32];
+    snprintf(home, sizeof home, "%.4000s/home/user", view);
+    int from = open(home, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (from < 0)
+        return errno == ENOENT ? 0 : -1; /* a template whose build left nothing in the home */
+    int to = open(workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int rc = to < 0 ? -1 : copy_tree(from, to, uid, 0);
+    if (rc < 0)
+        snprintf(why, why_size, "cannot copy the template's home into the workspace %s: %s",
+                 workspace, strerror(errno));
+    close(from);
+    if (to >= 0)
+        close(to);
+    return rc;
+}

@@ -33,4 +33,7 @@ void template_views_layer_packages(const char *key, json_t *packages);
 /* Removes a layer's directory (templates.c knows no template uses it any more). */
 void template_views_remove_layer(const char *key);
 
+/* templates.c's, for template_import.c: removes a layer no template's record names. */
+void templates_remove_layer_if_unused(const char *key);
+
 #endif

@@ -162,6 +162,11 @@ static int write_record(json_t *record, char *why, size_t why_size)
     return 0;
 }
 
+static json_t *string_or_null(const char *text)
+{
+    return text ? json_string(text) : json_null();
+}
+
 static json_t *record_of(const template_definition *d)
 {
     json_t *layers = json_array(), *env = json_array();
@@ -176,11 +181,11 @@ static json_t *record_of(const template_definition *d)
     char created[32];
     time_t now = time(NULL);
     strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    return json_pack("{s:s, s:s, s:o, s:o, s:s*, s:s, s:s, s:i, s:s, s:s*, s:f, s:s, s:I}",
+    return json_pack("{s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:i, s:s, s:o, s:f, s:s, s:I}",
                      "name", d->name, "from", d->from ? d->from : "cellbox", "layers", layers,
-                     "env", env, "workdir", d->workdir, "user", d->user ? d->user : "user",
+                     "env", env, "workdir", string_or_null(d->workdir), "user", d->user ? d->user : "user",
                      "preload", d->preload ? d->preload : "", "pool_size", d->pool_size, "kind",
-                     d->kind ? d->kind : "dockerfile", "dockerfile", d->dockerfile,
+                     d->kind ? d->kind : "dockerfile", "dockerfile", string_or_null(d->dockerfile),
                      "build_seconds", d->build_seconds, "created_at", created, "size_bytes",
                      (json_int_t)size);
 }
@@ -284,6 +289,12 @@ static bool layer_in_use(const char *key, const template_entry *except)
                 return true;
     }
     return false;
+}
+
+void templates_remove_layer_if_unused(const char *key)
+{
+    if (!layer_in_use(key, NULL))
+        template_views_remove_layer(key);
 }
 
 /* Removes the entry from the list, its record and the layers no other template uses; keeps
@@ -488,7 +499,7 @@ static json_t *entry_model(const template_entry *t, const kernelspec *spec)
     for (int i = 0; i < count; i++)
         template_views_layer_packages(layers[i], packages);
     json_t *model = json_pack(
-        "{s:s, s:s, s:s, s:b, s:s, s:i, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:o, s:o}",
+        "{s:s, s:s, s:s, s:b, s:s, s:i, s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:o, s:o}",
         "name", spec->name, "display_name", spec->display_name, "language", spec->language,
         "default", strcmp(spec->name, manager_default_kernel()) == 0, "preload", spec->preload,
         "pool_size", spec->pool_size, "kind", json_object_get(t->record, "kind"), "from",
@@ -531,12 +542,4 @@ json_t *templates_list_model(void)
     for (size_t i = 0; i < kernelspec_count(); i++)
         json_array_append_new(list, templates_model(kernelspec_at(i)->name));
     return list;
-}
-
-int templates_import(const char *name, int tar_fd, const char *preload, int pool_size,
-                     bool replace, failure_kind *failure, char *why, size_t why_size)
-{
-    *failure = FAILURE_INTERNAL;
-    snprintf(why, why_size, "importing a root filesystem is not built yet");
-    return -1;
 }

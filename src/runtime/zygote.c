@@ -27,6 +27,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -331,9 +332,28 @@ static void __attribute__((noreturn)) run_kernel(json_t *env, const char *kernel
 
 /* In the clone (pid 1, still in the zygote's memory: see sandbox_clone_sharing_memory): enter
    the sandbox, fork the kernel under the supervisor; in the kernel, serve. */
+/* The daemon's mount namespace (--host-mount-namespace-fd), for the zygote of a template with a
+   view: the zygote runs in a namespace of its own where /usr is the template's, made before the
+   daemon mounted the new sandbox's workspace, so a clone builds its root from a fresh copy of
+   the daemon's namespace instead, binding the same view (rootfs_template). -1: the zygote is in
+   the daemon's namespace already. */
+static int host_mount_namespace = -1;
+
+static void enter_host_mount_namespace(void)
+{
+    if (host_mount_namespace < 0)
+        return;
+    if (setns(host_mount_namespace, CLONE_NEWNS) < 0 || unshare(CLONE_NEWNS) < 0) {
+        dprintf(2, SANDBOX_SETUP_FAILED_PREFIX "cannot enter the daemon's mount namespace: %s\n",
+                strerror(errno));
+        _exit(SANDBOX_SETUP_FAILED);
+    }
+}
+
 static int become_kernel(void *argument)
 {
     spawn_request *request = argument;
+    enter_host_mount_namespace();
     /* pid 1 runs only C and then execs cellbox-init: Python's after-fork work (its hooks, its
        copy-on-write faults: ~8 ms) is done once, in the kernel process, which holds the
        interpreter exactly as the zygote left it at PyOS_BeforeFork(). */
@@ -563,6 +583,9 @@ int zygote_main(int argc, char **argv)
         return 2;
     }
     int control_fd = atoi(control);
+    const char *host_namespace = option(argc, argv, "--host-mount-namespace-fd");
+    if (host_namespace)
+        host_mount_namespace = atoi(host_namespace);
     json_set_alloc_funcs(arena_alloc, arena_free);
     /* Compiled once, before any clone: each sandbox only loads it. */
     int seccomp_rc = seccomp_filter_prepare();
