@@ -33,7 +33,10 @@ def internet():
 
 @pytest.fixture(scope="module")
 def daemon(internet):
-    args = ["--allow-network", "--network-range", str(unrouted_range()), "--pool-size", "0"]
+    # Template zygotes on: a built template's kernels are clones of a zygote that preloaded its
+    # packages (off by default: that zygote runs the template's code on the host).
+    args = ["--allow-network", "--network-range", str(unrouted_range()), "--pool-size", "0",
+            "--template-zygotes=true"]
     yield from serve(Daemon(args=args).start())
 
 
