@@ -1,5 +1,6 @@
 #include "model/template_build.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -202,6 +203,31 @@ static void discard_layer(build_sandbox *box)
     if (box->layer_begun)
         templates_layer_discard(box->layer_key);
     box->layer_begun = false;
+}
+
+/* What a daemon killed during a build left under DATA_DIR/templates/builds: its step's view,
+   still mounted. Swept before this daemon's first build mounts one (its staged layer was removed
+   by templates_init). */
+static void sweep_dead_build_views(void)
+{
+    static bool swept;
+    if (swept)
+        return;
+    swept = true;
+    char builds[PATH_MAX];
+    snprintf(builds, sizeof builds, "%.3000s/builds", template_views_root());
+    DIR *dir = opendir(builds);
+    struct dirent *entry;
+    while (dir && (entry = readdir(dir)) != NULL) {
+        if (entry->d_name[0] == '.')
+            continue;
+        char path[PATH_MAX + 300];
+        snprintf(path, sizeof path, "%s/%s", builds, entry->d_name);
+        log_warn("template builds: unmounting %s, which a stopped daemon's build left", path);
+        templates_unmount_build_view(path);
+    }
+    if (dir)
+        closedir(dir);
 }
 
 /* DATA_DIR/templates/builds/<random>: where a step's view is mounted. */
@@ -680,6 +706,7 @@ template_build *template_build_start(const template_build_request *request,
 {
     if (check_request(request, failure, why, why_size) < 0)
         return NULL;
+    sweep_dead_build_views();
     *failure = FAILURE_INVALID;
     dockerfile *file = dockerfile_parse(request->dockerfile, why, why_size);
     if (!file)

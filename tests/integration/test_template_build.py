@@ -8,12 +8,13 @@ One cellboxd with --allow-network and the tests' own small internet (helpers/tes
 pip installs the wheel cellbox-nettest from the index at 203.0.113.20, the only address used."""
 import os
 import re
+import signal
 import subprocess
 import threading
 
 import pytest
 
-from helpers.daemon import Daemon, cli_binary, serve
+from helpers.daemon import Daemon, cli_binary, finish_or_fail, serve
 from helpers.network_ranges import unrouted_range
 from helpers.template_build import layer_dirs, leftovers, post_build
 from helpers.test_internet import INDEX_ADDRESS, small_internet
@@ -319,3 +320,52 @@ def test_arg_build_args_and_add_of_a_local_tar(daemon, v1):
     assert "who=the test place=/srv/things\nunpacked by ADD\n" in build.output()
     assert "WHO_SAID=the test" in build.last["template"]["env"]
     assert delete_template(daemon, "withargs").status_code == 204
+
+
+def sleeping_build(daemon, name, when_sleeping):
+    """A build whose RUN sleeps; `when_sleeping()` is called once it does (from the reader)."""
+    def on_event(event, response):
+        if event["type"] == "output" and "sleeping-now" in event["text"]:
+            when_sleeping()
+        return True
+    return post_build(daemon, name, "FROM cellbox\nRUN echo sleeping-now && sleep 600\n",
+                      stream_callback=on_event)
+
+
+def test_a_stop_during_a_build_tells_its_client_and_leaves_nothing(make_daemon):
+    d = make_daemon(args=["--pool-size", "0"])
+    build = sleeping_build(d, "interrupted", lambda: os.kill(d.proc.pid, signal.SIGTERM))
+    assert build.last["type"] != "done", build
+    d.proc.wait(timeout=60)
+    d.stopped_by_us = True
+    # The build ended first, with its error event (the server may stop before it is sent).
+    assert "template build interrupted failed: cellboxd is stopping" in d.log_text()
+    assert [x for x in leftovers(d) if not x.startswith("sandboxes/")] == []
+    assert not any(f"{i}.json" in records(d) for i in build_sandboxes(d, "interrupted"))
+
+
+def test_a_build_after_a_sigkill_sweeps_what_the_dead_daemon_s_build_left():
+    d = Daemon(args=["--pool-size", "0"]).start()
+    again = None
+    try:
+        build = sleeping_build(d, "killed", lambda: os.kill(d.proc.pid, signal.SIGKILL))
+        assert build.last["type"] != "done", build
+        d.proc.wait(timeout=30)
+        d.stopped_by_us = True
+        dead_ids = build_sandboxes(d, "killed")
+        assert dead_ids
+        again = Daemon(args=["--pool-size", "0"])
+        again.data_dir = d.data_dir
+        again.start(timeout=60)
+        after = post_build(again, "afterwards", "FROM cellbox\nRUN true\n")
+        assert after.last["type"] == "done", after
+        assert not template_exists(again, "killed")
+        wait_until(lambda: [x for x in leftovers(again) if not x.startswith("sandboxes/")] == [],
+                   timeout=30, message="the dead build's view and layer to go")
+        assert not any(f"{i}.json" in records(again) for i in dead_ids)
+        assert "which a stopped daemon's build left" in again.log_text()
+        assert delete_template(again, "afterwards").status_code == 204
+    finally:
+        if again is not None:
+            finish_or_fail(again)  # first: the dead daemon's check looks at the same data dir
+        d.finish()
