@@ -55,7 +55,8 @@ typedef struct build_sandbox {
     int ready_fd; /* the program waits for a line here: its network is in place */
     loop_timer_id timeout;
     bool timed_out;
-    buffer tail; /* the last OUTPUT_TAIL_BYTES of output */
+    buffer tail;           /* the last OUTPUT_TAIL_BYTES of output */
+    long long output_sent; /* bytes of output read (sent up to TEMPLATE_BUILD_OUTPUT_BYTES) */
 } build_sandbox;
 
 struct template_build {
@@ -478,6 +479,15 @@ static void keep_tail(buffer *tail, const char *data, size_t length)
         buffer_consume(tail, buffer_size(tail) - OUTPUT_TAIL_BYTES);
 }
 
+/* One output event; `length` 0: `text` is a C string. */
+static void emit_output(template_build *b, const char *text, size_t length)
+{
+    emit(b,
+         json_pack("{s:s, s:i, s:o}", "type", "output", "step", b->current + 1, "text",
+                   text_json_stringn(text, length ? length : strlen(text))),
+         false);
+}
+
 static void read_output(template_build *b)
 {
     char chunk[OUTPUT_CHUNK_BYTES];
@@ -492,11 +502,17 @@ static void read_output(template_build *b)
             return;
         }
         keep_tail(&b->box.tail, chunk, (size_t)got);
-        if (!b->checking_preload)
-            emit(b,
-                 json_pack("{s:s, s:i, s:o}", "type", "output", "step", b->current + 1, "text",
-                           text_json_stringn(chunk, (size_t)got)),
-                 false);
+        if (b->checking_preload)
+            continue;
+        /* The stream to the client is not held back by a slow reader, so what it may queue is
+           bounded here: past the limit a step's output is only kept for its error's tail. */
+        long long before = b->box.output_sent;
+        b->box.output_sent += got;
+        if (before < TEMPLATE_BUILD_OUTPUT_BYTES)
+            emit_output(b, chunk, (size_t)got);
+        if (before < TEMPLATE_BUILD_OUTPUT_BYTES &&
+            b->box.output_sent >= TEMPLATE_BUILD_OUTPUT_BYTES)
+            emit_output(b, "\n[cellbox: this step's output past 8 MiB is not shown]\n", 0);
     }
 }
 
@@ -573,6 +589,7 @@ static int begin_layer(template_build *b, const char *key, char *why, size_t why
         return -1;
     b->box.layer_begun = true;
     buffer_truncate(&b->box.tail, 0);
+    b->box.output_sent = 0;
     b->box.timed_out = false;
     return 0;
 }
@@ -586,11 +603,10 @@ static int copy_step(template_build *b, const build_step *step, char *why, size_
                             b->box.layer_path, why, why_size) < 0)
         return -1;
     if (step->instruction->chown_ignored)
-        emit(b,
-             json_pack("{s:s, s:i, s:s}", "type", "output", "step", b->current + 1, "text",
-                       "note: --chown/--chmod ignored: a template's files belong to root, "
-                       "readable by the sandbox user\n"),
-             false);
+        emit_output(b,
+                    "note: --chown/--chmod ignored: a template's files belong to root, readable "
+                    "by the sandbox user\n",
+                    0);
     return commit_layer(b, why, why_size);
 }
 

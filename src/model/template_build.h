@@ -46,7 +46,8 @@
 #define TEMPLATE_BUILD_MAX_RUNNING 2
 #define TEMPLATE_BUILD_STEP_TIMEOUT_S 600
 #define TEMPLATE_BUILD_MEMORY_BYTES (2LL << 30)
-#define TEMPLATE_BUILD_FILE_BYTES (2LL << 30) /* the largest file a step may write */
+#define TEMPLATE_BUILD_FILE_BYTES (2LL << 30)   /* the largest file a step may write */
+#define TEMPLATE_BUILD_OUTPUT_BYTES (8LL << 20) /* of one step's output sent as events */
 
 typedef struct template_build template_build;
 

@@ -369,3 +369,47 @@ def test_a_build_after_a_sigkill_sweeps_what_the_dead_daemon_s_build_left():
         if again is not None:
             finish_or_fail(again)  # first: the dead daemon's check looks at the same data dir
         d.finish()
+
+
+def test_a_step_s_output_past_8_mib_is_cut_with_a_note(daemon):
+    build = post_build(daemon, "loud", "FROM cellbox\nRUN head -c 12000000 /dev/zero | tr '\\0' x\n")
+    assert build.last["type"] == "done", build.last
+    shown = build.output(step=2)
+    assert shown.endswith("[cellbox: this step's output past 8 MiB is not shown]\n")
+    # Output is read 64 KiB at a time: the read that crosses 8 MiB is the last one shown.
+    assert 8 * 1024 * 1024 <= shown.count("x") < 8 * 1024 * 1024 + 65536
+    assert delete_template(daemon, "loud").status_code == 204
+
+
+def test_a_third_build_at_once_is_503_saying_to_try_later(daemon):
+    sleeping = [threading.Event(), threading.Event()]
+    release = threading.Event()
+    builds = {}
+
+    def run(index):
+        def on_event(event, response):
+            if event["type"] == "output" and "sleeping-now" in event["text"]:
+                sleeping[index].set()
+                release.wait(timeout=120)
+                return False  # the client leaves: the build is abandoned
+            return True
+        builds[index] = post_build(daemon, f"busy{index}", "FROM cellbox\nRUN echo sleeping-now && sleep 600\n",
+                                   stream_callback=on_event)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for event in sleeping:
+            assert event.wait(timeout=120)
+        third = post_build(daemon, "busy2", "FROM cellbox\n")
+        assert third.status == 503, third
+        assert "2 template builds are running, the most at once: try again" in third.body["message"]
+    finally:
+        release.set()
+        for t in threads:
+            t.join(timeout=120)
+    for name in ("busy0", "busy1"):
+        wait_until(lambda: nothing_left(daemon, name), timeout=60, message=f"{name}'s leftovers")
+    assert post_build(daemon, "busy2", "FROM cellbox\n").last["type"] == "done"
+    assert delete_template(daemon, "busy2").status_code == 204
