@@ -284,17 +284,17 @@ static char **waiting_argv(char *const *argv)
     return wrapped;
 }
 
-static int start_program(template_build *b, char *const *argv, char *const *envp, const char *cwd,
-                         char *why, size_t why_size)
+/* The step's identity and cgroup (sandbox_pieces.h: a uid of the block, a record the next daemon
+   cleans up after), then its view over the layers beneath it with its own as the upper. */
+static int prepare_sandbox(template_build *b, char *why, size_t why_size)
 {
     build_sandbox *box = &b->box;
     char id[UUID_STRING_LENGTH + 1];
     id_uuid4(id);
-    if (sandbox_pieces_claim_identity(id, &box->pieces, why, why_size) < 0)
-        return -1;
     sandbox_limits limits = {
         .memory_bytes = TEMPLATE_BUILD_MEMORY_BYTES, .pids = BUILD_PIDS, .cpus = BUILD_CPUS};
-    if (sandbox_pieces_create_cgroup(id, &limits, &box->pieces, why, why_size) < 0)
+    if (sandbox_pieces_claim_identity(id, &box->pieces, why, why_size) < 0 ||
+        sandbox_pieces_create_cgroup(id, &limits, &box->pieces, why, why_size) < 0)
         return -1;
     uid_t uid = sandbox_pieces_uid(&box->pieces);
     log_info("template build %s: step %d runs in build sandbox %s (uid %d)", b->name,
@@ -309,25 +309,31 @@ static int start_program(template_build *b, char *const *argv, char *const *envp
                                    box->view_dir, why, why_size) < 0)
         return -1;
     box->view_mounted = true;
+    return 0;
+}
 
+/* Starts the program in the sandbox: stdin the "go" pipe, stdout and stderr one pipe. */
+static int spawn_program(template_build *b, char *const *argv, char *const *envp, const char *cwd,
+                         char *why, size_t why_size)
+{
+    build_sandbox *box = &b->box;
+    uid_t uid = sandbox_pieces_uid(&box->pieces);
     char workspace[PATH_MAX + 16];
     snprintf(workspace, sizeof workspace, "%s/home/user", box->view_dir);
     kernel_sandbox base = {0};
     sandbox_pieces_base(&base);
     rootfs_template view = {.view = box->view_dir, .writable = true};
     int output[2], ready[2];
-    int devnull = -1;
     if (pipe2(output, O_CLOEXEC) < 0) {
-        snprintf(why, why_size, "cannot make the step's output pipe: %s", strerror(errno));
+        snprintf(why, why_size, "cannot make the step's pipes: %s", strerror(errno));
         return -1;
     }
     if (pipe2(ready, O_CLOEXEC) < 0) {
         close(output[0]);
         close(output[1]);
-        snprintf(why, why_size, "cannot make the step's pipe: %s", strerror(errno));
+        snprintf(why, why_size, "cannot make the step's pipes: %s", strerror(errno));
         return -1;
     }
-    (void)devnull;
     char **wrapped = waiting_argv(argv);
     sandbox_spec spec = {
         .root = {.mount_point = base.root_mount_point,
@@ -362,7 +368,18 @@ static int start_program(template_build *b, char *const *argv, char *const *envp
     loop_watch_add(&box->output_watch, box->output_fd, EPOLLIN, on_output, b);
     loop_watch_add(&box->pid_watch, box->pidfd, EPOLLIN, on_exit_of_step, b);
     box->running = true;
-    if (b->request.network && attach_network(b, why, why_size) < 0)
+    return 0;
+}
+
+/* A step's program, in this order: its sandbox's pieces and view, the program (waiting), its
+   network and egress lists, its time limit, then the word to go. */
+static int start_program(template_build *b, char *const *argv, char *const *envp, const char *cwd,
+                         char *why, size_t why_size)
+{
+    build_sandbox *box = &b->box;
+    if (prepare_sandbox(b, why, why_size) < 0 ||
+        spawn_program(b, argv, envp, cwd, why, why_size) < 0 ||
+        (b->request.network && attach_network(b, why, why_size) < 0))
         return -1;
     int timeout_s = b->request.step_timeout_seconds ? b->request.step_timeout_seconds
                                                     : TEMPLATE_BUILD_STEP_TIMEOUT_S;
