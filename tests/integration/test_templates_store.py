@@ -3,6 +3,7 @@ layers become its sandboxes' read-only /usr/local, /opt and other top-level dire
 ENV and WORKDIR reach its kernels, and its zygote preloads from its own packages."""
 import ast
 import hashlib
+import json
 import os
 import signal
 import stat
@@ -245,3 +246,35 @@ import tplwheel
     assert sorted(os.listdir(layer_site)) == ["basepkg.py"]
     other = c.create_kernel(name="piptpl")
     assert run(c, other["id"], "import importlib.util\nimportlib.util.find_spec('tplwheel') is None") is True
+
+
+def cli(d, *args):
+    return subprocess.run([built("bin", "cellbox"), *args], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, CELLBOX_URL=f"http://127.0.0.1:{d.port}",
+                                                CELLBOX_TOKEN=d.token))
+
+
+def test_the_cli_lists_shows_imports_and_deletes_templates(make_daemon, tmp_path, rootfs_paths):
+    d = make_daemon(start=False, args=["--pool-size", "0"])
+    key = write_layer(d.data_dir, {f"{SITE}/clipkg-2.1.dist-info/METADATA": "Name: clipkg\n",
+                                   f"{SITE}/clipkg/__init__.py": ""})
+    write_record(d.data_dir, "clitpl", [key], preload="clipkg")
+    d.start()
+    listed = cli(d, "templates")
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}
+    assert rows["clitpl"][1:4] == ["dockerfile", "cellbox", "13B"]
+    assert rows["clitpl"][-3:] == ["clipkg==2.1", "clipkg", "0"]
+    shown = cli(d, "template", "show", "clitpl")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["packages"] == ["clipkg==2.1"]
+
+    tar = write_rootfs_tar(str(tmp_path / "root.tar"), rootfs_paths)
+    imported = cli(d, "template", "import", "fromtar", tar, "--pool-size", "0")
+    assert imported.returncode == 0 and imported.stdout.strip() == "fromtar", imported.stderr
+    assert json.loads(cli(d, "template", "show", "fromtar").stdout)["kind"] == "rootfs"
+    refused = cli(d, "template", "delete", "python3")
+    assert refused.returncode != 0 and "built in" in refused.stderr
+    removed = cli(d, "template", "delete", "clitpl", "fromtar")
+    assert removed.returncode == 0 and removed.stdout.split() == ["removed", "clitpl", "removed", "fromtar"]
+    missing = cli(d, "template", "show", "clitpl")
+    assert missing.returncode != 0 and "does not exist" in missing.stderr
