@@ -413,3 +413,27 @@ def test_a_third_build_at_once_is_503_saying_to_try_later(daemon):
         wait_until(lambda: nothing_left(daemon, name), timeout=60, message=f"{name}'s leftovers")
     assert post_build(daemon, "busy2", "FROM cellbox\n").last["type"] == "done"
     assert delete_template(daemon, "busy2").status_code == 204
+
+
+def test_a_build_s_egress_lists_and_no_network_hold_for_its_run_steps(daemon, tmp_path):
+    pip = (f"RUN pip install --timeout 3 --retries 0 --index-url http://{INDEX_ADDRESS}/simple "
+           f"--trusted-host {INDEX_ADDRESS} cellbox-nettest && echo")
+    (tmp_path / "Denied").write_text(f"FROM cellbox\n{pip} denied\n")
+    r = cellbox(daemon, "template", "build", "egress-denied", "-f", str(tmp_path / "Denied"),
+                "--deny-out", "0.0.0.0/0")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Successfully installed" not in r.stdout
+    assert "No matching distribution found for cellbox-nettest" in r.stdout  # the index unreached
+    assert not template_exists(daemon, "egress-denied")
+
+    offline = post_build(daemon, "egress-offline", f"FROM cellbox\n{pip} offline\n", network=False)
+    assert offline.last["type"] == "error", offline
+    assert "Successfully installed" not in offline.output()
+    assert "this sandbox has no network, so pip could not reach" in offline.output()
+
+    (tmp_path / "Allowed").write_text(f"FROM cellbox\n{pip} allowed\n")
+    r = cellbox(daemon, "template", "build", "egress-allowed", "-f", str(tmp_path / "Allowed"),
+                "--allow-out", INDEX_ADDRESS, "--deny-out", "0.0.0.0/0")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Successfully installed cellbox-nettest" in r.stdout
+    assert delete_template(daemon, "egress-allowed").status_code == 204
