@@ -13,6 +13,7 @@ import pytest
 
 from helpers.daemon import built
 from helpers.wheels import build_wheel, wheel_name
+from helpers.v1 import V1
 from helpers.template_store import host_rootfs_paths, write_layer, write_record, write_rootfs_tar
 from helpers.wait import wait_until
 
@@ -74,6 +75,12 @@ def attempt(path, mode):
     layer_file = os.path.join(d.data_dir, "templates", "layers", key, SITE, "tplcore_pkg.py")
     assert open(layer_file).read() == "ANSWER = 42\n"
     assert not os.path.exists(os.path.join(d.data_dir, "templates", "layers", key, SITE, "planted.py"))
+
+    # /v1's commands of a sandbox of the template get its ENV and see its files too.
+    api = V1(d)
+    box = api.create(template="withpkg", timeout_s=0)
+    ran = api.command(box["id"], "echo $TPL_GREETING; cat /opt/tool/data.txt")
+    assert ran.stdout == "hello from ENV\nfrom the layer\n"
 
     # python3's sandboxes see nothing of the template.
     base = c.create_kernel()
