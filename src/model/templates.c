@@ -402,6 +402,14 @@ int templates_delete(const char *name, failure_kind *failure, char *why, size_t 
             snprintf(why, why_size, "no template '%.100s' (GET /v1/templates lists them)", name);
         return -1;
     }
+    if (strcmp(name, manager_default_kernel()) == 0) {
+        *failure = FAILURE_CONFLICT;
+        snprintf(why, why_size,
+                 "template '%s' is the daemon's --default-kernel: restart the daemon with another "
+                 "default first",
+                 name);
+        return -1;
+    }
     if (in_use(t, why, why_size)) {
         *failure = FAILURE_CONFLICT;
         return -1;
