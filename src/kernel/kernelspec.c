@@ -3,7 +3,6 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -12,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "kernel/runtime_files.h"
 #include "kernel/zygote.h"
 
 static kernelspec *specs[KERNELSPEC_MAX];
@@ -44,27 +44,9 @@ static void free_spec(kernelspec *spec)
     free(spec);
 }
 
-static char kernel_binary[PATH_MAX];
-static char python_dir[PATH_MAX];
-static char specs_dir[PATH_MAX];
-
 void kernelspec_init(const char *preload, int pool_size)
 {
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n < 0)
-        die("cannot read /proc/self/exe: %s", strerror(errno));
-    self[n] = '\0';
-    char *bin = dirname(self);
-    snprintf(kernel_binary, sizeof kernel_binary, "%s/cellbox-kernel", bin);
-    snprintf(python_dir, sizeof python_dir, "%s/../share/cellbox/python", bin);
-    snprintf(specs_dir, sizeof specs_dir, "%s/../share/cellbox/kernelspecs", bin);
-    if (access(kernel_binary, X_OK) != 0)
-        die("the kernel runtime %s is missing (run 'make build')", kernel_binary);
-    char module[PATH_MAX + 32];
-    snprintf(module, sizeof module, "%s/cellbox_kernel/__init__.py", python_dir);
-    if (access(module, R_OK) != 0)
-        die("the kernel's Python package %s is missing (run 'make build')", module);
+    runtime_files_find();
     specs[0] = new_spec();
     *specs[0] = (kernelspec){.name = strdup(KERNELSPEC_BUILT_IN),
                              .display_name = strdup("Python 3 (cellbox)"),
@@ -90,8 +72,14 @@ const kernelspec *kernelspec_find(const char *name)
     return NULL;
 }
 
-size_t kernelspec_count(void) { return spec_count; }
-kernelspec *kernelspec_at(size_t index) { return index < spec_count ? specs[index] : NULL; }
+size_t kernelspec_count(void)
+{
+    return spec_count;
+}
+kernelspec *kernelspec_at(size_t index)
+{
+    return index < spec_count ? specs[index] : NULL;
+}
 
 static char *copy_or_null(const char *text)
 {
@@ -301,9 +289,6 @@ int kernelspec_add_templates(const char *text, char *why, size_t why_size)
     return rc;
 }
 
-const char *kernelspec_kernel_binary(void) { return kernel_binary; }
-const char *kernelspec_python_dir(void) { return python_dir; }
-
 static bool is_plain_file_name(const char *file)
 {
     return *file && file[0] != '.' && !strchr(file, '/') && strlen(file) < 128;
@@ -315,7 +300,7 @@ char *kernelspec_resource_path(const char *name, const char *file)
     if (!kernelspec_find(name) || !is_plain_file_name(file))
         return NULL;
     char *path;
-    if (asprintf(&path, "%s/%s/%s", specs_dir, KERNELSPEC_BUILT_IN, file) < 0)
+    if (asprintf(&path, "%s/%s/%s", runtime_files_kernelspecs_dir(), KERNELSPEC_BUILT_IN, file) < 0)
         die("out of memory");
     if (access(path, R_OK) != 0) {
         free(path);
@@ -329,7 +314,8 @@ static json_t *resources_model(const kernelspec *spec, const char *base_url)
 {
     json_t *resources = json_object();
     char dir_path[PATH_MAX + 64];
-    snprintf(dir_path, sizeof dir_path, "%s/%s", specs_dir, KERNELSPEC_BUILT_IN);
+    snprintf(dir_path, sizeof dir_path, "%s/%s", runtime_files_kernelspecs_dir(),
+             KERNELSPEC_BUILT_IN);
     DIR *dir = opendir(dir_path);
     if (!dir)
         return resources;
@@ -342,7 +328,8 @@ static json_t *resources_model(const kernelspec *spec, const char *base_url)
         char *dot = strrchr(key, '.');
         if (dot)
             *dot = '\0';
-        snprintf(url, sizeof url, "%.200skernelspecs/%s/%.100s", base_url, spec->name, entry->d_name);
+        snprintf(url, sizeof url, "%.200skernelspecs/%s/%.100s", base_url, spec->name,
+                 entry->d_name);
         json_object_set_new(resources, key, json_string(url));
     }
     closedir(dir);
@@ -353,12 +340,13 @@ json_t *kernelspec_model(const kernelspec *spec, const char *base_url)
 {
     char channel_arg[] = "--channel-fd=3";
     char python_arg[PATH_MAX + 16];
-    snprintf(python_arg, sizeof python_arg, "--python-dir=%s", python_dir);
-    json_t *inner = json_pack(
-        "{s:[s,s,s], s:{}, s:s, s:s, s:s, s:{s:s, s:s, s:i}}", "argv", kernel_binary, channel_arg,
-        python_arg, "env", "display_name", spec->display_name, "language", spec->language,
-        "interrupt_mode", "signal", "metadata", "cellbox_runtime", "python-embedded",
-        "cellbox_preload", spec->preload, "cellbox_pool_size", spec->pool_size);
+    snprintf(python_arg, sizeof python_arg, "--python-dir=%s", runtime_files_python_dir());
+    json_t *inner =
+        json_pack("{s:[s,s,s], s:{}, s:s, s:s, s:s, s:{s:s, s:s, s:i}}", "argv",
+                  runtime_files_kernel_binary(), channel_arg, python_arg, "env", "display_name",
+                  spec->display_name, "language", spec->language, "interrupt_mode", "signal",
+                  "metadata", "cellbox_runtime", "python-embedded", "cellbox_preload",
+                  spec->preload, "cellbox_pool_size", spec->pool_size);
     return json_pack("{s:s, s:o, s:o}", "name", spec->name, "spec", inner, "resources",
                      resources_model(spec, base_url));
 }

@@ -34,8 +34,7 @@ typedef struct kernelspec {
     const char *workdir;
 } kernelspec;
 
-/* Finds the kernel runtime next to the daemon binary: BIN/cellbox-kernel and
-   BIN/../share/cellbox/{python,kernelspecs}, and makes the built-in template with these
+/* Finds the kernel runtime (runtime_files.h) and makes the built-in template with these
    settings. Exits with a clear message if the runtime is missing. */
 void kernelspec_init(const char *preload, int pool_size);
 /* Adds the templates of --templates, "NAME:MODULES[:POOL]" separated by ';'. 0, or -1 with
@@ -70,8 +69,6 @@ kernelspec *kernelspec_at(size_t index); /* in the order they were made: the bui
 /* Kernels every template's warm pool holds when full: the sum of their pool_size. */
 size_t kernelspec_pool_total(void);
 const kernelspec *kernelspec_find(const char *name);
-const char *kernelspec_kernel_binary(void);
-const char *kernelspec_python_dir(void);
 /* {name, spec: {...}, resources: {...}}: each resource's URL under `base_url` (the server's,
    ending in '/'). */
 json_t *kernelspec_model(const kernelspec *spec, const char *base_url);

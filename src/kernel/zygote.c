@@ -26,6 +26,7 @@
 #include "common/loop.h"
 #include "kernel/reaper.h"
 #include "kernel/kernelspec.h"
+#include "kernel/runtime_files.h"
 #include "sandbox/cgroup.h"
 
 #define SPAWN_TIMEOUT_MS 10000
@@ -224,13 +225,13 @@ static void exec_zygote(const zygote *z, int control_fd, const char *home_cgroup
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     char python_arg[4200], preload_arg[1024], home[4200], mpl[4200], ipython[4200], cgroup_arg[4200];
-    snprintf(python_arg, sizeof python_arg, "--python-dir=%.4000s", kernelspec_python_dir());
+    snprintf(python_arg, sizeof python_arg, "--python-dir=%.4000s", runtime_files_python_dir());
     snprintf(preload_arg, sizeof preload_arg, "--preload=%.1000s", z->preload);
     snprintf(cgroup_arg, sizeof cgroup_arg, "--home-cgroup=%.4000s", home_cgroup);
     snprintf(home, sizeof home, "HOME=%.4000s", z->cache_dir);
     snprintf(mpl, sizeof mpl, "MPLCONFIGDIR=%.4000s/matplotlib", z->cache_dir);
     snprintf(ipython, sizeof ipython, "IPYTHONDIR=%.4000s/ipython", z->cache_dir);
-    char *argv[10] = {(char *)kernelspec_kernel_binary(), "--zygote", "--control-fd=3", python_arg,
+    char *argv[10] = {(char *)runtime_files_kernel_binary(), "--zygote", "--control-fd=3", python_arg,
                       "--inside-python-dir=/opt/cellbox/share/cellbox/python", preload_arg};
     int argc = 6;
     if (home_cgroup[0])

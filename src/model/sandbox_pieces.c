@@ -8,6 +8,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "kernel/kernelspec.h"
+#include "kernel/runtime_files.h"
 #include "model/registry.h"
 #include "sandbox/volume_shared.h"
 #include "sandbox/volume_worker.h"
@@ -25,7 +26,7 @@ void sandbox_pieces_init(const char *dir, volume_kind kind, uid_t first)
     workspace_kind = kind;
     first_uid = first;
     if (asprintf(&root_mount_point, "%s/.sandbox-root", data_dir) < 0 ||
-        !(runtime_dir = realpath(kernelspec_python_dir(), NULL)))
+        !(runtime_dir = realpath(runtime_files_python_dir(), NULL)))
         die("out of memory or missing runtime directory");
     /* runtime_dir: PREFIX/share/cellbox/python → PREFIX */
     for (int up = 0; up < 3; up++)
