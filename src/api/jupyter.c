@@ -62,11 +62,38 @@ static void get_api(http_request *request)
                                 (json_int_t)manager_count(), "templates", templates));
 }
 
+/* What a template is, for a notebook client choosing a kernel: its kind ("built-in",
+   "modules", "dockerfile", "rootfs"), what it was built from and the Python distributions it
+   adds to the base ("name==version"), as templates.h's templates_model has them. SEAM: until
+   the template store (model/templates.c) lands, the kernelspecs are the templates: python3
+   built in, the others of --templates, with no packages of their own. */
+static json_t *template_metadata(const kernelspec *spec)
+{
+    bool built_in = strcmp(spec->name, KERNELSPEC_BUILT_IN) == 0;
+    return json_pack("{s:s, s:n, s:[]}", "cellbox_kind", built_in ? "built-in" : "modules",
+                     "cellbox_from", "cellbox_packages");
+}
+
+/* A kernelspec's model with its template's metadata beside the runtime's. */
+static json_t *kernelspec_model_with_template(const kernelspec *spec)
+{
+    json_t *model = kernelspec_model(spec, http_base_url());
+    json_t *metadata = json_object_get(json_object_get(model, "spec"), "metadata");
+    json_t *template = template_metadata(spec);
+    json_object_update(metadata, template);
+    json_decref(template);
+    return model;
+}
+
 static void get_kernelspecs(http_request *request)
 {
+    json_t *all = json_object();
+    for (size_t i = 0; i < kernelspec_count(); i++)
+        json_object_set_new(all, kernelspec_at(i)->name,
+                            kernelspec_model_with_template(kernelspec_at(i)));
     http_respond_json(request, 200,
                       json_pack("{s:s, s:o}", "default", manager_default_kernel(), "kernelspecs",
-                                kernelspec_all_models(http_base_url())));
+                                all));
 }
 
 static void get_kernelspec(http_request *request, const char *name)
@@ -76,7 +103,7 @@ static void get_kernelspec(http_request *request, const char *name)
         http_respond_error(request, 404, "Kernel spec %s not found", name);
         return;
     }
-    http_respond_json(request, 200, kernelspec_model(spec, http_base_url()));
+    http_respond_json(request, 200, kernelspec_model_with_template(spec));
 }
 
 static const char *content_type_for(const char *file)
