@@ -24,6 +24,7 @@ import contextlib
 import json
 
 import pytest
+import requests
 
 from helpers.daemon import Daemon, finish_or_fail
 from helpers.network_ranges import sandbox_range
@@ -150,6 +151,8 @@ def test_e2b_alias_route_answers_e2bs_model_or_404(case):
     r = client.get("templates/aliases/no-such-template", headers=key)
     assert r.status_code == 404, r.text
     assert "no-such-template" in r.json()["message"] and "POST /v1/templates" in r.json()["message"]
+    # like the rest of E2B's control plane, only the daemon's token opens it
+    assert requests.get(f"{case.daemon.origin}/templates/aliases/{case.template}", timeout=30).status_code == 401
 
 
 def test_e2b_sandbox_of_the_template_imports_its_module(sdk_run, case):
