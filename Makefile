@@ -39,7 +39,7 @@ KERNEL_SHARED := src/sandbox/sandbox.c src/sandbox/rootfs.c src/sandbox/landlock
                  src/sandbox/supervisor.c
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 CLI_SRCS    := $(wildcard src/cli/*.c)
-CLI_LIBS     = $(call pkg_config,cli_libs,--libs libcurl jansson)
+CLI_LIBS     = $(call pkg_config,cli_libs,--libs libcurl jansson libarchive)
 
 OBJ         = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 BIN         := $(BUILD)/bin
@@ -66,7 +66,8 @@ $(BIN)/cellboxd: $(call OBJ,$(DAEMON_SRCS))
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(DEP_LIBS)
 
-# The command-line client: libcurl and jansson, nothing of the daemon's.
+# The command-line client: libcurl, jansson and libarchive (a build's context tar), nothing of
+# the daemon's.
 $(BIN)/cellbox: $(call OBJ,$(CLI_SRCS))
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CLI_LIBS)
@@ -109,13 +110,20 @@ $(BUILD)/tests/%: tests/unit/%.c $(call OBJ,$(LIB_SRCS))
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DEP_LIBS)
 
 # A command runner that refuses io_uring, for the tests of the zygote's way without it.
-TEST_TOOLS := $(BUILD)/tests/without-io-uring $(BUILD)/tests/network-dns-driver
+TEST_TOOLS := $(BUILD)/tests/without-io-uring $(BUILD)/tests/network-dns-driver \
+              $(BUILD)/tests/template-layer-driver
 $(BUILD)/tests/without-io-uring: tests/tools/without_io_uring.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -lseccomp
 
 # sandbox/network_dns.c on the loop, driven from stdin by tests/integration/test_network_dns.py.
 $(BUILD)/tests/network-dns-driver: tests/tools/network_dns_driver.c $(call OBJ,$(LIB_SRCS))
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DEP_LIBS)
+
+# One template build step (a layer, its writable view, a sandbox, the commit), without the
+# daemon, for tests/integration/test_templates_store.py.
+$(BUILD)/tests/template-layer-driver: tests/tools/template_layer_driver.c $(call OBJ,$(LIB_SRCS))
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DEP_LIBS)
 

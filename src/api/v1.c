@@ -11,6 +11,8 @@
 #include "api/v1_files.h"
 #include "api/v1_ready.h"
 #include "api/v1_run.h"
+#include "api/v1_template_build.h"
+#include "api/v1_templates.h"
 #include "api/v1_volumes.h"
 #include "common/text.h"
 #include "http/query.h"
@@ -40,20 +42,6 @@ bool v1_owns(const char *path)
 }
 
 /* ---- templates and sandboxes ---- */
-
-static void list_templates(http_request *request)
-{
-    json_t *list = json_array();
-    for (size_t i = 0; i < kernelspec_count(); i++) {
-        const kernelspec *spec = kernelspec_at(i);
-        json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:b, s:s, s:i}", "name", spec->name,
-                                              "display_name", spec->display_name, "language",
-                                              spec->language, "default",
-                                              strcmp(spec->name, manager_default_kernel()) == 0,
-                                              "preload", spec->preload, "pool_size", spec->pool_size));
-    }
-    http_respond_json(request, 200, list);
-}
 
 static void create_sandbox(http_request *request)
 {
@@ -276,11 +264,17 @@ void v1_dispatch(http_request *request)
     char copy[2048];
     char *s[MAX_SEGMENTS];
     int n = url_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
+    if (n == 2 && strcmp(s[1], "templates") == 0 && http_method_is(request, "POST")) {
+        v1_template_build(request);
+        return;
+    }
     if (n == 2 && strcmp(s[1], "templates") == 0) {
         if (http_method_is(request, "GET"))
-            list_templates(request);
+            v1_templates_list(request);
         else
             http_respond_method_not_allowed(request, "GET");
+    } else if ((n == 3 || n == 4) && strcmp(s[1], "templates") == 0) {
+        v1_templates_route(request, s[2], n == 4 ? s[3] : NULL);
     } else if (n == 2 && strcmp(s[1], "run") == 0) {
         if (http_method_is(request, "POST"))
             v1_run(request);
@@ -308,6 +302,8 @@ void v1_dispatch(http_request *request)
 
 bool v1_streams_body(const char *method, const char *path)
 {
+    if (v1_templates_streams_body(method, path) || v1_template_build_streams_body(method, path))
+        return true;
     if (!v1_owns(path) || strncmp(path, "/v1/sandboxes/", 14) != 0)
         return false;
     const char *files = strstr(path + 14, "/files");

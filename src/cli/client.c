@@ -340,6 +340,39 @@ int client_stream(const char *path, json_t *body, client_line_handler *handler, 
     return result;
 }
 
+int client_stream_form(const char *path, json_t *fields, const char *file_field,
+                       const char *file_path, client_line_handler *handler, void *context)
+{
+    transfer t = {.handler = handler, .context = context};
+    struct curl_slist *headers = prepare(&t, "POST", path, false);
+    curl_mime *form = curl_mime_init(connection);
+    const char *name;
+    json_t *value;
+    json_object_foreach(fields, name, value) {
+        curl_mimepart *part = curl_mime_addpart(form);
+        char *text = json_is_string(value) ? strdup(json_string_value(value))
+                                           : json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
+        curl_mime_name(part, name);
+        curl_mime_data(part, text ? text : "", CURL_ZERO_TERMINATED);
+        free(text);
+    }
+    if (file_path) {
+        curl_mimepart *part = curl_mime_addpart(form);
+        curl_mime_name(part, file_field);
+        curl_mime_filedata(part, file_path);
+        curl_mime_type(part, "application/x-tar");
+    }
+    curl_easy_setopt(connection, CURLOPT_MIMEPOST, form);
+    int result = perform(&t, headers, NULL);
+    curl_mime_free(form);
+    if (result == EXIT_OK)
+        result = refusal_or_ok(&t);
+    if (result == EXIT_OK && t.body_length)
+        deliver_line(&t, t.body, t.body_length);
+    free(t.body);
+    return result;
+}
+
 int client_upload(const char *path, FILE *source, long long size, json_t **reply)
 {
     transfer t = {0};

@@ -46,6 +46,12 @@ typedef void client_line_handler(json_t *event, const char *line, size_t length,
 /* POST with a JSON body; the answer is read as NDJSON and handed over line by line. */
 int client_stream(const char *path, json_t *body, client_line_handler *handler, void *context);
 
+/* POST a multipart/form-data body: each field of `fields` a part (strings as they are, other
+   values as JSON text), and the file at `file_path` (unless NULL) as the part `file_field`,
+   streamed from disk. The answer is read as NDJSON, as client_stream reads it. */
+int client_stream_form(const char *path, json_t *fields, const char *file_field,
+                       const char *file_path, client_line_handler *handler, void *context);
+
 /* PUT the bytes of `source` (size -1 = unknown: sent chunked). *reply as client_call. */
 int client_upload(const char *path, FILE *source, long long size, json_t **reply);
 /* GET a raw body into `sink`. A failed write to the sink is reported and gives EXIT_FAILED. */

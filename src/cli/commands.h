@@ -9,6 +9,7 @@
  *   files.c      cp (files and directories, both ways)
  *   mcp.c        mcp (the Model Context Protocol on stdio, bridged to the daemon's /mcp)
  *   volumes.c    volume create|ls|rm (named volumes, mounted with create --volume)
+ *   template_build.c  template build (a template from a Dockerfile, POST /v1/templates)
  */
 #ifndef CELLBOX_CLI_COMMANDS_H
 #define CELLBOX_CLI_COMMANDS_H
@@ -30,5 +31,6 @@ int command_run(int argc, char **argv);
 int command_cp(int argc, char **argv);
 int command_mcp(int argc, char **argv);
 int command_volume(int argc, char **argv);
+int command_template_build(int argc, char **argv);
 
 #endif

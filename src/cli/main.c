@@ -158,6 +158,13 @@ int main(int argc, char **argv)
         return argc > 2 ? EXIT_USAGE : EXIT_OK;
     }
     const struct command *command = find_command(name);
+    if (!strcmp(name, "template") && argc > 2 && !strcmp(argv[2], "build")) {
+        client_open(url, token);
+        int status = command_template_build(argc - 2, argv + 2); /* argv[0] = "build" */
+        client_close();
+        free(token);
+        return status;
+    }
     if (!command) {
         fprintf(stderr, "cellbox: unknown command '%s'; `cellbox help` lists them\n", name);
         return EXIT_USAGE;

@@ -47,6 +47,7 @@ typedef struct config {
     char *preload;
     char *templates;
     bool huge_code_pages;
+    bool template_zygotes; /* zygotes for templates with files: runs their code as root */
     int pool_size;
     char *workspace_fs;
     char *e2b_domain;       /* "" = localhost:<port> */

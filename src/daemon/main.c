@@ -29,6 +29,7 @@
 #include "http/outbound.h"
 #include "http/server.h"
 #include "kernel/kernelspec.h"
+#include "model/templates.h"
 #include "kernel/reaper.h"
 #include "model/culling.h"
 #include "model/manager.h"
@@ -313,18 +314,15 @@ static void check_default_kernel(const config *cfg)
             cfg->default_kernel);
 }
 
-/* One zygote per kernelspec, each with its own cache of preloaded pages in the data directory. */
+/* One zygote per kernelspec (templates with files included), each with its own cache of
+   preloaded pages in the data directory. */
 static void start_zygotes(const config *cfg)
 {
-    for (size_t i = 0; cfg->zygote && i < kernelspec_count(); i++) {
-        kernelspec *spec = kernelspec_at(i);
-        char cache[4200];
-        if (strcmp(spec->name, KERNELSPEC_BUILT_IN) == 0)
-            snprintf(cache, sizeof cache, "%.4000s/zygote", cfg->data_dir);
-        else
-            snprintf(cache, sizeof cache, "%.4000s/zygote-%s", cfg->data_dir, spec->name);
-        spec->zygote = zygote_start(spec->name, spec->preload, cache, cfg->huge_code_pages);
-    }
+    kernelspec_start_zygotes(&(kernelspec_zygotes){.data_dir = cfg->data_dir,
+                                                   .enabled = cfg->zygote,
+                                                   .huge_code_pages = cfg->huge_code_pages,
+                                                   .for_templates_with_files =
+                                                       cfg->template_zygotes});
 }
 
 /* The APIs, then the server that routes to them. Returns the port it listens on. */
@@ -379,8 +377,10 @@ static void shut_down_or_detach(void)
     }
     reaper_wait_all();
     volume_worker_stop(); /* after the last removal was sent: it finishes them first */
-    for (size_t i = 0; i < kernelspec_count(); i++)
-        zygote_stop(kernelspec_at(i)->zygote);
+    kernelspec_stop_zygotes();
+    /* A detached sandbox keeps its own binds of its template's view: the next daemon mounts the
+       views again. */
+    templates_unmount_all();
     cgroup_shutdown();
     if (!leave_sandboxes) /* detached sandboxes keep their interfaces until the next start */
         network_shutdown();

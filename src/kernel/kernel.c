@@ -234,6 +234,21 @@ static void environment_add(environment *env, const char *name, const char *valu
     env->entries[env->count] = NULL;
 }
 
+/* Replaces the value of `name` if it is there, else adds it. */
+static void environment_set(environment *env, const char *name, const char *value)
+{
+    size_t length = strlen(name);
+    for (size_t i = 0; i < env->count; i++) {
+        if (strncmp(env->entries[i], name, length) == 0 && env->entries[i][length] == '=') {
+            free(env->entries[i]);
+            if (asprintf(&env->entries[i], "%s=%s", name, value) < 0)
+                die("out of memory");
+            return;
+        }
+    }
+    environment_add(env, name, value);
+}
+
 static void environment_free(environment *env)
 {
     for (size_t i = 0; i < env->count; i++)
@@ -280,6 +295,16 @@ static void build_environment(environment *env, const kernel *k, bool with_reque
     environment_add(env, "CELLBOX_KERNEL_ID", k->id);
     environment_add(env, "OPENBLAS_NUM_THREADS", "1");
     environment_add(env, "OMP_NUM_THREADS", "1");
+    /* The template's ENV, after ours (a Dockerfile may set PATH or HOME's neighbours) and before
+       the request's, which come last as with every template. */
+    for (size_t i = 0; k->spec->env && k->spec->env[i]; i++) {
+        char *equals = strchr(k->spec->env[i], '=');
+        if (!equals || equals == k->spec->env[i])
+            continue;
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(equals - k->spec->env[i]), k->spec->env[i]);
+        environment_set(env, name, equals + 1);
+    }
     put_user_programs_on_path(env);
     if (!with_request_env)
         return;
@@ -405,7 +430,8 @@ static void describe_kernel_sandbox(const kernel *k, char *const *argv, char *co
                  .gid = k->sandbox.uid,
                  .tmp_bytes = limits->disk_bytes,
                  .nameserver = network_gateway(),
-                 .volumes = &k->sandbox.volumes},
+                 .volumes = &k->sandbox.volumes,
+                 .template = k->spec->template.view ? &k->spec->template : NULL},
         .network = limits->network,
         .open_files = limits->open_files,
         .file_size = limits->disk_bytes,
@@ -1495,7 +1521,11 @@ kernel *kernel_start(const char *id, const kernelspec *spec, const char *workspa
     k->pidfd = k->channel_fd = k->out.fd = k->err.fd = k->network_slot = -1;
     k->old_channel_fd = k->new_channel_for_kernel = -1;
     k->last_activity_us = clock_wall_us();
+    /* A template's WORKDIR: where its kernels start, as a later cd would put them. */
+    if (spec->workdir && !(k->working_directory = strdup(spec->workdir)))
+        die("out of memory");
     if (spawn_process(k, why, why_size) < 0) {
+        free(k->working_directory);
         json_decref(k->env);
         free(k->workspace);
         free(k);

@@ -12,9 +12,37 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "kernel/zygote.h"
 
-static kernelspec specs[KERNELSPEC_MAX];
+static kernelspec *specs[KERNELSPEC_MAX];
 static size_t spec_count;
+
+/* How zygotes start (kernelspec_start_zygotes); until then a new template waits for main's call. */
+static struct {
+    bool started, enabled, huge_code_pages, for_templates_with_files;
+    char *data_dir;
+} zygotes;
+
+static kernelspec *new_spec(void)
+{
+    kernelspec *spec = calloc(1, sizeof *spec);
+    if (!spec)
+        die("out of memory");
+    return spec;
+}
+
+static void free_spec(kernelspec *spec)
+{
+    free((char *)spec->name);
+    free((char *)spec->display_name);
+    free((char *)spec->preload);
+    free((char *)spec->template.view);
+    free((char *)spec->workdir);
+    for (size_t i = 0; spec->env && spec->env[i]; i++)
+        free(spec->env[i]);
+    free(spec->env);
+    free(spec);
+}
 
 static char kernel_binary[PATH_MAX];
 static char python_dir[PATH_MAX];
@@ -37,11 +65,12 @@ void kernelspec_init(const char *preload, int pool_size)
     snprintf(module, sizeof module, "%s/cellbox_kernel/__init__.py", python_dir);
     if (access(module, R_OK) != 0)
         die("the kernel's Python package %s is missing (run 'make build')", module);
-    specs[0] = (kernelspec){.name = KERNELSPEC_BUILT_IN,
-                            .display_name = "Python 3 (cellbox)",
-                            .language = "python",
-                            .preload = strdup(preload),
-                            .pool_size = pool_size};
+    specs[0] = new_spec();
+    *specs[0] = (kernelspec){.name = strdup(KERNELSPEC_BUILT_IN),
+                             .display_name = strdup("Python 3 (cellbox)"),
+                             .language = "python",
+                             .preload = strdup(preload),
+                             .pool_size = pool_size};
     spec_count = 1;
 }
 
@@ -49,20 +78,108 @@ size_t kernelspec_pool_total(void)
 {
     size_t total = 0;
     for (size_t i = 0; i < spec_count; i++)
-        total += (size_t)specs[i].pool_size;
+        total += (size_t)specs[i]->pool_size;
     return total;
 }
 
 const kernelspec *kernelspec_find(const char *name)
 {
     for (size_t i = 0; i < spec_count; i++)
-        if (strcmp(specs[i].name, name) == 0)
-            return &specs[i];
+        if (strcmp(specs[i]->name, name) == 0)
+            return specs[i];
     return NULL;
 }
 
 size_t kernelspec_count(void) { return spec_count; }
-kernelspec *kernelspec_at(size_t index) { return index < spec_count ? &specs[index] : NULL; }
+kernelspec *kernelspec_at(size_t index) { return index < spec_count ? specs[index] : NULL; }
+
+static char *copy_or_null(const char *text)
+{
+    char *copy = text ? strdup(text) : NULL;
+    if (text && !copy)
+        die("out of memory");
+    return copy;
+}
+
+/* One zygote per template, each with its own cache of preloaded pages in the data directory. */
+static void start_zygote(kernelspec *spec)
+{
+    if (!zygotes.started || !zygotes.enabled || spec->zygote)
+        return;
+    if (spec->template.view && !zygotes.for_templates_with_files) {
+        log_info("template %s: its kernels start by exec, in their sandbox (no zygote of its "
+                 "own: --template-zygotes is off, so none of its code runs outside a sandbox)",
+                 spec->name);
+        return;
+    }
+    char cache[4200];
+    if (strcmp(spec->name, KERNELSPEC_BUILT_IN) == 0)
+        snprintf(cache, sizeof cache, "%.4000s/zygote", zygotes.data_dir);
+    else
+        snprintf(cache, sizeof cache, "%.4000s/zygote-%s", zygotes.data_dir, spec->name);
+    spec->zygote = zygote_start(spec, cache, zygotes.huge_code_pages);
+}
+
+void kernelspec_start_zygotes(const kernelspec_zygotes *settings)
+{
+    zygotes.started = true;
+    zygotes.enabled = settings->enabled;
+    zygotes.huge_code_pages = settings->huge_code_pages;
+    zygotes.for_templates_with_files = settings->for_templates_with_files;
+    zygotes.data_dir = copy_or_null(settings->data_dir);
+    for (size_t i = 0; i < spec_count; i++)
+        start_zygote(specs[i]);
+}
+
+void kernelspec_stop_zygotes(void)
+{
+    for (size_t i = 0; i < spec_count; i++) {
+        zygote_stop(specs[i]->zygote);
+        specs[i]->zygote = NULL;
+    }
+}
+
+kernelspec *kernelspec_add(const kernelspec *fields, char *why, size_t why_size)
+{
+    if (spec_count == KERNELSPEC_MAX) {
+        snprintf(why, why_size, "at most %d templates, python3 included: delete one first",
+                 KERNELSPEC_MAX);
+        return NULL;
+    }
+    kernelspec *spec = new_spec();
+    *spec = (kernelspec){.name = copy_or_null(fields->name),
+                         .display_name = copy_or_null(fields->display_name),
+                         .language = fields->language,
+                         .preload = copy_or_null(fields->preload ? fields->preload : ""),
+                         .pool_size = fields->pool_size,
+                         .template = {.view = copy_or_null(fields->template.view)},
+                         .workdir = copy_or_null(fields->workdir)};
+    size_t env_count = 0;
+    while (fields->env && fields->env[env_count])
+        env_count++;
+    if (env_count) {
+        if (!(spec->env = calloc(env_count + 1, sizeof *spec->env)))
+            die("out of memory");
+        for (size_t i = 0; i < env_count; i++)
+            spec->env[i] = copy_or_null(fields->env[i]);
+    }
+    specs[spec_count++] = spec;
+    start_zygote(spec);
+    return spec;
+}
+
+void kernelspec_remove(kernelspec *spec)
+{
+    for (size_t i = 0; i < spec_count; i++) {
+        if (specs[i] != spec)
+            continue;
+        memmove(&specs[i], &specs[i + 1], (spec_count - i - 1) * sizeof *specs);
+        spec_count--;
+        zygote_stop(spec->zygote);
+        free_spec(spec);
+        return;
+    }
+}
 
 /* ---- templates from --templates ---- */
 
@@ -110,7 +227,7 @@ static bool is_module_list(const char *modules)
 }
 
 /* One entry, "NAME:MODULES[:POOL]", into `spec`; -1 with `why`. */
-static int parse_template(char *entry, kernelspec *spec, char *why, size_t why_size)
+static int parse_template(char *entry, kernelspec **made, char *why, size_t why_size)
 {
     char *name = entry, *modules = strchr(entry, ':'), *pool = NULL;
     if (!modules) {
@@ -153,11 +270,13 @@ static int parse_template(char *entry, kernelspec *spec, char *why, size_t why_s
     char *display_name;
     if (asprintf(&display_name, "Python 3 (cellbox, %s)", name) < 0)
         die("out of memory");
+    kernelspec *spec = new_spec();
     *spec = (kernelspec){.name = strdup(name),
                          .display_name = display_name,
                          .language = "python",
                          .preload = strdup(modules),
                          .pool_size = (int)pool_size};
+    *made = spec;
     return 0;
 }
 
@@ -177,10 +296,7 @@ int kernelspec_add_templates(const char *text, char *why, size_t why_size)
     }
     free(copy);
     while (rc < 0 && spec_count > before) { /* all or nothing */
-        kernelspec *spec = &specs[--spec_count];
-        free((char *)spec->name);
-        free((char *)spec->display_name);
-        free((char *)spec->preload);
+        free_spec(specs[--spec_count]);
     }
     return rc;
 }
@@ -251,6 +367,6 @@ json_t *kernelspec_all_models(const char *base_url)
 {
     json_t *all = json_object();
     for (size_t i = 0; i < spec_count; i++)
-        json_object_set_new(all, specs[i].name, kernelspec_model(&specs[i], base_url));
+        json_object_set_new(all, specs[i]->name, kernelspec_model(specs[i], base_url));
     return all;
 }

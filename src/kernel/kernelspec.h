@@ -1,15 +1,23 @@
-/* kernelspec — the kernels cellbox can start (its templates), and where their files live. */
+/* kernelspec — the kernels cellbox can start (its templates), and where their files live.
+ *
+ * python3 and the templates of --templates are made at start; templates with files of their own
+ * (model/templates.h) are added and removed while the daemon runs. Each is a heap entry whose
+ * address stays the same while it exists: kernels hold it, so it is removed only once no kernel
+ * of it is left (templates_delete sees to that). */
 #ifndef CELLBOX_KERNEL_KERNELSPEC_H
 #define CELLBOX_KERNEL_KERNELSPEC_H
 
 #include <jansson.h>
+#include <stdbool.h>
+
+#include "sandbox/rootfs.h"
 
 typedef struct zygote zygote;
 
 /* The template every daemon has; --templates adds more, all of them Python with the same
    packages, each with its own preload list and warm pool. */
 #define KERNELSPEC_BUILT_IN "python3"
-#define KERNELSPEC_MAX 16
+#define KERNELSPEC_MAX 64
 
 typedef struct kernelspec {
     const char *name;         /* "python3" */
@@ -18,6 +26,12 @@ typedef struct kernelspec {
     const char *preload; /* modules its zygote imports once for every kernel */
     int pool_size;       /* its kernels kept started ahead of time */
     zygote *zygote;      /* NULL: its kernels start by exec (--zygote=false) */
+    /* A template with files: its view (template.view: the host directory model/templates.h
+       mounts), the variables its ENV set ("NAME=value", NULL-terminated) and where its kernels
+       start. All NULL for python3 and --templates: the base root, no variables, /home/user. */
+    rootfs_template template;
+    char **env;
+    const char *workdir;
 } kernelspec;
 
 /* Finds the kernel runtime next to the daemon binary: BIN/cellbox-kernel and
@@ -27,6 +41,30 @@ void kernelspec_init(const char *preload, int pool_size);
 /* Adds the templates of --templates, "NAME:MODULES[:POOL]" separated by ';'. 0, or -1 with
    `why` naming the entry at fault (nothing is added then). */
 int kernelspec_add_templates(const char *text, char *why, size_t why_size);
+/* Adds a template made while the daemon runs (model/templates.h), copying `fields`' strings and
+   env; its zygote starts as python3's did (kernelspec_start_zygotes). NULL with `why` when
+   KERNELSPEC_MAX are there. */
+kernelspec *kernelspec_add(const kernelspec *fields, char *why, size_t why_size);
+/* Removes one kernelspec_add made: its zygote stops and the entry is freed. The caller has made
+   sure no kernel of it is left. */
+void kernelspec_remove(kernelspec *spec);
+/* How templates get zygotes (the daemon's --zygote, --huge-code-pages, --template-zygotes). */
+typedef struct kernelspec_zygotes {
+    const char *data_dir;          /* their caches: DATA_DIR/zygote, DATA_DIR/zygote-NAME */
+    bool enabled;
+    bool huge_code_pages;
+    /* A template with files (template.view) gets one only with this: its zygote is a root
+       process on the host that loads the template's libraries and imports its packages (their
+       .pth files run at its start), all of which a build step or a tarball wrote. Without it,
+       such a template's kernels start by exec, where that code runs only inside the sandbox. */
+    bool for_templates_with_files;
+} kernelspec_zygotes;
+
+/* Called once at start, after adoption: every template's zygote starts (as `settings` allow);
+   later ones (kernelspec_add) start theirs the same way. */
+void kernelspec_start_zygotes(const kernelspec_zygotes *settings);
+/* At exit: every zygote stops. */
+void kernelspec_stop_zygotes(void);
 size_t kernelspec_count(void);
 kernelspec *kernelspec_at(size_t index); /* in the order they were made: the built-in first */
 /* Kernels every template's warm pool holds when full: the sum of their pool_size. */

@@ -5,12 +5,15 @@
 #include <jansson.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -30,10 +33,14 @@
 /* Requests sent and not yet answered: a few keep the zygote busy while it clones; the rest wait
    here, so a burst of creates never fills the socket (a full one would block the daemon). */
 #define MAX_IN_FLIGHT 4
+/* What of a template's ENV its zygote's environment takes (templates.h allows as many). */
+#define ZYGOTE_MAX_TEMPLATE_ENV 64
 
 struct zygote {
     char *name; /* the template's */
     char *preload, *cache_dir;
+    char *view;  /* the template's view (rootfs.h), or NULL: the host's root */
+    char **env;  /* the template's variables, NULL-terminated, or NULL */
     bool huge_code_pages;
     pid_t pid;
     int pidfd, control_fd;
@@ -170,13 +177,49 @@ static void on_first_message(void *owner, uint32_t events)
         loop_watch_add(&z->control_watch, z->control_fd, EPOLLIN, on_answer_ready, z);
 }
 
+/* The zygote of a template with a view sees the template's /usr (and an imported root's /etc)
+   in a mount namespace of its own, made in the forked child before exec: its preload imports the
+   template's packages, the kernel binary loads the libraries of that /usr, and its clones, which
+   bind the same view (rootfs_template), start from what it preloaded. Private: the binds never
+   reach the host. What the daemon mounts later (each new sandbox's workspace image, a named
+   volume) cannot reach this namespace either (the host's / is often private too), so each clone
+   goes back to the daemon's mount namespace before it builds its root (runtime/zygote.c, through
+   --host-mount-namespace-fd). False if the view cannot be entered: the child then exits, and
+   the template's kernels start by exec. */
+static bool enter_template_view(const zygote *z)
+{
+    if (!z->view)
+        return true;
+    char usr[4200], etc[4200];
+    snprintf(usr, sizeof usr, "%.4000s/usr", z->view);
+    snprintf(etc, sizeof etc, "%.4000s/etc", z->view);
+    if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+        mount(usr, "/usr", NULL, MS_BIND | MS_REC, NULL) < 0)
+        return false;
+    struct stat st;
+    return lstat(etc, &st) < 0 || !S_ISDIR(st.st_mode) ||
+           mount(etc, "/etc", NULL, MS_BIND | MS_REC, NULL) == 0;
+}
+
 static void exec_zygote(const zygote *z, int control_fd, const char *home_cgroup)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* The daemon's mount namespace, kept for the clones (fd 4); never a sandbox's: every clone
+       closes what is above its fds 0-3 before it runs anything (sandbox.c). */
+    int host_mount_namespace = z->view ? open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC) : -1;
+    if (z->view && host_mount_namespace < 0)
+        _exit(126);
+    if (!enter_template_view(z)) {
+        dprintf(2, "cellbox: the zygote%s cannot enter its template's view %s: %s\n", z->name,
+                z->view, strerror(errno));
+        _exit(126);
+    }
     int devnull = open("/dev/null", O_RDONLY);
     dup2(devnull, 0);
     dup2(control_fd, 3);
-    syscall(SYS_close_range, 4, ~0U, 0);
+    if (host_mount_namespace >= 0)
+        dup2(host_mount_namespace, 4);
+    syscall(SYS_close_range, host_mount_namespace >= 0 ? 5 : 4, ~0U, 0);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -194,11 +237,20 @@ static void exec_zygote(const zygote *z, int control_fd, const char *home_cgroup
         argv[argc++] = cgroup_arg;
     if (z->huge_code_pages)
         argv[argc++] = "--huge-code";
+    if (host_mount_namespace >= 0)
+        argv[argc++] = "--host-mount-namespace-fd=4";
     argv[argc] = NULL;
-    /* One BLAS/OpenMP thread: the zygote must have no thread but its own when it forks. */
-    char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", home, mpl, ipython,
-                    "MPLBACKEND=module://matplotlib_inline.backend_inline", "OPENBLAS_NUM_THREADS=1",
-                    "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1", "PYTHONDONTWRITEBYTECODE=1", NULL};
+    /* One BLAS/OpenMP thread: the zygote must have no thread but its own when it forks. The
+       template's variables come after ours, as in its kernels (kernel.c), so that what its ENV
+       set (PYTHONPATH, a package's settings) holds while the preload imports. */
+    char *envp[12 + ZYGOTE_MAX_TEMPLATE_ENV] = {
+        "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", home, mpl, ipython,
+        "MPLBACKEND=module://matplotlib_inline.backend_inline", "OPENBLAS_NUM_THREADS=1",
+        "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1", "PYTHONDONTWRITEBYTECODE=1"};
+    int envc = 10;
+    for (int i = 0; z->env && z->env[i] && i < ZYGOTE_MAX_TEMPLATE_ENV; i++)
+        envp[envc++] = z->env[i];
+    envp[envc] = NULL;
     execve(argv[0], argv, envp);
     _exit(127);
 }
@@ -233,20 +285,28 @@ static void start_process(void *arg)
     loop_watch_add(&z->pid_watch, z->pidfd, EPOLLIN, on_zygote_exit, z);
 }
 
-zygote *zygote_start(const char *name, const char *preload, const char *cache_dir,
-                     bool huge_code_pages)
+zygote *zygote_start(const kernelspec *spec, const char *cache_dir, bool huge_code_pages)
 {
     zygote *z = calloc(1, sizeof *z);
     /* The built-in template's is "the zygote" in the log, as when it was the only one. */
-    bool built_in = strcmp(name, KERNELSPEC_BUILT_IN) == 0;
-    if (!z || asprintf(&z->name, "%s%s", built_in ? "" : " of ", built_in ? "" : name) < 0)
+    bool built_in = strcmp(spec->name, KERNELSPEC_BUILT_IN) == 0;
+    if (!z || asprintf(&z->name, "%s%s", built_in ? "" : " of ", built_in ? "" : spec->name) < 0)
         die("out of memory");
     z->pidfd = z->control_fd = -1;
     z->huge_code_pages = huge_code_pages;
-    z->preload = strdup(preload);
+    z->preload = strdup(spec->preload);
     z->cache_dir = strdup(cache_dir);
-    if (!z->preload || !z->cache_dir)
+    if (!z->preload || !z->cache_dir ||
+        (spec->template.view && !(z->view = strdup(spec->template.view))))
         die("out of memory");
+    size_t env_count = 0;
+    while (spec->env && spec->env[env_count])
+        env_count++;
+    if (env_count && !(z->env = calloc(env_count + 1, sizeof *z->env)))
+        die("out of memory");
+    for (size_t i = 0; i < env_count; i++)
+        if (!(z->env[i] = strdup(spec->env[i])))
+            die("out of memory");
     if (fs_mkdir_p(cache_dir, 0700) < 0)
         log_warn("zygote%s: cannot create %s: %s", z->name, cache_dir, strerror(errno));
     start_process(z);
@@ -264,7 +324,9 @@ static json_t *spawn_request_json(const sandbox_spec *spec, const char *for_kern
         json_array_append_new(procs, json_string(spec->cgroup_procs[i]));
     for (char *const *entry = spec->envp; entry && *entry; entry++)
         json_array_append_new(env, json_string(*entry));
-    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:b, s:i, s:I, s:o, s:s*, s:o, s:o, s:s*}", "kernel_id",
+    const char *view = spec->root.template ? spec->root.template->view : NULL;
+    return json_pack("{s:s*, s:s, s:s, s:s, s:s, s:i, s:I, s:b, s:i, s:I, s:o, s:s*, s:o, s:o, s:s*}",
+                     "template_view", view, "kernel_id",
                      for_kernel_id, "root_mount_point", spec->root.mount_point, "workspace",
                      spec->root.workspace, "runtime_dir", spec->root.runtime_dir, "uid",
                      (int)spec->root.uid, "tmp_bytes", (json_int_t)spec->root.tmp_bytes,
@@ -577,5 +639,9 @@ void zygote_stop(zygote *z)
     free(z->name);
     free(z->preload);
     free(z->cache_dir);
+    free(z->view);
+    for (size_t i = 0; z->env && z->env[i]; i++)
+        free(z->env[i]);
+    free(z->env);
     free(z);
 }

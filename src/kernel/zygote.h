@@ -13,10 +13,14 @@
 
 typedef struct zygote zygote;
 
-/* Starts a zygote process importing `preload` (comma-separated module names) for the template
-   `name`; its caches (matplotlib's font list, IPython's directory) live in `cache_dir`. */
-zygote *zygote_start(const char *name, const char *preload, const char *cache_dir,
-                     bool huge_code_pages);
+typedef struct kernelspec kernelspec;
+
+/* Starts a zygote process importing the template's preload list (comma-separated module names);
+   its caches (matplotlib's font list, IPython's directory) live in `cache_dir`. A template with a
+   view runs its zygote inside it (its /usr, and its /etc for an imported root), with the
+   template's variables, so that what it preloads is the template's and its clones start from
+   the same root an exec'd kernel of that template gets. */
+zygote *zygote_start(const kernelspec *spec, const char *cache_dir, bool huge_code_pages);
 bool zygote_is_ready(const zygote *z); /* false for NULL: no zygote (--zygote=false) */
 typedef struct zygote_spawn zygote_spawn;
 /* A clone request's answer: `pid` > 0 is the new sandbox's first process (a child of the

@@ -143,3 +143,24 @@ void pool_discard_all(void)
     while (pooled_count > 0)
         discard_pooled(&pool[--pooled_count]);
 }
+
+void pool_discard_template(const kernelspec *spec)
+{
+    for (size_t i = 0; i < pooled_count;) {
+        if (kernel_spec(pool[i].kernel) != spec) {
+            i++;
+            continue;
+        }
+        pooled_kernel gone = pool[i];
+        memmove(&pool[i], &pool[i + 1], (pooled_count - i - 1) * sizeof *pool);
+        pooled_count--;
+        discard_pooled(&gone);
+    }
+}
+
+void pool_refill_soon(void)
+{
+    if (!options.room_for_another) /* before pool_init: it schedules the first refill */
+        return;
+    schedule_refill(REFILL_DELAY_AFTER_HANDOUT_MS);
+}

@@ -32,6 +32,10 @@ kernel *pool_take(const kernelspec *spec, sandbox_pieces *pieces);
    template's. */
 size_t pool_kernel_count(const kernelspec *spec);
 size_t pool_ready_count(const kernelspec *spec);
+/* A template is going (templates_delete): its pooled kernels end now. */
+void pool_discard_template(const kernelspec *spec);
+/* A template was added: its pool starts filling, after the loop's current work. */
+void pool_refill_soon(void);
 /* At the end (shutdown or detach): no more refills, and every pooled kernel ends. */
 void pool_discard_all(void);
 

@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "common/loop.h"
+#include "model/templates.h"
 #include "sandbox/volume_worker.h"
 
 #define PREPARED_AHEAD 2
@@ -169,7 +170,10 @@ kernel *prepared_start_kernel(const kernelspec *spec, json_t *env, const sandbox
         if (volumes)
             sandbox.volumes = *volumes;
         sandbox_pieces_base(&sandbox);
-        if (sandbox_pieces_open_volume_views(id, sandbox.uid, &sandbox.volumes, why, why_size) == 0)
+        if (sandbox_pieces_open_volume_views(id, sandbox.uid, &sandbox.volumes, why, why_size) == 0 &&
+            (!spec->template.view ||
+             templates_seed_workspace(spec->template.view, workspace, sandbox.uid, why,
+                                      why_size) == 0))
             k = kernel_start(id, spec, workspace, env, &sandbox, why, why_size);
     }
     if (!k)

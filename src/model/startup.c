@@ -11,6 +11,7 @@
 #include "model/pool.h"
 #include "model/prepared.h"
 #include "model/reconcile.h"
+#include "model/templates.h"
 #include "model/volumes.h"
 #include "model/sandbox_pieces.h"
 #include "sandbox/volume_worker.h"
@@ -31,6 +32,7 @@ void startup_run(const manager_options *options)
 {
     manager_init(options);
     volumes_init(options->data_dir);
+    templates_init(options->data_dir);
     sandbox_pieces_set_record_extras(add_box_and_commands);
     if (keeper_start(options->data_dir) < 0)
         log_warn("no keeper: sandboxes end with this daemon, whatever the way it stops");

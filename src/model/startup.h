@@ -5,6 +5,8 @@
  *
  *   1. manager_init        the data directory's folders, the sandbox pieces, the registry;
  *      volumes_init        the named volumes, mounted again before any sandbox is adopted;
+ *      templates_init      the templates with files: their views mounted again and their
+ *                          kernelspecs added, so that their sandboxes can be adopted;
  *   2. the records' extras what a record keeps of a box and its commands (box.h, command.h);
  *   3. keeper_start        the process holding handed-out kernels' channels across restarts;
  *   4. adoption_adopt_all  the sandboxes a previous daemon left, taken over when they qualify;

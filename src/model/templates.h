@@ -117,6 +117,13 @@ int templates_check_name(const char *name, bool replace, failure_kind *failure, 
 int templates_import(const char *name, int tar_fd, const char *preload, int pool_size,
                      bool replace, failure_kind *failure, char *why, size_t why_size);
 
+/* Copies what a template's build left in the home (`view`/home/user) into a new sandbox's
+   workspace, owned by the sandbox's `uid`, before its kernel starts: the home is the sandbox's
+   own, writable, so it gets copies, never the template's files. Nothing is followed and nothing
+   already there is replaced. 0 (also when there is nothing to copy), or -1 with `why`. */
+int templates_seed_workspace(const char *view, const char *workspace, uid_t uid, char *why,
+                             size_t why_size);
+
 /* Deletes a template with files: refused (conflict, `why` naming the sandboxes) while sandboxes
    use it; invalid for python3 and the templates of --templates (the daemon's options define
    them); not found. Its view is unmounted, its record removed, and its layers removed unless

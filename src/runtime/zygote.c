@@ -27,6 +27,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -46,6 +47,7 @@ typedef struct spawn_request {
     json_t *json;          /* owns the strings the spec points into */
     sandbox_spec spec;
     rootfs_volumes volumes; /* the spec's root points here */
+    rootfs_template template; /* and here: the template's view, as kernel/zygote.c sent it */
     int fds[SPAWN_FDS];
     size_t length;         /* bytes received into the buffer */
 } spawn_request;
@@ -263,6 +265,11 @@ static void build_spec(spawn_request *request)
     spec->memory_cgroup_procs = json_string_value(json_object_get(j, "memory_cgroup_procs"));
     read_volumes(json_object_get(j, "volumes"), &request->volumes);
     spec->root.volumes = &request->volumes;
+    /* The same view the zygote itself runs in (kernel/zygote.c), bound again by rootfs_enter so
+       that a clone's root is the one an exec'd kernel of this template gets. */
+    request->template = (rootfs_template){
+        .view = json_string_value(json_object_get(j, "template_view"))};
+    spec->root.template = request->template.view ? &request->template : NULL;
     memcpy(spec->fds, request->fds, sizeof spec->fds);
 }
 
@@ -325,9 +332,28 @@ static void __attribute__((noreturn)) run_kernel(json_t *env, const char *kernel
 
 /* In the clone (pid 1, still in the zygote's memory: see sandbox_clone_sharing_memory): enter
    the sandbox, fork the kernel under the supervisor; in the kernel, serve. */
+/* The daemon's mount namespace (--host-mount-namespace-fd), for the zygote of a template with a
+   view: the zygote runs in a namespace of its own where /usr is the template's, made before the
+   daemon mounted the new sandbox's workspace, so a clone builds its root from a fresh copy of
+   the daemon's namespace instead, binding the same view (rootfs_template). -1: the zygote is in
+   the daemon's namespace already. */
+static int host_mount_namespace = -1;
+
+static void enter_host_mount_namespace(void)
+{
+    if (host_mount_namespace < 0)
+        return;
+    if (setns(host_mount_namespace, CLONE_NEWNS) < 0 || unshare(CLONE_NEWNS) < 0) {
+        dprintf(2, SANDBOX_SETUP_FAILED_PREFIX "cannot enter the daemon's mount namespace: %s\n",
+                strerror(errno));
+        _exit(SANDBOX_SETUP_FAILED);
+    }
+}
+
 static int become_kernel(void *argument)
 {
     spawn_request *request = argument;
+    enter_host_mount_namespace();
     /* pid 1 runs only C and then execs cellbox-init: Python's after-fork work (its hooks, its
        copy-on-write faults: ~8 ms) is done once, in the kernel process, which holds the
        interpreter exactly as the zygote left it at PyOS_BeforeFork(). */
@@ -557,6 +583,9 @@ int zygote_main(int argc, char **argv)
         return 2;
     }
     int control_fd = atoi(control);
+    const char *host_namespace = option(argc, argv, "--host-mount-namespace-fd");
+    if (host_namespace)
+        host_mount_namespace = atoi(host_namespace);
     json_set_alloc_funcs(arena_alloc, arena_free);
     /* Compiled once, before any clone: each sandbox only loads it. */
     int seccomp_rc = seccomp_filter_prepare();

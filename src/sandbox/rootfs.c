@@ -5,9 +5,19 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <linux/types.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+/* getdents64's record (glibc has no header for it before 2.30's getdents64(3) wrapper). */
+struct linux_dirent64 {
+    __u64 d_ino;
+    __s64 d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
 
 #define RO_FLAGS (MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
@@ -64,8 +74,9 @@ static int make_dirs(const char *path)
     return mkdir(partial, 0755) < 0 && errno != EEXIST ? -1 : 0;
 }
 
-/* Binds a host path read-only (and nosuid, nodev) at `target`, creating the mount point. */
-static int bind_readonly(const char *source, const char *target, bool recursive)
+/* Binds a host path (nosuid, nodev, and read-only unless `writable`) at `target`, creating the
+   mount point. */
+static int bind_path(const char *source, const char *target, bool recursive, bool writable)
 {
     struct stat st;
     if (stat(source, &st) < 0)
@@ -74,7 +85,30 @@ static int bind_readonly(const char *source, const char *target, bool recursive)
         return -1;
     if (mount(source, target, NULL, MS_BIND | (recursive ? MS_REC : 0), NULL) < 0)
         return -1;
-    return mount(NULL, target, NULL, RO_FLAGS, NULL);
+    return mount(NULL, target, NULL, writable ? RO_FLAGS & ~MS_RDONLY : RO_FLAGS, NULL);
+}
+
+static int bind_readonly(const char *source, const char *target, bool recursive)
+{
+    return bind_path(source, target, recursive, false);
+}
+
+static bool has_template(const rootfs_spec *spec)
+{
+    return spec->template && spec->template->view;
+}
+
+/* Where the sandbox's /usr and /etc entries come from: the host's, or the template's view (its
+   /etc only for an imported root filesystem, which brings one). */
+static void root_source(const rootfs_spec *spec, const char *top, char *out, size_t out_size)
+{
+    struct stat st;
+    if (has_template(spec)) {
+        snprintf(out, out_size, "%s/%s", spec->template->view, top);
+        if (strcmp(top, "usr") == 0 || (lstat(out, &st) == 0 && S_ISDIR(st.st_mode)))
+            return;
+    }
+    snprintf(out, out_size, "/%s", top);
 }
 
 static int write_identity_files(const rootfs_spec *spec)
@@ -156,9 +190,11 @@ static int build_etc(const rootfs_spec *spec, char *why, size_t why_size)
     if (make_dirs("etc") < 0 || write_identity_files(spec) < 0 || write_pip_config() < 0 ||
         write_profile_path() < 0)
         return fail(why, why_size, "cannot write", "/etc");
+    char etc[4096];
+    root_source(spec, "etc", etc, sizeof etc);
     for (size_t i = 0; i < sizeof host_etc_entries / sizeof host_etc_entries[0]; i++) {
-        char source[256], target[256];
-        snprintf(source, sizeof source, "/etc/%s", host_etc_entries[i]);
+        char source[4200], target[256];
+        snprintf(source, sizeof source, "%s/%s", etc, host_etc_entries[i]);
         snprintf(target, sizeof target, "etc/%s", host_etc_entries[i]);
         if (bind_readonly(source, target, true) < 0)
             return fail(why, why_size, "cannot bind", source);
@@ -168,21 +204,86 @@ static int build_etc(const rootfs_spec *spec, char *why, size_t why_size)
     return 0;
 }
 
-/* /usr read-only; Debian is merged-usr, so /bin, /lib... are links into it. */
-static int build_usr(char *why, size_t why_size)
+/* /usr read-only (the host's, or the template's view of its layers over it); Debian is
+   merged-usr, so /bin, /lib... are links into it. A build step's view is writable: only the
+   directories its new layer made for the build user can be written, and the writes land in
+   that layer (the overlay's upper directory), never in the base. */
+static int build_usr(const rootfs_spec *spec, char *why, size_t why_size)
 {
-    static const char *const links[][2] = {{"bin", "usr/bin"}, {"sbin", "usr/sbin"},
-                                           {"lib", "usr/lib"}, {"lib64", "usr/lib64"},
-                                           {"lib32", "usr/lib32"}, {"libx32", "usr/libx32"}};
-    if (bind_readonly("/usr", "usr", true) < 0)
-        return fail(why, why_size, "cannot bind", "/usr");
+    static const char *const links[][2] = {{"bin", "bin"}, {"sbin", "sbin"},
+                                           {"lib", "lib"}, {"lib64", "lib64"},
+                                           {"lib32", "lib32"}, {"libx32", "libx32"}};
+    char usr[4096];
+    root_source(spec, "usr", usr, sizeof usr);
+    bool writable = has_template(spec) && spec->template->writable;
+    if (bind_path(usr, "usr", true, writable) < 0)
+        return fail(why, why_size, "cannot bind", usr);
     for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
-        char host[64];
-        snprintf(host, sizeof host, "/%s", links[i][1]);
-        if (access(host, F_OK) == 0 && symlink(links[i][1], links[i][0]) < 0)
+        char target[4200], link_target[64];
+        snprintf(target, sizeof target, "%s/%s", usr, links[i][1]);
+        snprintf(link_target, sizeof link_target, "usr/%s", links[i][1]);
+        if (access(target, F_OK) == 0 && symlink(link_target, links[i][0]) < 0)
             return fail(why, why_size, "cannot link", links[i][0]);
     }
     return 0;
+}
+
+/* Top-level names a template's view never replaces: the root builds them itself (or they are
+   merged-usr links), and /home/user is the workspace. */
+static bool is_reserved_top_level(const char *name)
+{
+    static const char *const reserved[] = {"usr", "etc", "home", "root", "dev", "proc", "sys",
+                                           "tmp", "run", "workspace", "bin", "sbin", "lib",
+                                           "lib32", "lib64", "libx32", "boot", "mnt", "media",
+                                           "lost+found", ".oldroot"};
+    if (name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])))
+        return true;
+    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+        if (strcmp(name, reserved[i]) == 0)
+            return true;
+    return false;
+}
+
+/* Every other top-level directory of the template's view (opt, app, srv, ...) at /NAME:
+   read-only, or read-write for a build step (then also listed for Landlock in `writable`, the
+   volume list's buffer). The view's opt always holds an empty opt/cellbox, where the runtime is
+   bound next. */
+static int bind_template_directories(const rootfs_spec *spec, char *writable, size_t writable_size,
+                                     char *why, size_t why_size)
+{
+    if (!has_template(spec))
+        return 0;
+    /* getdents64 into the stack, not opendir: a zygote's clone shares its memory (sandbox.h) and
+       must not allocate. */
+    int view = open(spec->template->view, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (view < 0)
+        return fail(why, why_size, "cannot open the template's view", spec->template->view);
+    _Alignas(8) char entries[4096];
+    size_t used = strlen(writable);
+    if (spec->template->writable) /* build_usr bound it writable: the step's pip writes there */
+        used += (size_t)snprintf(writable + used, writable_size - used, "/usr\n");
+    long n;
+    while ((n = syscall(SYS_getdents64, view, entries, sizeof entries)) > 0) {
+        for (long at = 0; at < n;) {
+            const struct linux_dirent64 *entry = (const void *)(entries + at);
+            at += entry->d_reclen;
+            struct stat st;
+            if (is_reserved_top_level(entry->d_name) ||
+                fstatat(view, entry->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+                continue;
+            char source[4200];
+            snprintf(source, sizeof source, "%s/%s", spec->template->view, entry->d_name);
+            if (bind_path(source, entry->d_name, true, spec->template->writable) < 0) {
+                close(view);
+                return fail(why, why_size, "cannot bind the template's", source);
+            }
+            if (spec->template->writable && used < writable_size)
+                used += (size_t)snprintf(writable + used, writable_size - used, "/%s\n",
+                                         entry->d_name);
+        }
+    }
+    close(view);
+    return n < 0 ? fail(why, why_size, "cannot read the template's view", spec->template->view) : 0;
 }
 
 /* A small /dev: the harmless nodes bound from the host, a private devpts instance (its own
@@ -246,7 +347,30 @@ static int bind_workspace(const char *workspace, const char *target)
     return mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL);
 }
 
-static int build_writable(const rootfs_spec *spec, char *why, size_t why_size)
+/* A build step's home is its view's home/user (the new layer's, for the build user), so what
+   the step leaves there becomes the template's home seed; every other sandbox's home is its
+   workspace. */
+static int bind_home(const rootfs_spec *spec, char *writable, size_t writable_size)
+{
+    char home[4200];
+    struct stat st;
+    if (has_template(spec) && spec->template->writable) {
+        snprintf(home, sizeof home, "%s%s", spec->template->view, ROOTFS_HOME);
+        if (lstat(home, &st) == 0 && S_ISDIR(st.st_mode)) {
+            size_t used = strlen(writable);
+            if (used < writable_size)
+                snprintf(writable + used, writable_size - used, "%s\n", ROOTFS_HOME);
+            return bind_workspace(home, &ROOTFS_HOME[1]);
+        }
+    }
+    /* The same directory again as the user's home, where E2B's SDKs and tutorials put files and
+       /etc/passwd points: one writable place under two names, so /v1's /workspace and E2B's
+       /home/user see the same files and nothing else becomes writable. */
+    return bind_workspace(spec->workspace, &ROOTFS_HOME[1]); /* "home/user": relative */
+}
+
+static int build_writable(const rootfs_spec *spec, char *writable, size_t writable_size, char *why,
+                          size_t why_size)
 {
     char tmp_options[64];
     snprintf(tmp_options, sizeof tmp_options, "mode=1777,size=%lld", spec->tmp_bytes);
@@ -254,25 +378,23 @@ static int build_writable(const rootfs_spec *spec, char *why, size_t why_size)
         return fail(why, why_size, "cannot mount", "/tmp");
     if (bind_workspace(spec->workspace, "workspace") < 0)
         return fail(why, why_size, "cannot bind", spec->workspace);
-    /* The same directory again as the user's home, where E2B's SDKs and tutorials put files and
-       /etc/passwd points: one writable place under two names, so /v1's /workspace and E2B's
-       /home/user see the same files and nothing else becomes writable. */
-    if (bind_workspace(spec->workspace, &ROOTFS_HOME[1]) < 0) /* "home/user": relative */
-        return fail(why, why_size, "cannot bind the workspace at", ROOTFS_HOME);
+    if (bind_home(spec, writable, writable_size) < 0)
+        return fail(why, why_size, "cannot bind the home at", ROOTFS_HOME);
     if (bind_readonly(spec->runtime_dir, "opt/cellbox", true) < 0)
         return fail(why, why_size, "cannot bind", spec->runtime_dir);
     return 0;
 }
 
-/* Each named volume at its path, then the list Landlock reads. The paths were checked where the
-   request came in (absolute, normalized, none of the root's own mounts), so each mount point is
-   a new directory in the root's tmpfs, made here before the root turns read-only. The bind is
+/* Each named volume at its path, then the list Landlock reads: the volumes' paths, and a build
+   step's writable template directories (`writable`). The paths were checked where the request
+   came in (absolute, normalized, none of the root's own mounts), so each mount point is a new
+   directory in the root's tmpfs, made here before the root turns read-only. The bind is
    remounted nosuid and nodev: a setuid binary written into a volume by one sandbox never runs
    as root in another. */
-static int bind_volumes(const rootfs_spec *spec, char *why, size_t why_size)
+static int bind_volumes(const rootfs_spec *spec, const char *writable, char *why, size_t why_size)
 {
-    char list[ROOTFS_MAX_VOLUMES * (ROOTFS_VOLUME_PATH_MAX + 1) + 1] = "";
-    size_t used = 0;
+    char list[ROOTFS_MAX_VOLUMES * (ROOTFS_VOLUME_PATH_MAX + 1) + 1];
+    size_t used = (size_t)snprintf(list, sizeof list, "%s", writable);
     int count = spec->volumes ? spec->volumes->count : 0;
     for (int i = 0; i < count && i < ROOTFS_MAX_VOLUMES; i++) {
         const rootfs_volume *v = &spec->volumes->mount[i];
@@ -280,9 +402,10 @@ static int bind_volumes(const rootfs_spec *spec, char *why, size_t why_size)
         if (make_dirs(target) < 0 || mount(v->host, target, NULL, MS_BIND, NULL) < 0 ||
             mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) < 0)
             return fail(why, why_size, "cannot bind the volume at", v->path);
-        used += (size_t)snprintf(list + used, sizeof list - used, "%s\n", v->path);
+        if (used < sizeof list)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s\n", v->path);
     }
-    return count > 0 && make_file(&ROOTFS_VOLUME_LIST[1], list) < 0 /* relative: no '/' */
+    return used > 0 && make_file(&ROOTFS_VOLUME_LIST[1], list) < 0 /* relative: no '/' */
                ? fail(why, why_size, "cannot write", ROOTFS_VOLUME_LIST)
                : 0;
 }
@@ -295,9 +418,12 @@ int rootfs_enter(const rootfs_spec *spec, char *why, size_t why_size)
     if (mount("tmpfs", spec->mount_point, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0 ||
         chdir(spec->mount_point) < 0)
         return fail(why, why_size, "cannot mount the root on", spec->mount_point);
-    if (build_usr(why, why_size) < 0 || build_etc(spec, why, why_size) < 0 ||
+    char writable[1024] = ""; /* a build step's template directories, for Landlock */
+    if (build_usr(spec, why, why_size) < 0 || build_etc(spec, why, why_size) < 0 ||
+        bind_template_directories(spec, writable, sizeof writable, why, why_size) < 0 ||
         build_dev(spec, why, why_size) < 0 || build_proc(why, why_size) < 0 ||
-        build_writable(spec, why, why_size) < 0 || bind_volumes(spec, why, why_size) < 0)
+        build_writable(spec, writable, sizeof writable, why, why_size) < 0 ||
+        bind_volumes(spec, writable, why, why_size) < 0)
         return -1;
     if (make_dirs(".oldroot") < 0 || make_dirs("root") < 0 || make_dirs("home") < 0)
         return fail(why, why_size, "cannot create", "mount points");

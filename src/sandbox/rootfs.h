@@ -29,6 +29,17 @@ typedef struct rootfs_volumes {
     rootfs_volume mount[ROOTFS_MAX_VOLUMES];
 } rootfs_volumes;
 
+/* A template with files of its own (model/templates.h): its view, a host directory whose
+   subdirectories replace or join the base root's. view/usr is bound as /usr instead of the
+   host's; view/etc's entries replace the host's /etc entries when view/etc exists (an imported
+   root filesystem); every other top-level directory of the view is bound at /NAME, read-only,
+   or read-write (still nosuid, nodev) for a build step, whose view has the step's new layer as
+   its upper directory. */
+typedef struct rootfs_template {
+    const char *view; /* host: the template's view; NULL: the base root (no template) */
+    bool writable;    /* a build step's view: its directories are bound read-write */
+} rootfs_template;
+
 typedef struct rootfs_spec {
     const char *mount_point;   /* host: an empty directory the new root is mounted on */
     const char *workspace;     /* host: bound read-write at /workspace and at ROOTFS_HOME */
@@ -38,6 +49,7 @@ typedef struct rootfs_spec {
     long long tmp_bytes;       /* size of the /tmp tmpfs */
     const char *nameserver;    /* the networked sandboxes' gateway (NULL: the daemon gives none) */
     const rootfs_volumes *volumes; /* NULL: none */
+    const rootfs_template *template; /* NULL or a NULL view: the base root */
 } rootfs_spec;
 
 /* Builds the root and pivots into it; cwd becomes /workspace. Runs in the sandbox's first

@@ -135,7 +135,7 @@ def test_a_template_whose_module_is_missing_still_starts_kernels(make_daemon):
     ("light:numpy,,pandas:0", "not a list of module names"),
     ("light::-1", "pool size"),
     ("light::many", "pool size"),
-    (";".join(f"t{i}::0" for i in range(16)), "at most 16 templates"),
+    (";".join(f"t{i}::0" for i in range(64)), "at most 64 templates"),
 ])
 def test_bad_templates_stop_the_daemon_with_a_message(templates, words):
     with tempfile.TemporaryDirectory(prefix="cellbox-test-") as tmp:

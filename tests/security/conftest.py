@@ -95,6 +95,10 @@ def box(request, sandbox_guard, daemon_mode):
     secret = "host-secret-" + secrets.token_hex(12)
     args = MODE_ARGS[daemon_mode] + list(getattr(request.module, "DAEMON_ARGS", []))
     d = Daemon(args=args, env={"HOST_SECRET_CANARY": secret})
+    # A module may put things in the data directory the daemon reads at start (templates).
+    prepare = getattr(request.module, "PREPARE_DATA_DIR", None)
+    if prepare:
+        prepare(d.data_dir)
     d.start()
     sandboxes = Sandboxes(d, secret, daemon_mode)
     try:

@@ -36,6 +36,9 @@ WORKSPACE_MOUNT_RE = re.compile(r"/workspaces/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4
 # A named volume's mount and the sandboxes' id-mapped views of it (sandbox/volume_shared.h).
 VOLUME_MOUNT_RE = re.compile(r"/named-volumes/volume-[A-Za-z0-9._-]+$|"
                              r"/volume-views/[0-9a-f]{8}-[0-9a-f-]{27}/[A-Za-z0-9._-]+$")
+# A template's read-only view (model/templates.h): overlays or binds of its layers, mounted by
+# a daemon that has templates with files, this module's or another test's on this machine.
+TEMPLATE_VIEW_RE = re.compile(r"/templates/views/[A-Za-z0-9._-]+/[A-Za-z0-9._/-]+$")
 # A name no host path has; attacks use it for the files they try to create outside.
 PWN = "cellbox-pwned-" + secrets.token_hex(4)
 
@@ -197,7 +200,8 @@ class HostState:
         foreign = [m for m in added
                    if not (m[2] == "ext4" and (WORKSPACE_MOUNT_RE.search(m[1]) or VOLUME_MOUNT_RE.search(m[1])))
                    and not (m[2] == "tmpfs" and WORKSPACE_MOUNT_RE.search(m[1]))
-                   and not (m[2] == "nsfs" and m[1].startswith("/run/netns/"))]
+                   and not (m[2] == "nsfs" and m[1].startswith("/run/netns/"))
+                   and not (TEMPLATE_VIEW_RE.search(m[1]) and "ro" in m[3].split(","))]
         if foreign:
             out.append(f"new host mounts that are not workspace volumes: {sorted(foreign)}")
         drift = (time.time() - self.wall0) - (time.monotonic() - self.mono0)
