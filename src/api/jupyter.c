@@ -14,6 +14,7 @@
 #include "kernel/zygote.h"
 #include "model/box.h"
 #include "model/manager.h"
+#include "model/templates.h"
 
 /* The jupyter_server API version Kernel Gateway 3 reports; clients compare against it. */
 #define JUPYTER_API_VERSION "2.14.2"
@@ -64,14 +65,16 @@ static void get_api(http_request *request)
 
 /* What a template is, for a notebook client choosing a kernel: its kind ("built-in",
    "modules", "dockerfile", "rootfs"), what it was built from and the Python distributions it
-   adds to the base ("name==version"), as templates.h's templates_model has them. SEAM: until
-   the template store (model/templates.c) lands, the kernelspecs are the templates: python3
-   built in, the others of --templates, with no packages of their own. */
+   adds to the base ("name==version"), from the template store's model. */
 static json_t *template_metadata(const kernelspec *spec)
 {
-    bool built_in = strcmp(spec->name, KERNELSPEC_BUILT_IN) == 0;
-    return json_pack("{s:s, s:n, s:[]}", "cellbox_kind", built_in ? "built-in" : "modules",
-                     "cellbox_from", "cellbox_packages");
+    json_t *template = templates_model(spec->name);
+    json_t *metadata = json_pack("{s:O*, s:O*, s:O*}", "cellbox_kind",
+                                 json_object_get(template, "kind"), "cellbox_from",
+                                 json_object_get(template, "from"), "cellbox_packages",
+                                 json_object_get(template, "packages"));
+    json_decref(template);
+    return metadata;
 }
 
 /* A kernelspec's model with its template's metadata beside the runtime's. */

@@ -20,6 +20,7 @@
 #include "model/execution.h"
 #include "kernel/kernelspec.h"
 #include "model/manager.h"
+#include "model/templates.h"
 #include "model/pause.h"
 #include "model/stateless_run.h"
 #include "model/ttl.h"
@@ -843,23 +844,6 @@ static void create_sandbox(mcp_call *call, json_t *args)
 
 /* ---- templates ---- */
 
-/* Every template's model, python3 first: name, kind, from and packages as templates.h's
-   templates_list_model has them. SEAM: until the template store (model/templates.c) lands, the
-   kernelspecs are the templates: python3 built in, the others of --templates, no packages of
-   their own. */
-static json_t *template_models(void)
-{
-    json_t *models = json_array();
-    for (size_t i = 0; i < kernelspec_count(); i++) {
-        const kernelspec *spec = kernelspec_at(i);
-        bool built_in = strcmp(spec->name, KERNELSPEC_BUILT_IN) == 0;
-        json_array_append_new(models, json_pack("{s:s, s:s, s:n, s:s, s:[]}", "name", spec->name,
-                                                "kind", built_in ? "built-in" : "modules",
-                                                "from", "preload", spec->preload, "packages"));
-    }
-    return models;
-}
-
 /* One line a template: "NAME  KIND  from FROM  packages a==1, b==2  preloads m, n". */
 static void append_template_line(buffer *text, json_t *model)
 {
@@ -891,7 +875,7 @@ static void append_template_line(buffer *text, json_t *model)
 
 static void list_templates(mcp_call *call)
 {
-    json_t *models = template_models(), *model;
+    json_t *models = templates_list_model(), *model; /* python3 first */
     buffer text = {0};
     size_t i;
     json_array_foreach(models, i, model) append_template_line(&text, model);

@@ -17,8 +17,9 @@ already imported when the first cell runs, from the template's files.
   module numpy, pandas, matplotlib and IPython never import;
 - "dockerfile": a template built with POST /v1/templates from `RUN pip install cellbox-nettest`
   off the tests' own package index (helpers/test_internet.py, 203.0.113.20; the build's network
-  allows that address alone) and `ENV`, on a daemon with --allow-network; afterwards it is
-  deleted, and E2B's Template.exists route no longer finds it.
+  allows that address alone) and `ENV`, on a daemon with --allow-network and --template-zygotes
+  (so a zygote in the template's view preloads the package); afterwards it is deleted, and
+  neither E2B's Template.exists route nor /api/kernelspecs finds it.
 """
 import contextlib
 import json
@@ -86,7 +87,9 @@ def dockerfile_case(internet):
     made = Case("dockerfile", "surf-nettest", module,
                 f"/usr/local/lib/python3.11/dist-packages/{module}/__init__.py", kind="dockerfile",
                 preload=module)
-    made.daemon = Daemon(args=["--allow-network", "--network-range", sandbox_range(3)]).start()
+    # --template-zygotes: the template's kernels are clones of a zygote that preloaded its package
+    made.daemon = Daemon(args=["--allow-network", "--network-range", sandbox_range(3),
+                               "--template-zygotes"]).start()
     try:
         dockerfile = DOCKERFILE.format(index_url=internet.index_url, index=INDEX_ADDRESS,
                                        project=internet.wheel_project)
@@ -99,7 +102,7 @@ def dockerfile_case(internet):
     return made
 
 
-@pytest.fixture(scope="module", params=["modules"])  # "dockerfile" once the store and builder are merged
+@pytest.fixture(scope="module", params=["modules", "dockerfile"])
 def case(request):
     with small_internet(big_file_bytes=1024 * 1024) if request.param == "dockerfile" \
             else contextlib.nullcontext() as internet:
