@@ -961,8 +961,10 @@ def templates_figures(create_samples, memory_kernels, usr_runs):
             preload = f"{BASE_PRELOAD},{internet.wheel_package}"
             figures["dockerfile"] = dockerfile
             data_dir = os.path.join(tmp, "cb-cold")
-            server = start_cellbox(data_dir, 0, extra=("--allow-network", "--network-range",
-                                                       str(unrouted_range())))
+            # --template-zygotes: the template's kernels are clones of its own zygote, as python3's
+            networked = ("--allow-network", "--network-range", str(unrouted_range()),
+                         "--template-zygotes")
+            server = start_cellbox(data_dir, 0, extra=networked)
             try:
                 built = build_template(server, BENCH_TEMPLATE, dockerfile, preload, 0, network)
                 model = built.pop("template")
@@ -992,7 +994,8 @@ def templates_figures(create_samples, memory_kernels, usr_runs):
             finally:
                 server.stop()
             warm = start_cellbox(os.path.join(tmp, "cb-warm"), WARM_POOL_SIZE,
-                                 extra=("--allow-network", "--network-range", str(unrouted_range())))
+                                 extra=networked[:1] + ("--network-range", str(unrouted_range()),
+                                                        "--template-zygotes"))
             try:
                 second = build_template(warm, BENCH_TEMPLATE, dockerfile, preload, WARM_POOL_SIZE,
                                         network)
