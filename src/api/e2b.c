@@ -209,8 +209,9 @@ static void create_sandbox(http_request *request)
     e2b_network_request_free(&network);
     if (!spec)
         errors_respond_e2b(request, 404,
-                      "template '%.*s' does not exist: use one of cellbox's "
-                      "kernelspecs (GET /v1/templates), or 'base' for the default",
+                      "template '%.*s' does not exist: name one of GET /v1/templates "
+                      "('base' is the default one), or build it from a Dockerfile first "
+                      "(POST /v1/templates, `cellbox template build NAME -f Dockerfile`)",
                       text_utf8_prefix(template_id, 200), template_id);
     else if (!k)
         errors_respond_e2b(request, errors_status_of_failure(failure), "%s", why);

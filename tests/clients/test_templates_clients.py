@@ -158,6 +158,15 @@ def test_e2b_alias_route_answers_e2bs_model_or_404(case):
     assert requests.get(f"{case.daemon.origin}/templates/aliases/{case.template}", timeout=30).status_code == 401
 
 
+def test_e2b_create_of_a_missing_template_says_how_to_get_one(case):
+    r = case.daemon.client().post("sandboxes", json={"templateID": "no-such-template"},
+                                  headers={"X-API-Key": case.daemon.token})
+    assert r.status_code == 404 and r.json()["code"] == 404, r.text
+    message = r.json()["message"]
+    assert "no-such-template" in message and "GET /v1/templates" in message, message
+    assert "POST /v1/templates" in message and "cellbox template build" in message, message
+
+
 def test_e2b_sandbox_of_the_template_imports_its_module(sdk_run, case):
     _, steps, detail = sdk_run
     got = passed_step(steps, detail, "e2b_create_and_import")
