@@ -209,17 +209,40 @@ def pct(values, q):
     return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
 
 
-def samples(mount_command, own_files, modules, runs, cold):
-    walls, imports = [], []
+def timed_import(mount_command, modules, holder=None):
+    """One sample: (wall ms of the whole command, ms of the imports alone)."""
+    wall, done = in_namespace(mount_command, [PYTHON, "-c", TIMED_IMPORT.format(modules=modules)],
+                              holder=holder)
+    if done.returncode != 0:
+        raise RuntimeError(f"the timed import failed: {done.stderr[-2000:]}")
+    return wall * 1000, float(done.stdout.split()[-1]) * 1000
+
+
+def alternating(kinds, runs, sample):
+    """`runs` rounds, one sample of each kind in turn (a shared machine's drift then falls on
+    both alike): {kind: {wall_p50_ms, wall_max_ms, import_p50_ms}}."""
+    walls, imports = {kind: [] for kind in kinds}, {kind: [] for kind in kinds}
     for _ in range(runs):
-        if cold:
-            drop_cached(own_files)
-        wall, done = in_namespace(mount_command, [PYTHON, "-c", TIMED_IMPORT.format(modules=modules)])
-        if done.returncode != 0:
-            raise RuntimeError(f"the timed import failed: {done.stderr[-2000:]}")
-        walls.append(wall * 1000)
-        imports.append(float(done.stdout.split()[-1]) * 1000)
-    return {"wall_p50_ms": pct(walls, 50), "wall_max_ms": max(walls), "import_p50_ms": pct(imports, 50)}
+        for kind in kinds:
+            wall, imported = sample(kind)
+            walls[kind].append(wall)
+            imports[kind].append(imported)
+    return {kind: {"wall_p50_ms": pct(walls[kind], 50), "wall_max_ms": max(walls[kind]),
+                   "import_p50_ms": pct(imports[kind], 50)} for kind in kinds}
+
+
+def cold_fresh_mounts(mounts, owns, modules, runs):
+    """Each sample mounts its kind afresh after dropping the page cache of that kind's own
+    files; then the page cache one cold import leaves to each kind alone."""
+    def sample(kind):
+        drop_cached(owns[kind])
+        return timed_import(mounts[kind], modules)
+    figures = alternating(list(mounts), runs, sample)
+    for kind in mounts:
+        drop_cached(owns[kind])
+        timed_import(mounts[kind], modules)
+        figures[kind]["own_page_cache_after_one_import_mib"] = cached_mib(owns[kind])
+    return figures
 
 
 def mounted_once(overlay, image, modules, runs, workdir):
@@ -229,22 +252,11 @@ def mounted_once(overlay, image, modules, runs, workdir):
     for target in targets.values():
         os.makedirs(target, exist_ok=True)
     holder = Holder([overlay(targets["overlay"]), image(targets["image"])], workdir)
+    binds = {kind: f"mount --bind {target} /usr" for kind, target in targets.items()}
     try:
-        figures = {}
-        for kind, target in targets.items():
-            bind = f"mount --bind {target} /usr"
-            in_namespace(bind, [PYTHON, "-c", TIMED_IMPORT.format(modules=modules)], holder=holder)
-            walls, imports = [], []
-            for _ in range(runs):
-                wall, done = in_namespace(bind, [PYTHON, "-c", TIMED_IMPORT.format(modules=modules)],
-                                          holder=holder)
-                if done.returncode != 0:
-                    raise RuntimeError(f"the timed import failed: {done.stderr[-2000:]}")
-                walls.append(wall * 1000)
-                imports.append(float(done.stdout.split()[-1]) * 1000)
-            figures[kind] = {"wall_p50_ms": pct(walls, 50), "wall_max_ms": max(walls),
-                             "import_p50_ms": pct(imports, 50)}
-        return figures
+        for bind in binds.values():
+            timed_import(bind, modules, holder)
+        return alternating(list(binds), runs, lambda kind: timed_import(binds[kind], modules, holder))
     finally:
         holder.stop()
 
@@ -264,23 +276,17 @@ def compare(layer_dirs, modules, workdir, runs=5):
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     try:
-        figures = {"modules": modules, "runs": runs, "image_mib": image_mib}
-        for kind, mount, own in (("overlay", overlay, layer_usr), ("image", image_mount(image), [image])):
-            cold = samples(mount, own, modules, runs, cold=True)
-            drop_cached(own)
-            samples(mount, own, modules, 1, cold=False)
-            cold["own_page_cache_after_one_import_mib"] = cached_mib(own)
-            figures[kind] = {"cold_fresh_mount": cold}
+        cold = cold_fresh_mounts({"overlay": overlay, "image": image_mount(image)},
+                                 {"overlay": layer_usr, "image": [image]}, modules, runs)
         warm = mounted_once(lambda target: overlay_mount(layer_usr, target),
                             lambda target: image_mount(image, target), modules, runs, workdir)
+        figures = {"modules": modules, "runs": runs, "image_mib": image_mib}
         for kind in ("overlay", "image"):
-            figures[kind]["warm_mounted_once"] = warm[kind]
-        figures["cold_wall_ratio_image_over_overlay"] = (
-            figures["image"]["cold_fresh_mount"]["wall_p50_ms"] /
-            figures["overlay"]["cold_fresh_mount"]["wall_p50_ms"])
-        figures["warm_wall_ratio_image_over_overlay"] = (
-            figures["image"]["warm_mounted_once"]["wall_p50_ms"] /
-            figures["overlay"]["warm_mounted_once"]["wall_p50_ms"])
+            figures[kind] = {"cold_fresh_mount": cold[kind], "warm_mounted_once": warm[kind]}
+        figures["cold_wall_ratio_image_over_overlay"] = (cold["image"]["wall_p50_ms"] /
+                                                         cold["overlay"]["wall_p50_ms"])
+        figures["warm_wall_ratio_image_over_overlay"] = (warm["image"]["wall_p50_ms"] /
+                                                         warm["overlay"]["wall_p50_ms"])
         return figures
     finally:
         os.unlink(image)
