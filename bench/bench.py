@@ -945,7 +945,9 @@ def template_layer_dirs(data_dir, model):
 def templates_figures(create_samples, memory_kernels, usr_runs):
     """A template built from E2B's walkthrough Dockerfile (RUN pip install from the tests' own
     index), cached rebuild, pool-empty and warm creates beside python3's, the memory of its
-    zygote and idle kernels beside python3's, and its /usr as an overlay or an image."""
+    zygote and idle kernels beside python3's, and its /usr as an overlay or an image; these on
+    daemons with --template-zygotes (a zygote in the template's view). Last, pool-empty creates
+    on a daemon without it, the default: the template's kernels start by exec."""
     if os.geteuid() != 0:
         return {"not_measured": "the test internet needs root (network namespaces and veths)"}
     sys.path.insert(0, os.path.join(REPO, "tests"))
@@ -1008,6 +1010,16 @@ def templates_figures(create_samples, memory_kernels, usr_runs):
                     BENCH_TEMPLATE)
             finally:
                 warm.stop()
+            # the default: no zygote for a template with files, its kernels start by exec
+            plain = start_cellbox(os.path.join(tmp, "cb-exec"), 0,
+                                  extra=networked[:1] + ("--network-range", str(unrouted_range())))
+            try:
+                build_template(plain, BENCH_TEMPLATE, dockerfile, preload, 0, network)
+                figures["create_to_first_result_pool_empty_without_template_zygotes_ms"] = side_by_side(
+                    alternating_creates(plain, ["python3", BENCH_TEMPLATE], max(3, create_samples // 3)),
+                    BENCH_TEMPLATE)
+            finally:
+                plain.stop()
     finally:
         remove_unmounted(tmp)
     return figures
