@@ -375,8 +375,14 @@ int client_stream_form(const char *path, json_t *fields, const char *file_field,
 
 int client_upload(const char *path, FILE *source, long long size, json_t **reply)
 {
+    return client_send_file("PUT", path, source, size, reply);
+}
+
+int client_send_file(const char *method, const char *path, FILE *source, long long size,
+                     json_t **reply)
+{
     transfer t = {0};
-    struct curl_slist *headers = prepare(&t, "PUT", path, false);
+    struct curl_slist *headers = prepare(&t, method, path, false);
     headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
     curl_easy_setopt(connection, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(connection, CURLOPT_UPLOAD, 1L);

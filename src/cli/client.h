@@ -54,6 +54,9 @@ int client_stream_form(const char *path, json_t *fields, const char *file_field,
 
 /* PUT the bytes of `source` (size -1 = unknown: sent chunked). *reply as client_call. */
 int client_upload(const char *path, FILE *source, long long size, json_t **reply);
+/* The same with another method (POST /v1/templates/{name}/import). */
+int client_send_file(const char *method, const char *path, FILE *source, long long size,
+                     json_t **reply);
 /* GET a raw body into `sink`. A failed write to the sink is reported and gives EXIT_FAILED. */
 int client_download(const char *path, FILE *sink, const char *sink_name);
 

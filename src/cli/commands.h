@@ -1,7 +1,8 @@
 /* commands — one function per `cellbox` subcommand. Each takes the words from the command's
  * name on (argv[0] is "create", "exec", ...), answers --help itself, and returns the exit status.
  *
- *   sandboxes.c  templates, create, ls, info, rm, pause, resume, timeout, restart
+ *   templates.c  templates, template show|delete|import (templates with files of their own)
+ *   sandboxes.c  create, ls, info, rm, pause, resume, timeout, restart
  *   network.c    network (show or replace a sandbox's egress lists)
  *   logs.c       logs
  *   execute.c    exec (code in a sandbox's Python kernel), sh (a shell command in a sandbox)
@@ -15,6 +16,7 @@
 #define CELLBOX_CLI_COMMANDS_H
 
 int command_templates(int argc, char **argv);
+int command_template(int argc, char **argv);
 int command_create(int argc, char **argv);
 int command_ls(int argc, char **argv);
 int command_info(int argc, char **argv);

@@ -19,6 +19,7 @@ static const struct command {
     const char *summary;
 } commands[] = {
     {"templates", command_templates, "list the templates sandboxes are made from"},
+    {"template", command_template, "show, delete or import a template (a root filesystem tarball)"},
     {"create", command_create, "start a sandbox and print its id"},
     {"ls", command_ls, "list sandboxes"},
     {"info", command_info, "show a sandbox: state, limits, usage, network, contexts"},

@@ -1,5 +1,5 @@
-/* The sandbox's life from the command line: templates, create, ls, info, rm, pause, resume,
-   timeout, restart. */
+/* The sandbox's life from the command line: create, ls, info, rm, pause, resume, timeout,
+   restart. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,46 +10,6 @@
 #include "cli/commands.h"
 #include "cli/network.h"
 #include "cli/output.h"
-
-/* ------------------------------------------------------------------ templates */
-
-static const char templates_usage[] =
-    "usage: cellbox templates\n"
-    "\n"
-    "Lists the templates a sandbox can be created from (cellbox create --template NAME): the\n"
-    "default one, what each one's kernels have imported before they start, and how many of them\n"
-    "the daemon keeps started ahead of time (its warm pool).\n";
-
-int command_templates(int argc, char **argv)
-{
-    if (args_wants_help(argc, argv, templates_usage))
-        return EXIT_OK;
-    int status = args_positional("templates", argc, argv, 0, "");
-    json_t *list = NULL;
-    if (status == EXIT_OK)
-        status = client_get_list("/v1/templates", &list);
-    if (status != EXIT_OK || !list)
-        return status;
-    static const char *const headers[] = {"NAME", "DEFAULT", "PRELOADED", "POOL"};
-    output_table table;
-    output_table_begin(&table, 4, headers);
-    size_t index;
-    json_t *model;
-    json_array_foreach(list, index, model)
-    {
-        char pool[32];
-        snprintf(pool, sizeof pool, "%lld",
-                 (long long)json_integer_value(json_object_get(model, "pool_size")));
-        const char *preload = json_string_value(json_object_get(model, "preload"));
-        const char *row[] = {json_string_value(json_object_get(model, "name")),
-                             json_is_true(json_object_get(model, "default")) ? "yes" : "",
-                             preload && *preload ? preload : "-", pool};
-        output_table_add(&table, row);
-    }
-    output_table_print(&table);
-    json_decref(list);
-    return EXIT_OK;
-}
 
 /* ------------------------------------------------------------------ create */
 

@@ -16,6 +16,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <grp.h>
 #include <unistd.h>
 
 #include "common/ids.h"
@@ -24,6 +25,7 @@
 
 #define READ_BLOCK (256 << 10)
 #define EXTRACT_MESSAGE_MAX 1024
+#define EXTRACT_UID 65534 /* nobody */
 
 typedef struct tar_source {
     int fd;
@@ -144,13 +146,25 @@ static int extract(int tar_fd, const char *layer, char *hex, long long *skipped,
         snprintf(why, why_size, "cannot make a pipe: %s", strerror(errno));
         return -1;
     }
+    /* The child parses the tarball as nobody, not root: a flaw in libarchive's parsers then
+       reaches no more than the new layer (the only directory it may write) and what anyone may
+       read. The layer's files are made root's when it is committed. */
+    if (chown(layer, EXTRACT_UID, EXTRACT_UID) < 0) {
+        close(report[0]);
+        close(report[1]);
+        snprintf(why, why_size, "cannot prepare %s: %s", layer, strerror(errno));
+        return -1;
+    }
     pid_t pid = fork();
     if (pid == 0) {
         close(report[0]);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         umask(022);
-        if (chdir(layer) < 0) {
-            dprintf(report[1], "error cannot enter %s: %s", layer, strerror(errno));
+        if (chdir(layer) < 0 || setgroups(0, NULL) < 0 || setresgid(EXTRACT_UID, EXTRACT_UID,
+                                                                      EXTRACT_UID) < 0 ||
+            setresuid(EXTRACT_UID, EXTRACT_UID, EXTRACT_UID) < 0 ||
+            prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+            dprintf(report[1], "error cannot enter %s as nobody: %s", layer, strerror(errno));
             _exit(1);
         }
         _exit(extract_in_child(tar_fd, report[1]));

@@ -137,6 +137,10 @@ static void staging_path(const char *key, const char *suffix, char *out, size_t 
 int templates_layer_begin(const char *key, char *path, size_t path_size, char *why,
                           size_t why_size)
 {
+    if (!templates_root[0]) { /* never under "/": templates_init has not run (a test driver) */
+        snprintf(why, why_size, "the template store is not set up (templates_init)");
+        return -1;
+    }
     if (!template_views_is_layer_key(key)) {
         snprintf(why, why_size, "'%.40s' is not a layer key (16 hex digits)", key);
         return -1;
@@ -451,6 +455,10 @@ static int mount_view_directory(const char *target, const char *lower, const cha
 int template_views_mount(const char *name, const char *const *layers, int layer_count,
                          char *view, size_t view_size, char *why, size_t why_size)
 {
+    if (!templates_root[0]) {
+        snprintf(why, why_size, "the template store is not set up (templates_init)");
+        return -1;
+    }
     snprintf(view, view_size, "%s/views/%s", templates_root, name);
     unmount_view_tree(view); /* what an earlier mount of the same name left */
     if (fs_mkdir_p(view, 0755) < 0) {

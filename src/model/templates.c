@@ -175,9 +175,6 @@ static json_t *record_of(const template_definition *d)
     for (int i = 0; i < d->env_count && i < TEMPLATES_MAX_ENV; i++)
         if (d->env[i] && strchr(d->env[i], '='))
             json_array_append_new(env, json_string(d->env[i]));
-    long long size = 0;
-    for (int i = 0; i < d->layer_count; i++)
-        size += template_views_layer_bytes(d->layers[i]);
     char created[32];
     time_t now = time(NULL);
     strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
@@ -187,7 +184,17 @@ static json_t *record_of(const template_definition *d)
                      "preload", d->preload ? d->preload : "", "pool_size", d->pool_size, "kind",
                      d->kind ? d->kind : "dockerfile", "dockerfile", string_or_null(d->dockerfile),
                      "build_seconds", d->build_seconds, "created_at", created, "size_bytes",
-                     (json_int_t)size);
+                     (json_int_t)0);
+}
+
+/* The bytes of the files of a record's layers. */
+static json_int_t record_bytes(const json_t *record)
+{
+    json_int_t bytes = 0;
+    json_t *layers = json_object_get(record, "layers");
+    for (size_t i = 0; i < json_array_size(layers); i++)
+        bytes += template_views_layer_bytes(json_string_value(json_array_get(layers, i)));
+    return bytes;
 }
 
 /* A record read back: the fields registration relies on, of the right types, with layers that
@@ -356,6 +363,7 @@ int templates_register(const template_definition *definition, bool replace,
         free(t);
         return -1;
     }
+    json_object_set_new(t->record, "size_bytes", json_integer(record_bytes(t->record)));
     /* The one it replaces goes first: the view's place and the kernelspec's name are its. Its
        layers that the new one shares stay. */
     template_entry *old = find_entry(definition->name);
@@ -392,6 +400,14 @@ int templates_delete(const char *name, failure_kind *failure, char *why, size_t 
                                                                   : "one of --templates");
         else
             snprintf(why, why_size, "no template '%.100s' (GET /v1/templates lists them)", name);
+        return -1;
+    }
+    if (strcmp(name, manager_default_kernel()) == 0) {
+        *failure = FAILURE_CONFLICT;
+        snprintf(why, why_size,
+                 "template '%s' is the daemon's --default-kernel: restart the daemon with another "
+                 "default first",
+                 name);
         return -1;
     }
     if (in_use(t, why, why_size)) {
@@ -454,6 +470,9 @@ static void load_record(const char *dir, const char *file_name)
     if (!t)
         die("out of memory");
     t->record = record;
+    if (!json_is_integer(json_object_get(record, "size_bytes")) ||
+        json_integer_value(json_object_get(record, "size_bytes")) <= 0) /* written elsewhere */
+        json_object_set_new(record, "size_bytes", json_integer(record_bytes(record)));
     if (!layers_exist(record, why, sizeof why) || activate(t, why, sizeof why) < 0) {
         log_warn("templates: template %s is skipped: %s", name, why);
         json_decref(record);

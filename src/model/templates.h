@@ -62,7 +62,7 @@ typedef struct template_definition {
 
 /* Called once at start, after the kernelspecs of the options exist and before sandboxes are
    adopted: reads the records, mounts each template's view and registers each as a kernelspec
-   (zygote and warm pool as any template's). A template whose layers are missing is logged and
+   (warm pool as any template's; a zygote as for templates_register). A template whose layers are missing is logged and
    skipped, never half-mounted. */
 void templates_init(const char *data_dir);
 /* At shutdown, once every sandbox has ended: unmounts every view (the layers stay). */
@@ -95,11 +95,13 @@ int templates_mount_build_view(const char *from, const char *const *lower, int l
 void templates_unmount_build_view(const char *mount_dir); /* and removes it */
 /* The layers of template `name` (bottom to top), its env, workdir and user: what a Dockerfile's
    FROM <template> builds on. False when there is no such template with files (python3 and the
-   templates of --templates have none: FROM them is FROM cellbox's base). */
+   templates of --templates have none: FROM them is FROM cellbox's base). `out`'s strings are
+   the store's, valid until the template is replaced or deleted. */
 bool templates_definition_of(const char *name, template_definition *out);
 
 /* Registers a template whose layers exist: writes its record, mounts its view, adds its
-   kernelspec and starts its zygote. With `replace`, an existing template of that name is
+   kernelspec and starts its zygote (only with the daemon's --template-zygotes: a zygote is a
+   root process on the host, and the template's packages would run in it). With `replace`, an existing template of that name is
    replaced (refused while sandboxes use it); otherwise a name taken (by any template, built-in
    and --templates ones included) is a conflict. -1 with a kind and `why`. */
 int templates_register(const template_definition *definition, bool replace,

@@ -226,6 +226,13 @@ def test_one_version_everywhere(cb):
 
 def test_templates_and_sandboxes(api):
     expect(api.get("v1/templates"), 200)
+    expect(api.get("v1/templates/python3"), 200)
+    assert_v1_error(api.get("v1/templates/no-such"), 404)
+    assert_v1_error(api.delete("v1/templates/python3"), 400)
+    assert_v1_error(api.delete("v1/templates/no-such"), 404)
+    assert_v1_error(api.post("v1/templates/python3/import", data=b"x"), 409)
+    assert_v1_error(api.post("v1/templates/fresh/import", data=b"not a tarball",
+                             headers={"Content-Type": "application/x-tar"}), 400)
     m = api.create(timeout_s=60, metadata={"k": "v"}, env={"A": "b"}, limits={"memory": "512M"})
     sid = m["id"]
     expect(api.get("v1/sandboxes"), 200)

@@ -101,8 +101,8 @@ def test_version_and_help():
     assert r.returncode == 0 and r.stdout.startswith("cellbox "), explain(r)
     r = run("help")
     assert r.returncode == 0, explain(r)
-    for command in ("templates", "create", "ls", "info", "network", "exec", "sh", "run", "cp", "logs",
-                    "pause", "resume", "timeout", "restart", "rm"):
+    for command in ("templates", "template", "create", "ls", "info", "network", "exec", "sh", "run", "cp",
+                    "logs", "pause", "resume", "timeout", "restart", "rm"):
         assert f"  {command} " in r.stdout, f"`cellbox help` does not list {command}"
         r2 = run(command, "--help")
         assert r2.returncode == 0 and r2.stdout.startswith(f"usage: cellbox {command}"), explain(r2)
@@ -116,6 +116,8 @@ def test_version_and_help():
     (["create", "--timeout", "soon"], ["--timeout", "soon"]),
     (["create", "--env", "NOEQUALS"], ["NAME=VALUE"]),
     (["templates", "extra"], ["unexpected", "extra"]),
+    (["template", "frob"], ["unknown action", "show, delete or import"]),
+    (["template", "import", "x"], ["NAME", "FILE.tar"]),
     (["info"], ["missing"]),
     (["info", "a", "b"], ["unexpected"]),
     (["timeout", "some-id", "ten"], ["SECONDS"]),
@@ -197,13 +199,15 @@ def test_refusal_in_json_mode_prints_the_error_body(cli):
 
 def test_templates_lists_what_sandboxes_are_made_from(cli):
     table = cli.ok("templates").stdout.splitlines()
-    assert table[0].split() == ["NAME", "DEFAULT", "PRELOADED", "POOL"]
+    assert table[0].split() == ["NAME", "DEFAULT", "KIND", "FROM", "SIZE", "BUILD", "PACKAGES",
+                                "PRELOADED", "POOL"]
     row = next(line for line in table if line.startswith("python3"))
-    assert row.split()[1:3] == ["yes", "numpy,pandas,matplotlib,IPython"], row
+    assert row.split()[1:8] == ["yes", "built-in", "cellbox", "-", "-", "-",
+                                "numpy,pandas,matplotlib,IPython"], row
     [model] = json.loads(cli.ok("--json", "templates").stdout)
-    assert model["name"] == "python3" and model["default"] is True
+    assert model["name"] == "python3" and model["default"] is True and model["kind"] == "built-in"
     assert model["preload"] == "numpy,pandas,matplotlib,IPython"
-    assert str(model["pool_size"]) == row.split()[3]
+    assert str(model["pool_size"]) == row.split()[8]
 
 
 def ls_json(cli, *args):

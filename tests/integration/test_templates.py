@@ -79,7 +79,9 @@ def test_each_template_is_a_kernelspec_with_its_own_zygote_and_pool(make_daemon)
                                                             CELLBOX_TOKEN=d.token))
     assert listed.returncode == 0, listed.stderr
     assert [line.split() for line in listed.stdout.splitlines()[1:]] == [
-        ["python3", "yes", "numpy,pandas,matplotlib,IPython", "0"], ["light", "-", "1"], ["data", "numpy", "0"]]
+        ["python3", "yes", "built-in", "cellbox", "-", "-", "-", "numpy,pandas,matplotlib,IPython", "0"],
+        ["light", "modules", "cellbox", "-", "-", "-", "-", "1"],
+        ["data", "modules", "cellbox", "-", "-", "-", "numpy", "0"]]
     box = c.post("v1/sandboxes", json={"template": "light"})
     assert box.status_code == 201 and box.json()["template"] == "light", box.text
     assert c.delete(f"v1/sandboxes/{box.json()['id']}").status_code == 204

@@ -3,6 +3,7 @@ layers become its sandboxes' read-only /usr/local, /opt and other top-level dire
 ENV and WORKDIR reach its kernels, and its zygote preloads from its own packages."""
 import ast
 import hashlib
+import json
 import os
 import signal
 import stat
@@ -12,6 +13,7 @@ import pytest
 
 from helpers.daemon import built
 from helpers.wheels import build_wheel, wheel_name
+from helpers.v1 import V1
 from helpers.template_store import host_rootfs_paths, write_layer, write_record, write_rootfs_tar
 from helpers.wait import wait_until
 
@@ -74,6 +76,12 @@ def attempt(path, mode):
     assert open(layer_file).read() == "ANSWER = 42\n"
     assert not os.path.exists(os.path.join(d.data_dir, "templates", "layers", key, SITE, "planted.py"))
 
+    # /v1's commands of a sandbox of the template get its ENV and see its files too.
+    api = V1(d)
+    box = api.create(template="withpkg", timeout_s=0)
+    ran = api.command(box["id"], "echo $TPL_GREETING; cat /opt/tool/data.txt")
+    assert ran.stdout == "hello from ENV\nfrom the layer\n"
+
     # python3's sandboxes see nothing of the template.
     base = c.create_kernel()
     assert run(c, base["id"], """import os, importlib.util
@@ -129,9 +137,10 @@ def import_tar(client, name, tar_path, **query):
         return client.post(f"v1/templates/{name}/import", params=query, data=body, timeout=300)
 
 
+@pytest.mark.parametrize("template_zygotes", [False, True])
 def test_an_imported_root_filesystem_runs_kernels_and_one_lacking_a_piece_is_refused(
-        make_daemon, tmp_path, rootfs_paths):
-    d = make_daemon(args=["--pool-size", "0"])
+        make_daemon, tmp_path, rootfs_paths, template_zygotes):
+    d = make_daemon(args=["--pool-size", "0", f"--template-zygotes={str(template_zygotes).lower()}"])
     c = d.client()
     templates_dir = os.path.join(d.data_dir, "templates")
 
@@ -148,17 +157,21 @@ def test_an_imported_root_filesystem_runs_kernels_and_one_lacking_a_piece_is_ref
     assert c.post("v1/templates/partial/import", data=b"not a tarball").status_code == 400
 
     tar = write_rootfs_tar(str(tmp_path / "root.tar"), rootfs_paths)
-    r = import_tar(c, "rooted", tar, preload="json", pool_size=0)
+    r = import_tar(c, "rooted", tar, preload="tabnanny", pool_size=0)
     assert r.status_code == 201, r.text
     model = r.json()
     assert (model["name"], model["kind"], model["from"], model["preload"]) == \
-        ("rooted", "rootfs", "rootfs", "json")
+        ("rooted", "rootfs", "rootfs", "tabnanny")
     assert model["layers"][0].startswith("root-") and model["size_bytes"] > 10 << 20
     assert c.get("v1/templates/rooted").json()["layers"] == model["layers"]
     r = import_tar(c, "rooted", tar)
     assert r.status_code == 409 and "replace" in r.json()["message"]
 
+    if template_zygotes:  # its zygote runs in the imported tree and preloads from it
+        wait_until(lambda: c.get("api").json()["templates"]["rooted"]["zygote_ready"], timeout=90,
+                   message="rooted's zygote")
     k = c.create_kernel(name="rooted")
+    assert run(c, k["id"], "import sys\n'tabnanny' in sys.modules") is template_zygotes
     # The kernel runs in the imported tree: IPython is there, the host's numpy is not.
     assert run(c, k["id"], """import importlib.util, sys
 (sys.version_info[:2], importlib.util.find_spec('IPython') is not None,
@@ -245,3 +258,35 @@ import tplwheel
     assert sorted(os.listdir(layer_site)) == ["basepkg.py"]
     other = c.create_kernel(name="piptpl")
     assert run(c, other["id"], "import importlib.util\nimportlib.util.find_spec('tplwheel') is None") is True
+
+
+def cli(d, *args):
+    return subprocess.run([built("bin", "cellbox"), *args], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, CELLBOX_URL=f"http://127.0.0.1:{d.port}",
+                                                CELLBOX_TOKEN=d.token))
+
+
+def test_the_cli_lists_shows_imports_and_deletes_templates(make_daemon, tmp_path, rootfs_paths):
+    d = make_daemon(start=False, args=["--pool-size", "0"])
+    key = write_layer(d.data_dir, {f"{SITE}/clipkg-2.1.dist-info/METADATA": "Name: clipkg\n",
+                                   f"{SITE}/clipkg/__init__.py": ""})
+    write_record(d.data_dir, "clitpl", [key], preload="clipkg")
+    d.start()
+    listed = cli(d, "templates")
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}
+    assert rows["clitpl"][1:4] == ["dockerfile", "cellbox", "13B"]
+    assert rows["clitpl"][-3:] == ["clipkg==2.1", "clipkg", "0"]
+    shown = cli(d, "template", "show", "clitpl")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["packages"] == ["clipkg==2.1"]
+
+    tar = write_rootfs_tar(str(tmp_path / "root.tar"), rootfs_paths)
+    imported = cli(d, "template", "import", "fromtar", tar, "--pool-size", "0")
+    assert imported.returncode == 0 and imported.stdout.strip() == "fromtar", imported.stderr
+    assert json.loads(cli(d, "template", "show", "fromtar").stdout)["kind"] == "rootfs"
+    refused = cli(d, "template", "delete", "python3")
+    assert refused.returncode != 0 and "built in" in refused.stderr
+    removed = cli(d, "template", "delete", "clitpl", "fromtar")
+    assert removed.returncode == 0 and removed.stdout.split() == ["removed", "clitpl", "removed", "fromtar"]
+    missing = cli(d, "template", "show", "clitpl")
+    assert missing.returncode != 0 and "does not exist" in missing.stderr

@@ -39,6 +39,9 @@ VOLUME_MOUNT_RE = re.compile(r"/named-volumes/volume-[A-Za-z0-9._-]+$|"
 # A template's read-only view (model/templates.h): overlays or binds of its layers, mounted by
 # a daemon that has templates with files, this module's or another test's on this machine.
 TEMPLATE_VIEW_RE = re.compile(r"/templates/views/[A-Za-z0-9._-]+/[A-Za-z0-9._/-]+$")
+# A build step's writable view (model/templates.h, templates_mount_build_view), which a daemon
+# building a template mounts under its data directory's templates/ while the step runs.
+TEMPLATE_BUILD_RE = re.compile(r"/data/templates/[a-z]+/[0-9a-f]{16}/[A-Za-z0-9._/-]+$")
 # A name no host path has; attacks use it for the files they try to create outside.
 PWN = "cellbox-pwned-" + secrets.token_hex(4)
 
@@ -201,7 +204,8 @@ class HostState:
                    if not (m[2] == "ext4" and (WORKSPACE_MOUNT_RE.search(m[1]) or VOLUME_MOUNT_RE.search(m[1])))
                    and not (m[2] == "tmpfs" and WORKSPACE_MOUNT_RE.search(m[1]))
                    and not (m[2] == "nsfs" and m[1].startswith("/run/netns/"))
-                   and not (TEMPLATE_VIEW_RE.search(m[1]) and "ro" in m[3].split(","))]
+                   and not (TEMPLATE_VIEW_RE.search(m[1]) and "ro" in m[3].split(","))
+                   and not (m[2] == "overlay" and TEMPLATE_BUILD_RE.search(m[1]))]
         if foreign:
             out.append(f"new host mounts that are not workspace volumes: {sorted(foreign)}")
         drift = (time.time() - self.wall0) - (time.monotonic() - self.mono0)
