@@ -32,6 +32,10 @@ static const char build_usage[] =
     "  --replace              replace an existing template of that name\n"
     "  --no-cache             run every step again\n"
     "  --build-arg NAME=VALUE a value for ARG NAME (repeatable)\n"
+    "  --allow-out DEST       what RUN steps may reach: IP, CIDR or domain (repeatable)\n"
+    "  --deny-out DEST        what RUN steps may not reach (repeatable; --allow-out wins)\n"
+    "  --no-network           RUN steps have loopback only\n"
+    "  --step-timeout SECONDS each RUN's time limit (default 600)\n"
     "  -q, --quiet            print only the steps and a failure's output, not every line\n";
 
 typedef struct build_progress {
@@ -169,11 +173,23 @@ typedef struct build_options {
 static int read_build_options(int argc, char **argv, build_options *chosen, json_t *body)
 {
     static const struct option options[] = {
-        {"file", required_argument, NULL, 'f'},      {"preload", required_argument, NULL, 'p'},
-        {"pool-size", required_argument, NULL, 's'}, {"replace", no_argument, NULL, 'r'},
-        {"no-cache", no_argument, NULL, 'n'},        {"build-arg", required_argument, NULL, 'a'},
-        {"quiet", no_argument, NULL, 'q'},           {NULL, 0, NULL, 0},
+        {"file", required_argument, NULL, 'f'},
+        {"preload", required_argument, NULL, 'p'},
+        {"pool-size", required_argument, NULL, 's'},
+        {"replace", no_argument, NULL, 'r'},
+        {"no-cache", no_argument, NULL, 'n'},
+        {"build-arg", required_argument, NULL, 'a'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"allow-out", required_argument, NULL, 'A'},
+        {"deny-out", required_argument, NULL, 'D'},
+        {"no-network", no_argument, NULL, 'N'},
+        {"step-timeout", required_argument, NULL, 'T'},
+        {NULL, 0, NULL, 0},
     };
+    /* Held in the body (which owns it) until the options are read: then kept, or replaced. */
+    json_t *lists = json_pack("{s:[], s:[]}", "allowOut", "denyOut");
+    json_object_set_new(body, "network", lists);
+    bool no_network = false;
     json_t *build_args = json_object();
     json_object_set_new(body, "build_args", build_args);
     long long count;
@@ -196,9 +212,31 @@ static int read_build_options(int argc, char **argv, build_options *chosen, json
                                           optarg);
             break;
         case 'q': chosen->quiet = true; break;
+        case 'A':
+            json_array_append_new(json_object_get(lists, "allowOut"), json_string(optarg));
+            break;
+        case 'D':
+            json_array_append_new(json_object_get(lists, "denyOut"), json_string(optarg));
+            break;
+        case 'N': no_network = true; break;
+        case 'T':
+            if (!args_count(optarg, &count) || count < 1 || count > 3600)
+                return output_usage_error("template build",
+                                          "--step-timeout is 1 to 3600 seconds, not '%s'", optarg);
+            json_object_set_new(body, "step_timeout_s", json_integer(count));
+            break;
         default: return args_bad_option("template build", argv, option);
         }
     }
+    bool has_lists = json_array_size(json_object_get(lists, "allowOut")) ||
+                     json_array_size(json_object_get(lists, "denyOut"));
+    if (no_network && has_lists)
+        return output_usage_error("template build",
+                                  "--no-network and --allow-out/--deny-out contradict each other");
+    if (no_network)
+        json_object_set_new(body, "network", json_false());
+    else if (!has_lists)
+        json_object_del(body, "network"); /* the daemon's default: network when it gives one */
     if (optind >= argc)
         return output_usage_error("template build", "name the template: cellbox template build "
                                                     "NAME -f Dockerfile [CONTEXT_DIR]");

@@ -34,6 +34,7 @@
 #include "model/culling.h"
 #include "model/manager.h"
 #include "model/startup.h"
+#include "model/template_build.h"
 #include "model/volumes.h"
 #include "kernel/zygote.h"
 #include "sandbox/volume.h"
@@ -369,6 +370,7 @@ static void log_sandbox_settings(const config *cfg, const uid_block *uids)
    freed. */
 static void shut_down_or_detach(void)
 {
+    template_build_abandon_all(); /* a build never outlives its daemon, detached or not */
     if (leave_sandboxes)
         manager_detach_all();
     else {

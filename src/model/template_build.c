@@ -1,5 +1,6 @@
 #include "model/template_build.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -54,7 +55,8 @@ typedef struct build_sandbox {
     int ready_fd; /* the program waits for a line here: its network is in place */
     loop_timer_id timeout;
     bool timed_out;
-    buffer tail; /* the last OUTPUT_TAIL_BYTES of output */
+    buffer tail;           /* the last OUTPUT_TAIL_BYTES of output */
+    long long output_sent; /* bytes of output read (sent up to TEMPLATE_BUILD_OUTPUT_BYTES) */
 } build_sandbox;
 
 struct template_build {
@@ -204,6 +206,31 @@ static void discard_layer(build_sandbox *box)
     box->layer_begun = false;
 }
 
+/* What a daemon killed during a build left under DATA_DIR/templates/builds: its step's view,
+   still mounted. Swept before this daemon's first build mounts one (its staged layer was removed
+   by templates_init). */
+static void sweep_dead_build_views(void)
+{
+    static bool swept;
+    if (swept)
+        return;
+    swept = true;
+    char builds[PATH_MAX];
+    snprintf(builds, sizeof builds, "%.3000s/builds", template_views_root());
+    DIR *dir = opendir(builds);
+    struct dirent *entry;
+    while (dir && (entry = readdir(dir)) != NULL) {
+        if (entry->d_name[0] == '.')
+            continue;
+        char path[PATH_MAX + 300];
+        snprintf(path, sizeof path, "%s/%s", builds, entry->d_name);
+        log_warn("template builds: unmounting %s, which a stopped daemon's build left", path);
+        templates_unmount_build_view(path);
+    }
+    if (dir)
+        closedir(dir);
+}
+
 /* DATA_DIR/templates/builds/<random>: where a step's view is mounted. */
 static void build_view_dir(char *out, size_t size)
 {
@@ -257,17 +284,17 @@ static char **waiting_argv(char *const *argv)
     return wrapped;
 }
 
-static int start_program(template_build *b, char *const *argv, char *const *envp, const char *cwd,
-                         char *why, size_t why_size)
+/* The step's identity and cgroup (sandbox_pieces.h: a uid of the block, a record the next daemon
+   cleans up after), then its view over the layers beneath it with its own as the upper. */
+static int prepare_sandbox(template_build *b, char *why, size_t why_size)
 {
     build_sandbox *box = &b->box;
     char id[UUID_STRING_LENGTH + 1];
     id_uuid4(id);
-    if (sandbox_pieces_claim_identity(id, &box->pieces, why, why_size) < 0)
-        return -1;
     sandbox_limits limits = {
         .memory_bytes = TEMPLATE_BUILD_MEMORY_BYTES, .pids = BUILD_PIDS, .cpus = BUILD_CPUS};
-    if (sandbox_pieces_create_cgroup(id, &limits, &box->pieces, why, why_size) < 0)
+    if (sandbox_pieces_claim_identity(id, &box->pieces, why, why_size) < 0 ||
+        sandbox_pieces_create_cgroup(id, &limits, &box->pieces, why, why_size) < 0)
         return -1;
     uid_t uid = sandbox_pieces_uid(&box->pieces);
     log_info("template build %s: step %d runs in build sandbox %s (uid %d)", b->name,
@@ -282,25 +309,31 @@ static int start_program(template_build *b, char *const *argv, char *const *envp
                                    box->view_dir, why, why_size) < 0)
         return -1;
     box->view_mounted = true;
+    return 0;
+}
 
+/* Starts the program in the sandbox: stdin the "go" pipe, stdout and stderr one pipe. */
+static int spawn_program(template_build *b, char *const *argv, char *const *envp, const char *cwd,
+                         char *why, size_t why_size)
+{
+    build_sandbox *box = &b->box;
+    uid_t uid = sandbox_pieces_uid(&box->pieces);
     char workspace[PATH_MAX + 16];
     snprintf(workspace, sizeof workspace, "%s/home/user", box->view_dir);
     kernel_sandbox base = {0};
     sandbox_pieces_base(&base);
     rootfs_template view = {.view = box->view_dir, .writable = true};
     int output[2], ready[2];
-    int devnull = -1;
     if (pipe2(output, O_CLOEXEC) < 0) {
-        snprintf(why, why_size, "cannot make the step's output pipe: %s", strerror(errno));
+        snprintf(why, why_size, "cannot make the step's pipes: %s", strerror(errno));
         return -1;
     }
     if (pipe2(ready, O_CLOEXEC) < 0) {
         close(output[0]);
         close(output[1]);
-        snprintf(why, why_size, "cannot make the step's pipe: %s", strerror(errno));
+        snprintf(why, why_size, "cannot make the step's pipes: %s", strerror(errno));
         return -1;
     }
-    (void)devnull;
     char **wrapped = waiting_argv(argv);
     sandbox_spec spec = {
         .root = {.mount_point = base.root_mount_point,
@@ -335,7 +368,18 @@ static int start_program(template_build *b, char *const *argv, char *const *envp
     loop_watch_add(&box->output_watch, box->output_fd, EPOLLIN, on_output, b);
     loop_watch_add(&box->pid_watch, box->pidfd, EPOLLIN, on_exit_of_step, b);
     box->running = true;
-    if (b->request.network && attach_network(b, why, why_size) < 0)
+    return 0;
+}
+
+/* A step's program, in this order: its sandbox's pieces and view, the program (waiting), its
+   network and egress lists, its time limit, then the word to go. */
+static int start_program(template_build *b, char *const *argv, char *const *envp, const char *cwd,
+                         char *why, size_t why_size)
+{
+    build_sandbox *box = &b->box;
+    if (prepare_sandbox(b, why, why_size) < 0 ||
+        spawn_program(b, argv, envp, cwd, why, why_size) < 0 ||
+        (b->request.network && attach_network(b, why, why_size) < 0))
         return -1;
     int timeout_s = b->request.step_timeout_seconds ? b->request.step_timeout_seconds
                                                     : TEMPLATE_BUILD_STEP_TIMEOUT_S;
@@ -452,6 +496,15 @@ static void keep_tail(buffer *tail, const char *data, size_t length)
         buffer_consume(tail, buffer_size(tail) - OUTPUT_TAIL_BYTES);
 }
 
+/* One output event; `length` 0: `text` is a C string. */
+static void emit_output(template_build *b, const char *text, size_t length)
+{
+    emit(b,
+         json_pack("{s:s, s:i, s:o}", "type", "output", "step", b->current + 1, "text",
+                   text_json_stringn(text, length ? length : strlen(text))),
+         false);
+}
+
 static void read_output(template_build *b)
 {
     char chunk[OUTPUT_CHUNK_BYTES];
@@ -466,11 +519,17 @@ static void read_output(template_build *b)
             return;
         }
         keep_tail(&b->box.tail, chunk, (size_t)got);
-        if (!b->checking_preload)
-            emit(b,
-                 json_pack("{s:s, s:i, s:o}", "type", "output", "step", b->current + 1, "text",
-                           text_json_stringn(chunk, (size_t)got)),
-                 false);
+        if (b->checking_preload)
+            continue;
+        /* The stream to the client is not held back by a slow reader, so what it may queue is
+           bounded here: past the limit a step's output is only kept for its error's tail. */
+        long long before = b->box.output_sent;
+        b->box.output_sent += got;
+        if (before < TEMPLATE_BUILD_OUTPUT_BYTES)
+            emit_output(b, chunk, (size_t)got);
+        if (before < TEMPLATE_BUILD_OUTPUT_BYTES &&
+            b->box.output_sent >= TEMPLATE_BUILD_OUTPUT_BYTES)
+            emit_output(b, "\n[cellbox: this step's output past 8 MiB is not shown]\n", 0);
     }
 }
 
@@ -547,6 +606,7 @@ static int begin_layer(template_build *b, const char *key, char *why, size_t why
         return -1;
     b->box.layer_begun = true;
     buffer_truncate(&b->box.tail, 0);
+    b->box.output_sent = 0;
     b->box.timed_out = false;
     return 0;
 }
@@ -560,11 +620,10 @@ static int copy_step(template_build *b, const build_step *step, char *why, size_
                             b->box.layer_path, why, why_size) < 0)
         return -1;
     if (step->instruction->chown_ignored)
-        emit(b,
-             json_pack("{s:s, s:i, s:s}", "type", "output", "step", b->current + 1, "text",
-                       "note: --chown/--chmod ignored: a template's files belong to root, "
-                       "readable by the sandbox user\n"),
-             false);
+        emit_output(b,
+                    "note: --chown/--chmod ignored: a template's files belong to root, readable "
+                    "by the sandbox user\n",
+                    0);
     return commit_layer(b, why, why_size);
 }
 
@@ -680,6 +739,7 @@ template_build *template_build_start(const template_build_request *request,
 {
     if (check_request(request, failure, why, why_size) < 0)
         return NULL;
+    sweep_dead_build_views();
     *failure = FAILURE_INVALID;
     dockerfile *file = dockerfile_parse(request->dockerfile, why, why_size);
     if (!file)
@@ -737,11 +797,10 @@ void template_build_abandon(template_build *build)
 
 void template_build_abandon_all(void)
 {
-    while (running_builds) {
-        template_build *b = running_builds;
-        if (b->over)
-            forget_build(b);
-        else
-            template_build_abandon(b);
-    }
+    /* Each build's client is told, so its stream ends before the server stops. */
+    while (running_builds)
+        fail_build(running_builds,
+                   "cellboxd is stopping: the build was stopped and left nothing behind; run it "
+                   "again once the daemon is back (finished steps are reused)",
+                   -1);
 }

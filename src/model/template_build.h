@@ -46,7 +46,8 @@
 #define TEMPLATE_BUILD_MAX_RUNNING 2
 #define TEMPLATE_BUILD_STEP_TIMEOUT_S 600
 #define TEMPLATE_BUILD_MEMORY_BYTES (2LL << 30)
-#define TEMPLATE_BUILD_FILE_BYTES (2LL << 30) /* the largest file a step may write */
+#define TEMPLATE_BUILD_FILE_BYTES (2LL << 30)   /* the largest file a step may write */
+#define TEMPLATE_BUILD_OUTPUT_BYTES (8LL << 20) /* of one step's output sent as events */
 
 typedef struct template_build template_build;
 
@@ -79,7 +80,8 @@ template_build *template_build_start(const template_build_request *request,
                                      failure_kind *failure, char *why, size_t why_size);
 /* The client went away: the build stops and leaves nothing behind; no more events. */
 void template_build_abandon(template_build *build);
-/* At shutdown: every running build is abandoned. */
+/* At shutdown, before the sandboxes end: every running build ends with an "error" event (its
+   client is told) and leaves nothing behind. */
 void template_build_abandon_all(void);
 
 #endif

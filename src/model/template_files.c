@@ -11,7 +11,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "common/fs.h"
@@ -432,63 +431,30 @@ int template_files_copy(const char *context_dir, char *const *sources, int sourc
 /* nftw has no argument: one seal runs at a time, from the loop. */
 static struct {
     long long bytes;
-    char refused[PATH_MAX];
-    int error;
 } seal;
 
 static int seal_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
+    /* A server the step left running made its socket; a FIFO is a step's scratch: neither is a
+       file a template holds, and templates_layer_commit would refuse the layer for them. */
+    if (S_ISSOCK(st->st_mode) || S_ISFIFO(st->st_mode))
+        return unlink(path) < 0 ? 1 : 0;
     seal.bytes += (long long)st->st_blocks * 512;
-    if (S_ISCHR(st->st_mode) && major(st->st_rdev) == 0 && minor(st->st_rdev) == 0) {
-        /* overlayfs's whiteout: a file the step deleted */
-    } else if (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) {
-        snprintf(seal.refused, sizeof seal.refused, "%s", path);
-        return 1;
-    } else if (S_ISSOCK(st->st_mode) || S_ISFIFO(st->st_mode)) {
-        unlink(path);
-        return 0;
-    }
-    if (lchown(path, 0, 0) < 0) {
-        seal.error = errno;
-        snprintf(seal.refused, sizeof seal.refused, "%s", path);
-        return 1;
-    }
-    /* chown clears setuid/setgid on files already; a directory's setgid stays unless told. */
-    if (!S_ISLNK(st->st_mode) && (st->st_mode & (S_ISUID | S_ISGID)) &&
-        chmod(path, st->st_mode & 01777 & ~(mode_t)(S_ISUID | S_ISGID)) < 0) {
-        seal.error = errno;
-        snprintf(seal.refused, sizeof seal.refused, "%s", path);
-        return 1;
-    }
-    if (seal.bytes > TEMPLATE_FILES_MAX_LAYER_BYTES)
-        return 1;
-    return 0;
+    return seal.bytes > TEMPLATE_FILES_MAX_LAYER_BYTES ? 1 : 0;
 }
 
 int template_files_seal_layer(const char *layer_dir, char *why, size_t why_size)
 {
     seal.bytes = 0;
-    seal.refused[0] = '\0';
-    seal.error = 0;
-    int rc = nftw(layer_dir, seal_entry, 32, FTW_PHYS | FTW_MOUNT);
-    if (rc == 0)
+    if (nftw(layer_dir, seal_entry, 32, FTW_PHYS | FTW_MOUNT) == 0)
         return 0;
-    const char *inside =
-        seal.refused +
-        (strncmp(seal.refused, layer_dir, strlen(layer_dir)) == 0 ? strlen(layer_dir) : 0);
     if (seal.bytes > TEMPLATE_FILES_MAX_LAYER_BYTES)
         snprintf(why, why_size,
                  "the step left more than %lld GiB of files, the most one layer may hold: "
-                 "install less in one RUN or remove caches in the same RUN",
+                 "install less in one RUN, or remove caches in the same RUN",
                  TEMPLATE_FILES_MAX_LAYER_BYTES >> 30);
-    else if (seal.error)
-        snprintf(why, why_size, "cannot make %s root's in the layer: %s", inside,
-                 strerror(seal.error));
-    else if (seal.refused[0])
-        snprintf(why, why_size, "the step left a device node at %s: a template holds no devices",
-                 inside);
     else
-        snprintf(why, why_size, "cannot read the layer: %s", strerror(errno));
+        snprintf(why, why_size, "cannot read the step's layer: %s", strerror(errno));
     return -1;
 }
 

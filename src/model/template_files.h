@@ -6,10 +6,9 @@
  * client: a source is resolved beneath the context with openat2(RESOLVE_BENEATH |
  * RESOLVE_NO_SYMLINKS), so neither ".." nor a symbolic link can take a COPY to a host file, and
  * walks never follow a link (a link is copied as a link). A layer a build step wrote is hostile:
- * sealing makes every file root's (the build user could otherwise change the template later
- * through a file it still owned), clears setuid and setgid bits (a template must not hand a
- * sandbox a setuid program; Linux ignores them under no_new_privs anyway, but a layer outlives
- * that guarantee) and refuses device nodes other than overlayfs's whiteouts. */
+ * sealing bounds its size and removes the sockets and FIFOs a step may leave; then
+ * templates_layer_commit makes every file root's, clears setuid/setgid bits and refuses device
+ * nodes other than overlayfs's whiteouts (templates.h). */
 #ifndef CELLBOX_MODEL_TEMPLATE_FILES_H
 #define CELLBOX_MODEL_TEMPLATE_FILES_H
 
@@ -35,9 +34,8 @@ int template_files_digest(const char *context_dir, const char *source, EVP_MD_CT
 int template_files_copy(const char *context_dir, char *const *sources, int source_count,
                         const char *destination, bool into_directory, bool extract_archives,
                         const char *layer_dir, char *why, size_t why_size);
-/* Makes a finished layer's files root's, clears setuid/setgid bits, removes sockets and FIFOs,
-   refuses device nodes other than whiteouts and a layer past TEMPLATE_FILES_MAX_LAYER_BYTES.
-   0, or -1 with `why`. */
+/* Before templates_layer_commit, once the step's sandbox is gone: removes sockets and FIFOs and
+   refuses a layer past TEMPLATE_FILES_MAX_LAYER_BYTES. 0, or -1 with `why`. */
 int template_files_seal_layer(const char *layer_dir, char *why, size_t why_size);
 /* Extracts a build context tar (optionally gzip-compressed) read from `tar_fd` into the empty
    directory `dir`: files, directories and links only, nothing outside it. 0, or -1 with `why`. */

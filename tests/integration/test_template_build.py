@@ -8,12 +8,13 @@ One cellboxd with --allow-network and the tests' own small internet (helpers/tes
 pip installs the wheel cellbox-nettest from the index at 203.0.113.20, the only address used."""
 import os
 import re
+import signal
 import subprocess
 import threading
 
 import pytest
 
-from helpers.daemon import Daemon, cli_binary, serve
+from helpers.daemon import Daemon, cli_binary, finish_or_fail, serve
 from helpers.network_ranges import unrouted_range
 from helpers.template_build import layer_dirs, leftovers, post_build
 from helpers.test_internet import INDEX_ADDRESS, small_internet
@@ -33,7 +34,10 @@ def internet():
 
 @pytest.fixture(scope="module")
 def daemon(internet):
-    args = ["--allow-network", "--network-range", str(unrouted_range()), "--pool-size", "0"]
+    # Template zygotes on: a built template's kernels are clones of a zygote that preloaded its
+    # packages (off by default: that zygote runs the template's code on the host).
+    args = ["--allow-network", "--network-range", str(unrouted_range()), "--pool-size", "0",
+            "--template-zygotes=true"]
     yield from serve(Daemon(args=args).start())
 
 
@@ -267,10 +271,18 @@ def test_other_sandboxes_are_served_during_a_run_and_a_client_that_leaves_stops_
             return False  # then the client goes away: the build must stop
         return True
 
+    def on_event_and_clash(event, response):
+        if event["type"] == "output" and "sleeping-now" in event["text"]:
+            # One build per name: a second one is refused while the first runs.
+            results["second"] = post_build(daemon, "sleeper", "FROM cellbox\n")
+        return on_event(event, response)
+
     build = post_build(daemon, "sleeper", "FROM cellbox\nRUN echo sleeping-now && sleep 600\n",
-                       stream_callback=on_event)
+                       stream_callback=on_event_and_clash)
     assert sleeping.is_set(), build
     assert results["answer"] == "42"
+    second = results["second"]
+    assert second.status == 409 and "a build of template sleeper is running" in second.body["message"]
     assert not any(e["type"] in ("done", "error") or (e["type"] == "step_done" and e["step"] == 2)
                    for e in build.events), build
     v1.remove(sid)
@@ -278,3 +290,150 @@ def test_other_sandboxes_are_served_during_a_run_and_a_client_that_leaves_stops_
                message="the abandoned build's leftovers to go")
     assert not template_exists(daemon, "sleeper")
     assert "template build sleeper abandoned" in daemon.log_text()
+
+
+def test_a_step_past_its_time_limit_is_stopped_naming_the_limit(daemon):
+    build = post_build(daemon, "slow", "FROM cellbox\nRUN echo started && sleep 600\n",
+                       step_timeout_s=1)
+    assert build.last["type"] == "error", build
+    assert "ran past its time limit of 1 s" in build.last["message"]
+    assert "started" in build.last["output"]
+    assert not template_exists(daemon, "slow")
+    wait_until(lambda: nothing_left(daemon, "slow"), timeout=30, message="the slow build's leftovers")
+
+
+def test_arg_build_args_and_add_of_a_local_tar(daemon, v1):
+    import io
+    import tarfile
+    packed = io.BytesIO()
+    with tarfile.open(fileobj=packed, mode="w:gz") as tar:
+        data = b"unpacked by ADD\n"
+        info = tarfile.TarInfo("inner/file.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    dockerfile = ("ARG WHO=nobody\nFROM cellbox\nARG WHO\nARG PLACE=/srv/things\n"
+                  "ENV WHO_SAID=${WHO}\nADD bundle.tar.gz $PLACE/\n"
+                  "RUN echo \"who=$WHO place=$PLACE\" && cat $PLACE/inner/file.txt\n")
+    build = post_build(daemon, "withargs", dockerfile, context={"bundle.tar.gz": packed.getvalue()},
+                       build_args={"WHO": "the test"})
+    assert build.last["type"] == "done", build
+    assert "who=the test place=/srv/things\nunpacked by ADD\n" in build.output()
+    assert "WHO_SAID=the test" in build.last["template"]["env"]
+    assert delete_template(daemon, "withargs").status_code == 204
+
+
+def sleeping_build(daemon, name, when_sleeping):
+    """A build whose RUN sleeps; `when_sleeping()` is called once it does (from the reader)."""
+    def on_event(event, response):
+        if event["type"] == "output" and "sleeping-now" in event["text"]:
+            when_sleeping()
+        return True
+    return post_build(daemon, name, "FROM cellbox\nRUN echo sleeping-now && sleep 600\n",
+                      stream_callback=on_event)
+
+
+def test_a_stop_during_a_build_tells_its_client_and_leaves_nothing(make_daemon):
+    d = make_daemon(args=["--pool-size", "0"])
+    build = sleeping_build(d, "interrupted", lambda: os.kill(d.proc.pid, signal.SIGTERM))
+    assert build.last["type"] != "done", build
+    d.proc.wait(timeout=60)
+    d.stopped_by_us = True
+    # The build ended first, with its error event (the server may stop before it is sent).
+    assert "template build interrupted failed: cellboxd is stopping" in d.log_text()
+    assert [x for x in leftovers(d) if not x.startswith("sandboxes/")] == []
+    assert not any(f"{i}.json" in records(d) for i in build_sandboxes(d, "interrupted"))
+
+
+def test_a_build_after_a_sigkill_sweeps_what_the_dead_daemon_s_build_left():
+    d = Daemon(args=["--pool-size", "0"]).start()
+    again = None
+    try:
+        build = sleeping_build(d, "killed", lambda: os.kill(d.proc.pid, signal.SIGKILL))
+        assert build.last["type"] != "done", build
+        d.proc.wait(timeout=30)
+        d.stopped_by_us = True
+        dead_ids = build_sandboxes(d, "killed")
+        assert dead_ids
+        again = Daemon(args=["--pool-size", "0"])
+        again.data_dir = d.data_dir
+        again.start(timeout=60)
+        after = post_build(again, "afterwards", "FROM cellbox\nRUN true\n")
+        assert after.last["type"] == "done", after
+        assert not template_exists(again, "killed")
+        wait_until(lambda: [x for x in leftovers(again) if not x.startswith("sandboxes/")] == [],
+                   timeout=30, message="the dead build's view and layer to go")
+        assert not any(f"{i}.json" in records(again) for i in dead_ids)
+        assert "which a stopped daemon's build left" in again.log_text()
+        assert delete_template(again, "afterwards").status_code == 204
+    finally:
+        if again is not None:
+            finish_or_fail(again)  # first: the dead daemon's check looks at the same data dir
+        d.finish()
+
+
+def test_a_step_s_output_past_8_mib_is_cut_with_a_note(daemon):
+    build = post_build(daemon, "loud", "FROM cellbox\nRUN head -c 12000000 /dev/zero | tr '\\0' x\n")
+    assert build.last["type"] == "done", build.last
+    shown = build.output(step=2)
+    assert shown.endswith("[cellbox: this step's output past 8 MiB is not shown]\n")
+    # Output is read 64 KiB at a time: the read that crosses 8 MiB is the last one shown.
+    assert 8 * 1024 * 1024 <= shown.count("x") < 8 * 1024 * 1024 + 65536
+    assert delete_template(daemon, "loud").status_code == 204
+
+
+def test_a_third_build_at_once_is_503_saying_to_try_later(daemon):
+    sleeping = [threading.Event(), threading.Event()]
+    release = threading.Event()
+    builds = {}
+
+    def run(index):
+        def on_event(event, response):
+            if event["type"] == "output" and "sleeping-now" in event["text"]:
+                sleeping[index].set()
+                release.wait(timeout=120)
+                return False  # the client leaves: the build is abandoned
+            return True
+        builds[index] = post_build(daemon, f"busy{index}", "FROM cellbox\nRUN echo sleeping-now && sleep 600\n",
+                                   stream_callback=on_event)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for event in sleeping:
+            assert event.wait(timeout=120)
+        third = post_build(daemon, "busy2", "FROM cellbox\n")
+        assert third.status == 503, third
+        assert "2 template builds are running, the most at once: try again" in third.body["message"]
+    finally:
+        release.set()
+        for t in threads:
+            t.join(timeout=120)
+    for name in ("busy0", "busy1"):
+        wait_until(lambda: nothing_left(daemon, name), timeout=60, message=f"{name}'s leftovers")
+    assert post_build(daemon, "busy2", "FROM cellbox\n").last["type"] == "done"
+    assert delete_template(daemon, "busy2").status_code == 204
+
+
+def test_a_build_s_egress_lists_and_no_network_hold_for_its_run_steps(daemon, tmp_path):
+    pip = (f"RUN pip install --timeout 3 --retries 0 --index-url http://{INDEX_ADDRESS}/simple "
+           f"--trusted-host {INDEX_ADDRESS} cellbox-nettest && echo")
+    (tmp_path / "Denied").write_text(f"FROM cellbox\n{pip} denied\n")
+    r = cellbox(daemon, "template", "build", "egress-denied", "-f", str(tmp_path / "Denied"),
+                "--deny-out", "0.0.0.0/0")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Successfully installed" not in r.stdout
+    assert "No matching distribution found for cellbox-nettest" in r.stdout  # the index unreached
+    assert not template_exists(daemon, "egress-denied")
+
+    offline = post_build(daemon, "egress-offline", f"FROM cellbox\n{pip} offline\n", network=False)
+    assert offline.last["type"] == "error", offline
+    assert "Successfully installed" not in offline.output()
+    assert "this sandbox has no network, so pip could not reach" in offline.output()
+
+    (tmp_path / "Allowed").write_text(f"FROM cellbox\n{pip} allowed\n")
+    r = cellbox(daemon, "template", "build", "egress-allowed", "-f", str(tmp_path / "Allowed"),
+                "--allow-out", INDEX_ADDRESS, "--deny-out", "0.0.0.0/0")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Successfully installed cellbox-nettest" in r.stdout
+    assert delete_template(daemon, "egress-allowed").status_code == 204

@@ -19,7 +19,6 @@ from helpers.daemon import Daemon, serve
 from helpers.network_ranges import gateway_of_range, unrouted_range
 from helpers.template_build import post_build
 from helpers.v1 import V1
-from helpers.wait import wait_until
 
 pytestmark = pytest.mark.cellbox_only
 
@@ -124,8 +123,6 @@ def test_a_hostile_run_is_contained_and_its_layer_is_neutralised(daemon, other_t
 
     # A sandbox of the template: its home seed never brought the host's /etc/shadow along.
     c = daemon.client()
-    wait_until(lambda: c.get("api").json()["templates"]["hostile"]["zygote_ready"], timeout=120,
-               message="hostile's zygote")
     v1 = V1(daemon)
     sid = v1.create(template="hostile")["id"]
     try:
