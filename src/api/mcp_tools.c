@@ -836,8 +836,8 @@ static void create_sandbox(mcp_call *call, json_t *args)
     }
     box *b = box_of(k);
     box_configure(b, metadata, NULL, timeout_s);
-    finish_text(call, false, "created sandbox %s (Python; %s; %s). Pass it as sandbox_id to run_code, "
-                "run_command and the file tools.", box_id(b),
+    finish_text(call, false, "created sandbox %s from template %s (Python; %s; %s). Pass it as "
+                "sandbox_id to run_code, run_command and the file tools.", box_id(b), template_name,
                 box_limits(b)->network ? "with network" : "no network",
                 timeout_s ? "deleted after the timeout unless used" : "kept until deleted");
 }

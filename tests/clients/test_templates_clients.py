@@ -180,7 +180,9 @@ def test_mcp_lists_the_template_and_makes_sandboxes_of_it(sdk_run, case):
     assert listed["listed"]["preload"] == case.expected["preload"], detail
     assert listed["listed"]["packages"] == case.expected["packages"], detail
     assert f"preloads: {case.expected['preload']}" in listed["line"], detail
-    assert passed_step(steps, detail, "mcp_create_and_import")["printed"] == case.imported, detail
+    created = passed_step(steps, detail, "mcp_create_and_import")
+    assert f"from template {case.template} " in created["created"], detail
+    assert created["printed"] == case.imported, detail
     unknown = passed_step(steps, detail, "mcp_unknown_template")["text"]
     assert "no-such-template" in unknown and "list_templates" in unknown, detail
 

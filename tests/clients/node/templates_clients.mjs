@@ -89,7 +89,7 @@ await step('mcp_create_and_import', async () => {
   try {
     const ran = await mcp.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: IMPORT_CELL } });
     const printed = printedTuple(textOf(ran));
-    return { sandbox_id: id, printed, text: textOf(ran), is_error: !!ran.isError,
+    return { sandbox_id: id, created: textOf(created), printed, text: textOf(ran), is_error: !!ran.isError,
              ok: !ran.isError && printed !== null };
   } finally {
     await mcp.callTool({ name: 'delete_sandbox', arguments: { sandbox_id: id } });
