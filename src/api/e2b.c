@@ -209,10 +209,10 @@ static void create_sandbox(http_request *request)
     e2b_network_request_free(&network);
     if (!spec)
         errors_respond_e2b(request, 404,
-                      "template '%.*s' does not exist: name one of GET /v1/templates "
-                      "('base' is the default one), or build it from a Dockerfile first "
-                      "(POST /v1/templates, `cellbox template build NAME -f Dockerfile`)",
-                      text_utf8_prefix(template_id, 200), template_id);
+                           "template '%.*s' does not exist: name one of GET /v1/templates "
+                           "('base' is the default one), or build it from a Dockerfile first "
+                           "(POST /v1/templates, `cellbox template build NAME -f Dockerfile`)",
+                           text_utf8_prefix(template_id, 200), template_id);
     else if (!k)
         errors_respond_e2b(request, errors_status_of_failure(failure), "%s", why);
     if (!k) {
@@ -513,8 +513,7 @@ static void get_template_alias(http_request *request)
                            text_utf8_prefix(alias, 100), alias);
         return;
     }
-    http_respond_json(request, 200,
-                      json_pack("{s:s, s:b}", "templateID", alias, "public", false));
+    http_respond_json(request, 200, json_pack("{s:s, s:b}", "templateID", alias, "public", false));
 }
 
 /* The entry for a control-plane path (its /v2 or /v3 prefix taken off), or NULL. */

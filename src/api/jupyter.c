@@ -10,10 +10,10 @@
 #include "api/sessions.h"
 #include "common/version.h"
 #include "kernel/kernelspec.h"
-#include "model/pool.h"
 #include "kernel/zygote.h"
 #include "model/box.h"
 #include "model/manager.h"
+#include "model/pool.h"
 #include "model/templates.h"
 
 /* The jupyter_server API version Kernel Gateway 3 reports; clients compare against it. */
@@ -69,10 +69,10 @@ static void get_api(http_request *request)
 static json_t *template_metadata(const kernelspec *spec)
 {
     json_t *template = templates_model(spec->name);
-    json_t *metadata = json_pack("{s:O*, s:O*, s:O*}", "cellbox_kind",
-                                 json_object_get(template, "kind"), "cellbox_from",
-                                 json_object_get(template, "from"), "cellbox_packages",
-                                 json_object_get(template, "packages"));
+    json_t *metadata =
+        json_pack("{s:O*, s:O*, s:O*}", "cellbox_kind", json_object_get(template, "kind"),
+                  "cellbox_from", json_object_get(template, "from"), "cellbox_packages",
+                  json_object_get(template, "packages"));
     json_decref(template);
     return metadata;
 }
@@ -94,9 +94,9 @@ static void get_kernelspecs(http_request *request)
     for (size_t i = 0; i < kernelspec_count(); i++)
         json_object_set_new(all, kernelspec_at(i)->name,
                             kernelspec_model_with_template(kernelspec_at(i)));
-    http_respond_json(request, 200,
-                      json_pack("{s:s, s:o}", "default", manager_default_kernel(), "kernelspecs",
-                                all));
+    http_respond_json(
+        request, 200,
+        json_pack("{s:s, s:o}", "default", manager_default_kernel(), "kernelspecs", all));
 }
 
 static void get_kernelspec(http_request *request, const char *name)

@@ -15,14 +15,14 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "common/text.h"
+#include "kernel/kernelspec.h"
 #include "model/box.h"
 #include "model/command.h"
 #include "model/execution.h"
-#include "kernel/kernelspec.h"
 #include "model/manager.h"
-#include "model/templates.h"
 #include "model/pause.h"
 #include "model/stateless_run.h"
+#include "model/templates.h"
 #include "model/ttl.h"
 #include "sandbox/confined.h"
 
@@ -59,12 +59,13 @@ static const struct tool {
     bool read_only, destructive;
 } tools[] = {
     {"create_sandbox", "Create a sandbox",
-     "Creates a new isolated Python sandbox (its own files, processes and memory limit) and returns "
-     "its id. Use it when you need a clean environment or several independent ones, or a "
-     "template's packages (list_templates names them); otherwise the other tools use this "
+     "Creates a new isolated Python sandbox (its own files, processes and memory limit) and "
+     "returns its id. Use it when you need a clean environment or several independent ones, or "
+     "a template's packages (list_templates names them); otherwise the other tools use this "
      "session's own sandbox.",
-     "{\"type\": \"object\", \"properties\": {\"timeout_s\": {\"type\": \"integer\", \"minimum\": 0, "
-     "\"description\": \"Seconds until it is deleted (default 3600, 0 = never).\"}, \"metadata\": "
+     "{\"type\": \"object\", \"properties\": {\"timeout_s\": {\"type\": \"integer\", "
+     "\"minimum\": 0, \"description\": \"Seconds until it is deleted (default 3600, 0 = "
+     "never).\"}, \"metadata\": "
      "{\"type\": \"object\", \"additionalProperties\": {\"type\": \"string\"}}, \"template\": "
      "{\"type\": \"string\", \"description\": \"The template to make it from (list_templates): "
      "its packages are installed and its preload list imported before it starts. Default: the "
@@ -808,9 +809,10 @@ static void create_sandbox(mcp_call *call, json_t *args)
             append_text(&names, i ? ", " : "");
             append_text(&names, kernelspec_at(i)->name);
         }
-        finish_text(call, true, "there is no template '%s' (there are: %.*s; list_templates "
-                    "describes them)", template_name,
-                    (int)buffer_size(&names), buffer_head(&names));
+        finish_text(call, true,
+                    "there is no template '%s' (there are: %.*s; list_templates "
+                    "describes them)",
+                    template_name, (int)buffer_size(&names), buffer_head(&names));
         buffer_free(&names);
         return;
     }
@@ -836,9 +838,10 @@ static void create_sandbox(mcp_call *call, json_t *args)
     }
     box *b = box_of(k);
     box_configure(b, metadata, NULL, timeout_s);
-    finish_text(call, false, "created sandbox %s from template %s (Python; %s; %s). Pass it as "
-                "sandbox_id to run_code, run_command and the file tools.", box_id(b), template_name,
-                box_limits(b)->network ? "with network" : "no network",
+    finish_text(call, false,
+                "created sandbox %s from template %s (Python; %s; %s). Pass it as "
+                "sandbox_id to run_code, run_command and the file tools.",
+                box_id(b), template_name, box_limits(b)->network ? "with network" : "no network",
                 timeout_s ? "deleted after the timeout unless used" : "kept until deleted");
 }
 
@@ -880,9 +883,9 @@ static void list_templates(mcp_call *call)
     size_t i;
     json_array_foreach(models, i, model) append_template_line(&text, model);
     append_text(&text, "Pass a name as create_sandbox's template.");
-    mcp_call_finish(call, json_pack("{s:[{s:s, s:o}], s:{s:o}}", "content", "type", "text",
-                                    "text", buffer_string(&text), "structuredContent",
-                                    "templates", models));
+    mcp_call_finish(call,
+                    json_pack("{s:[{s:s, s:o}], s:{s:o}}", "content", "type", "text", "text",
+                              buffer_string(&text), "structuredContent", "templates", models));
     buffer_free(&text);
 }
 
