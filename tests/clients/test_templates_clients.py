@@ -6,6 +6,7 @@ templates_clients.mjs), unchanged, against cellboxd:
   Sandbox.create(name) makes a sandbox of it (getInfo names it) whose runCode imports its module;
 - MCP's SDK: list_templates names it (text and structuredContent), create_sandbox {template}
   makes a sandbox of it whose run_code imports its module, an unknown template is a tool error;
+  both tools' descriptions say how a template is built;
 - JupyterLab's client (the Kernel Gateway API): the template is a kernelspec whose metadata says
   cellbox_kind, cellbox_from and cellbox_packages, and a kernel of it imports its module.
 
@@ -125,7 +126,7 @@ def test_every_step_reported_and_passed(sdk_run):
     proc, steps, detail = sdk_run
     assert_every_step_passed(proc, steps, detail, [
         "e2b_template_exists", "e2b_template_missing", "e2b_create_and_import", "mcp_connect",
-        "mcp_list_templates", "mcp_create_and_import", "mcp_unknown_template",
+        "mcp_tools_describe_templates", "mcp_list_templates", "mcp_create_and_import", "mcp_unknown_template",
         "jupyter_kernelspec", "jupyter_kernel_import"])
 
 

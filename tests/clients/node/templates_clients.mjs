@@ -5,8 +5,9 @@
 //   E2B's SDK (e2b, @e2b/code-interpreter): Template.exists(name) and the older aliasExists are
 //     true, false for a name no template has; Sandbox.create(name) makes a sandbox of it, and
 //     runCode imports the module there;
-//   MCP's SDK (@modelcontextprotocol/sdk, streamable HTTP to /mcp): list_templates names it with
-//     its kind and packages, create_sandbox {template} makes one, run_code imports the module;
+//   MCP's SDK (@modelcontextprotocol/sdk, streamable HTTP to /mcp): the tools' descriptions say
+//     how a template is built; list_templates names it with its kind and packages,
+//     create_sandbox {template} makes one, run_code imports the module;
 //   JupyterLab's (@jupyterlab/services): the template is a kernelspec with cellbox_kind,
 //     cellbox_from and cellbox_packages in its metadata; a kernel of it imports the module.
 //
@@ -72,6 +73,15 @@ const transport = new StreamableHTTPClientTransport(new URL(baseUrl + '/mcp'), {
 await step('mcp_connect', async () => {
   await mcp.connect(transport);
   return { ok: mcp.getServerVersion()?.name === 'cellbox' };
+});
+
+await step('mcp_tools_describe_templates', async () => {
+  const { tools } = await mcp.listTools();
+  const byName = Object.fromEntries(tools.map(t => [t.name, t]));
+  const listing = byName.list_templates?.description ?? '';
+  const templateArgument = byName.create_sandbox?.inputSchema?.properties?.template?.description ?? '';
+  return { list_templates: listing, create_sandbox_template: templateArgument,
+           ok: listing.includes('cellbox template build') && templateArgument.includes('cellbox template build') };
 });
 
 await step('mcp_list_templates', async () => {
