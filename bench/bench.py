@@ -5,7 +5,7 @@ Both servers run on this machine in one run, on free loopback ports, and are dri
 same code below (REST + the legacy WebSocket framing, as AutoGen speaks it). Figures and ratios are
 printed, written to bench/results/latest.json and drawn to bench/results/latest.png.
 
-    /usr/bin/python3 bench/bench.py [--quick] [--idle N] [--only restart|e2b|network] [--sandboxes N]
+    /usr/bin/python3 bench/bench.py [--quick] [--idle N] [--only restart|e2b|network|templates] [--sandboxes N]
 
 `--only restart` runs the restart figure alone (sandboxes kept across a kill -9 and a SIGUSR2 of
 cellboxd and adopted by the next one, beside Jupyter Server losing its kernels) and writes
@@ -17,7 +17,13 @@ bench/results/network-latest.json, on a real networked cellbox sandbox: create -
 with network on beside off (alternating, one daemon, no warm pool; then again on a daemon with a
 warm pool, both sides taken from it), and HTTP download throughput from the tests' own web
 server (tests/helpers/test_internet.py) into the sandbox beside the host's own download of the
-same file. A full run has them under "network".
+same file. A full run has them under "network". `--only templates` (root) runs the template
+figures alone into bench/results/templates-latest.json (a full run has them under "templates"):
+a template built with POST /v1/templates from E2B's walkthrough Dockerfile (`RUN pip install`
+of the tests' own index's wheel, helpers/test_internet.py), printed beside E2B's 1 min 59 s for
+the same build; a cached rebuild; create -> first result from it beside python3's, alternating,
+with no warm pool and with one; the memory (PSS, RSS) of its zygote and of each idle kernel
+beside python3's; and its /usr as an overlay view or a loop-mounted image (bench/usr_view.py).
 """
 import argparse
 import concurrent.futures
@@ -119,9 +125,15 @@ def wait_ready(server, pool_size, timeout=120):
     raise RuntimeError(f"cellbox not ready after {timeout} s: {state}")
 
 
-def wait_pool(server, pool_size, timeout=30):
+def template_state(server, name=None):
+    """GET /api's zygote and pool figures: the default template's, or template `name`'s."""
+    state = server.http.get(server.base + "/api").json()
+    return state if name is None else state.get("templates", {}).get(name, {})
+
+
+def wait_pool(server, pool_size, name=None, timeout=30):
     deadline = time.time() + timeout
-    while time.time() < deadline and server.http.get(server.base + "/api").json().get("warm_pool_ready", 0) < pool_size:
+    while time.time() < deadline and template_state(server, name).get("warm_pool_ready", 0) < pool_size:
         time.sleep(0.02)
 
 
@@ -148,9 +160,9 @@ def execute_request(code):
 
 
 class Kernel:
-    def __init__(self, server, env=None):
+    def __init__(self, server, env=None, name="python3"):
         self.server = server
-        body = {"name": "python3", **({"env": env} if env else {})}
+        body = {"name": name, **({"env": env} if env else {})}
         response = server.http.post(server.base + "/api/kernels", json=body)
         response.raise_for_status()
         self.id = response.json()["id"]
@@ -182,13 +194,13 @@ class Kernel:
         self.server.http.delete(self.server.base + f"/api/kernels/{self.id}")
 
 
-def create_to_first_result(server, count, pause, pool_size=0, env=None):
+def create_to_first_result(server, count, pause, pool_size=0, env=None, name="python3"):
     times = []
     for _ in range(count):
         if pool_size:
-            wait_pool(server, pool_size)  # "warm pool": measured with the pool refilled
+            wait_pool(server, pool_size, name)  # "warm pool": measured with the pool refilled
         start = time.perf_counter()
-        kernel = Kernel(server, env)
+        kernel = Kernel(server, env, name)
         kernel.run("1+1", until="result")
         times.append((time.perf_counter() - start) * 1000)
         kernel.delete()
@@ -817,6 +829,212 @@ def network_figures(runs, create_samples=60):
     return figures
 
 
+# ---- templates (issue 22): a template built from a Dockerfile, beside python3
+
+E2B_WALKTHROUGH_BUILD_S = 119.0  # `e2b template build` of RUN pip install cowsay: 1 min 59 s
+BENCH_TEMPLATE = "bench-pip"
+BASE_PRELOAD = "numpy,pandas,matplotlib,IPython"  # python3's: the template adds its package
+
+
+def template_dockerfile(internet):
+    """E2B's walkthrough Dockerfile, its index the tests' own (helpers/test_internet.py)."""
+    index = internet.index_url.split("/")[2]
+    return (f"FROM e2bdev/code-interpreter:latest\n"
+            f"RUN pip install --index-url {internet.index_url} --trusted-host {index} "
+            f"{internet.wheel_project}\n")
+
+
+def build_template(server, name, dockerfile, preload, pool_size, network, replace=False):
+    """POST /v1/templates and its NDJSON to the end: seconds from the request to the last line,
+    the seconds and cached steps the daemon reports, and the steps."""
+    body = {"name": name, "dockerfile": dockerfile, "preload": preload, "pool_size": pool_size,
+            "network": network, "replace": replace}
+    started = time.perf_counter()
+    response = server.http.post(server.base + "/v1/templates", json=body, stream=True, timeout=600)
+    if response.status_code != 200:
+        raise RuntimeError(f"POST /v1/templates: {response.status_code} {response.text[:2000]}")
+    lines = [json.loads(line) for line in response.iter_lines() if line]
+    elapsed = time.perf_counter() - started
+    last = lines[-1] if lines else {}
+    if last.get("type") != "done":
+        output = "".join(line.get("text", "") for line in lines if line.get("type") == "output")
+        raise RuntimeError(f"the build failed: {last}\n{output[-2000:]}")
+    steps = [line for line in lines if line.get("type") == "step"]
+    return {"seconds": elapsed, "daemon_seconds": last.get("seconds"),
+            "steps": len(steps), "cached_steps": last.get("cached_steps"),
+            "template": last.get("template")}
+
+
+def wait_template_ready(server, name, pool_size, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        state = template_state(server, name)
+        if state.get("zygote_ready") and state.get("warm_pool_ready", 0) >= pool_size:
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"template {name} not ready after {timeout} s: {state}")
+
+
+def pss_of(pid):
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def zygote_memory(server, preload):
+    """PSS and RSS (MiB) of the zygote that preloads exactly `preload` (its --preload=)."""
+    for pid in descendants(server.proc.pid):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"--zygote" in argv and f"--preload={preload}".encode() in argv:
+            return {"pss": pss_of(pid) / 2**20, "rss": rss_of(pid) / 2**20}
+    return {"not_found": f"no zygote with --preload={preload}"}
+
+
+def idle_kernels_memory(server, name, count, cell):
+    """Per idle kernel of template `name` after `cell`: USS, PSS and RSS (MiB) of the sandbox's
+    processes (its cgroup's: the kernel and the sandbox's pid 1), the mean over `count`."""
+    kernels = []
+    try:
+        for _ in range(count):
+            kernel = Kernel(server, name=name)
+            kernel.run(cell)
+            kernels.append(kernel)
+        time.sleep(1)
+        uss = pss = rss = 0
+        for kernel in kernels:
+            for procs in glob.glob(f"/sys/fs/cgroup/**/kernel-{kernel.id}/cgroup.procs", recursive=True)[:1]:
+                with open(procs) as f:
+                    for pid in (int(line) for line in f if line.strip()):
+                        uss, pss, rss = uss + uss_of(pid), pss + pss_of(pid), rss + rss_of(pid)
+        return {"uss": uss / count / 2**20, "pss": pss / count / 2**20, "rss": rss / count / 2**20,
+                "kernels": count}
+    finally:
+        for kernel in kernels:
+            kernel.delete()
+
+
+def alternating_creates(server, names, samples, pool_sizes=None):
+    """Create -> first result for each template of `names` in turn, `samples` rounds (after the
+    pool refilled when pool_sizes says it has one). {name: [ms, ...]}."""
+    times = {name: [] for name in names}
+    for _ in range(samples):
+        for name in names:
+            times[name] += create_to_first_result(server, 1, 0.2, (pool_sizes or {}).get(name, 0),
+                                                  name=name)
+    return times
+
+
+def side_by_side(times, template):
+    return {"python3_p50": pct(times["python3"], 50), "python3_p95": pct(times["python3"], 95),
+            "template_p50": pct(times[template], 50), "template_p95": pct(times[template], 95),
+            "ratio_p50": pct(times[template], 50) / pct(times["python3"], 50),
+            "samples": len(times[template])}
+
+
+def template_layer_dirs(data_dir, model):
+    """The template's layers, top first, from its model's "layers" (bottom to top)."""
+    return [os.path.join(data_dir, "templates", "layers", key) for key in reversed(model.get("layers", []))]
+
+
+def templates_figures(create_samples, memory_kernels, usr_runs):
+    """A template built from E2B's walkthrough Dockerfile (RUN pip install from the tests' own
+    index), cached rebuild, pool-empty and warm creates beside python3's, the memory of its
+    zygote and idle kernels beside python3's, and its /usr as an overlay or an image; these on
+    daemons with --template-zygotes (a zygote in the template's view). Last, pool-empty creates
+    on a daemon without it, the default: the template's kernels start by exec."""
+    if os.geteuid() != 0:
+        return {"not_measured": "the test internet needs root (network namespaces and veths)"}
+    sys.path.insert(0, os.path.join(REPO, "tests"))
+    from helpers.network_ranges import unrouted_range
+    from helpers.test_internet import INDEX_ADDRESS, small_internet
+    import usr_view
+    network = {"allowOut": [INDEX_ADDRESS], "denyOut": ["0.0.0.0/0"]}
+    tmp = tempfile.mkdtemp(prefix="cellbox-bench-tpl-", dir="/var/tmp")  # ext4: overlay uppers
+    figures = {"e2b_walkthrough_build_s": E2B_WALKTHROUGH_BUILD_S}
+    try:
+        with small_internet(big_file_bytes=1 << 20) as internet:
+            dockerfile = template_dockerfile(internet)
+            preload = f"{BASE_PRELOAD},{internet.wheel_package}"
+            figures["dockerfile"] = dockerfile
+            data_dir = os.path.join(tmp, "cb-cold")
+            # --template-zygotes: the template's kernels are clones of its own zygote, as python3's
+            networked = ("--allow-network", "--network-range", str(unrouted_range()),
+                         "--template-zygotes")
+            server = start_cellbox(data_dir, 0, extra=networked)
+            try:
+                built = build_template(server, BENCH_TEMPLATE, dockerfile, preload, 0, network)
+                model = built.pop("template")
+                again = build_template(server, BENCH_TEMPLATE, dockerfile, preload, 0, network,
+                                       replace=True)
+                again.pop("template")
+                figures["build_pip_install_s"] = dict(
+                    built, e2b_walkthrough_s=E2B_WALKTHROUGH_BUILD_S,
+                    e2b_over_cellbox=E2B_WALKTHROUGH_BUILD_S / built["seconds"])
+                figures["cached_rebuild_s"] = again
+                figures["template"] = {key: model.get(key) for key in
+                                       ("size_bytes", "layers", "packages", "preload")}
+                wait_template_ready(server, BENCH_TEMPLATE, 0)
+                figures["create_to_first_result_pool_empty_ms"] = side_by_side(
+                    alternating_creates(server, ["python3", BENCH_TEMPLATE], create_samples),
+                    BENCH_TEMPLATE)
+                figures["zygote_memory_mib"] = {"python3": zygote_memory(server, BASE_PRELOAD),
+                                                "template": zygote_memory(server, preload)}
+                cell = f"import {internet.wheel_package}, pandas"
+                figures["idle_kernel_memory_mib"] = {
+                    "cell": cell,
+                    "python3": idle_kernels_memory(server, "python3", memory_kernels, "import pandas"),
+                    "template": idle_kernels_memory(server, BENCH_TEMPLATE, memory_kernels, cell)}
+                figures["usr_overlay_vs_image"] = usr_view.compare(
+                    template_layer_dirs(data_dir, model), f"{internet.wheel_package},numpy",
+                    tmp, usr_runs)
+            finally:
+                server.stop()
+            warm = start_cellbox(os.path.join(tmp, "cb-warm"), WARM_POOL_SIZE,
+                                 extra=networked[:1] + ("--network-range", str(unrouted_range()),
+                                                        "--template-zygotes"))
+            try:
+                second = build_template(warm, BENCH_TEMPLATE, dockerfile, preload, WARM_POOL_SIZE,
+                                        network)
+                second.pop("template")
+                figures["build_pip_install_s"]["second_daemon_s"] = second["seconds"]
+                wait_template_ready(warm, BENCH_TEMPLATE, WARM_POOL_SIZE)
+                pools = {"python3": WARM_POOL_SIZE, BENCH_TEMPLATE: WARM_POOL_SIZE}
+                figures["create_to_first_result_warm_pool_ms"] = side_by_side(
+                    alternating_creates(warm, ["python3", BENCH_TEMPLATE], create_samples, pools),
+                    BENCH_TEMPLATE)
+            finally:
+                warm.stop()
+            # the default: no zygote for a template with files, its kernels start by exec
+            plain = start_cellbox(os.path.join(tmp, "cb-exec"), 0,
+                                  extra=networked[:1] + ("--network-range", str(unrouted_range())))
+            try:
+                build_template(plain, BENCH_TEMPLATE, dockerfile, preload, 0, network)
+                figures["create_to_first_result_pool_empty_without_template_zygotes_ms"] = side_by_side(
+                    alternating_creates(plain, ["python3", BENCH_TEMPLATE], max(3, create_samples // 3)),
+                    BENCH_TEMPLATE)
+            finally:
+                plain.stop()
+    finally:
+        remove_unmounted(tmp)
+    return figures
+
+
+def remove_unmounted(root):
+    """Removes root, after unmounting whatever a daemon left mounted under it (deepest first),
+    so that nothing is removed through a mount."""
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4] for line in f]
+    for point in sorted((p for p in points if p.startswith(root + "/")), key=len, reverse=True):
+        subprocess.run(["umount", "--lazy", point], capture_output=True, timeout=30)
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def pct(values, q):
     values = sorted(values)
     return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
@@ -835,7 +1053,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer samples (CI smoke run)")
     parser.add_argument("--idle", type=int, default=500, help="idle sandboxes for the memory figure")
-    parser.add_argument("--only", choices=["restart", "e2b", "network"], help="run this figure alone (written to "
+    parser.add_argument("--only", choices=["restart", "e2b", "network", "templates"], help="run this figure alone (written to "
                         "bench/results/<name>-latest.json, latest.json untouched)")
     parser.add_argument("--sandboxes", type=int, default=50, help="sandboxes kept across the restarts")
     args = parser.parse_args()
@@ -857,6 +1075,14 @@ def main():
                    "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                    "network": network_figures(3 if args.quick else 10, 8 if args.quick else 60)}
         save_figures_run_alone("network", figures)
+        return 0
+    if args.only == "templates":
+        shutil.rmtree(tmp, ignore_errors=True)  # templates_figures makes its own
+        figures = {"machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
+                   "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                   "templates": templates_figures(8 if args.quick else 30, 3 if args.quick else 8,
+                                                  3 if args.quick else 7)}
+        save_figures_run_alone("templates", figures)
         return 0
     if args.only == "e2b":
         try:
@@ -922,6 +1148,8 @@ def main():
             burst_server.stop()
         restart = restart_figures(tmp, args.sandboxes if not args.quick else 10)
         network = network_figures(3 if args.quick else 10, 8 if args.quick else 60)
+        templates = templates_figures(8 if args.quick else 30, 3 if args.quick else 8,
+                                      3 if args.quick else 7)
         figures = {
             "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
                         "python": platform.python_version(), "page_costs_us": page_costs},
@@ -958,6 +1186,7 @@ def main():
                                        "ratio_uss": j_uss / max(c_uss, 1e-9)},
             "restart_adoption": restart,
             "network": network,
+            "templates": templates,
         }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

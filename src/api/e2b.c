@@ -209,9 +209,10 @@ static void create_sandbox(http_request *request)
     e2b_network_request_free(&network);
     if (!spec)
         errors_respond_e2b(request, 404,
-                      "template '%.*s' does not exist: use one of cellbox's "
-                      "kernelspecs (GET /v1/templates), or 'base' for the default",
-                      text_utf8_prefix(template_id, 200), template_id);
+                           "template '%.*s' does not exist: name one of GET /v1/templates "
+                           "('base' is the default one), or build it from a Dockerfile first "
+                           "(POST /v1/templates, `cellbox template build NAME -f Dockerfile`)",
+                           text_utf8_prefix(template_id, 200), template_id);
     else if (!k)
         errors_respond_e2b(request, errors_status_of_failure(failure), "%s", why);
     if (!k) {
@@ -471,9 +472,10 @@ static const cloud_only cloud_only_calls[] = {
      "E2B's secrets (Secret.create, update, getInfo, list, exists, destroy) are a vault of E2B's "
      "cloud; give values to a sandbox with envs (Sandbox.create({envs}), runCode(code, {envs}))"},
     {NULL, "/templates",
-     "templates (Template.build, exists, getTags, assignTags, removeTags, "
-     "Sandbox.deleteSnapshot) are built in E2B's cloud; cellbox's templates are its kernelspecs "
-     "(GET /v1/templates), named by templateID at create"},
+     "E2B's template builds and tags (Template.build, buildInBackground, getBuildStatus, "
+     "getTags, assignTags, removeTags, Sandbox.deleteSnapshot) run in E2B's cloud; build a "
+     "cellbox template from the same Dockerfile with POST /v1/templates or `cellbox template "
+     "build NAME -f Dockerfile`, then name it by templateID at create (Template.exists works)"},
     {NULL, "/teams",
      "E2B's teams and billing belong to E2B's cloud; cellbox has one token, the daemon's"},
     {NULL, "/api-keys",
@@ -481,6 +483,38 @@ static const cloud_only cloud_only_calls[] = {
     {NULL, "/access-tokens",
      "E2B's access tokens belong to E2B's cloud; cellbox has one token, the daemon's"},
 };
+
+/* ---- templates: Template.exists ----
+   The SDK asks GET /templates/aliases/{alias} and reads 404 as "no such template", any 2xx with
+   a body as "it exists" (checkAliasExists in e2b's dist). A cellbox template's name is both its
+   alias and its id: whatever Sandbox.create takes as templateID exists here, E2B's default
+   names included. */
+
+#define TEMPLATE_ALIASES_PREFIX "/templates/aliases/"
+
+static bool is_template_alias_path(const char *path)
+{
+    size_t n = strlen(TEMPLATE_ALIASES_PREFIX);
+    return strncmp(path, TEMPLATE_ALIASES_PREFIX, n) == 0 && path[n] && !strchr(path + n, '/');
+}
+
+static void get_template_alias(http_request *request)
+{
+    const char *alias = http_path(request) + strlen(TEMPLATE_ALIASES_PREFIX); /* decoded */
+    if (!http_method_is(request, "GET")) {
+        errors_respond_e2b_method_not_allowed(request, "GET");
+        return;
+    }
+    if (!kernelspec_for_template(alias)) {
+        errors_respond_e2b(request, 404,
+                           "template '%.*s' does not exist: build it with POST /v1/templates or "
+                           "`cellbox template build NAME -f Dockerfile` (GET /v1/templates lists "
+                           "the templates there are)",
+                           text_utf8_prefix(alias, 100), alias);
+        return;
+    }
+    http_respond_json(request, 200, json_pack("{s:s, s:b}", "templateID", alias, "public", false));
+}
 
 /* The entry for a control-plane path (its /v2 or /v3 prefix taken off), or NULL. */
 static const cloud_only *cloud_only_path(const char *path)
@@ -557,6 +591,10 @@ static void route_sandbox(http_request *request, box *b, const char *action)
 
 static void route_control_plane(http_request *request)
 {
+    if (is_template_alias_path(http_path(request))) {
+        get_template_alias(request);
+        return;
+    }
     const cloud_only *call = cloud_only_path(http_path(request));
     if (call) {
         respond_cloud_only(request, call);

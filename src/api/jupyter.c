@@ -10,10 +10,11 @@
 #include "api/sessions.h"
 #include "common/version.h"
 #include "kernel/kernelspec.h"
-#include "model/pool.h"
 #include "kernel/zygote.h"
 #include "model/box.h"
 #include "model/manager.h"
+#include "model/pool.h"
+#include "model/templates.h"
 
 /* The jupyter_server API version Kernel Gateway 3 reports; clients compare against it. */
 #define JUPYTER_API_VERSION "2.14.2"
@@ -62,11 +63,40 @@ static void get_api(http_request *request)
                                 (json_int_t)manager_count(), "templates", templates));
 }
 
+/* What a template is, for a notebook client choosing a kernel: its kind ("built-in",
+   "modules", "dockerfile", "rootfs"), what it was built from and the Python distributions it
+   adds to the base ("name==version"), from the template store's model. */
+static json_t *template_metadata(const kernelspec *spec)
+{
+    json_t *template = templates_model(spec->name);
+    json_t *metadata =
+        json_pack("{s:O*, s:O*, s:O*}", "cellbox_kind", json_object_get(template, "kind"),
+                  "cellbox_from", json_object_get(template, "from"), "cellbox_packages",
+                  json_object_get(template, "packages"));
+    json_decref(template);
+    return metadata;
+}
+
+/* A kernelspec's model with its template's metadata beside the runtime's. */
+static json_t *kernelspec_model_with_template(const kernelspec *spec)
+{
+    json_t *model = kernelspec_model(spec, http_base_url());
+    json_t *metadata = json_object_get(json_object_get(model, "spec"), "metadata");
+    json_t *template = template_metadata(spec);
+    json_object_update(metadata, template);
+    json_decref(template);
+    return model;
+}
+
 static void get_kernelspecs(http_request *request)
 {
-    http_respond_json(request, 200,
-                      json_pack("{s:s, s:o}", "default", manager_default_kernel(), "kernelspecs",
-                                kernelspec_all_models(http_base_url())));
+    json_t *all = json_object();
+    for (size_t i = 0; i < kernelspec_count(); i++)
+        json_object_set_new(all, kernelspec_at(i)->name,
+                            kernelspec_model_with_template(kernelspec_at(i)));
+    http_respond_json(
+        request, 200,
+        json_pack("{s:s, s:o}", "default", manager_default_kernel(), "kernelspecs", all));
 }
 
 static void get_kernelspec(http_request *request, const char *name)
@@ -76,7 +106,7 @@ static void get_kernelspec(http_request *request, const char *name)
         http_respond_error(request, 404, "Kernel spec %s not found", name);
         return;
     }
-    http_respond_json(request, 200, kernelspec_model(spec, http_base_url()));
+    http_respond_json(request, 200, kernelspec_model_with_template(spec));
 }
 
 static const char *content_type_for(const char *file)

@@ -15,13 +15,14 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "common/text.h"
+#include "kernel/kernelspec.h"
 #include "model/box.h"
 #include "model/command.h"
 #include "model/execution.h"
-#include "kernel/kernelspec.h"
 #include "model/manager.h"
 #include "model/pause.h"
 #include "model/stateless_run.h"
+#include "model/templates.h"
 #include "model/ttl.h"
 #include "sandbox/confined.h"
 
@@ -58,15 +59,20 @@ static const struct tool {
     bool read_only, destructive;
 } tools[] = {
     {"create_sandbox", "Create a sandbox",
-     "Creates a new isolated Python sandbox (its own files, processes and memory limit) and returns "
-     "its id. Use it when you need a clean environment or several independent ones; otherwise the "
-     "other tools use this session's own sandbox.",
-     "{\"type\": \"object\", \"properties\": {\"timeout_s\": {\"type\": \"integer\", \"minimum\": 0, "
-     "\"description\": \"Seconds until it is deleted (default 3600, 0 = never).\"}, \"metadata\": "
+     "Creates a new isolated Python sandbox (its own files, processes and memory limit) and "
+     "returns its id. Use it when you need a clean environment or several independent ones, or "
+     "a template's packages (list_templates names them); otherwise the other tools use this "
+     "session's own sandbox.",
+     "{\"type\": \"object\", \"properties\": {\"timeout_s\": {\"type\": \"integer\", "
+     "\"minimum\": 0, \"description\": \"Seconds until it is deleted (default 3600, 0 = "
+     "never).\"}, \"metadata\": "
      "{\"type\": \"object\", \"additionalProperties\": {\"type\": \"string\"}}, \"template\": "
-     "{\"type\": \"string\", \"description\": \"The template to make it from: which modules its Python "
-     "has imported before it starts (the daemon's /v1/templates; default: its default one, python3 "
-     "unless configured, with numpy, pandas, matplotlib and IPython).\"}, \"network\": {\"type\": "
+     "{\"type\": \"string\", \"description\": \"The template to make it from (list_templates): "
+     "its packages are installed and its preload list imported before it starts. Default: the "
+     "daemon's default one, python3 unless configured, with numpy, pandas, matplotlib and "
+     "IPython. A template with other packages is built from a Dockerfile (FROM python3, RUN pip "
+     "install ...) by the daemon's user: cellbox template build NAME -f Dockerfile.\"}, "
+     "\"network\": {\"type\": "
      "[\"boolean\", \"object\"], \"properties\": {" EGRESS_LIST_PROPERTIES "}, \"description\": "
      "\"true to let it reach the network (pip install, downloads), or {allowOut, denyOut} to let "
      "it reach only some of it; default: no network. Needs a daemon started with "
@@ -79,6 +85,14 @@ static const struct tool {
      "{\"type\": \"object\", \"properties\": {" EGRESS_LIST_PROPERTIES ", " SANDBOX_ID_PROPERTY
      "}}",
      false, false},
+    {"list_templates", "List templates",
+     "Lists the templates a sandbox can be made from (create_sandbox's template): name, kind "
+     "(built-in, modules, dockerfile, rootfs), what it was built from, and the Python packages "
+     "it adds to the base (numpy, pandas, matplotlib, IPython). To get a package no template "
+     "has, the daemon's user builds one from a Dockerfile (FROM python3, RUN pip install ...) "
+     "with `cellbox template build NAME -f Dockerfile` or POST /v1/templates; inside a sandbox "
+     "with network, pip install works for that sandbox alone.",
+     "{\"type\": \"object\", \"properties\": {}}", true, false},
     {"list_sandboxes", "List sandboxes",
      "Lists the sandboxes that exist: id, state (running, paused, dead), when they expire and "
      "their metadata.",
@@ -797,8 +811,10 @@ static void create_sandbox(mcp_call *call, json_t *args)
             append_text(&names, i ? ", " : "");
             append_text(&names, kernelspec_at(i)->name);
         }
-        finish_text(call, true, "there is no template '%s' (there are: %.*s)", template_name,
-                    (int)buffer_size(&names), buffer_head(&names));
+        finish_text(call, true,
+                    "there is no template '%s' (there are: %.*s; list_templates "
+                    "describes them)",
+                    template_name, (int)buffer_size(&names), buffer_head(&names));
         buffer_free(&names);
         return;
     }
@@ -824,10 +840,55 @@ static void create_sandbox(mcp_call *call, json_t *args)
     }
     box *b = box_of(k);
     box_configure(b, metadata, NULL, timeout_s);
-    finish_text(call, false, "created sandbox %s (Python; %s; %s). Pass it as sandbox_id to run_code, "
-                "run_command and the file tools.", box_id(b),
-                box_limits(b)->network ? "with network" : "no network",
+    finish_text(call, false,
+                "created sandbox %s from template %s (Python; %s; %s). Pass it as "
+                "sandbox_id to run_code, run_command and the file tools.",
+                box_id(b), template_name, box_limits(b)->network ? "with network" : "no network",
                 timeout_s ? "deleted after the timeout unless used" : "kept until deleted");
+}
+
+/* ---- templates ---- */
+
+/* One line a template: "NAME  KIND  from FROM  packages a==1, b==2  preloads m, n". */
+static void append_template_line(buffer *text, json_t *model)
+{
+    const char *from = json_string_value(json_object_get(model, "from"));
+    const char *preload = json_string_value(json_object_get(model, "preload"));
+    json_t *packages = json_object_get(model, "packages"), *package;
+    size_t i;
+    append_text(text, json_string_value(json_object_get(model, "name")));
+    append_text(text, "  ");
+    append_text(text, json_string_value(json_object_get(model, "kind")));
+    if (from) {
+        append_text(text, "  from ");
+        append_text(text, from);
+    }
+    append_text(text, "  packages: ");
+    json_array_foreach(packages, i, package)
+    {
+        append_text(text, i ? ", " : "");
+        append_text(text, json_string_value(package));
+    }
+    if (!json_array_size(packages))
+        append_text(text, "the base's only");
+    if (preload && *preload) {
+        append_text(text, "  preloads: ");
+        append_text(text, preload);
+    }
+    append_text(text, "\n");
+}
+
+static void list_templates(mcp_call *call)
+{
+    json_t *models = templates_list_model(), *model; /* python3 first */
+    buffer text = {0};
+    size_t i;
+    json_array_foreach(models, i, model) append_template_line(&text, model);
+    append_text(&text, "Pass a name as create_sandbox's template.");
+    mcp_call_finish(call,
+                    json_pack("{s:[{s:s, s:o}], s:{s:o}}", "content", "type", "text", "text",
+                              buffer_string(&text), "structuredContent", "templates", models));
+    buffer_free(&text);
 }
 
 static void update_network(mcp_call *call, json_t *args, char default_sandbox[64])
@@ -957,6 +1018,8 @@ int mcp_tools_call(mcp_call *call, const char *name, json_t *arguments, char def
         create_sandbox(call, arguments);
     else if (strcmp(name, "list_sandboxes") == 0)
         list_sandboxes(call);
+    else if (strcmp(name, "list_templates") == 0)
+        list_templates(call);
     else if (strcmp(name, "run_code") == 0)
         run_code(call, arguments, default_sandbox);
     else if (strcmp(name, "run_command") == 0)

@@ -178,7 +178,6 @@ await step('cloud_only', async () => {
     'Secret.exists': () => Secret.exists('cellbox-test'),
     'Secret.destroy': () => Secret.destroy('cellbox-test'),
     'Template.build': () => Template.build(Template().fromImage('debian:bookworm'), 'cellbox-test'),
-    'Template.exists': () => Template.exists('cellbox-test'),
     'Template.getTags': () => Template.getTags('cellbox-test'),
     'Template.assignTags': () => Template.assignTags('cellbox-test', ['v1']),
     'Template.removeTags': () => Template.removeTags('cellbox-test', ['v1']),
