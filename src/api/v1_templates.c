@@ -14,6 +14,8 @@
 
 #define PRELOAD_MAX 1000
 #define POOL_SIZE_MAX 1000
+/* The largest tarball an import keeps in /tmp while it arrives. */
+#define UPLOAD_BYTES_MAX (16LL << 30)
 
 void v1_templates_list(http_request *request)
 {
@@ -51,7 +53,8 @@ typedef struct template_upload {
     long long pool_size;
     bool replace;
     int spool_fd;
-    bool write_failed;
+    long long received;
+    bool write_failed, too_large;
 } template_upload;
 
 static void free_upload(template_upload *u)
@@ -66,6 +69,11 @@ static void free_upload(template_upload *u)
 static int on_upload_data(void *arg, const char *data, size_t length)
 {
     template_upload *u = arg;
+    u->received += (long long)length;
+    if (u->received > UPLOAD_BYTES_MAX) {
+        u->too_large = true;
+        return -1;
+    }
     while (length > 0) {
         ssize_t n = write(u->spool_fd, data, length);
         if (n < 0 && errno == EINTR)
@@ -85,7 +93,12 @@ static void on_upload_end(http_request *request, void *arg)
     template_upload *u = arg;
     failure_kind failure;
     char why[1024];
-    if (u->write_failed || lseek(u->spool_fd, 0, SEEK_SET) < 0) {
+    if (u->too_large) {
+        http_respond_error(request, 413,
+                           "the tarball is over %lld GiB: import a smaller root filesystem, or "
+                           "compress it (gzip, xz, zstd)",
+                           UPLOAD_BYTES_MAX >> 30);
+    } else if (u->write_failed || lseek(u->spool_fd, 0, SEEK_SET) < 0) {
         http_respond_error(request, 507,
                            "cannot keep the tarball in the daemon's /tmp (%s): free space there "
                            "or send a smaller, compressed one",
@@ -118,8 +131,10 @@ static void import_template(http_request *request, const char *name)
         !http_query_flag(request, "replace", &replace))
         return;
     if (preload && strlen(preload) > PRELOAD_MAX) {
-        http_respond_error(request, 400, "preload: at most %d characters of module names "
-                           "separated by commas", PRELOAD_MAX);
+        http_respond_error(request, 400,
+                           "preload: at most %d characters of module names "
+                           "separated by commas",
+                           PRELOAD_MAX);
         return;
     }
     /* A bad or taken name costs no upload. */

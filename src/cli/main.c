@@ -19,7 +19,8 @@ static const struct command {
     const char *summary;
 } commands[] = {
     {"templates", command_templates, "list the templates sandboxes are made from"},
-    {"template", command_template, "show, delete or import a template (a root filesystem tarball)"},
+    {"template", command_template,
+     "build a template from a Dockerfile, import one from a root filesystem, show or delete one"},
     {"create", command_create, "start a sandbox and print its id"},
     {"ls", command_ls, "list sandboxes"},
     {"info", command_info, "show a sandbox: state, limits, usage, network, contexts"},
@@ -159,13 +160,6 @@ int main(int argc, char **argv)
         return argc > 2 ? EXIT_USAGE : EXIT_OK;
     }
     const struct command *command = find_command(name);
-    if (!strcmp(name, "template") && argc > 2 && !strcmp(argv[2], "build")) {
-        client_open(url, token);
-        int status = command_template_build(argc - 2, argv + 2); /* argv[0] = "build" */
-        client_close();
-        free(token);
-        return status;
-    }
     if (!command) {
         fprintf(stderr, "cellbox: unknown command '%s'; `cellbox help` lists them\n", name);
         return EXIT_USAGE;

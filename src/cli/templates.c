@@ -81,14 +81,13 @@ int command_templates(int argc, char **argv)
         status = client_get_list("/v1/templates", &list);
     if (status != EXIT_OK || !list)
         return status;
-    static const char *const headers[] = {"NAME", "DEFAULT", "KIND", "FROM", "SIZE",
+    static const char *const headers[] = {"NAME",  "DEFAULT",  "KIND",      "FROM", "SIZE",
                                           "BUILD", "PACKAGES", "PRELOADED", "POOL"};
     output_table table;
     output_table_begin(&table, 9, headers);
     size_t index;
     json_t *model;
-    json_array_foreach(list, index, model)
-        add_template_row(&table, model);
+    json_array_foreach(list, index, model) add_template_row(&table, model);
     output_table_print(&table);
     json_decref(list);
     return EXIT_OK;
@@ -97,10 +96,13 @@ int command_templates(int argc, char **argv)
 /* ------------------------------------------------------------------ template */
 
 static const char template_usage[] =
-    "usage: cellbox template show NAME\n"
+    "usage: cellbox template build NAME -f Dockerfile [CONTEXT_DIR] (see cellbox template build "
+    "--help)\n"
+    "       cellbox template show NAME\n"
     "       cellbox template delete NAME\n"
     "       cellbox template import NAME FILE.tar [--preload M,..] [--pool-size N] [--replace]\n"
     "\n"
+    "build    builds a template from a Dockerfile, without Docker: each RUN in a sandbox.\n"
     "show     prints a template's model (JSON): its kind, base, layers, size, packages, ENV,\n"
     "         WORKDIR, preload list, warm pool and the sandboxes using it.\n"
     "delete   removes a template with files of its own: refused while sandboxes use it (it\n"
@@ -154,8 +156,8 @@ static int delete_template(int argc, char **argv)
 static char *import_query(const char *preload, const char *pool_size, bool replace)
 {
     char *escaped = client_escape(preload ? preload : ""), *query = NULL;
-    if (asprintf(&query, "/import?preload=%s&pool_size=%s%s", escaped,
-                 pool_size ? pool_size : "0", replace ? "&replace=true" : "") < 0)
+    if (asprintf(&query, "/import?preload=%s&pool_size=%s%s", escaped, pool_size ? pool_size : "0",
+                 replace ? "&replace=true" : "") < 0)
         query = NULL;
     free(escaped);
     return query;
@@ -213,15 +215,17 @@ int command_template(int argc, char **argv)
         fputs(template_usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? EXIT_USAGE : EXIT_OK;
     }
+    const char *verb = argv[1];
+    if (strcmp(verb, "build") == 0)
+        return command_template_build(argc - 1, argv + 1); /* argv[0] = "build" */
     if (args_wants_help(argc - 1, argv + 1, template_usage))
         return EXIT_OK;
-    const char *verb = argv[1];
     if (strcmp(verb, "show") == 0)
         return show_template(argc - 1, argv + 1);
     if (strcmp(verb, "delete") == 0)
         return delete_template(argc - 1, argv + 1);
     if (strcmp(verb, "import") == 0)
         return import_template(argc - 1, argv + 1);
-    return output_usage_error("template", "unknown action '%s': use show, delete or import",
+    return output_usage_error("template", "unknown action '%s': use build, show, delete or import",
                               verb);
 }

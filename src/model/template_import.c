@@ -7,6 +7,7 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <openssl/evp.h>
 #include <signal.h>
@@ -16,7 +17,6 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <grp.h>
 #include <unistd.h>
 
 #include "common/ids.h"
@@ -64,15 +64,24 @@ static bool keep_entry(struct archive_entry *entry)
     return true;
 }
 
-static int copy_data(struct archive *reader, struct archive *writer)
+/* What an import may write into the data directory: a small compressed tarball can expand to
+   fill the disk (a decompression bomb), so extraction stops past this many bytes of files. */
+#define EXTRACTED_BYTES_MAX (32LL << 30)
+
+/* -1: an error (libarchive's string says which); -2: past EXTRACTED_BYTES_MAX. */
+static int copy_data(struct archive *reader, struct archive *writer, long long *written)
 {
     const void *block;
     size_t size;
     la_int64_t offset;
     int rc;
-    while ((rc = archive_read_data_block(reader, &block, &size, &offset)) == ARCHIVE_OK)
+    while ((rc = archive_read_data_block(reader, &block, &size, &offset)) == ARCHIVE_OK) {
+        *written += (long long)size;
+        if (*written > EXTRACTED_BYTES_MAX)
+            return -2;
         if (archive_write_data_block(writer, block, size, offset) != ARCHIVE_OK)
             return -1;
+    }
     return rc == ARCHIVE_EOF ? 0 : -1;
 }
 
@@ -92,11 +101,10 @@ static int extract_in_child(int tar_fd, int report)
     archive_read_support_filter_all(reader);
     archive_read_support_format_tar(reader);
     archive_read_support_format_gnutar(reader);
-    archive_write_disk_set_options(writer, ARCHIVE_EXTRACT_SECURE_NODOTDOT |
-                                               ARCHIVE_EXTRACT_SECURE_SYMLINKS |
-                                               ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS |
-                                               ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME |
-                                               ARCHIVE_EXTRACT_UNLINK);
+    archive_write_disk_set_options(
+        writer, ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+                    ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_PERM |
+                    ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_UNLINK);
     if (archive_read_open(reader, source, NULL, read_block, NULL) != ARCHIVE_OK) {
         snprintf(message, sizeof message, "error the body is not a tar archive: %s",
                  archive_error_string(reader));
@@ -104,15 +112,23 @@ static int extract_in_child(int tar_fd, int report)
     }
     struct archive_entry *entry;
     int rc;
-    long long entries = 0, skipped = 0;
+    long long entries = 0, skipped = 0, written = 0;
     while ((rc = archive_read_next_header(reader, &entry)) == ARCHIVE_OK) {
         entries++;
         if (!keep_entry(entry)) {
             skipped++;
             continue;
         }
+        int copied = 0;
         if (archive_write_header(writer, entry) != ARCHIVE_OK ||
-            copy_data(reader, writer) < 0 || archive_write_finish_entry(writer) != ARCHIVE_OK) {
+            (copied = copy_data(reader, writer, &written)) < 0 ||
+            archive_write_finish_entry(writer) != ARCHIVE_OK) {
+            if (copied == -2)
+                return dprintf(report,
+                               "error the tree is over %lld GiB once extracted: import a "
+                               "smaller root filesystem",
+                               EXTRACTED_BYTES_MAX >> 30),
+                       1;
             snprintf(message, sizeof message, "error the tarball's entry '%.200s' was refused: %s",
                      archive_entry_pathname(entry),
                      archive_error_string(writer) ? archive_error_string(writer)
@@ -160,8 +176,8 @@ static int extract(int tar_fd, const char *layer, char *hex, long long *skipped,
         close(report[0]);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         umask(022);
-        if (chdir(layer) < 0 || setgroups(0, NULL) < 0 || setresgid(EXTRACT_UID, EXTRACT_UID,
-                                                                      EXTRACT_UID) < 0 ||
+        if (chdir(layer) < 0 || setgroups(0, NULL) < 0 ||
+            setresgid(EXTRACT_UID, EXTRACT_UID, EXTRACT_UID) < 0 ||
             setresuid(EXTRACT_UID, EXTRACT_UID, EXTRACT_UID) < 0 ||
             prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
             dprintf(report[1], "error cannot enter %s as nobody: %s", layer, strerror(errno));
@@ -242,8 +258,8 @@ static bool has_what_a_kernel_needs(const char *layer, char *why, size_t why_siz
     return true;
 }
 
-int templates_import(const char *name, int tar_fd, const char *preload, int pool_size,
-                     bool replace, failure_kind *failure, char *why, size_t why_size)
+int templates_import(const char *name, int tar_fd, const char *preload, int pool_size, bool replace,
+                     failure_kind *failure, char *why, size_t why_size)
 {
     if (templates_check_name(name, replace, failure, why, why_size) < 0)
         return -1;

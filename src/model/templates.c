@@ -25,10 +25,10 @@
 /* A template with files: its record (as DATA_DIR/templates/<name>.json keeps it), its view and
    its kernelspec. */
 typedef struct template_entry {
-    json_t *record;     /* {"name", "from", "layers", "env", "workdir", "user", "preload",
-                           "pool_size", "kind", "dockerfile", "build_seconds", "created_at",
-                           "size_bytes"} */
-    kernelspec *spec;   /* NULL while its view is not mounted */
+    json_t *record;   /* {"name", "from", "layers", "env", "workdir", "user", "preload",
+                         "pool_size", "kind", "dockerfile", "build_seconds", "created_at",
+                         "size_bytes"} */
+    kernelspec *spec; /* NULL while its view is not mounted */
     char view[PATH_MAX];
 } template_entry;
 
@@ -40,7 +40,10 @@ static const char *record_string(const template_entry *t, const char *field)
     return json_string_value(json_object_get(t->record, field));
 }
 
-static const char *entry_name(const template_entry *t) { return record_string(t, "name"); }
+static const char *entry_name(const template_entry *t)
+{
+    return record_string(t, "name");
+}
 
 static template_entry *find_entry(const char *name)
 {
@@ -52,8 +55,11 @@ static template_entry *find_entry(const char *name)
 
 bool templates_is_base_name(const char *from)
 {
-    static const char *const bases[] = {"cellbox", "python3", "e2bdev/code-interpreter",
-                                        "e2bdev/base", "docker.io/e2bdev/code-interpreter",
+    static const char *const bases[] = {"cellbox",
+                                        "python3",
+                                        "e2bdev/code-interpreter",
+                                        "e2bdev/base",
+                                        "docker.io/e2bdev/code-interpreter",
                                         "docker.io/e2bdev/base"};
     for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++) {
         size_t length = strlen(bases[i]);
@@ -120,8 +126,8 @@ int templates_check_name(const char *name, bool replace, failure_kind *failure, 
     template_entry *t = find_entry(name);
     if (!t && kernelspec_find(name)) {
         *failure = FAILURE_CONFLICT;
-        snprintf(why, why_size,
-                 "template '%s' is %s and cannot be replaced: choose another name", name,
+        snprintf(why, why_size, "template '%s' is %s and cannot be replaced: choose another name",
+                 name,
                  strcmp(name, KERNELSPEC_BUILT_IN) == 0 ? "built in"
                                                         : "defined by the daemon's --templates");
         return -1;
@@ -154,8 +160,7 @@ static int write_record(json_t *record, char *why, size_t why_size)
     record_path(json_string_value(json_object_get(record, "name")), path, sizeof path);
     snprintf(temporary, sizeof temporary, "%s.new", path);
     if (json_dump_file(record, temporary, JSON_INDENT(1)) < 0 || rename(temporary, path) < 0) {
-        snprintf(why, why_size, "cannot write the template's record %s: %s", path,
-                 strerror(errno));
+        snprintf(why, why_size, "cannot write the template's record %s: %s", path, strerror(errno));
         unlink(temporary);
         return -1;
     }
@@ -178,13 +183,13 @@ static json_t *record_of(const template_definition *d)
     char created[32];
     time_t now = time(NULL);
     strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    return json_pack("{s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:i, s:s, s:o, s:f, s:s, s:I}",
-                     "name", d->name, "from", d->from ? d->from : "cellbox", "layers", layers,
-                     "env", env, "workdir", string_or_null(d->workdir), "user", d->user ? d->user : "user",
-                     "preload", d->preload ? d->preload : "", "pool_size", d->pool_size, "kind",
-                     d->kind ? d->kind : "dockerfile", "dockerfile", string_or_null(d->dockerfile),
-                     "build_seconds", d->build_seconds, "created_at", created, "size_bytes",
-                     (json_int_t)0);
+    return json_pack("{s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:i, s:s, s:o, s:f, s:s, s:I}", "name",
+                     d->name, "from", d->from ? d->from : "cellbox", "layers", layers, "env", env,
+                     "workdir", json_string(d->workdir ? d->workdir : ROOTFS_HOME), "user",
+                     d->user ? d->user : "user", "preload", d->preload ? d->preload : "",
+                     "pool_size", d->pool_size, "kind", d->kind ? d->kind : "dockerfile",
+                     "dockerfile", string_or_null(d->dockerfile), "build_seconds", d->build_seconds,
+                     "created_at", created, "size_bytes", (json_int_t)0);
 }
 
 /* The bytes of the files of a record's layers. */
@@ -251,8 +256,8 @@ static int activate(template_entry *t, char *why, size_t why_size)
 {
     const char *layers[TEMPLATES_MAX_LAYERS];
     int count = record_layers(t->record, layers);
-    if (template_views_mount(entry_name(t), layers, count, t->view, sizeof t->view, why,
-                             why_size) < 0)
+    if (template_views_mount(entry_name(t), layers, count, t->view, sizeof t->view, why, why_size) <
+        0)
         return -1;
     json_t *env_list = json_object_get(t->record, "env");
     char *env[TEMPLATES_MAX_ENV + 1] = {0};
@@ -264,7 +269,8 @@ static int activate(template_entry *t, char *why, size_t why_size)
                          .display_name = display_name,
                          .language = "python",
                          .preload = record_string(t, "preload"),
-                         .pool_size = (int)json_integer_value(json_object_get(t->record, "pool_size")),
+                         .pool_size =
+                             (int)json_integer_value(json_object_get(t->record, "pool_size")),
                          .template = {.view = t->view},
                          .env = env,
                          .workdir = record_string(t, "workdir")};
@@ -337,8 +343,8 @@ static void remove_record_file(const char *name)
         log_warn("templates: cannot remove %s: %s", path, strerror(errno));
 }
 
-int templates_register(const template_definition *definition, bool replace,
-                       failure_kind *failure, char *why, size_t why_size)
+int templates_register(const template_definition *definition, bool replace, failure_kind *failure,
+                       char *why, size_t why_size)
 {
     if (templates_check_name(definition->name, replace, failure, why, why_size) < 0)
         return -1;
@@ -349,8 +355,7 @@ int templates_register(const template_definition *definition, bool replace,
     }
     if (!find_entry(definition->name) && entry_count == MAX_TEMPLATES) {
         *failure = FAILURE_FORBIDDEN;
-        snprintf(why, why_size, "at most %d templates with files: delete one first",
-                 MAX_TEMPLATES);
+        snprintf(why, why_size, "at most %d templates with files: delete one first", MAX_TEMPLATES);
         return -1;
     }
     template_entry *t = calloc(1, sizeof *t);
@@ -396,8 +401,8 @@ int templates_delete(const char *name, failure_kind *failure, char *why, size_t 
             snprintf(why, why_size,
                      "template '%s' is %s: it has no files to delete (the daemon's options "
                      "define it)",
-                     name, strcmp(name, KERNELSPEC_BUILT_IN) == 0 ? "built in"
-                                                                  : "one of --templates");
+                     name,
+                     strcmp(name, KERNELSPEC_BUILT_IN) == 0 ? "built in" : "one of --templates");
         else
             snprintf(why, why_size, "no template '%.100s' (GET /v1/templates lists them)", name);
         return -1;
@@ -518,7 +523,8 @@ static json_t *entry_model(const template_entry *t, const kernelspec *spec)
     for (int i = 0; i < count; i++)
         template_views_layer_packages(layers[i], packages);
     json_t *model = json_pack(
-        "{s:s, s:s, s:s, s:b, s:s, s:i, s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:o, s:o}",
+        "{s:s, s:s, s:s, s:b, s:s, s:i, s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:o, "
+        "s:o}",
         "name", spec->name, "display_name", spec->display_name, "language", spec->language,
         "default", strcmp(spec->name, manager_default_kernel()) == 0, "preload", spec->preload,
         "pool_size", spec->pool_size, "kind", json_object_get(t->record, "kind"), "from",
@@ -527,8 +533,7 @@ static json_t *entry_model(const template_entry *t, const kernelspec *spec)
         json_object_get(t->record, "build_seconds"), "created_at",
         json_object_get(t->record, "created_at"), "env", json_object_get(t->record, "env"),
         "workdir", json_object_get(t->record, "workdir"), "user",
-        json_object_get(t->record, "user"), "packages", packages, "sandboxes",
-        sandboxes_of(spec));
+        json_object_get(t->record, "user"), "packages", packages, "sandboxes", sandboxes_of(spec));
     return model;
 }
 
