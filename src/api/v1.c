@@ -264,15 +264,13 @@ void v1_dispatch(http_request *request)
     char copy[2048];
     char *s[MAX_SEGMENTS];
     int n = url_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
-    if (n == 2 && strcmp(s[1], "templates") == 0 && http_method_is(request, "POST")) {
-        v1_template_build(request);
-        return;
-    }
     if (n == 2 && strcmp(s[1], "templates") == 0) {
         if (http_method_is(request, "GET"))
             v1_templates_list(request);
+        else if (http_method_is(request, "POST"))
+            v1_template_build(request);
         else
-            http_respond_method_not_allowed(request, "GET");
+            http_respond_method_not_allowed(request, "GET, POST");
     } else if ((n == 3 || n == 4) && strcmp(s[1], "templates") == 0) {
         v1_templates_route(request, s[2], n == 4 ? s[3] : NULL);
     } else if (n == 2 && strcmp(s[1], "run") == 0) {

@@ -350,11 +350,3 @@ json_t *kernelspec_model(const kernelspec *spec, const char *base_url)
     return json_pack("{s:s, s:o, s:o}", "name", spec->name, "spec", inner, "resources",
                      resources_model(spec, base_url));
 }
-
-json_t *kernelspec_all_models(const char *base_url)
-{
-    json_t *all = json_object();
-    for (size_t i = 0; i < spec_count; i++)
-        json_object_set_new(all, specs[i]->name, kernelspec_model(specs[i], base_url));
-    return all;
-}

@@ -72,7 +72,6 @@ const kernelspec *kernelspec_find(const char *name);
 /* {name, spec: {...}, resources: {...}}: each resource's URL under `base_url` (the server's,
    ending in '/'). */
 json_t *kernelspec_model(const kernelspec *spec, const char *base_url);
-json_t *kernelspec_all_models(const char *base_url); /* {"python3": model, ...} */
 /* Path of a resource file (e.g. logo-64x64.png) or NULL; `file` must be a plain name. */
 char *kernelspec_resource_path(const char *name, const char *file);
 

@@ -177,7 +177,7 @@ METHOD_NOT_ALLOWED = [
     ("PUT", "api/sessions", "GET, POST"),
     ("PUT", "v1/sandboxes", "GET, POST"),
     ("GET", "v1/run", "POST"),
-    ("POST", "v1/templates", "GET"),
+    ("PUT", "v1/templates", "GET, POST"),
     ("GET", "mcp", "POST, DELETE"),
     ("PUT", "mcp", "POST, DELETE"),
     ("PUT", "sandboxes", "GET, POST"),  # E2B's control plane
