@@ -221,7 +221,9 @@ static void create_sandbox(http_request *request)
     }
     box *b = box_of(k);
     box_configure(b, metadata, env, timeout_s);
-    kernel_set_working_directory(k, ENVD_HOME_DIR); /* E2B's default context starts there */
+    /* E2B's default context starts in the home, or where the template's WORKDIR says */
+    if (!kernel_working_directory(k))
+        kernel_set_working_directory(k, ENVD_HOME_DIR);
     box_set_lifecycle(b, pause_at_timeout, auto_resume); /* records both */
     json_decref(body);
     /* answered once it can run code and take files: the SDK calls into it at once */

@@ -10,6 +10,8 @@
 #include "api/envd.h"
 #include "api/errors.h"
 #include "common/log.h"
+#include "kernel/kernel.h"
+#include "model/box.h"
 #include "model/command.h"
 #include "sandbox/confined.h"
 
@@ -247,6 +249,15 @@ static bool envs_of(json_t *config, json_t **envs, connect_error *error)
     return true;
 }
 
+/* Where a command starts when it names no cwd: where the sandbox's default context works (a
+   template's WORKDIR), else the user's home, as E2B's envd does. */
+static const char *default_working_directory(const box *b)
+{
+    const kernel *k = box_default_kernel(b);
+    const char *path = k ? kernel_working_directory(k) : NULL;
+    return path ? path : ENVD_HOME_DIR;
+}
+
 /* The working directory: envd's cwd, relative to the user's home, which must be a directory
    inside the sandbox (checked through the confined file code); false with the error set. */
 static bool working_directory(box *b, json_t *config, char *out, size_t size, connect_error *error)
@@ -254,8 +265,8 @@ static bool working_directory(box *b, json_t *config, char *out, size_t size, co
     const char *cwd = NULL;
     if (!connect_string_field(config, "cwd", &cwd, error))
         return false;
-    if (!cwd || !*cwd)
-        cwd = ENVD_HOME_DIR;
+    if (!cwd || !*cwd) /* where the sandbox's default context works: a template's WORKDIR */
+        cwd = default_working_directory(b);
     int n = cwd[0] == '/' ? snprintf(out, size, "%s", cwd)
                           : snprintf(out, size, "%s/%s", ENVD_HOME_DIR, cwd);
     if (n < 0 || (size_t)n >= size) {

@@ -611,10 +611,17 @@ static int begin_layer(template_build *b, const char *key, char *why, size_t why
     return 0;
 }
 
+/* A layer made on the host, with no sandbox: COPY/ADD's files from the context, or the
+   directory a WORKDIR names. */
 static int copy_step(template_build *b, const build_step *step, char *why, size_t why_size)
 {
     if (begin_layer(b, step->key, why, why_size) < 0)
         return -1;
+    if (step->instruction->kind == DOCKERFILE_WORKDIR)
+        return template_files_make_directory(b->box.layer_path, step->destination, why, why_size) <
+                       0
+                   ? -1
+                   : commit_layer(b, why, why_size);
     if (template_files_copy(b->context_dir, step->sources, step->source_count, step->destination,
                             step->into_directory, step->instruction->kind == DOCKERFILE_ADD,
                             b->box.layer_path, why, why_size) < 0)

@@ -251,6 +251,20 @@ static int make_directories(int root_fd, const char *path)
     return fd;
 }
 
+int template_files_make_directory(const char *layer_dir, const char *directory, char *why,
+                                  size_t why_size)
+{
+    int layer_fd = open(layer_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int fd = layer_fd < 0 ? -1 : make_directories(layer_fd, directory + 1); /* relative */
+    if (fd < 0)
+        snprintf(why, why_size, "cannot make %s in the layer: %s", directory, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    if (layer_fd >= 0)
+        close(layer_fd);
+    return fd < 0 ? -1 : 0;
+}
+
 static int copy_entry(int from_dir, const char *from_name, int to_dir, const char *to_name,
                       int depth);
 

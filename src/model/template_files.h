@@ -34,6 +34,9 @@ int template_files_digest(const char *context_dir, const char *source, EVP_MD_CT
 int template_files_copy(const char *context_dir, char *const *sources, int source_count,
                         const char *destination, bool into_directory, bool extract_archives,
                         const char *layer_dir, char *why, size_t why_size);
+/* WORKDIR: makes the absolute `directory` (and its parents) in `layer_dir`. 0, or -1 with `why`. */
+int template_files_make_directory(const char *layer_dir, const char *directory, char *why,
+                                  size_t why_size);
 /* Before templates_layer_commit, once the step's sandbox is gone: removes sockets and FIFOs and
    refuses a layer past TEMPLATE_FILES_MAX_LAYER_BYTES. 0, or -1 with `why`. */
 int template_files_seal_layer(const char *layer_dir, char *why, size_t why_size);

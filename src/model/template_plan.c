@@ -591,7 +591,12 @@ static int plan_instruction(const dockerfile_instruction *instruction, plan_stat
     case DOCKERFILE_ARG: return apply_arg(instruction, state, why, why_size);
     case DOCKERFILE_LABEL: return apply_label(instruction, state, why, why_size);
     case DOCKERFILE_USER: return apply_user(instruction, state, why, why_size);
-    case DOCKERFILE_WORKDIR: return apply_workdir(instruction, state, plan, why, why_size);
+    case DOCKERFILE_WORKDIR:
+        /* As Docker's, a WORKDIR makes its directory: a layer holding just that, so a kernel
+           or command that starts there finds it even when no later step writes in it. */
+        if (apply_workdir(instruction, state, plan, why, why_size) < 0)
+            return -1;
+        break;
     case DOCKERFILE_EXPOSE: return 0; /* recorded in the Dockerfile kept with the template */
     case DOCKERFILE_RUN:
     case DOCKERFILE_COPY:
@@ -603,9 +608,13 @@ static int plan_instruction(const dockerfile_instruction *instruction, plan_stat
     step->has_layer = true;
     step->workdir = copy_text(workdir_of(state));
     step->lower_count = plan->layer_count;
-    int rc = instruction->kind == DOCKERFILE_RUN
-                 ? plan_run(instruction, state, step)
-                 : plan_copy(instruction, state, request, plan, step, why, why_size);
+    int rc = 0;
+    if (instruction->kind == DOCKERFILE_RUN)
+        rc = plan_run(instruction, state, step);
+    else if (instruction->kind == DOCKERFILE_WORKDIR)
+        step->destination = copy_text(workdir_of(state));
+    else
+        rc = plan_copy(instruction, state, request, plan, step, why, why_size);
     if (rc == 0)
         rc = compute_key(parent, instruction, state, step, request, nonce, why, why_size);
     if (rc < 0)

@@ -20,14 +20,14 @@
 
 typedef struct build_step {
     const dockerfile_instruction *instruction;
-    bool has_layer;                      /* RUN, COPY, ADD */
+    bool has_layer;                      /* RUN, COPY, ADD, WORKDIR */
     char key[TEMPLATE_PLAN_KEY_HEX + 1]; /* its layer's, when it has one */
     char **argv;                         /* RUN: the program (NULL-terminated) */
     char **env;                          /* RUN: its environment (NULL-terminated) */
     char *workdir;                       /* where RUN starts; COPY's relative destinations */
     char **sources;                      /* COPY/ADD: as written, substituted (NULL-terminated) */
     int source_count;
-    char *destination;   /* COPY/ADD: absolute */
+    char *destination;   /* COPY/ADD: absolute; WORKDIR: the directory it makes */
     bool into_directory; /* the destination ends in '/' */
     int lower_count;     /* the layers beneath this step's (the plan's first ones) */
 } build_step;

@@ -70,6 +70,7 @@ DOCKERFILE = """FROM e2bdev/code-interpreter:latest
 # the walkthrough's step, from the tests' own index
 RUN pip install --index-url {index_url} --trusted-host {index} {project}
 ENV SURF_TEMPLATE=built
+WORKDIR /home/user/project
 """
 
 
@@ -119,7 +120,11 @@ def case(request):
 @pytest.fixture(scope="module")
 def sdk_run(case):
     return run_e2b_script(case.daemon, "templates_clients.mjs", TIMEOUT,
-                          env={"CELLBOX_TEMPLATE": case.template, "CELLBOX_MODULE": case.module})
+                          env={"CELLBOX_TEMPLATE": case.template, "CELLBOX_MODULE": case.module,
+                               # the built template's ENV and WORKDIR, which E2B's SDK must see
+                               **({"CELLBOX_TEMPLATE_ENV": "SURF_TEMPLATE=built",
+                                   "CELLBOX_TEMPLATE_WORKDIR": "/home/user/project"}
+                                  if case.name == "dockerfile" else {})})
 
 
 def test_every_step_reported_and_passed(sdk_run):

@@ -63,6 +63,29 @@ await step('e2b_create_and_import', async () => {
   }
 });
 
+// The built template's ENV and WORKDIR reach E2B's code and commands, as E2B's own templates'
+// do: a command or cell that names no directory starts in WORKDIR.
+const templateEnv = process.env.CELLBOX_TEMPLATE_ENV;
+const templateWorkdir = process.env.CELLBOX_TEMPLATE_WORKDIR;
+if (templateEnv && templateWorkdir) {
+  await step('e2b_template_env_and_workdir', async () => {
+    const [name, value] = templateEnv.split('=');
+    const sandbox = await Sandbox.create(template, { timeoutMs: 120_000 });
+    try {
+      const command = await sandbox.commands.run(`pwd; printenv ${name}`);
+      const [commandCwd, commandValue] = command.stdout.trim().split('\n');
+      const execution = await sandbox.runCode(
+        `import os\nprint(os.getcwd())\nprint(os.environ.get(${JSON.stringify(name)}))`);
+      const [cellCwd, cellValue] = execution.logs.stdout.join('').trim().split('\n');
+      return { commandCwd, commandValue, cellCwd, cellValue,
+               ok: commandCwd === templateWorkdir && commandValue === value &&
+                   cellCwd === templateWorkdir && cellValue === value };
+    } finally {
+      await sandbox.kill();
+    }
+  });
+}
+
 // ---- MCP
 const textOf = result => (result.content || []).filter(c => c.type === 'text').map(c => c.text).join('\n');
 
