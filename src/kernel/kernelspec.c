@@ -171,14 +171,13 @@ void kernelspec_remove(kernelspec *spec)
 
 /* ---- templates from --templates ---- */
 
-#define TEMPLATE_NAME_MAX 64
 #define TEMPLATE_PRELOAD_MAX 1000 /* what the zygote's --preload argument holds */
 #define TEMPLATE_POOL_MAX 1000
 
-static bool is_template_name(const char *name)
+bool kernelspec_is_name(const char *name)
 {
     size_t length = strlen(name);
-    if (length == 0 || length > TEMPLATE_NAME_MAX || !isalnum((unsigned char)name[0]))
+    if (length == 0 || length > KERNELSPEC_NAME_MAX || !isalnum((unsigned char)name[0]))
         return false;
     for (const char *c = name; *c; c++)
         if (!isalnum((unsigned char)*c) && !strchr("._-", *c))
@@ -225,11 +224,11 @@ static int parse_template(char *entry, kernelspec **made, char *why, size_t why_
     *modules++ = '\0';
     if ((pool = strchr(modules, ':')) != NULL)
         *pool++ = '\0';
-    if (!is_template_name(name)) {
+    if (!kernelspec_is_name(name)) {
         snprintf(why, why_size,
                  "'%.100s' is not a template name (up to %d letters, digits, '.', "
                  "'_' or '-', starting with a letter or digit)",
-                 name, TEMPLATE_NAME_MAX);
+                 name, KERNELSPEC_NAME_MAX);
         return -1;
     }
     if (kernelspec_find(name)) {

@@ -18,9 +18,13 @@ typedef struct zygote zygote;
    packages, each with its own preload list and warm pool. */
 #define KERNELSPEC_BUILT_IN "python3"
 #define KERNELSPEC_MAX 64
+/* A template's name: up to 64 letters, digits, '.', '_' or '-', starting with a letter or digit
+   (it names files under the data directory and is part of URLs). */
+#define KERNELSPEC_NAME_MAX 64
+bool kernelspec_is_name(const char *name);
 
 typedef struct kernelspec {
-    const char *name;         /* "python3" */
+    const char *name; /* "python3" */
     const char *display_name;
     const char *language;
     const char *preload; /* modules its zygote imports once for every kernel */
@@ -49,7 +53,7 @@ kernelspec *kernelspec_add(const kernelspec *fields, char *why, size_t why_size)
 void kernelspec_remove(kernelspec *spec);
 /* How templates get zygotes (the daemon's --zygote, --huge-code-pages, --template-zygotes). */
 typedef struct kernelspec_zygotes {
-    const char *data_dir;          /* their caches: DATA_DIR/zygote, DATA_DIR/zygote-NAME */
+    const char *data_dir; /* their caches: DATA_DIR/zygote, DATA_DIR/zygote-NAME */
     bool enabled;
     bool huge_code_pages;
     /* A template with files (template.view) gets one only with this: its zygote is a root

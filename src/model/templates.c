@@ -19,7 +19,6 @@
 #include "model/pool.h"
 #include "model/template_views.h"
 
-#define TEMPLATE_NAME_MAX 64
 #define MAX_TEMPLATES KERNELSPEC_MAX
 
 /* A template with files: its record (as DATA_DIR/templates/<name>.json keeps it), its view and
@@ -70,17 +69,6 @@ bool templates_is_base_name(const char *from)
     return false;
 }
 
-static bool is_template_name(const char *name)
-{
-    size_t length = strlen(name);
-    if (length == 0 || length > TEMPLATE_NAME_MAX || !isalnum((unsigned char)name[0]))
-        return false;
-    for (const char *c = name; *c; c++)
-        if (!isalnum((unsigned char)*c) && !strchr("._-", *c))
-            return false;
-    return true;
-}
-
 /* ---- the sandboxes of a template ---- */
 
 static json_t *sandboxes_of(const kernelspec *spec)
@@ -115,12 +103,12 @@ static bool in_use(const template_entry *t, char *why, size_t why_size)
 int templates_check_name(const char *name, bool replace, failure_kind *failure, char *why,
                          size_t why_size)
 {
-    if (!name || !is_template_name(name)) {
+    if (!name || !kernelspec_is_name(name)) {
         *failure = FAILURE_INVALID;
         snprintf(why, why_size,
                  "'%.100s' is not a template name: up to %d letters, digits, '.', '_' or '-', "
                  "starting with a letter or digit",
-                 name ? name : "", TEMPLATE_NAME_MAX);
+                 name ? name : "", KERNELSPEC_NAME_MAX);
         return -1;
     }
     template_entry *t = find_entry(name);
@@ -208,8 +196,8 @@ static bool is_valid_record(json_t *record, const char *file_name)
 {
     const char *name = json_string_value(json_object_get(record, "name"));
     json_t *layers = json_object_get(record, "layers");
-    char expected[TEMPLATE_NAME_MAX + 8];
-    if (!name || !is_template_name(name) || !json_is_array(layers) ||
+    char expected[KERNELSPEC_NAME_MAX + 8];
+    if (!name || !kernelspec_is_name(name) || !json_is_array(layers) ||
         json_array_size(layers) > TEMPLATES_MAX_LAYERS)
         return false;
     snprintf(expected, sizeof expected, "%s.json", name);
@@ -263,7 +251,7 @@ static int activate(template_entry *t, char *why, size_t why_size)
     char *env[TEMPLATES_MAX_ENV + 1] = {0};
     for (size_t i = 0; i < json_array_size(env_list) && i < TEMPLATES_MAX_ENV; i++)
         env[i] = (char *)json_string_value(json_array_get(env_list, i));
-    char display_name[TEMPLATE_NAME_MAX + 32];
+    char display_name[KERNELSPEC_NAME_MAX + 32];
     snprintf(display_name, sizeof display_name, "Python 3 (cellbox, %s)", entry_name(t));
     kernelspec fields = {.name = entry_name(t),
                          .display_name = display_name,
