@@ -32,8 +32,8 @@ endif
 DAEMON_SRCS := $(wildcard src/common/*.c src/http/*.c src/api/*.c src/kernel/*.c src/model/*.c src/sandbox/*.c src/daemon/*.c)
 DAEMON_MAIN := src/daemon/main.c
 LIB_SRCS    := $(filter-out $(DAEMON_MAIN),$(DAEMON_SRCS))
-KERNEL_SRCS := src/runtime/kernel_main.c src/runtime/kernel_python.c src/runtime/kernel_native.c src/runtime/zygote.c src/runtime/hot_pages.c \
-               src/runtime/huge_code.c
+# Every file of runtime/ but pid 1's (cellbox-init, below).
+KERNEL_SRCS := $(filter-out src/runtime/init_main.c,$(wildcard src/runtime/*.c))
 # The zygote enters sandboxes itself: it shares the daemon's sandbox code, built without sanitizers.
 KERNEL_SHARED := src/sandbox/sandbox.c src/sandbox/rootfs.c src/sandbox/landlock.c src/sandbox/seccomp_filter.c \
                  src/sandbox/supervisor.c
@@ -46,13 +46,16 @@ BIN         := $(BUILD)/bin
 SHARE       := $(BUILD)/share/cellbox
 PY_FILES    := $(wildcard src/runtime/python/cellbox_kernel/*.py) src/runtime/python/no_network_sitecustomize.py
 PY_OUT      := $(patsubst src/runtime/python/%,$(SHARE)/python/%,$(PY_FILES))
+# The JavaScript and TypeScript kernel (language_host.c runs it with Node).
+NODE_FILES  := $(wildcard src/runtime/node/*.js)
+NODE_OUT    := $(patsubst src/runtime/node/%,$(SHARE)/node/%,$(NODE_FILES))
 SPEC_FILES  := $(wildcard src/runtime/kernelspecs/*/*)
 SPEC_OUT    := $(patsubst src/runtime/kernelspecs/%,$(SHARE)/kernelspecs/%,$(SPEC_FILES))
 UNIT_BINS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 
 .PHONY: all build run test deps test-deps unit layers asan integration api cli pyclient clients security bench clean format
 all: build
-build: $(BIN)/cellboxd $(BIN)/cellbox $(BIN)/cellbox-kernel $(BIN)/cellbox-init $(PY_OUT) $(SPEC_OUT)
+build: $(BIN)/cellboxd $(BIN)/cellbox $(BIN)/cellbox-kernel $(BIN)/cellbox-init $(PY_OUT) $(NODE_OUT) $(SPEC_OUT)
 
 $(BUILD)/obj/src/runtime/%.o: src/runtime/%.c
 	@mkdir -p $(dir $@)
@@ -80,7 +83,7 @@ $(BUILD)/obj-kernel/%.o: %.c
 
 $(BIN)/cellbox-kernel: $(call OBJ,$(KERNEL_SRCS)) $(patsubst %.c,$(BUILD)/obj-kernel/%.o,$(KERNEL_SHARED))
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(PY_LIBS) -ljansson -lseccomp
+	$(CC) -o $@ $^ $(PY_LIBS) -ljansson -lseccomp -lzmq -lcrypto
 
 # pid 1 of every sandbox: static, libc only (exec'd once per sandbox; see supervisor.h).
 $(BIN)/cellbox-init: $(BUILD)/obj-kernel/src/runtime/init_main.o $(BUILD)/obj-kernel/src/sandbox/supervisor.o
@@ -88,6 +91,10 @@ $(BIN)/cellbox-init: $(BUILD)/obj-kernel/src/runtime/init_main.o $(BUILD)/obj-ke
 	$(CC) -static -o $@ $^
 
 $(SHARE)/python/%: src/runtime/python/%
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+$(SHARE)/node/%: src/runtime/node/%
 	@mkdir -p $(dir $@)
 	cp $< $@
 

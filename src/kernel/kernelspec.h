@@ -36,7 +36,25 @@ typedef struct kernelspec {
     rootfs_template template;
     char **env;
     const char *workdir;
+    /* What its kernels run inside the sandbox, NULL-terminated (/opt/cellbox is cellbox's
+       prefix there); they start by exec, never from a zygote. NULL: cellbox's Python kernel
+       (cellbox-kernel --channel-fd=3 --python-dir=...). JavaScript, TypeScript and Bash run
+       `cellbox-kernel --channel-fd=3 --language=...`; a Jupyter kernel installed on the host
+       runs `cellbox-kernel --channel-fd=3 --jupyter -- <its kernel.json argv>`. */
+    char **argv;
+    /* For a Jupyter kernel from the host: the directory of its kernel.json (its logos are
+       resources), NULL for cellbox's own. */
+    const char *resource_dir;
 } kernelspec;
+
+/* The kernelspec that runs `language` as E2B, /v1, MCP and the CLI name languages:
+   "python"/"python3" is `python_spec` (a sandbox's own Python template); "js", "javascript",
+   "node"; "ts", "typescript"; "bash", "sh", "shell"; "r"; else any kernelspec whose language or
+   name is `language` (case-insensitively). NULL when this daemon runs no such language. */
+const kernelspec *kernelspec_for_language(const char *language, const kernelspec *python_spec);
+/* "python, javascript, typescript, bash, r, ...": what a client may ask for, for error messages
+   ("language 'cobol' is not available: use python, javascript, ..."). */
+const char *kernelspec_language_list(void);
 
 /* Finds the kernel runtime (runtime_files.h) and makes the built-in template with these
    settings. Exits with a clear message if the runtime is missing. */

@@ -125,6 +125,12 @@ int main(int argc, char **argv)
     signal(SIGINT, SIG_IGN);
     if (argc > 1 && strcmp(argv[1], "--zygote") == 0)
         return zygote_main(argc - 1, argv + 1);
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strncmp(argv[i], "--language=", 11) == 0)
+            return language_host_main(argc, argv);
+        if (strcmp(argv[i], "--jupyter") == 0)
+            return jupyter_bridge_main(argc, argv);
+    }
     struct kernel_options options;
     if (parse_options(argc, argv, &options) != 0 || check_options(&options) != 0)
         return 2;

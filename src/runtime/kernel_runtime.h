@@ -18,4 +18,15 @@ int kernel_python_serve(int channel_fd);
    (kernel_python_start calls it). */
 int kernel_native_register(void);
 
+/* language_host.c: the kernels that are not Python, chosen by main() when argv names one:
+     cellbox-kernel --channel-fd=N --language=bash
+     cellbox-kernel --channel-fd=N --language=javascript|typescript --share-dir=DIR
+   (DIR: cellbox's share directory inside the sandbox, holding node/kernel.js). */
+int language_host_main(int argc, char **argv);
+/* jupyter_bridge.c: any installed Jupyter kernel, spoken to over its ZMQ channels:
+     cellbox-kernel --channel-fd=N --jupyter [--interrupt-mode=signal|message] -- ARGV...
+   ARGV is the kernelspec's argv; "{connection_file}" in it is replaced by the file the bridge
+   writes. */
+int jupyter_bridge_main(int argc, char **argv);
+
 #endif
