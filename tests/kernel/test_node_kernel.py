@@ -167,6 +167,11 @@ def test_promise_value_is_awaited(js):
     assert result_text(js.execute("Promise.resolve({x: 1})")) == "{ x: 1 }"
 
 
+def test_a_cell_that_is_an_object_literal_shows_the_object(js):
+    assert result_text(js.execute("{a: 1, b: [2]}")) == "{ a: 1, b: [ 2 ] }"
+    assert js.execute("{ let inBlock = 1 }").of_type("execute_result") == []
+
+
 def test_undefined_and_declarations_show_no_result(js):
     for code in ("undefined", "let nothing = 1", "function h() {}", "if (true) { 5 }"):
         assert js.execute(code).of_type("execute_result") == [], code
@@ -315,6 +320,9 @@ def test_require_finds_debian_packages_and_the_cwd_node_modules(launcher):
                                      "import {join} from 'node:path'\n[thing.answer, path.sep, join('a', 'b')]")) \
             == "[ 42, '/', 'a/b' ]"
         assert result_text(k.execute("[thing.answer, typeof join]")) == "[ 42, 'function' ]"
+        assert result_text(k.execute("(await import('local-thing')).default.answer")) == "42"
+        assert result_text(k.execute("const load = () => import('acorn'); typeof (await load()).parse")) \
+            == "'function'"
     finally:
         k.close()
         shutil.rmtree(home, ignore_errors=True)

@@ -8,7 +8,11 @@
 //     async arrow function, its declared names hoisted to `var`s outside it and its
 //     declarations turned into assignments, so they persist too;
 //   - `import x from "m"` and friends become `await __cellbox_import__("m")` (static imports
-//     are not allowed in a script);
+//     are not allowed in a script), and `import("m")` becomes `__cellbox_import__("m")` (in a
+//     vm.Script, import() needs --experimental-vm-modules); both resolve from the working
+//     directory (modules.js);
+//   - a cell that is one object literal (`{a: 1}`) is that object, as in Node's REPL, not a
+//     block;
 //   - the last statement, if it is an expression, is the cell's value (the script's completion
 //     value, or the async function's return value).
 //
@@ -124,9 +128,26 @@ function declaredNames(statement) {
   }
 }
 
-// Applies [position, deleteCount, text] edits (at distinct top-level statements) to `source`.
+// The import() expressions anywhere in `node`, inside functions too.
+function importCalls(node, found) {
+  if (node === null || typeof node !== 'object') return found;
+  if (Array.isArray(node)) {
+    for (const child of node) importCalls(child, found);
+    return found;
+  }
+  if (node.type === 'ImportExpression') found.push(node);
+  for (const key of Object.keys(node)) {
+    if (key === 'loc') continue;
+    const value = node[key];
+    if (value !== null && typeof value === 'object') importCalls(value, found);
+  }
+  return found;
+}
+
+// Applies [position, deleteCount, text] edits to `source`, last first. Two at one position (an
+// import() that is also the cell's value): the replacement goes first, the insertion before it.
 function applyEdits(source, edits) {
-  edits.sort((a, b) => b[0] - a[0]);
+  edits.sort((a, b) => b[0] - a[0] || b[1] - a[1]);
   let result = source;
   for (const [position, deleteCount, text] of edits)
     result = result.slice(0, position) + text + result.slice(position + deleteCount);
@@ -180,12 +201,28 @@ function rewriteAsync(source, body, edits, returnsValue) {
   return `${declare}(async () => { ${publish}${applyEdits(source, edits)}\n})()`;
 }
 
+// `{a: 1}` alone is a block in a script; Node's REPL shows it as an object, and so does a cell.
+function objectLiteralCell(source) {
+  if (!/^\s*\{/.test(source) || !/\}\s*$/.test(source)) return null;
+  const wrapped = `(${source}\n)`;
+  let program;
+  try {
+    program = parse(wrapped);
+  } catch (error) {
+    return null; // a block after all ({ let x = 1 })
+  }
+  if (program.body.length !== 1 || importCalls(program.body, []).length || awaitsAtTopLevel(program.body)) return null;
+  return { code: wrapped, isAsync: false, hasValue: true };
+}
+
 // { code, isAsync, hasValue } for `source`; throws acorn's SyntaxError (with .loc) when it does
 // not parse.
 function rewrite(source) {
+  const objectLiteral = objectLiteralCell(source);
+  if (objectLiteral !== null) return objectLiteral;
   const program = parse(source);
   const body = program.body;
-  const edits = [];
+  const edits = importCalls(body, []).map((call) => [call.start, 'import'.length, IMPORT_HELPER]);
   // `export` has no meaning in a cell: the declaration after it is kept.
   for (const statement of body) {
     if (statement.type === 'ExportNamedDeclaration' && statement.declaration) {

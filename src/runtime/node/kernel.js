@@ -8,7 +8,8 @@
 // does for Python: status busy, execute_input, output, the reply, status idle for each request.
 // Cells run in this process's own V8 context (vm.Script), rewritten by cell.js so that their
 // declarations persist; output goes straight to fd 1/2, never as `stream` messages.
-// SIGINT interrupts a cell (breakOnSigint for synchronous code; an awaited cell is abandoned).
+// SIGINT interrupts a cell (breakOnSigint for a synchronous cell; a cell with a top-level await
+// is abandoned where it waits).
 
 const util = require('util');
 const vm = require('vm');
@@ -114,16 +115,18 @@ async function runCell(source, count) {
     const message = error.message.replace(/ \(\d+:\d+\)$/, '');
     throw new CellSyntaxError(display.describeSyntaxError(filename, javascript, error.loc.line, error.loc.column, message));
   }
-  const script = new vm.Script(rewritten.code, {
-    filename,
-    importModuleDynamically: (specifier) => modules.cellImport(specifier),
-  });
+  const script = new vm.Script(rewritten.code, { filename });
   let interrupt;
   const interrupted = new Promise((resolve, reject) => { interrupt = reject; });
   interrupted.catch(() => {});
   running = { interrupt: () => interrupt(INTERRUPTED) };
   try {
-    let value = script.runInThisContext({ breakOnSigint: true, displayErrors: false });
+    // breakOnSigint takes SIGINT from our listener while the script runs, and a signal that
+    // lands as the script returns is lost (Node's watchdog drops it): an await that follows
+    // would never hear it. So only a cell without a top-level await uses it; an async cell's
+    // SIGINT always reaches the listener, which ends the await (a loop that never yields is
+    // the daemon's to kill).
+    let value = script.runInThisContext({ breakOnSigint: !rewritten.isAsync, displayErrors: false });
     if (rewritten.isAsync || (rewritten.hasValue && isThenable(value))) value = await Promise.race([value, interrupted]);
     return { hasValue: rewritten.hasValue, value };
   } catch (error) {
