@@ -179,9 +179,10 @@ static int relay_node_frames(struct node_relay *relay)
             relay->broken = true;
             return 0;
         }
+        /* Noted after the send: a switch found by the send announces the state before it. */
+        int sent = kernel_channel_send_raw(relay->channel, in->data + 4, length);
         note_status(relay, frame);
         json_decref(frame);
-        int sent = kernel_channel_send_raw(relay->channel, in->data + 4, length);
         bytes_consume(in, 4 + (size_t)length);
         if (sent != 0)
             return -1;
