@@ -356,6 +356,12 @@ static int run_node(const struct language_options *options, bool typescript)
     /* The daemon is gone: no one is left to serve, so Node goes too. */
     kill(relay.node.pid, SIGKILL);
     (void)waitpid(relay.node.pid, NULL, 0);
+    close(relay.node_socket);
+    close(relay.node.pidfd);
+    kernel_channel_close(relay.channel);
+    free(relay.from_node.data);
+    free(relay.to_node.data);
+    json_decref(relay.last_parent);
     return 0;
 }
 
