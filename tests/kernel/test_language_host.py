@@ -174,3 +174,28 @@ def test_node_kernel_through_the_host():
         assert "printed\n" in k.output["stdout"].decode()
     finally:
         k.close()
+
+
+def test_adoption_while_a_bash_cell_runs():
+    """The first frame on the new channel is busy with the running cell as parent; the cell's
+    reply and idle then go to the new daemon."""
+    k = LanguageKernel(["--channel-fd=3", "--language=bash"])
+    try:
+        k.wait_starting()
+        request = k.send("shell", "execute_request",
+                         {"code": "echo started; sleep 30; echo after", "silent": False})
+        k.wait_output("stdout", "started\n")
+        k.wait_process("sleep")
+        old = adopt(k)
+        first = k.recv()
+        assert first["header"]["msg_type"] == "status"
+        assert first["content"] == {"execution_state": "busy"}
+        assert first["parent_header"] == request["header"]
+        k.interrupt()
+        exchange = k.collect(request)
+        assert exchange.reply["content"]["status"] == "error"
+        while old.recv(1 << 16):  # busy and execute_input, then the end of the old channel
+            pass
+        old.close()
+    finally:
+        k.close()
