@@ -11,6 +11,7 @@ import base64
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -55,7 +56,9 @@ class NodeKernel(KernelProcess):
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=kernel_environ(self.home), close_fds=False, cwd=cwd or self.home,
-            preexec_fn=lambda: os.dup2(theirs.fileno(), 3))
+            # A group of its own, which interrupt() signals whole, as cellboxd does: through
+            # cellbox-kernel (which ignores SIGINT) the signal reaches node that way.
+            start_new_session=True, preexec_fn=lambda: os.dup2(theirs.fileno(), 3))
         theirs.close()
         self.sock = ours
         self.session = uuid.uuid4().hex
@@ -63,6 +66,14 @@ class NodeKernel(KernelProcess):
         self.output = {"stdout": b"", "stderr": b""}
         for pipe in (self.proc.stdout, self.proc.stderr):
             os.set_blocking(pipe.fileno(), False)
+
+    def interrupt(self):
+        os.killpg(self.proc.pid, signal.SIGINT)  # the group this object's kernel leads
+
+    def close(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # node too, when cellbox-kernel runs it
+        super().close()
 
 
 LAUNCHERS = ["node"] + (["cellbox-kernel"] if language_host_built() else [])

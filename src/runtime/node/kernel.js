@@ -375,6 +375,15 @@ async function handle(request, aborting) {
   } catch (error) {
     log(`${msgType} failed: ${util.inspect(error)}`);
   }
+  if (abortAfterError) {
+    // Before idle, as ipykernel's _abort_queues: a request sent after the idle is never
+    // aborted. Frames already written to fd 3 are read in the loop's next poll phase; an
+    // immediate set now runs before it (this turn's check phase), so the second one runs after.
+    abortAfterError = false;
+    await new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
+    for (const waiting of shellQueue)
+      if (waiting.header.msg_type === 'execute_request') abortedRequests.add(waiting);
+  }
   const idle = channel.message('iopub', 'status', { execution_state: 'idle' }, request);
   if (exitAfterIdle) frames.send(idle, () => process.exit(0));
   else frames.send(idle);
@@ -390,13 +399,6 @@ async function serveShell() {
   while (shellQueue.length) {
     const request = shellQueue.shift();
     await handle(request, abortedRequests.has(request));
-    if (abortAfterError) {
-      abortAfterError = false;
-      // Frames already written to fd 3 arrive in the next poll: one turn of the loop first.
-      await new Promise((resolve) => setImmediate(resolve));
-      for (const waiting of shellQueue)
-        if (waiting.header.msg_type === 'execute_request') abortedRequests.add(waiting);
-    }
   }
   serving = false;
 }
