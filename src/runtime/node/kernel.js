@@ -215,7 +215,9 @@ function handleInternal(frame) {
   }
 }
 
-let abortAfterError = false;
+let abortAfterError = false; // the request being handled failed with stop_on_error
+const shellQueue = []; // shell requests not yet handled, in the order they came
+const abortedRequests = new WeakSet(); // those of them to answer `aborted`
 
 async function execute(request) {
   const content = request.content;
@@ -389,9 +391,7 @@ async function handle(request, aborting) {
   else frames.send(idle);
 }
 
-const shellQueue = [];
-const abortedRequests = new WeakSet();
-let serving = false;
+let serving = false; // serveShell is running the queue
 
 async function serveShell() {
   if (serving) return;
