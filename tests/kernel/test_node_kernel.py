@@ -305,6 +305,22 @@ def test_complete_global_and_member_names(js):
     assert "myObject" in reply["matches"]
 
 
+def test_inspect_shows_a_names_value(js):
+    ok(js.execute("const settings = {depth: 3}"))
+    reply = js.request("shell", "inspect_request", {"code": "settings", "cursor_pos": 4, "detail_level": 0}).reply
+    assert reply["content"]["found"] is True
+    assert "{ depth: 3 }" in reply["content"]["data"]["text/plain"]
+    reply = js.request("shell", "inspect_request", {"code": "noSuchName", "cursor_pos": 3}).reply
+    assert reply["content"]["found"] is False
+
+
+def test_request_metadata_environment_lasts_one_execution(js):
+    request = js.send("shell", "execute_request", {"code": "process.env.ONLY_NOW"},
+                      metadata={"cellbox": {"env": {"ONLY_NOW": "yes"}}})
+    assert result_text(js.collect(request)) == "'yes'"
+    assert result_text(js.execute("typeof process.env.ONLY_NOW")) == "'undefined'"
+
+
 def test_environment_frame_sets_variables_and_cwd(js):
     where = tempfile.mkdtemp(prefix="cellbox-test-node-cwd-")
     try:
@@ -348,6 +364,14 @@ def test_typescript_types_interface_enum(ts):
                   "const p: Point = { x: 1, y: 2 };\nfunction norm(q: Point): number { return q.x + q.y }"))
     assert result_text(ts.execute("[norm(p), Color.Green, Color[0]] as const")) == "[ 3, 1, 'Red' ]"
     assert result_text(ts.execute("const later: string = await Promise.resolve('ts'); later")) == "'ts'"
+
+
+def test_typescript_is_complete(ts):
+    def status(code):
+        return ts.request("shell", "is_complete_request", {"code": code}).reply["content"]["status"]
+    assert status("let n: number = 1") == "complete"
+    assert status("function f(x: number) {") == "incomplete"
+    assert status("let = = 1") == "invalid"
 
 
 def test_typescript_syntax_error_is_an_error_result(ts):
