@@ -144,9 +144,11 @@ def test_kernel_info_names_javascript_and_node(js):
     assert re.match(r"^\d+\.\d+\.\d+$", info["language_info"]["version"])
 
 
-def test_unknown_request_is_busy_idle_and_kernel_lives(js):
+def test_unknown_request_gets_an_error_reply_and_kernel_lives(js):
     exchange = js.request("shell", "no_such_request")
-    assert exchange.types() == ["status", "status"]
+    assert exchange.types() == ["status", "no_such_reply", "status"]
+    assert exchange.reply["content"]["status"] == "error"
+    assert exchange.reply["content"]["ename"] == "UnknownRequest"
     assert result_text(js.execute("40 + 2")) == "42"
 
 

@@ -371,8 +371,12 @@ async function handle(request, aborting) {
             { started: channel.timestamp(), dependencies_met: true, engine: channel.session, status: 'aborted' });
     } else if (Object.prototype.hasOwnProperty.call(handlers, msgType)) {
       await handlers[msgType](request);
+    } else if (msgType.endsWith('_request')) {
+      // A client waiting for a reply gets one that says why, instead of waiting forever.
+      const evalue = `the JavaScript kernel does not handle ${msgType}`;
+      reply(request, { status: 'error', ename: 'UnknownRequest', evalue, traceback: [`UnknownRequest: ${evalue}`] });
     } else {
-      log(`ignoring a ${msgType} (no handler for it), as ipykernel does`);
+      log(`ignoring a ${msgType}: not a request`);
     }
   } catch (error) {
     log(`${msgType} failed: ${util.inspect(error)}`);
