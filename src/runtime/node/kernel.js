@@ -53,6 +53,15 @@ function lineAndColumn(source, position) {
   return { line, column: position - (before.lastIndexOf('\n') + 1) };
 }
 
+// An import the cell itself does not use is kept (a later cell uses it): TypeScript 5 says so
+// with verbatimModuleSyntax and reports preserveValueImports as deprecated, an error; 4.x has
+// only the latter.
+function keepImports(ts) {
+  return Number(ts.versionMajorMinor.split('.')[0]) >= 5
+    ? { verbatimModuleSyntax: true }
+    : { preserveValueImports: true, isolatedModules: true };
+}
+
 // Types are stripped, not checked (transpileModule): a type error is not an error here.
 function transpile(source, filename) {
   const ts = typescript();
@@ -62,8 +71,7 @@ function transpile(source, filename) {
     compilerOptions: {
       target: ts.ScriptTarget.ES2022,
       module: ts.ModuleKind.ESNext, // imports stay imports; cell.js turns them into import()
-      preserveValueImports: true, // an import a later cell uses is kept
-      isolatedModules: true,
+      ...keepImports(ts),
       removeComments: false,
     },
   });
