@@ -368,6 +368,13 @@ def test_typescript_types_interface_enum(ts):
     assert result_text(ts.execute("const later: string = await Promise.resolve('ts'); later")) == "'ts'"
 
 
+def test_typescript_traceback_names_the_typescript_line(ts):
+    error = ts.execute("interface Shape {\n  sides: number\n}\nconst square: Shape = { sides: 4 };\n"
+                       "throw new RangeError('too many sides')").one("error")["content"]
+    assert error["ename"] == "RangeError"
+    assert any("cell[1]:5:" in line for line in error["traceback"]), error["traceback"]
+
+
 def test_typescript_is_complete(ts):
     def status(code):
         return ts.request("shell", "is_complete_request", {"code": code}).reply["content"]["status"]

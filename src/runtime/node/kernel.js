@@ -11,6 +11,7 @@
 // SIGINT interrupts a cell (breakOnSigint for a synchronous cell; a cell with a top-level await
 // is abandoned where it waits).
 
+const Module = require('module');
 const util = require('util');
 const vm = require('vm');
 
@@ -73,6 +74,7 @@ function transpile(source, filename) {
       module: ts.ModuleKind.ESNext, // imports stay imports; cell.js turns them into import()
       ...keepImports(ts),
       removeComments: false,
+      sourceMap: true, // a stack names the TypeScript cell's lines, not the compiled ones
     },
   });
   const failure = output.diagnostics.find((d) => d.category === ts.DiagnosticCategory.Error);
@@ -81,7 +83,32 @@ function transpile(source, filename) {
     const message = ts.flattenDiagnosticMessageText(failure.messageText, '\n');
     throw new CellSyntaxError(display.describeSyntaxError(filename, source, line, column, message));
   }
-  return output.outputText;
+  rememberSourceMap(filename, output.sourceMapText);
+  return output.outputText.replace(/\n\/\/# sourceMappingURL=\S*\s*$/, '\n');
+}
+
+// Each TypeScript cell's source map, by its file name (cell[N]): an error thrown later, from a
+// callback, may come from any earlier cell. The oldest go first past MAX_SOURCE_MAPS.
+const MAX_SOURCE_MAPS = 2000;
+const sourceMaps = new Map();
+
+function rememberSourceMap(filename, text) {
+  try {
+    sourceMaps.set(filename, new Module.SourceMap(JSON.parse(text)));
+  } catch (error) {
+    return; // no map: the compiled lines are shown
+  }
+  if (sourceMaps.size > MAX_SOURCE_MAPS) sourceMaps.delete(sourceMaps.keys().next().value);
+}
+
+// `at cell[3]:2:7` in a traceback line, with the line and column of the TypeScript cell.
+function originalPosition(line) {
+  return line.replace(/(cell\[\d+\]):(\d+):(\d+)/g, (whole, filename, row, column) => {
+    const map = sourceMaps.get(filename);
+    const entry = map ? map.findEntry(Number(row) - 1, Number(column) - 1) : null;
+    if (!entry || typeof entry.originalLine !== 'number') return whole;
+    return `${filename}:${entry.originalLine + 1}:${entry.originalColumn + 1}`;
+  });
 }
 
 function typescriptCompleteness(source) {
@@ -148,7 +175,9 @@ async function runCell(source, count) {
 function describe(thrown) {
   if (thrown === INTERRUPTED) return INTERRUPTED;
   if (thrown instanceof CellSyntaxError) return thrown.description;
-  return display.describeError(thrown);
+  const error = display.describeError(thrown);
+  if (TYPESCRIPT) error.traceback = error.traceback.map(originalPosition);
+  return error;
 }
 
 // ---------------------------------------------------------------------- messages
