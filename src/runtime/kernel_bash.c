@@ -200,7 +200,7 @@ static enum wait_result wait_for_report(struct bash_kernel *kernel, char *value,
         }
         if (fds[1].revents & POLLIN)
             return SHELL_ENDED;
-        if ((fds[2].revents & (POLLIN | POLLHUP | POLLERR)) && read_channel(kernel) != 0)
+        if ((fds[2].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) && read_channel(kernel) != 0)
             return DAEMON_GONE;
     }
 }
@@ -710,7 +710,7 @@ static int serve(struct bash_kernel *kernel)
         }
         if (fds[1].revents & POLLIN)
             end_like_shell(kernel); /* killed while idle (an OOM kill, a `kill` from elsewhere) */
-        if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) && read_channel(kernel) != 0)
+        if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) && read_channel(kernel) != 0)
             return 0; /* the daemon is gone: there is no one left to serve */
     }
 }
@@ -722,7 +722,9 @@ int bash_kernel_run(int channel_fd)
     make_token(kernel.token, sizeof kernel.token);
     kernel.pending = json_array();
     kernel.channel = kernel_channel_open(channel_fd);
-    snprintf(kernel.directory, sizeof kernel.directory, "/tmp/cellbox-bash-XXXXXX");
+    /* The pid in the name says whose it is: what a killed kernel leaves can be found. */
+    snprintf(kernel.directory, sizeof kernel.directory, "/tmp/cellbox-bash-%d-XXXXXX",
+             (int)getpid());
     if (access(BASH_PATH, X_OK) != 0) {
         fprintf(stderr, "cellbox-kernel: " BASH_PATH " is not installed: the bash kernel runs "
                         "it\n");

@@ -113,6 +113,13 @@ static int parse_language_options(int argc, char **argv, struct language_options
         fprintf(stderr, "cellbox-kernel: --language needs --channel-fd=N, the daemon's channel\n");
         return -1;
     }
+    if (fcntl(options->channel_fd, F_GETFD) < 0) {
+        fprintf(stderr,
+                "cellbox-kernel: --channel-fd=%d is not an open file descriptor (%s); the "
+                "daemon must pass the channel socket on that fd\n",
+                options->channel_fd, strerror(errno));
+        return -1;
+    }
     return 0;
 }
 
@@ -296,7 +303,7 @@ static int relay_until_the_end(struct node_relay *relay)
                 continue;
             return -1;
         }
-        if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+        if (fds[1].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) {
             int end = read_from_node(relay);
             if (end < 0)
                 return -1;
@@ -309,7 +316,7 @@ static int relay_until_the_end(struct node_relay *relay)
                 return -1;
             end_like_node(relay);
         }
-        if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+        if (fds[0].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) {
             if (kernel_channel_read(relay->channel, queue_for_node, announce_after_switch, relay) !=
                 0)
                 return -1;

@@ -147,6 +147,7 @@ def test_a_whole_request_before_the_marker_still_runs():
 
 @pytest.mark.parametrize("args, why", [
     (["--language=bash"], "needs --channel-fd"),
+    (["--channel-fd=99", "--language=bash"], "is not an open file descriptor"),
     (["--channel-fd=3", "--language=cobol"], "is not one this kernel runs"),
     (["--channel-fd=3", "--language=javascript"], "needs --share-dir"),
     (["--channel-fd=3", "--language=javascript", "--share-dir=/nonexistent"], "no node/kernel.js"),
