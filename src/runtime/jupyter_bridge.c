@@ -42,6 +42,7 @@
    so an idle that arrives first is held until its reply has been relayed (or this long). */
 #define HELD_IDLE_MS 500
 #define REMEMBERED_REPLIES 8
+#define INTERRUPT_DEBOUNCE_MS 500
 
 struct bridge {
     kernel_channel *channel;
@@ -50,6 +51,7 @@ struct bridge {
     kernel_child child;
     int interrupt_by_message; /* --interrupt-mode=message: SIGINT becomes interrupt_request */
     int signal_fd;            /* SIGINT as a descriptor in message mode, else -1 */
+    long long last_interrupt_ms; /* when the last interrupt_request went out */
     json_t *busy_parent;      /* header of the request the kernel last said busy for, or NULL */
     json_t *held_idle;        /* an iopub idle waiting for its request's reply, or NULL */
     long long held_since;
@@ -119,30 +121,54 @@ static char *resolve_program(const char *name)
     return found;
 }
 
-/* The kernelspec's argv with "{connection_file}" replaced and argv[0] resolved. */
-static char **kernel_argv(char **spec_argv, int count, const char *connection_file)
+/* How many words a message-mode kernel's argv gets in front (see exec_ignoring_interrupts). */
+#define WRAPPER_WORDS 4
+
+/* The kernelspec's argv with "{connection_file}" replaced and argv[0] resolved; in message mode
+   behind `cellbox-kernel --jupyter --exec-ignoring-interrupts --`, so the kernel starts with
+   SIGINT ignored (kernel_child_start sets it back to the default, which would let the daemon's
+   SIGINT to the whole group kill a kernel that expects interrupt_request instead). */
+static char **kernel_argv(char **spec_argv, int count, const char *connection_file,
+                          int ignore_interrupts)
 {
-    char **argv = calloc((size_t)count + 1, sizeof *argv);
+    int skip = ignore_interrupts ? WRAPPER_WORDS : 0;
+    char **argv = calloc((size_t)(skip + count) + 1, sizeof *argv);
+    if (argv != NULL && ignore_interrupts) {
+        argv[0] = realpath("/proc/self/exe", NULL);
+        argv[1] = strdup("--jupyter");
+        argv[2] = strdup("--exec-ignoring-interrupts");
+        argv[3] = strdup("--");
+    }
     for (int i = 0; argv != NULL && i < count; i++) {
         const char *at = strstr(spec_argv[i], "{connection_file}");
+        char **word = &argv[skip + i];
         if (i == 0) {
-            argv[i] = resolve_program(spec_argv[0]);
+            *word = resolve_program(spec_argv[0]);
         } else if (at == NULL) {
-            argv[i] = strdup(spec_argv[i]);
-        } else if (asprintf(&argv[i], "%.*s%s%s", (int)(at - spec_argv[i]), spec_argv[i],
+            *word = strdup(spec_argv[i]);
+        } else if (asprintf(word, "%.*s%s%s", (int)(at - spec_argv[i]), spec_argv[i],
                             connection_file, at + strlen("{connection_file}")) < 0) {
-            argv[i] = NULL;
+            *word = NULL;
         }
-        if (argv[i] == NULL) {
+        if (*word == NULL || (i == 0 && skip > 0 && argv[0] == NULL)) {
             fprintf(stderr, "cellbox-kernel: cannot start %s: %s\n", spec_argv[i],
                     i == 0 ? "no such program on PATH" : "out of memory");
-            for (int j = 0; j < i; j++)
+            for (int j = 0; j < skip + count; j++)
                 free(argv[j]);
             free(argv);
             return NULL;
         }
     }
     return argv;
+}
+
+/* The message-mode wrapper (see kernel_argv): SIGINT ignored, which exec keeps, then the kernel. */
+static int exec_ignoring_interrupts(char **argv)
+{
+    signal(SIGINT, SIG_IGN);
+    execv(argv[0], argv);
+    fprintf(stderr, "cellbox-kernel: cannot run %s: %s\n", argv[0], strerror(errno));
+    return 127;
 }
 
 static void remove_connection_file(struct bridge *bridge)
@@ -173,13 +199,14 @@ static int start_kernel(struct bridge *bridge, char **spec_argv, int count)
         fprintf(stderr, "cellbox-kernel: %s\n", why);
         return -1;
     }
-    char **argv = kernel_argv(spec_argv, count, bridge->connection_file);
+    char **argv = kernel_argv(spec_argv, count, bridge->connection_file,
+                              bridge->interrupt_by_message);
     if (argv == NULL)
         return -1;
     int rc = kernel_child_start(&bridge->child, argv, NULL, 0, why, sizeof why);
     if (rc != 0)
         fprintf(stderr, "cellbox-kernel: cannot start %s: %s\n", argv[0], why);
-    for (int i = 0; i < count; i++)
+    for (int i = 0; argv[i] != NULL; i++)
         free(argv[i]);
     free(argv);
     return rc;
@@ -397,12 +424,19 @@ static int wait_until_ready(struct bridge *bridge)
     return 0;
 }
 
-/* SIGINT under --interrupt-mode=message: the kernel gets interrupt_request instead. */
+/* SIGINT under --interrupt-mode=message: the kernel gets interrupt_request instead. One per
+   INTERRUPT_DEBOUNCE_MS: ipykernel answers interrupt_request with SIGINT to its whole process
+   group, the bridge included, which must not turn into a second request, and a third... */
 static void handle_interrupt_signal(struct bridge *bridge)
 {
     struct signalfd_siginfo info;
+    int signalled = 0;
     while (read(bridge->signal_fd, &info, sizeof info) == (ssize_t)sizeof info)
+        signalled = 1;
+    if (signalled && now_ms() - bridge->last_interrupt_ms >= INTERRUPT_DEBOUNCE_MS) {
         send_own_request(bridge, JUPYTER_CONTROL, "interrupt_request");
+        bridge->last_interrupt_ms = now_ms();
+    }
 }
 
 /* Relays until the child ends (returns 1) or the daemon's channel closes (returns 0). */
@@ -459,6 +493,7 @@ static void relay_last_messages(struct bridge *bridge)
 static int parse_arguments(int argc, char **argv, int *channel_fd, int *by_message, int *first)
 {
     *channel_fd = -1, *by_message = 0, *first = argc;
+    int wrapper = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--") == 0) {
             *first = i + 1;
@@ -468,9 +503,13 @@ static int parse_arguments(int argc, char **argv, int *channel_fd, int *by_messa
             *channel_fd = atoi(argv[i] + 13);
         else if (strcmp(argv[i], "--interrupt-mode=message") == 0)
             *by_message = 1;
+        else if (strcmp(argv[i], "--exec-ignoring-interrupts") == 0)
+            wrapper = 1;
         else if (strcmp(argv[i], "--interrupt-mode=signal") != 0 && strcmp(argv[i], "--jupyter") != 0)
             fprintf(stderr, "cellbox-kernel: --jupyter ignores %s\n", argv[i]);
     }
+    if (wrapper && *first < argc)
+        exit(exec_ignoring_interrupts(argv + *first));
     if (*channel_fd < 0 || *first >= argc) {
         fprintf(stderr, "usage: cellbox-kernel --channel-fd=N --jupyter "
                         "[--interrupt-mode=signal|message] -- KERNEL-ARGV...\n");

@@ -237,7 +237,7 @@ def test_r_state_is_kept_across_cells(irkernel):
 # ---------------------------------------------------------------- signatures
 
 FAKE_KERNEL = r'''
-import hashlib, hmac, json, sys, uuid, zmq
+import hashlib, hmac, json, signal, sys, uuid, zmq
 connection = json.load(open(sys.argv[1]))
 key = connection["key"].encode()
 context = zmq.Context()
@@ -263,6 +263,10 @@ for _ in range(1000):
         split = frames.index(b"<IDS|MSG>")
         ids, header = frames[:split], json.loads(frames[split + 2])
         kind = header["msg_type"]
+        if kind == "interrupt_request":
+            ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+            send(iopub, [], "stream", {}, {"name": "stdout", "text":
+                 f"interrupt_request received; SIGINT {'ignored' if ignored else 'default'}\n"})
         send(iopub, [], "status", header, {"execution_state": "busy"})
         if kind == "execute_request":
             send(sock, ids, "execute_reply", header, {"status": "ok", "forged": True},
@@ -276,12 +280,18 @@ for _ in range(1000):
 '''
 
 
-def test_a_message_with_a_bad_signature_is_dropped():
+@pytest.fixture
+def fake_kernel():
     directory = tempfile.mkdtemp(prefix="cellbox-test-fake-kernel-")
     script = os.path.join(directory, "fake_kernel.py")
     with open(script, "w") as f:
         f.write(FAKE_KERNEL)
-    k = bridge([sys.executable, script, "{connection_file}"])
+    yield [sys.executable, script, "{connection_file}"]
+    shutil.rmtree(directory)
+
+
+def test_a_message_with_a_bad_signature_is_dropped(fake_kernel):
+    k = bridge(fake_kernel)
     try:
         exchange = k.execute("anything")
         replies = exchange.of_type("execute_reply")
@@ -292,4 +302,21 @@ def test_a_message_with_a_bad_signature_is_dropped():
         assert k.wait_exit(30) == 0
     finally:
         k.close()
-        shutil.rmtree(directory)
+
+
+def test_message_mode_turns_sigint_into_one_interrupt_request(fake_kernel):
+    k = bridge(fake_kernel, extra=["--interrupt-mode=message"])
+    try:
+        (kernel_pid,) = child_pids(k.proc.pid)
+        interrupt_group(k)
+        # The kernel got the request, and started with SIGINT ignored: the group's signal
+        # did not reach it as a default (deadly) SIGINT.
+        k.wait_output("stdout", "interrupt_request received; SIGINT ignored\n")
+        assert k.proc.poll() is None and child_pids(k.proc.pid) == [kernel_pid]
+        exchange = k.execute("anything")
+        assert "interrupt_reply" not in exchange.types(), "the bridge's own reply leaked"
+        assert stdout_of(k).count("interrupt_request received") == 1
+        k.send("control", "shutdown_request", {"restart": False})
+        assert k.wait_exit(30) == 0
+    finally:
+        k.close()
