@@ -136,7 +136,7 @@ def test_input_request_and_reply(ipykernel):
     deadline = time.monotonic() + 30
     while True:
         message = ipykernel.recv(max(0.0, deadline - time.monotonic()))
-        assert message is not None, "no input_request"
+        assert message is not None, f"no input_request; stderr: {ipykernel.stderr_text()}"
         if message["header"]["msg_type"] == "input_request":
             break
     assert message["channel"] == "stdin"
