@@ -364,3 +364,20 @@ def test_adoption_switch_says_idle_first_then_relays_on_the_new_channel(ipykerne
         assert result["content"]["data"]["text/plain"] == "42"
     finally:
         old.close()
+
+
+def test_r_interrupt_stops_a_sleep(irkernel):
+    request = irkernel.send("shell", "execute_request",
+                            {"code": "Sys.sleep(60)", "silent": False, "store_history": True,
+                             "user_expressions": {}, "allow_stdin": False,
+                             "stop_on_error": False})
+    busy = irkernel.recv(60.0)
+    assert busy["content"].get("execution_state") == "busy", busy
+    irkernel.recv(60.0)  # execute_input: the cell is running
+    time.sleep(0.5)
+    interrupt_group(irkernel)
+    exchange = irkernel.collect(request, timeout=30.0)
+    assert exchange.reply["content"]["status"] in ("error", "abort", "aborted"), \
+        exchange.reply["content"]
+    assert irkernel.proc.poll() is None
+    assert r_value(irkernel.execute("'after'", timeout=60))["text/plain"] == '[1] "after"'
