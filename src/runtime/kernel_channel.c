@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,12 @@ struct kernel_channel {
     char *inbox;        /* bytes read and not yet handed over as frames */
     size_t inbox_used;  /* bytes in inbox */
     size_t inbox_size;  /* bytes allocated */
+    /* The handlers of the last kernel_channel_read, which a send uses too (see there). */
+    kernel_channel_frame_handler on_frame;
+    kernel_channel_switch_handler on_switch;
+    void *arg;
+    bool reading;       /* inside a read: a send from a handler must not read again */
+    bool failed;        /* end of file or garbage seen (in a send's read): the next read says so */
 };
 
 kernel_channel *kernel_channel_open(int fd)
@@ -156,10 +163,14 @@ static size_t received_fds(struct msghdr *message, int *fds)
     return count;
 }
 
-int kernel_channel_read(kernel_channel *channel, kernel_channel_frame_handler on_frame,
-                        kernel_channel_switch_handler on_switch, void *arg)
+/* Reads what is there with the stored handlers. 0, or -1 (then also remembered in `failed`). */
+static int read_available(kernel_channel *channel)
 {
     static char chunk[READ_CHUNK];
+    kernel_channel_frame_handler on_frame = channel->on_frame;
+    void *arg = channel->arg;
+    if (channel->failed)
+        return -1;
     for (;;) {
         union {
             struct cmsghdr align;
@@ -175,26 +186,42 @@ int kernel_channel_read(kernel_channel *channel, kernel_channel_frame_handler on
             return 0;
         if (got < 0 && errno != ECONNRESET) {
             fprintf(stderr, "cellbox-kernel: reading the channel: %s\n", strerror(errno));
+            channel->failed = true;
             return -1;
         }
         int fds[MAX_RECEIVED_FDS];
         size_t fd_count = got > 0 ? received_fds(&message, fds) : 0;
         if (fd_count > 0) {
             if (inbox_append(channel, chunk, (size_t)got - 1) != 0 ||
-                switch_channel(channel, fds, fd_count, on_frame, arg) != 0)
+                switch_channel(channel, fds, fd_count, on_frame, arg) != 0) {
+                channel->failed = true;
                 return -1;
-            if (on_switch != NULL)
-                on_switch(arg);
+            }
+            if (channel->on_switch != NULL)
+                channel->on_switch(arg);
             continue;
         }
-        if (got <= 0)
-            return -1; /* end of file: the daemon (and its keeper) let go of the kernel */
-        if (inbox_append(channel, chunk, (size_t)got) != 0 ||
-            split_frames(channel, on_frame, arg) != 0)
+        /* End of file: the daemon (and its keeper) let go of the kernel. */
+        if (got <= 0 || inbox_append(channel, chunk, (size_t)got) != 0 ||
+            split_frames(channel, on_frame, arg) != 0) {
+            channel->failed = true;
             return -1;
+        }
         if ((size_t)got < sizeof chunk)
             return 0; /* the socket had no more: another read would only say EAGAIN */
     }
+}
+
+int kernel_channel_read(kernel_channel *channel, kernel_channel_frame_handler on_frame,
+                        kernel_channel_switch_handler on_switch, void *arg)
+{
+    channel->on_frame = on_frame;
+    channel->on_switch = on_switch;
+    channel->arg = arg;
+    channel->reading = true;
+    int result = read_available(channel);
+    channel->reading = false;
+    return result;
 }
 
 /* ---------------------------------------------------------------- sending */
@@ -246,6 +273,13 @@ int kernel_channel_send_raw(kernel_channel *channel, const char *json, size_t le
     }
     unsigned char prefix[4] = {length & 0xff, (length >> 8) & 0xff, (length >> 16) & 0xff,
                                (length >> 24) & 0xff};
+    /* A new channel may be waiting: this frame then goes to the new daemon, after the status
+     * on_switch sends (docs/kernel-protocol.md "Adoption", step 2). */
+    if (channel->on_frame != NULL && !channel->reading) {
+        channel->reading = true;
+        (void)read_available(channel);
+        channel->reading = false;
+    }
     wait_output_drained();
     if (write_all(channel->fd, (const char *)prefix, sizeof prefix) != 0 ||
         write_all(channel->fd, json, length) != 0)

@@ -179,9 +179,10 @@ static int relay_node_frames(struct node_relay *relay)
             relay->broken = true;
             return 0;
         }
+        /* Noted after the send: a switch found by the send announces the state before it. */
+        int sent = kernel_channel_send_raw(relay->channel, in->data + 4, length);
         note_status(relay, frame);
         json_decref(frame);
-        int sent = kernel_channel_send_raw(relay->channel, in->data + 4, length);
         bytes_consume(in, 4 + (size_t)length);
         if (sent != 0)
             return -1;
@@ -260,8 +261,12 @@ static void announce_after_switch(void *arg)
 
 static _Noreturn void end_like_node(struct node_relay *relay)
 {
-    if (relay->broken)
+    if (relay->broken) {
+        /* Node's kernel broke the contract: not its own end, so not its status either. */
         kill(relay->node.pid, SIGKILL);
+        (void)waitpid(relay->node.pid, NULL, 0);
+        exit(1);
+    }
     struct pollfd exited = {.fd = relay->node.pidfd, .events = POLLIN};
     if (poll(&exited, 1, CHILD_EXIT_WAIT_MS) == 0) {
         fprintf(stderr, "cellbox-kernel: Node closed its channel but did not exit in %d s; "
