@@ -312,9 +312,12 @@ static void handle_iopub(struct bridge *bridge, json_t *message)
         const char *state = json_string_value(json_object_get(content, "execution_state"));
         if (state != NULL && strcmp(state, "starting") == 0)
             return; /* the bridge said starting once, when the kernel could take requests */
-        track_status(bridge, message);
     }
     relay_published(bridge, message);
+    /* Noted after the send: a switch taken inside it (kernel_channel_send looks for a new
+       channel first) must announce the state before this status, which follows it. */
+    if (strcmp(type, "status") == 0)
+        track_status(bridge, message);
 }
 
 /* Handles every message waiting on `socket`. */
