@@ -422,7 +422,8 @@ static int wait_until_ready(struct bridge *bridge)
         while (jupyter_wire_receive(&bridge->wire, JUPYTER_IOPUB, &message) != 0) {
             if (message != NULL && is_about_own_request(message))
                 iopub_joined = 1;
-            else if (message != NULL)
+            /* Before `starting` the daemon takes no frame; what the kernel prints still counts. */
+            else if (message != NULL && strcmp(message_type(message), "stream") == 0)
                 handle_iopub(bridge, message);
             json_decref(message);
             message = NULL;
