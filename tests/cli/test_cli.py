@@ -16,7 +16,7 @@ import threading
 
 import pytest
 
-from helpers.daemon import cli_binary, free_port
+from helpers.daemon import built, cli_binary, free_port
 from helpers.wait import wait_until
 
 TIMEOUT = 120
@@ -321,6 +321,17 @@ def test_exec_keeps_state_across_calls(cli, sid):
     assert cli.ok("exec", sid, "counter = 41").stdout == ""
     assert cli.ok("exec", sid, "counter += 1\nprint('counter is', counter)").stdout == "counter is 42\n"
     assert cli.ok("exec", sid, "counter * 2").stdout == "84\n"  # the cell's value
+
+
+def test_exec_language_runs_in_that_languages_context(cli, sid):
+    probe = subprocess.run([built("bin", "cellbox-kernel"), "--channel-fd=0", "--language=bash"],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=20)
+    if "not built yet" in probe.stderr:
+        pytest.skip("the bash kernel is not built on this branch")
+    cli.ok("exec", sid, "--language", "bash", "cd /tmp; WHO=bash")
+    assert cli.ok("exec", sid, "--lang", "sh", 'echo "$WHO in $PWD"').stdout == "bash in /tmp\n"
+    r = cli("exec", sid, "--language", "cobol", "x")
+    assert r.returncode != 0 and "python" in r.stderr and "bash" in r.stderr, explain(r)
 
 
 def test_exec_streams_stdout_and_stderr_apart(cli, sid):

@@ -234,3 +234,26 @@ def test_run_block_of_r(v1):
     r = expect(v1.post("v1/run", json={"language": "r", "code": "cat(6 * 7, '\\n')"}, timeout=120),
                200).json()
     assert r["exit_code"] == 0 and r["stdout"].endswith("42 \n"), r
+
+
+# ---- the Kernel Gateway API and R ----
+
+@needs_node
+def test_kernel_gateway_starts_a_javascript_kernel_by_name(languages_daemon):
+    c = languages_daemon.client()
+    k = c.create_kernel(name="javascript")
+    assert k["name"] == "javascript"
+    with c.ready_ws(k["id"]) as ws:
+        assert ws.execute("const answer = 6 * 7; answer").result_data()["text/plain"] == "42"
+
+
+@pytest.mark.skipif(not R or not kernel_built("--jupyter"), reason="no IRkernel, or no bridge here")
+def test_execute_in_r_through_its_jupyter_kernel_reuses_its_context(v1, fresh_box):
+    sid = fresh_box["id"]
+    v1.execute(sid, "x <- 6 * 7", language="r", timeout=120)
+    # IRkernel shows a value as display_data (text, html, markdown, latex), not execute_result
+    ev = v1.execute(sid, "x", language="r")
+    assert not ev.errors and [r["text"] for r in ev.results] == ["[1] 42"], ev
+    listed = expect(v1.get(f"v1/sandboxes/{sid}/contexts"), 200).json()
+    r = [c for c in listed if c["language"] == "r"]
+    assert len(r) == 1 and r[0]["kernelspec"] == "ir", listed
