@@ -97,15 +97,30 @@ static const struct tool {
      "Lists the sandboxes that exist: id, state (running, paused, dead), when they expire and "
      "their metadata.",
      "{\"type\": \"object\", \"properties\": {}}", true, false},
-    {"run_code", "Run Python code",
-     "Runs Python code in a sandbox's kernel, like a notebook cell: variables, imports and files "
+    {"run_code", "Run code",
+     "Runs code in a sandbox's kernel, like a notebook cell: variables, imports and files "
      "persist between calls. Returns what was printed, the value of the last expression, and the "
-     "error with its traceback if one was raised. matplotlib charts come back as images. numpy, "
-     "pandas and matplotlib are installed. Shell commands work with a leading '!'.",
+     "error with its traceback if one was raised. Languages: python (default; numpy, pandas and "
+     "matplotlib installed, charts come back as images, shell commands with a leading '!'), "
+     "javascript and typescript (Node.js), bash (sh), and r where the daemon's host has R. Each "
+     "language has its own kernel in the sandbox, all of them sharing its files.",
      "{\"type\": \"object\", \"properties\": {\"code\": {\"type\": \"string\", \"description\": "
-     "\"Python source to run.\"}, " SANDBOX_ID_PROPERTY ", \"timeout_s\": {\"type\": \"integer\", "
+     "\"Source to run.\"}, \"language\": {\"type\": \"string\", \"enum\": [\"python\", "
+     "\"javascript\", \"typescript\", \"bash\", \"sh\", \"r\"], \"description\": \"Default "
+     "python.\"}, \"context_id\": {\"type\": \"string\", \"description\": \"Run in this "
+     "context (create_context) instead of the language's default one; not with language.\"}, "
+     SANDBOX_ID_PROPERTY ", \"timeout_s\": {\"type\": \"integer\", "
      "\"minimum\": 1, \"description\": \"Interrupt the code after this many seconds.\"}}, "
      "\"required\": [\"code\"]}",
+     false, false},
+    {"create_context", "Create a code context",
+     "Starts another kernel in a sandbox, of any language (python, javascript, typescript, bash, "
+     "sh, r where the daemon's host has R), with state of its own but the sandbox's files; "
+     "returns its id for run_code's context_id.",
+     "{\"type\": \"object\", \"properties\": {\"language\": {\"type\": \"string\", "
+     "\"enum\": [\"python\", \"javascript\", \"typescript\", \"bash\", \"sh\", \"r\"], "
+     "\"description\": \"Default python.\"}, \"cwd\": {\"type\": \"string\", \"description\": "
+     "\"Absolute working directory (default /workspace).\"}, " SANDBOX_ID_PROPERTY "}}",
      false, false},
     {"run_command", "Run a shell command",
      "Runs a shell command (/bin/bash -c) inside a sandbox, in /workspace unless cwd is given, and "
@@ -145,10 +160,12 @@ static const struct tool {
      "{\"type\": \"object\", \"properties\": {" SANDBOX_ID_PROPERTY "}}", false, true},
     {"run", "Run once in a fresh sandbox",
      "Runs code once in a brand-new sandbox that is deleted afterwards (nothing persists). "
-     "Languages: python, bash, sh. Returns the exit code and the output (stdout and stderr "
-     "interleaved); a timeout gives exit code 124.",
+     "Languages: python, bash, sh, javascript, typescript, r (where the host has R). Returns "
+     "the exit code and the output (stdout and stderr interleaved); a timeout gives exit code "
+     "124.",
      "{\"type\": \"object\", \"properties\": {\"code\": {\"type\": \"string\"}, \"language\": "
-     "{\"type\": \"string\", \"enum\": [\"python\", \"bash\", \"sh\"]}, \"timeout_s\": {\"type\": "
+     "{\"type\": \"string\", \"enum\": [\"python\", \"bash\", \"sh\", \"javascript\", "
+     "\"typescript\", \"r\"]}, \"timeout_s\": {\"type\": "
      "\"integer\", \"minimum\": 1, \"description\": \"Default 30.\"}}, \"required\": [\"code\"]}",
      false, false},
 };
@@ -497,14 +514,82 @@ static void code_on_abandon(void *arg)
 
 static const execution_sink code_sink = {code_on_event, code_on_end};
 
+/* NULL after a false string_arg answered; `*value` NULL when absent. */
+static bool optional_string_arg(mcp_call *call, json_t *args, const char *name, const char **value)
+{
+    json_t *given = json_object_get(args, name);
+    *value = string_arg(call, args, name, false);
+    return *value || !given || json_is_null(given);
+}
+
+/* The sandbox's default context for `language` (made on first use); NULL with the call finished. */
+static kernel *language_context(mcp_call *call, box *b, const char *language)
+{
+    const kernelspec *spec = box_spec_for_language(b, language);
+    failure_kind failure;
+    char why[512];
+    kernel *context = spec ? box_context_for_language(b, spec, &failure, why, sizeof why) : NULL;
+    if (!spec)
+        finish_text(call, true, "language '%s' is not available: use %s", language,
+                    kernelspec_language_list());
+    else if (!context)
+        finish_text(call, true, "cannot start a %s kernel: %s", language, why);
+    return context;
+}
+
+static void create_context(mcp_call *call, json_t *args, char default_sandbox[64])
+{
+    const char *language, *cwd;
+    if (!optional_string_arg(call, args, "language", &language) ||
+        !optional_string_arg(call, args, "cwd", &cwd))
+        return;
+    if (cwd && (cwd[0] != '/' || strstr(cwd, ".."))) {
+        finish_text(call, true, "cwd must be an absolute path without '..'");
+        return;
+    }
+    box *b = sandbox_for(call, args, default_sandbox, true);
+    if (!b)
+        return;
+    const kernelspec *spec = box_spec_for_language(b, language ? language : "python");
+    if (!spec) {
+        finish_text(call, true, "language '%s' is not available: use %s", language,
+                    kernelspec_language_list());
+        return;
+    }
+    failure_kind failure;
+    char why[512];
+    kernel *k = box_add_context(b, spec, cwd ? cwd : "/workspace", &failure, why, sizeof why);
+    if (!k)
+        finish_text(call, true, "cannot start the context: %s", why);
+    else
+        finish_text(call, false, "sandbox %s has a new %s context in %s; pass its id as "
+                    "run_code's context_id: %s",
+                    box_id(b), spec->language, cwd ? cwd : "/workspace", kernel_id(k));
+}
+
 static void run_code(mcp_call *call, json_t *args, char default_sandbox[64])
 {
     const char *code = string_arg(call, args, "code", true);
     int timeout_s = code ? int_arg(call, args, "timeout_s", 1, 86400, 0) : -1;
     if (!code || timeout_s < 0)
         return;
+    const char *language, *context_id;
+    if (!optional_string_arg(call, args, "language", &language) ||
+        !optional_string_arg(call, args, "context_id", &context_id))
+        return;
+    if (language && context_id) {
+        finish_text(call, true, "give language or context_id, not both");
+        return;
+    }
     box *b = sandbox_for(call, args, default_sandbox, true);
     if (!b)
+        return;
+    kernel *context = context_id ? box_find_context(b, context_id)
+                                 : language_context(call, b, language ? language : "python");
+    if (context_id && !context)
+        finish_text(call, true, "context %s does not exist in sandbox %s: create_context makes one",
+                    context_id, box_id(b));
+    if (!context)
         return;
     code_run *run = calloc(1, sizeof *run);
     if (!run)
@@ -512,7 +597,7 @@ static void run_code(mcp_call *call, json_t *args, char default_sandbox[64])
     run->call = call;
     run->images = json_array();
     execution_request request = {.code = code, .timeout_s = timeout_s};
-    run->execution = execution_start(b, box_default_kernel(b), &request, &code_sink, run);
+    run->execution = execution_start(b, context, &request, &code_sink, run);
     mcp_call_on_abandon(call, code_on_abandon, run);
 }
 
@@ -994,8 +1079,13 @@ static void run_once(mcp_call *call, json_t *args)
         return;
     if (!language)
         language = "python";
-    if (strcmp(language, "python") != 0 && strcmp(language, "bash") != 0 && strcmp(language, "sh") != 0) {
-        finish_text(call, true, "language must be python, bash or sh");
+    static const char *const run_languages[] = {"python", "bash",       "sh", "javascript",
+                                                "typescript", "r", NULL};
+    size_t known = 0;
+    while (run_languages[known] && strcmp(run_languages[known], language) != 0)
+        known++;
+    if (!run_languages[known]) {
+        finish_text(call, true, "language must be python, bash, sh, javascript, typescript or r");
         return;
     }
     json_t *blocks = json_pack("[{s:s, s:s}]", "language", language, "code", code);
@@ -1022,6 +1112,8 @@ int mcp_tools_call(mcp_call *call, const char *name, json_t *arguments, char def
         list_templates(call);
     else if (strcmp(name, "run_code") == 0)
         run_code(call, arguments, default_sandbox);
+    else if (strcmp(name, "create_context") == 0)
+        create_context(call, arguments, default_sandbox);
     else if (strcmp(name, "run_command") == 0)
         run_command(call, arguments, default_sandbox);
     else if (strcmp(name, "read_file") == 0)
