@@ -97,13 +97,17 @@ static const struct tool {
      "Lists the sandboxes that exist: id, state (running, paused, dead), when they expire and "
      "their metadata.",
      "{\"type\": \"object\", \"properties\": {}}", true, false},
-    {"run_code", "Run Python code",
-     "Runs Python code in a sandbox's kernel, like a notebook cell: variables, imports and files "
+    {"run_code", "Run code",
+     "Runs code in a sandbox's kernel, like a notebook cell: variables, imports and files "
      "persist between calls. Returns what was printed, the value of the last expression, and the "
-     "error with its traceback if one was raised. matplotlib charts come back as images. numpy, "
-     "pandas and matplotlib are installed. Shell commands work with a leading '!'.",
+     "error with its traceback if one was raised. Languages: python (default; numpy, pandas and "
+     "matplotlib installed, charts come back as images, shell commands with a leading '!'), "
+     "javascript and typescript (Node.js), bash (sh), and r where the daemon's host has R. Each "
+     "language has its own kernel in the sandbox, all of them sharing its files.",
      "{\"type\": \"object\", \"properties\": {\"code\": {\"type\": \"string\", \"description\": "
-     "\"Python source to run.\"}, " SANDBOX_ID_PROPERTY ", \"timeout_s\": {\"type\": \"integer\", "
+     "\"Source to run.\"}, \"language\": {\"type\": \"string\", \"enum\": [\"python\", "
+     "\"javascript\", \"typescript\", \"bash\", \"sh\", \"r\"], \"description\": \"Default "
+     "python.\"}, " SANDBOX_ID_PROPERTY ", \"timeout_s\": {\"type\": \"integer\", "
      "\"minimum\": 1, \"description\": \"Interrupt the code after this many seconds.\"}}, "
      "\"required\": [\"code\"]}",
      false, false},
@@ -145,10 +149,12 @@ static const struct tool {
      "{\"type\": \"object\", \"properties\": {" SANDBOX_ID_PROPERTY "}}", false, true},
     {"run", "Run once in a fresh sandbox",
      "Runs code once in a brand-new sandbox that is deleted afterwards (nothing persists). "
-     "Languages: python, bash, sh. Returns the exit code and the output (stdout and stderr "
-     "interleaved); a timeout gives exit code 124.",
+     "Languages: python, bash, sh, javascript, typescript, r (where the host has R). Returns "
+     "the exit code and the output (stdout and stderr interleaved); a timeout gives exit code "
+     "124.",
      "{\"type\": \"object\", \"properties\": {\"code\": {\"type\": \"string\"}, \"language\": "
-     "{\"type\": \"string\", \"enum\": [\"python\", \"bash\", \"sh\"]}, \"timeout_s\": {\"type\": "
+     "{\"type\": \"string\", \"enum\": [\"python\", \"bash\", \"sh\", \"javascript\", "
+     "\"typescript\", \"r\"]}, \"timeout_s\": {\"type\": "
      "\"integer\", \"minimum\": 1, \"description\": \"Default 30.\"}}, \"required\": [\"code\"]}",
      false, false},
 };
@@ -503,16 +509,33 @@ static void run_code(mcp_call *call, json_t *args, char default_sandbox[64])
     int timeout_s = code ? int_arg(call, args, "timeout_s", 1, 86400, 0) : -1;
     if (!code || timeout_s < 0)
         return;
+    json_t *language_value = json_object_get(args, "language");
+    const char *language = string_arg(call, args, "language", false);
+    if (language_value && !json_is_null(language_value) && !language)
+        return; /* not a string: string_arg answered */
     box *b = sandbox_for(call, args, default_sandbox, true);
     if (!b)
         return;
+    const kernelspec *spec = box_spec_for_language(b, language ? language : "python");
+    failure_kind failure;
+    char why[512];
+    kernel *context = spec ? box_context_for_language(b, spec, &failure, why, sizeof why) : NULL;
+    if (!spec) {
+        finish_text(call, true, "language '%s' is not available: use %s", language,
+                    kernelspec_language_list());
+        return;
+    }
+    if (!context) {
+        finish_text(call, true, "cannot start a %s kernel: %s", language, why);
+        return;
+    }
     code_run *run = calloc(1, sizeof *run);
     if (!run)
         die("out of memory");
     run->call = call;
     run->images = json_array();
     execution_request request = {.code = code, .timeout_s = timeout_s};
-    run->execution = execution_start(b, box_default_kernel(b), &request, &code_sink, run);
+    run->execution = execution_start(b, context, &request, &code_sink, run);
     mcp_call_on_abandon(call, code_on_abandon, run);
 }
 
@@ -994,8 +1017,13 @@ static void run_once(mcp_call *call, json_t *args)
         return;
     if (!language)
         language = "python";
-    if (strcmp(language, "python") != 0 && strcmp(language, "bash") != 0 && strcmp(language, "sh") != 0) {
-        finish_text(call, true, "language must be python, bash or sh");
+    static const char *const run_languages[] = {"python", "bash",       "sh", "javascript",
+                                                "typescript", "r", NULL};
+    size_t known = 0;
+    while (run_languages[known] && strcmp(run_languages[known], language) != 0)
+        known++;
+    if (!run_languages[known]) {
+        finish_text(call, true, "language must be python, bash, sh, javascript, typescript or r");
         return;
     }
     json_t *blocks = json_pack("[{s:s, s:s}]", "language", language, "code", code);

@@ -18,12 +18,13 @@ void v1_create_context(http_request *request, box *b, const char *default_cwd)
         char why[512];
         failure_kind failure;
         kernel *k = NULL;
-        if (strcmp(language, "python") != 0 && strcmp(language, "python3") != 0)
-            http_respond_error(request, 400, "language '%s' is not available (python is)",
-                               language);
+        const kernelspec *spec = box_spec_for_language(b, language);
+        if (!spec)
+            http_respond_error(request, 400, "language '%s' is not available: use %s", language,
+                               kernelspec_language_list());
         else if (cwd[0] != '/' || strstr(cwd, ".."))
             http_respond_error(request, 400, "'cwd' must be an absolute path without '..'");
-        else if (!(k = box_add_context(b, cwd, &failure, why, sizeof why)))
+        else if (!(k = box_add_context(b, spec, cwd, &failure, why, sizeof why)))
             http_respond_error(request, errors_status_of_failure(failure),
                                "cannot start the context: %s", why);
         else

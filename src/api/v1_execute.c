@@ -1,10 +1,12 @@
 /* POST /v1/sandboxes/{id}/execute: a cell run in a context, its events streamed as NDJSON (the
-   shape of E2B's code-interpreter stream). */
+   shape of E2B's code-interpreter stream). A `language` without a context id runs in that
+   language's default context of the sandbox (box_context_for_language). */
 #include "api/v1_execute.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/errors.h"
 #include "api/request.h"
 #include "common/log.h"
 #include "model/execution.h"
@@ -53,6 +55,9 @@ void v1_execute(http_request *request, box *b, bool color_by_default)
     int timeout_s = 0;
     bool color = color_by_default;
     kernel *context = NULL;
+    const kernelspec *spec = NULL;
+    failure_kind failure;
+    char why[512];
     if (!request_optional_string(request, body, "code", &code) ||
         !request_optional_bool(request, body, "color", &color) ||
         !request_optional_string(request, body, "context_id", &context_id) ||
@@ -66,11 +71,15 @@ void v1_execute(http_request *request, box *b, bool color_by_default)
         http_respond_error(request, 400, "'code' is required: the code to run");
     } else if (context_id && language) {
         http_respond_error(request, 400, "give 'context_id' or 'language', not both");
-    } else if (language && strcmp(language, "python") != 0 && strcmp(language, "python3") != 0) {
-        http_respond_error(request, 400, "language '%s' is not available (python is)", language);
+    } else if (language && !(spec = box_spec_for_language(b, language))) {
+        http_respond_error(request, 400, "language '%s' is not available: use %s", language,
+                           kernelspec_language_list());
     } else if (context_id && !(context = box_find_context(b, context_id))) {
         http_respond_error(request, 404, "context %s does not exist in sandbox %s", context_id,
                            box_id(b));
+    } else if (spec && !(context = box_context_for_language(b, spec, &failure, why, sizeof why))) {
+        http_respond_error(request, errors_status_of_failure(failure),
+                           "cannot start a %s context: %s", language, why);
     } else {
         if (!context)
             context = box_default_kernel(b);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/errors.h"
 #include "api/request.h"
@@ -16,11 +17,30 @@
 
 /* ---- the request ---- */
 
-static bool is_language(const char *language)
+/* A block's language as the runner (cellbox_kernel/script.py) names it, or NULL when this
+   daemon cannot run it: python, bash and sh always; javascript and typescript where Node is
+   installed (their kernelspecs exist), r where R is. */
+static const char *runner_language(const char *language)
 {
-    return strcmp(language, "python") == 0 || strcmp(language, "bash") == 0 ||
-           strcmp(language, "sh") == 0 || strcmp(language, "shell") == 0;
+    static const struct {
+        const char *alias, *language, *needs_program;
+    } names[] = {
+        {"python", "python", NULL},         {"python3", "python", NULL},
+        {"bash", "bash", NULL},             {"shell", "bash", NULL},
+        {"sh", "sh", NULL},                 {"javascript", "javascript", "/usr/bin/node"},
+        {"js", "javascript", "/usr/bin/node"}, {"typescript", "typescript", "/usr/bin/node"},
+        {"ts", "typescript", "/usr/bin/node"}, {"r", "r", "/usr/bin/Rscript"},
+        {"R", "r", "/usr/bin/Rscript"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(language, names[i].alias) == 0)
+            return !names[i].needs_program || access(names[i].needs_program, X_OK) == 0
+                       ? names[i].language
+                       : NULL;
+    return NULL;
 }
+
+#define RUN_LANGUAGES "python, bash, sh, javascript (js), typescript (ts) or r"
 
 /* Builds [{"language", "code"}] from `code`+`language` or `code_blocks`; NULL after a 400. */
 static json_t *blocks_from(http_request *request, json_t *body)
@@ -37,12 +57,14 @@ static json_t *blocks_from(http_request *request, json_t *body)
     json_t *blocks = json_array();
     if (code) {
         listed = NULL;
-        if (!is_language(language)) {
-            http_respond_error(request, 400, "language '%s' is not available: use python, bash or sh", language);
+        if (!runner_language(language)) {
+            http_respond_error(request, 400, "language '%s' is not available: use " RUN_LANGUAGES,
+                               language);
             json_decref(blocks);
             return NULL;
         }
-        json_array_append_new(blocks, json_pack("{s:s, s:s}", "language", language, "code", code));
+        json_array_append_new(blocks, json_pack("{s:s, s:s}", "language",
+                                                runner_language(language), "code", code));
         return blocks;
     }
     if (!json_is_array(listed) || json_array_size(listed) == 0) {
@@ -67,14 +89,14 @@ static json_t *blocks_from(http_request *request, json_t *body)
             }
         }
         const char *name = lang ? json_string_value(lang) : language;
-        if (!json_is_object(block) || !json_is_string(text) || !name || !is_language(name)) {
-            http_respond_error(request, 400, "'code_blocks[%zu]' must be {\"language\": python|bash|sh, "
-                               "\"code\": string}", i);
+        if (!json_is_object(block) || !json_is_string(text) || !name || !runner_language(name)) {
+            http_respond_error(request, 400, "'code_blocks[%zu]' must be {\"language\": " RUN_LANGUAGES
+                               ", \"code\": string}", i);
             json_decref(blocks);
             return NULL;
         }
-        json_array_append_new(blocks, json_pack("{s:s, s:O}", "language",
-                                                strcmp(name, "shell") == 0 ? "bash" : name, "code", text));
+        json_array_append_new(blocks, json_pack("{s:s, s:O}", "language", runner_language(name),
+                                                "code", text));
     }
     return blocks;
 }

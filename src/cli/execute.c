@@ -1,4 +1,4 @@
-/* cellbox exec and cellbox sh: code in a sandbox's Python kernel, a shell command in the
+/* cellbox exec and cellbox sh: code in a sandbox's kernel (Python, or another language's), a shell command in the
  * sandbox; both answers are NDJSON streams shown live, event by event. */
 #include <errno.h>
 #include <getopt.h>
@@ -19,7 +19,9 @@ static const char exec_usage[] =
     "usage: cellbox exec ID CODE [OPTIONS]\n"
     "       cellbox exec ID -f FILE [OPTIONS]     (FILE - reads stdin)\n"
     "\n"
-    "Runs Python code in the sandbox's kernel; variables stay for the next exec. Output is\n"
+    "Runs code in the sandbox's kernel (Python unless --language names another: javascript,\n"
+    "typescript, bash, r, each in that language's own kernel in the same sandbox); variables\n"
+    "stay for the next exec. Output is\n"
     "shown as it comes: stdout and stderr to yours, the cell's value to stdout, a traceback\n"
     "to stderr (in colour only when stderr is a terminal and NO_COLOR is not set). Images,\n"
     "SVG, HTML and PDF results are saved as result-<count>-<n>.<ext>.\n"
@@ -27,6 +29,8 @@ static const char exec_usage[] =
     "options:\n"
     "  -f, --file FILE     read the code from FILE\n"
     "  --context CID       run in that context (default: the sandbox's default context)\n"
+    "  --language LANG     run in LANG's context of the sandbox, made on first use\n"
+    "                      (python, javascript/js, typescript/ts, bash/sh, r)\n"
     "  --timeout SECONDS   interrupt the code after this long\n"
     "  --env K=V           an environment variable for this execution only (repeatable)\n"
     "  --out DIR           where to save results (default: the current directory)\n"
@@ -102,6 +106,7 @@ static int read_exec_request(int argc, char **argv, json_t *body, const char **o
 {
     static const struct option options[] = {
         {"file", required_argument, NULL, 'f'},    {"context", required_argument, NULL, 'c'},
+        {"language", required_argument, NULL, 'L'}, {"lang", required_argument, NULL, 'L'},
         {"timeout", required_argument, NULL, 'T'}, {"env", required_argument, NULL, 'e'},
         {"out", required_argument, NULL, 'o'},     {NULL, 0, NULL, 0},
     };
@@ -117,6 +122,7 @@ static int read_exec_request(int argc, char **argv, json_t *body, const char **o
         switch (option) {
         case 'f': file = optarg; break;
         case 'c': json_object_set_new(body, "context_id", json_string(optarg)); break;
+        case 'L': json_object_set_new(body, "language", json_string(optarg)); break;
         case 'o': *out_dir = optarg; break;
         case 'T':
             if (!args_count(optarg, &seconds))

@@ -14,14 +14,15 @@ static const char run_usage[] =
     "usage: cellbox run FILE [OPTIONS]          (FILE - reads stdin)\n"
     "       cellbox run -c CODE [OPTIONS]\n"
     "\n"
-    "Runs a Python, bash or sh script in a fresh sandbox that is removed afterwards, prints\n"
-    "its output and exits with its exit status. The language comes from --lang, else the\n"
-    "file's #! line, else its extension (.py, .sh, .bash); -c CODE is Python unless --lang\n"
-    "says otherwise. Your stdin is passed on when it is not a terminal.\n"
+    "Runs a Python, bash, sh, JavaScript, TypeScript or R script in a fresh sandbox that is\n"
+    "removed afterwards, prints its output and exits with its exit status. The language comes\n"
+    "from --lang, else the file's #! line, else its extension (.py, .sh, .bash, .js, .mjs,\n"
+    ".cjs, .ts, .R); -c CODE is Python unless --lang says otherwise. Your stdin is passed on\n"
+    "when it is not a terminal.\n"
     "\n"
     "options:\n"
     "  -c CODE             run CODE instead of a file\n"
-    "  --lang LANGUAGE     python, bash or sh\n"
+    "  --lang LANGUAGE     python, bash, sh, javascript (js), typescript (ts) or r\n"
     "  --timeout SECONDS   stop the script after this long (exit status 124)\n"
     "  --memory-mb N       memory limit in MiB\n";
 
@@ -33,13 +34,26 @@ static const char *language_of_shebang(const char *code)
     char line[256];
     snprintf(line, sizeof line, "%.*s", (int)(length < sizeof line ? length : sizeof line - 1),
              code);
-    if (strstr(line, "python"))
-        return "python";
-    if (strstr(line, "bash"))
-        return "bash";
-    if (strstr(line, "sh"))
-        return "sh";
+    /* the interpreter's name, first match wins: "bash" before "sh", "ts-node" before "node" */
+    static const struct {
+        const char *interpreter, *language;
+    } interpreters[] = {{"python", "python"},     {"bash", "bash"}, {"ts-node", "typescript"},
+                        {"node", "javascript"}, {"Rscript", "r"}, {"sh", "sh"}};
+    for (size_t i = 0; i < sizeof interpreters / sizeof *interpreters; i++)
+        if (strstr(line, interpreters[i].interpreter))
+            return interpreters[i].language;
     return NULL;
+}
+
+/* The names /v1/run takes (the daemon answers 400 for one its host cannot run). */
+static bool is_run_language(const char *language)
+{
+    static const char *const names[] = {"python", "bash",       "sh", "javascript", "js",
+                                        "typescript", "ts", "r",  "R", NULL};
+    for (size_t i = 0; names[i]; i++)
+        if (!strcmp(language, names[i]))
+            return true;
+    return false;
 }
 
 static const char *language_of_name(const char *file)
@@ -52,6 +66,12 @@ static const char *language_of_name(const char *file)
     /* Most .sh scripts in the wild lean on bash; a #!/bin/sh line picks sh before this. */
     if (!strcmp(dot, ".sh") || !strcmp(dot, ".bash"))
         return "bash";
+    if (!strcmp(dot, ".js") || !strcmp(dot, ".mjs") || !strcmp(dot, ".cjs"))
+        return "javascript";
+    if (!strcmp(dot, ".ts"))
+        return "typescript";
+    if (!strcmp(dot, ".R") || !strcmp(dot, ".r"))
+        return "r";
     return NULL;
 }
 
@@ -74,8 +94,11 @@ static int read_run_options(int argc, char **argv, run_options *chosen, json_t *
         switch (option) {
         case 'c': chosen->inline_code = optarg; break;
         case 'l':
-            if (strcmp(optarg, "python") && strcmp(optarg, "bash") && strcmp(optarg, "sh"))
-                return output_usage_error("run", "--lang is python, bash or sh, not '%s'", optarg);
+            if (!is_run_language(optarg))
+                return output_usage_error("run",
+                                          "--lang is python, bash, sh, javascript (js), "
+                                          "typescript (ts) or r, not '%s'",
+                                          optarg);
             chosen->language = optarg;
             break;
         case 'T':
@@ -126,7 +149,7 @@ static int read_run_request(int argc, char **argv, json_t *body)
         free(code);
         return output_usage_error("run",
                                   "cannot tell the language of %s: pass --lang python, "
-                                  "bash or sh",
+                                  "bash, sh, javascript, typescript or r",
                                   chosen.file);
     }
     json_t *text = json_stringn(code, length);

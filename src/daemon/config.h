@@ -46,6 +46,8 @@ typedef struct config {
     bool zygote;
     char *preload;
     char *templates;
+    char *kernelspec_path; /* where host Jupyter kernels' kernel.json are, ':'-separated */
+    char *language_pools;  /* "javascript:1,bash:1": warm pools of other languages */
     bool huge_code_pages;
     bool template_zygotes; /* zygotes for templates with files: runs their code as root */
     int pool_size;

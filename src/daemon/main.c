@@ -272,6 +272,8 @@ static void load_kernelspecs(const config *cfg)
     kernelspec_init(cfg->preload, cfg->pool_size);
     if (kernelspec_add_templates(cfg->templates, why, sizeof why) < 0)
         die("--templates: %s", why);
+    if (kernelspec_add_languages(cfg->kernelspec_path, cfg->language_pools, why, sizeof why) < 0)
+        die("--language-pools: %s", why);
 }
 
 /* The model (startup_run: the records, the keeper, what a previous daemon left, the warm pools),
@@ -310,8 +312,8 @@ static void start_sandboxes(const config *cfg, volume_kind workspace_kind, const
 static void check_default_kernel(const config *cfg)
 {
     if (!kernelspec_find(cfg->default_kernel))
-        die("--default-kernel %s is not a known kernelspec (python3 is, and the names of "
-            "--templates)",
+        die("--default-kernel %s is not a known kernelspec (python3 is, the names of "
+            "--templates, and javascript, typescript, bash and the host's Jupyter kernels)",
             cfg->default_kernel);
 }
 
@@ -360,9 +362,15 @@ static void log_sandbox_settings(const config *cfg, const uid_block *uids)
         "sandboxes: cgroup %s, workspaces on %s, zygote %s, warm pool of %d, uids %u-%u (block %d)",
         cgroup_version_name(), cfg->workspace_fs, cfg->zygote ? "on" : "off", cfg->pool_size,
         (unsigned)uids->first, (unsigned)(uids->first + UID_BLOCK_SIZE - 1), uids->number);
-    for (size_t i = 1; i < kernelspec_count(); i++)
-        log_info("template %s: preloads '%s', warm pool of %d", kernelspec_at(i)->name,
-                 kernelspec_at(i)->preload, kernelspec_at(i)->pool_size);
+    for (size_t i = 1; i < kernelspec_count(); i++) {
+        const kernelspec *spec = kernelspec_at(i);
+        if (spec->argv)
+            log_info("kernelspec %s (%s): %s, warm pool of %d", spec->name, spec->language,
+                     spec->resource_dir ? spec->resource_dir : "cellbox's own", spec->pool_size);
+        else
+            log_info("template %s: preloads '%s', warm pool of %d", spec->name, spec->preload,
+                     spec->pool_size);
+    }
 }
 
 /* The sandboxes end, or stay for the next daemon (SIGUSR2, or --keep-sandboxes); then the

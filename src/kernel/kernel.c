@@ -655,12 +655,15 @@ static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t wh
     kernel_descriptors d;
     if (open_kernel_descriptors(&d, why, why_size) < 0)
         return -1;
-    char *argv[] = {"/opt/cellbox/bin/cellbox-kernel", "--channel-fd=3",
-                    "--python-dir=/opt/cellbox/share/cellbox/python", NULL};
+    char *python_argv[] = {"/opt/cellbox/bin/cellbox-kernel", "--channel-fd=3",
+                           "--python-dir=/opt/cellbox/share/cellbox/python", NULL};
+    /* Another language's kernel runs its kernelspec's argv, always by exec (it has no zygote). */
+    char **argv = k->spec->argv ? k->spec->argv : python_argv;
     /* A request's variables never pass through the zygote, whose memory every later kernel
        inherits: a zygote kernel gets them over its own channel once it runs. Another context
        of a running sandbox starts by exec inside its namespaces. */
-    bool via_zygote = allow_zygote && !k->sandbox.host && zygote_is_ready(k->spec->zygote);
+    bool via_zygote = allow_zygote && !k->sandbox.host && !k->spec->argv &&
+                      zygote_is_ready(k->spec->zygote);
     environment env = {0};
     build_environment(&env, k, !via_zygote);
     sandbox_spec spec;

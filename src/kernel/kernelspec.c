@@ -35,12 +35,17 @@ static void free_spec(kernelspec *spec)
 {
     free((char *)spec->name);
     free((char *)spec->display_name);
+    free((char *)spec->language);
     free((char *)spec->preload);
     free((char *)spec->template.view);
     free((char *)spec->workdir);
     for (size_t i = 0; spec->env && spec->env[i]; i++)
         free(spec->env[i]);
     free(spec->env);
+    for (size_t i = 0; spec->argv && spec->argv[i]; i++)
+        free(spec->argv[i]);
+    free(spec->argv);
+    free((char *)spec->resource_dir);
     free(spec);
 }
 
@@ -50,7 +55,7 @@ void kernelspec_init(const char *preload, int pool_size)
     specs[0] = new_spec();
     *specs[0] = (kernelspec){.name = strdup(KERNELSPEC_BUILT_IN),
                              .display_name = strdup("Python 3 (cellbox)"),
-                             .language = "python",
+                             .language = strdup("python"),
                              .preload = strdup(preload),
                              .pool_size = pool_size};
     spec_count = 1;
@@ -89,11 +94,27 @@ static char *copy_or_null(const char *text)
     return copy;
 }
 
+/* A NULL-terminated copy of `list` (NULL for NULL). */
+static char **copy_list(char *const *list)
+{
+    if (!list)
+        return NULL;
+    size_t count = 0;
+    while (list[count])
+        count++;
+    char **copy = calloc(count + 1, sizeof *copy);
+    if (!copy)
+        die("out of memory");
+    for (size_t i = 0; i < count; i++)
+        copy[i] = copy_or_null(list[i]);
+    return copy;
+}
+
 /* One zygote per template, each with its own cache of preloaded pages in the data directory. */
 static void start_zygote(kernelspec *spec)
 {
-    if (!zygotes.started || !zygotes.enabled || spec->zygote)
-        return;
+    if (!zygotes.started || !zygotes.enabled || spec->zygote || spec->argv)
+        return; /* a kernel of another language starts by exec: there is no Python to preload */
     if (spec->template.view && !zygotes.for_templates_with_files) {
         log_info("template %s: its kernels start by exec, in their sandbox (no zygote of its "
                  "own: --template-zygotes is off, so none of its code runs outside a sandbox)",
@@ -137,20 +158,16 @@ kernelspec *kernelspec_add(const kernelspec *fields, char *why, size_t why_size)
     kernelspec *spec = new_spec();
     *spec = (kernelspec){.name = copy_or_null(fields->name),
                          .display_name = copy_or_null(fields->display_name),
-                         .language = fields->language,
+                         .language = copy_or_null(fields->language ? fields->language
+                                                                   : "python"),
                          .preload = copy_or_null(fields->preload ? fields->preload : ""),
                          .pool_size = fields->pool_size,
                          .template = {.view = copy_or_null(fields->template.view)},
-                         .workdir = copy_or_null(fields->workdir)};
-    size_t env_count = 0;
-    while (fields->env && fields->env[env_count])
-        env_count++;
-    if (env_count) {
-        if (!(spec->env = calloc(env_count + 1, sizeof *spec->env)))
-            die("out of memory");
-        for (size_t i = 0; i < env_count; i++)
-            spec->env[i] = copy_or_null(fields->env[i]);
-    }
+                         .workdir = copy_or_null(fields->workdir),
+                         .argv = copy_list(fields->argv),
+                         .resource_dir = copy_or_null(fields->resource_dir)};
+    if (fields->env && fields->env[0])
+        spec->env = copy_list(fields->env);
     specs[spec_count++] = spec;
     start_zygote(spec);
     return spec;
@@ -260,7 +277,7 @@ static int parse_template(char *entry, kernelspec **made, char *why, size_t why_
     kernelspec *spec = new_spec();
     *spec = (kernelspec){.name = strdup(name),
                          .display_name = display_name,
-                         .language = "python",
+                         .language = strdup("python"),
                          .preload = strdup(modules),
                          .pool_size = (int)pool_size};
     *made = spec;
@@ -293,13 +310,35 @@ static bool is_plain_file_name(const char *file)
     return *file && file[0] != '.' && !strchr(file, '/') && strlen(file) < 128;
 }
 
-/* Every template is Python: they all show the built-in one's files (its logos). */
+/* Where a kernelspec's resources (its logos) are: a host Jupyter kernel's own directory;
+   cellbox's Python templates all show python3's; JavaScript, TypeScript and Bash theirs where
+   the runtime ships one (share/cellbox/kernelspecs/NAME). */
+static void resource_dir_of(const kernelspec *spec, char *dir, size_t dir_size)
+{
+    if (spec->resource_dir)
+        snprintf(dir, dir_size, "%s", spec->resource_dir);
+    else
+        snprintf(dir, dir_size, "%s/%s", runtime_files_kernelspecs_dir(),
+                 spec->argv ? spec->name : KERNELSPEC_BUILT_IN);
+}
+
+/* A file a client may fetch: a plain name, and from a host kernel's directory only its logos
+   (that directory is the host's, with whatever else its package put there). */
+static bool is_resource_file(const kernelspec *spec, const char *file)
+{
+    if (!is_plain_file_name(file) || strcmp(file, "kernel.json") == 0)
+        return false;
+    return !spec->resource_dir || strncmp(file, "logo-", 5) == 0;
+}
+
 char *kernelspec_resource_path(const char *name, const char *file)
 {
-    if (!kernelspec_find(name) || !is_plain_file_name(file))
+    const kernelspec *spec = kernelspec_find(name);
+    if (!spec || !is_resource_file(spec, file))
         return NULL;
-    char *path;
-    if (asprintf(&path, "%s/%s/%s", runtime_files_kernelspecs_dir(), KERNELSPEC_BUILT_IN, file) < 0)
+    char dir[PATH_MAX], *path;
+    resource_dir_of(spec, dir, sizeof dir);
+    if (asprintf(&path, "%s/%s", dir, file) < 0)
         die("out of memory");
     if (access(path, R_OK) != 0) {
         free(path);
@@ -312,15 +351,14 @@ char *kernelspec_resource_path(const char *name, const char *file)
 static json_t *resources_model(const kernelspec *spec, const char *base_url)
 {
     json_t *resources = json_object();
-    char dir_path[PATH_MAX + 64];
-    snprintf(dir_path, sizeof dir_path, "%s/%s", runtime_files_kernelspecs_dir(),
-             KERNELSPEC_BUILT_IN);
+    char dir_path[PATH_MAX];
+    resource_dir_of(spec, dir_path, sizeof dir_path);
     DIR *dir = opendir(dir_path);
     if (!dir)
         return resources;
     struct dirent *entry;
     while ((entry = readdir(dir)) != NULL) {
-        if (!is_plain_file_name(entry->d_name) || strcmp(entry->d_name, "kernel.json") == 0)
+        if (!is_resource_file(spec, entry->d_name))
             continue;
         char key[128], url[512];
         snprintf(key, sizeof key, "%.100s", entry->d_name);
@@ -335,8 +373,34 @@ static json_t *resources_model(const kernelspec *spec, const char *base_url)
     return resources;
 }
 
+/* A kernel of another language: the argv it runs in the sandbox, and its variables. */
+static json_t *language_spec_model(const kernelspec *spec)
+{
+    json_t *argv = json_array(), *env = json_object();
+    for (size_t i = 0; spec->argv[i]; i++)
+        json_array_append_new(argv, json_string(spec->argv[i]));
+    for (size_t i = 0; spec->env && spec->env[i]; i++) {
+        const char *equals = strchr(spec->env[i], '=');
+        char *key = equals ? strndup(spec->env[i], (size_t)(equals - spec->env[i])) : NULL;
+        if (key)
+            json_object_set_new(env, key, json_string(equals + 1));
+        free(key);
+    }
+    bool by_message = false;
+    for (size_t i = 0; spec->argv[i] && strcmp(spec->argv[i], "--") != 0; i++)
+        by_message |= strcmp(spec->argv[i], "--interrupt-mode=message") == 0;
+    return json_pack("{s:o, s:o, s:s, s:s, s:s, s:{s:s, s:i}}", "argv", argv, "env", env,
+                     "display_name", spec->display_name, "language", spec->language,
+                     "interrupt_mode", by_message ? "message" : "signal", "metadata",
+                     "cellbox_runtime", spec->resource_dir ? "jupyter-bridge" : "language-host",
+                     "cellbox_pool_size", spec->pool_size);
+}
+
 json_t *kernelspec_model(const kernelspec *spec, const char *base_url)
 {
+    if (spec->argv)
+        return json_pack("{s:s, s:o, s:o}", "name", spec->name, "spec", language_spec_model(spec),
+                         "resources", resources_model(spec, base_url));
     char channel_arg[] = "--channel-fd=3";
     char python_arg[PATH_MAX + 16];
     snprintf(python_arg, sizeof python_arg, "--python-dir=%s", runtime_files_python_dir());

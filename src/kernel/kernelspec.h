@@ -1,4 +1,5 @@
-/* kernelspec — the kernels cellbox can start (its templates), and where their files live.
+/* kernelspec — the kernels cellbox can start (its templates, and the kernels of other languages:
+ * kernelspec_languages.c), and where their files live.
  *
  * python3 and the templates of --templates are made at start; templates with files of their own
  * (model/templates.h) are added and removed while the daemon runs. Each is a heap entry whose
@@ -62,6 +63,14 @@ void kernelspec_init(const char *preload, int pool_size);
 /* Adds the templates of --templates, "NAME:MODULES[:POOL]" separated by ';'. 0, or -1 with
    `why` naming the entry at fault (nothing is added then). */
 int kernelspec_add_templates(const char *text, char *why, size_t why_size);
+/* Called once at start, after the templates: cellbox's JavaScript and TypeScript (where
+   /usr/bin/node is installed) and Bash, then every DIR/NAME/kernel.json of `search_path`
+   (directories separated by ':'; python3 and names already taken are skipped, so are kernels
+   whose program is not under /usr, each with a log line), then `pools` ("NAME:SIZE,...": the
+   warm pool of each language's kernelspec). -1 with `why` when `pools` names no such kernelspec
+   or a bad size. */
+int kernelspec_add_languages(const char *search_path, const char *pools, char *why,
+                             size_t why_size);
 /* Adds a template made while the daemon runs (model/templates.h), copying `fields`' strings and
    env; its zygote starts as python3's did (kernelspec_start_zygotes). NULL with `why` when
    KERNELSPEC_MAX are there. */

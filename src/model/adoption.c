@@ -70,6 +70,14 @@ static int open_recorded_process(json_t *record, pid_t *pid)
 static void remember_adopted(const char *id);
 static keeper_entry *entry_for(keeper_entry *entries, size_t count, const char *id);
 
+/* A context runs its own kernelspec (another language's, or its sandbox's template). */
+static const kernelspec *spec_of_context(json_t *saved, kernel *primary)
+{
+    const char *name = json_string_value(json_object_get(saved, "kernelspec"));
+    const kernelspec *spec = name ? kernelspec_find(name) : NULL;
+    return spec ? spec : kernel_spec(primary);
+}
+
 /* The other contexts of an adopted sandbox: each is adopted as its default one was, or ended. */
 static void adopt_contexts(kernel *primary, json_t *saved_box, keeper_entry *entries,
                            size_t entry_count, int64_t gone_at_us)
@@ -88,7 +96,7 @@ static void adopt_contexts(kernel *primary, json_t *saved_box, keeper_entry *ent
             kernel_sandbox sandbox = *kernel_get_sandbox(primary);
             sandbox.host = primary;
             kernel_adoption adoption = {
-                .id = id, .spec = kernel_spec(primary), .workspace = kernel_workspace(primary),
+                .id = id, .spec = spec_of_context(saved, primary), .workspace = kernel_workspace(primary),
                 .env = box_env(box_of(primary)), .sandbox = sandbox, .pid = pid, .pidfd = pidfd,
                 .fds = {entry->fds[0], entry->fds[1], entry->fds[2]},
                 .previous_daemon_gone_at_us = gone_at_us};
@@ -96,7 +104,8 @@ static void adopt_contexts(kernel *primary, json_t *saved_box, keeper_entry *ent
         } else if (pidfd < 0) {
             snprintf(why, sizeof why, "its process is gone");
         }
-        if (k && box_adopt_context(box_of(primary), k, cwd) == 0) {
+        bool language_default = json_is_true(json_object_get(saved, "language_default"));
+        if (k && box_adopt_context(box_of(primary), k, cwd, language_default) == 0) {
             for (int fd = 0; fd < KEEPER_FDS; fd++)
                 entry->fds[fd] = -1; /* the kernel's now */
             remember_adopted(id);

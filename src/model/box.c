@@ -1,6 +1,7 @@
 #include "model/box.h"
 
 #include <alloca.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -206,9 +207,12 @@ json_t *box_persisted(const box *b)
         pid_t pid = kernel_pid(c->k);
         if (pid <= 0 || kernel_get_state(c->k) == KERNEL_DEAD)
             continue; /* nothing to adopt */
-        json_array_append_new(contexts, json_pack("{s:s, s:s, s:i, s:I}", "id", kernel_id(c->k),
-                                                  "cwd", c->cwd, "pid", (int)pid, "pid_start",
-                                                  (json_int_t)kernel_process_start_time(pid)));
+        json_array_append_new(
+            contexts, json_pack("{s:s, s:s, s:i, s:I, s:s, s:b}", "id", kernel_id(c->k), "cwd",
+                                c->cwd, "pid", (int)pid, "pid_start",
+                                (json_int_t)kernel_process_start_time(pid), "kernelspec",
+                                kernel_spec(c->k)->name, "language_default",
+                                c->language_default));
     }
     json_t *saved =
         json_pack("{s:O, s:O, s:i, s:I, s:I, s:b, s:b, s:b, s:o}", "metadata", b->metadata, "env",
@@ -221,12 +225,13 @@ json_t *box_persisted(const box *b)
     return saved;
 }
 
-int box_adopt_context(box *b, kernel *k, const char *cwd)
+int box_adopt_context(box *b, kernel *k, const char *cwd, bool language_default)
 {
     box_context *c = calloc(1, sizeof *c);
     if (!c || !(c->cwd = strdup(cwd)))
         die("out of memory");
     c->k = k;
+    c->language_default = language_default;
     kernel_set_box(k, b);
     c->next = b->contexts;
     b->contexts = c;
@@ -268,7 +273,8 @@ kernel *box_find_context(box *b, const char *context_id)
     return NULL;
 }
 
-kernel *box_add_context(box *b, const char *cwd, failure_kind *failure, char *why, size_t why_size)
+kernel *box_add_context(box *b, const kernelspec *spec, const char *cwd, failure_kind *failure,
+                        char *why, size_t why_size)
 {
     *failure = FAILURE_EXHAUSTED;
     if (!descriptors_available(CONTEXT_DESCRIPTORS, why, why_size))
@@ -282,8 +288,10 @@ kernel *box_add_context(box *b, const char *cwd, failure_kind *failure, char *wh
     sandbox.cwd = c->cwd;
     char id[UUID_STRING_LENGTH + 1];
     id_uuid4(id);
-    c->k = kernel_start(id, kernel_spec(b->primary), kernel_workspace(b->primary), b->env,
-                        &sandbox, why, why_size);
+    /* Another language's context is another kernel in the same sandbox: same files, same
+       limits, same network, its own process. */
+    c->k = kernel_start(id, spec ? spec : kernel_spec(b->primary), kernel_workspace(b->primary),
+                        b->env, &sandbox, why, why_size);
     if (!c->k) {
         free(c->cwd);
         free(c);
@@ -295,6 +303,30 @@ kernel *box_add_context(box *b, const char *cwd, failure_kind *failure, char *wh
     box_log_event(b, "context %s started", id);
     manager_record(b->primary); /* a context outlives the daemon with its sandbox */
     return c->k;
+}
+
+const kernelspec *box_spec_for_language(box *b, const char *language)
+{
+    const kernelspec *own = kernel_spec(b->primary);
+    return kernelspec_for_language(language, own->argv ? NULL : own);
+}
+
+kernel *box_context_for_language(box *b, const kernelspec *spec, failure_kind *failure,
+                                 char *why, size_t why_size)
+{
+    if (spec == kernel_spec(b->primary))
+        return b->primary;
+    for (box_context *c = b->contexts; c; c = c->next)
+        if (c->language_default && kernel_spec(c->k) == spec)
+            return c->k;
+    const char *cwd =
+        kernel_working_directory(b->primary) ? kernel_working_directory(b->primary) : "/workspace";
+    kernel *k = box_add_context(b, spec, cwd, failure, why, why_size);
+    if (k) {
+        b->contexts->language_default = true; /* box_add_context put it first */
+        manager_record(b->primary);
+    }
+    return k;
 }
 
 static void destroy_context(box_context *c)
@@ -330,8 +362,13 @@ json_t *box_context_model(box *b, kernel *context)
     for (box_context *c = b->contexts; c; c = c->next)
         if (c->k == context)
             cwd = c->cwd;
-    json_t *model = json_pack("{s:s, s:s, s:s, s:b, s:s}", "id", kernel_id(context), "language",
-                              "python", "cwd", cwd, "default", context == b->primary, "state",
+    char language[KERNELSPEC_NAME_MAX + 1]; /* as clients name it: IRkernel's "R" is "r" */
+    snprintf(language, sizeof language, "%s", kernel_spec(context)->language);
+    for (char *letter = language; *letter; letter++)
+        *letter = (char)tolower((unsigned char)*letter);
+    json_t *model = json_pack("{s:s, s:s, s:s, s:s, s:b, s:s}", "id", kernel_id(context),
+                              "language", language, "kernelspec", kernel_spec(context)->name,
+                              "cwd", cwd, "default", context == b->primary, "state",
                               kernel_state_name(kernel_get_state(context)));
     if (kernel_get_state(context) == KERNEL_DEAD && kernel_death_reason(context)[0])
         json_object_set_new(model, "reason", text_json_string(kernel_death_reason(context)));

@@ -57,7 +57,15 @@ void box_sample_usage(box *b, box_usage_sample *out);
 kernel *box_find_context(box *b, const char *context_id);
 /* NULL with `why` and what went wrong: exhausted near the daemon's open-file budget, internal
    otherwise. */
-kernel *box_add_context(box *b, const char *cwd, failure_kind *failure, char *why, size_t why_size);
+kernel *box_add_context(box *b, const kernelspec *spec, const char *cwd, failure_kind *failure,
+                        char *why, size_t why_size);
+/* The kernelspec that runs `language` in this sandbox ("python" is its own template when that
+   is Python, else python3; kernelspec_for_language for the rest), or NULL. */
+const kernelspec *box_spec_for_language(box *b, const char *language);
+/* The context an execute naming `spec`'s language runs in: the default one when it runs `spec`,
+   else that language's own context, started on first use and kept (E2B's server does this). */
+kernel *box_context_for_language(box *b, const kernelspec *spec, failure_kind *failure,
+                                 char *why, size_t why_size);
 int box_delete_context(box *b, kernel *context); /* -1 for the default context */
 json_t *box_context_model(box *b, kernel *context);
 json_t *box_contexts_model(box *b);
@@ -96,7 +104,7 @@ void box_kernel_deleted(kernel *k);
 json_t *box_persisted(const box *b);
 void box_restore(box *b, json_t *saved);
 /* An adopted kernel (kernel_adopt) becomes one of the box's other contexts again. 0. */
-int box_adopt_context(box *b, kernel *k, const char *cwd);
+int box_adopt_context(box *b, kernel *k, const char *cwd, bool language_default);
 
 /* Where the commands module (model/command.c) keeps a box's list of commands. */
 struct command;

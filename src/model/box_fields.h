@@ -16,6 +16,9 @@
 typedef struct box_context {
     kernel *k;
     char *cwd;
+    /* Made by box_context_for_language: the context an execute naming its language (without a
+       context id) runs in, as E2B's server keeps one per language. */
+    bool language_default;
     struct box_context *next;
 } box_context;
 

@@ -542,7 +542,7 @@ static json_t *options_model(const kernelspec *spec)
 json_t *templates_model(const char *name)
 {
     const kernelspec *spec = kernelspec_find(name);
-    if (!spec)
+    if (!spec || spec->argv) /* another language's kernelspec is not a template */
         return NULL;
     const template_entry *t = find_entry(name);
     return t && t->spec == spec ? entry_model(t, spec) : options_model(spec);
@@ -552,6 +552,7 @@ json_t *templates_list_model(void)
 {
     json_t *list = json_array();
     for (size_t i = 0; i < kernelspec_count(); i++)
-        json_array_append_new(list, templates_model(kernelspec_at(i)->name));
+        if (!kernelspec_at(i)->argv)
+            json_array_append_new(list, templates_model(kernelspec_at(i)->name));
     return list;
 }

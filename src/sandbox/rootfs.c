@@ -22,13 +22,14 @@ struct linux_dirent64 {
 #define RO_FLAGS (MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 /* Host files and directories the sandbox may read: the dynamic loader's cache, certificates,
-   fonts, alternatives, Python's and matplotlib's Debian configuration. Never /etc/ssl/private,
+   fonts, alternatives, Python's and matplotlib's Debian configuration, R's (/usr/lib/R/etc links
+   there: R cannot start without its ldpaths and Renviron). Never /etc/ssl/private,
    /etc/shadow, or anything with secrets. */
 static const char *const host_etc_entries[] = {
     "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl/certs", "ca-certificates",
     "ca-certificates.conf", "fonts", "alternatives", "matplotlibrc", "localtime", "mime.types",
     "python3", "python3.11", "bash.bashrc", "profile", "inputrc", "gai.conf", "protocols",
-    "services", "magic", "papersize",
+    "services", "magic", "papersize", "R",
 };
 
 /* /proc entries that expose the host kernel (Docker's masked and read-only lists). */

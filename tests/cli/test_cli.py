@@ -16,7 +16,7 @@ import threading
 
 import pytest
 
-from helpers.daemon import cli_binary, free_port
+from helpers.daemon import built, cli_binary, free_port
 from helpers.wait import wait_until
 
 TIMEOUT = 120
@@ -126,7 +126,7 @@ def test_version_and_help():
     (["exec", "some-id"], ["CODE"]),
     (["sh", "some-id"], ["COMMAND"]),
     (["run"], ["FILE"]),
-    (["run", "--lang", "ruby", "-c", "1"], ["python, bash or sh"]),
+    (["run", "--lang", "ruby", "-c", "1"], ["python, bash, sh, javascript (js), typescript (ts) or r"]),
     (["cp", "a", "b"], ["ID:PATH"]),
     (["cp", "x:a", "y:b"], ["both"]),
     (["logs", "id", "--limit", "many"], ["--limit"]),
@@ -321,6 +321,17 @@ def test_exec_keeps_state_across_calls(cli, sid):
     assert cli.ok("exec", sid, "counter = 41").stdout == ""
     assert cli.ok("exec", sid, "counter += 1\nprint('counter is', counter)").stdout == "counter is 42\n"
     assert cli.ok("exec", sid, "counter * 2").stdout == "84\n"  # the cell's value
+
+
+def test_exec_language_runs_in_that_languages_context(cli, sid):
+    probe = subprocess.run([built("bin", "cellbox-kernel"), "--channel-fd=0", "--language=bash"],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=20)
+    if "not built yet" in probe.stderr:
+        pytest.skip("the bash kernel is not built on this branch")
+    cli.ok("exec", sid, "--language", "bash", "cd /tmp; WHO=bash")
+    assert cli.ok("exec", sid, "--lang", "sh", 'echo "$WHO in $PWD"').stdout == "bash in /tmp\n"
+    r = cli("exec", sid, "--language", "cobol", "x")
+    assert r.returncode != 0 and "python" in r.stderr and "bash" in r.stderr, explain(r)
 
 
 def test_exec_streams_stdout_and_stderr_apart(cli, sid):
@@ -551,6 +562,25 @@ def test_run_python_and_bash_with_exit_codes(cli, workdir):
     assert cli.ok("run", "--lang", "sh", "-c", "echo plain sh").stdout == "plain sh\n"
     r = cli("run", "-c", "raise ValueError('bad value')")
     assert r.returncode == 1 and "ValueError" in r.stdout + r.stderr, explain(r)
+
+
+@pytest.mark.skipif(not os.access("/usr/bin/node", os.X_OK), reason="no node on this host")
+def test_run_javascript_and_typescript_by_extension_shebang_and_lang(cli, workdir):
+    js = os.path.join(workdir, "hello.mjs")
+    with open(js, "w") as f:
+        f.write("console.log('hello from node'); process.exit(4)\n")
+    r = cli("run", js)
+    assert r.returncode == 4 and r.stdout == "hello from node\n", explain(r)
+    ts = os.path.join(workdir, "typed.ts")
+    with open(ts, "w") as f:
+        f.write("const n: number = 41;\nconsole.log(n + 1);\n")
+    r = cli.ok("run", ts)
+    assert r.stdout == "42\n", explain(r)
+    script = os.path.join(workdir, "no-extension")
+    with open(script, "w") as f:
+        f.write("#!/usr/bin/env node\nconsole.log('by shebang')\n")
+    assert cli.ok("run", script).stdout == "by shebang\n"
+    assert cli.ok("run", "--lang", "js", "-c", "console.log(6 * 7)").stdout == "42\n"
 
 
 def test_run_json_and_timeout(cli):

@@ -7,7 +7,10 @@ asked for — comes back as one display_data of type application/vnd.cellbox.run
 Python blocks run in this (preloaded) interpreter, each in a fresh __main__ namespace, the way
 `python3 file.py` would run them: sys.exit(n) gives n, an uncaught exception prints its traceback
 and gives 1. Shell blocks run as `bash -c` / `sh -c` children writing straight into our stdout
-and stderr pipes. A KeyboardInterrupt (the daemon's timeout) stops the run with 124.
+and stderr pipes; JavaScript blocks as `node FILE`, TypeScript ones as `node FILE` after
+TypeScript's transpileModule (Debian's node-typescript), R ones as `Rscript FILE`, each FILE
+written to a private temporary directory. A KeyboardInterrupt (the daemon's timeout) stops the
+run with 124.
 """
 import base64
 import builtins
@@ -78,9 +81,13 @@ def _run_python(code, filename, stdin_text):
 
 
 def _run_shell(shell, code, stdin_text):
+    return _run_command([shell, "-c", code], stdin_text)
+
+
+def _run_command(argv, stdin_text):
     sys.stdout.flush()
     sys.stderr.flush()
-    child = subprocess.Popen([shell, "-c", code], stdin=subprocess.PIPE, stdout=1, stderr=2,
+    child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=1, stderr=2,
                              start_new_session=False)
     try:
         child.communicate(input=(stdin_text or "").encode())
@@ -90,6 +97,31 @@ def _run_shell(shell, code, stdin_text):
         raise
     code = child.returncode
     return code if code >= 0 else 128 - code
+
+
+# How a script of each language runs: its file's suffix and the command (FILE is its path).
+_SCRIPT_COMMANDS = {
+    "javascript": (".js", ["/usr/bin/node", "FILE"]),
+    "typescript": (".ts", ["/usr/bin/node", "-e", "\n".join([
+        "const ts = require('/usr/share/nodejs/typescript');",
+        "const fs = require('fs'), path = require('path').resolve(process.argv[1]);",
+        "const out = ts.transpileModule(fs.readFileSync(path, 'utf8'), {fileName: path,",
+        "  compilerOptions: {module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022}});",
+        "fs.writeFileSync(path + '.js', out.outputText);",
+        "process.argv.splice(1, 1, path + '.js');",
+        "require('module').runMain();"]), "FILE"]),
+    "r": (".R", ["/usr/bin/Rscript", "FILE"]),
+}
+
+
+def _run_script(language, code, index, stdin_text):
+    import tempfile
+    suffix, command = _SCRIPT_COMMANDS[language]
+    with tempfile.TemporaryDirectory(prefix="cellbox-run-") as directory:
+        path = os.path.join(directory, f"block_{index + 1}{suffix}")
+        with open(path, "w") as f:
+            f.write(code)
+        return _run_command([path if part == "FILE" else part for part in command], stdin_text)
 
 
 def _fetch(paths):
@@ -119,6 +151,8 @@ def run(request_text):
             try:
                 if language == "python":
                     code = _run_python(block["code"], f"block_{index + 1}.py", request.get("stdin"))
+                elif language in _SCRIPT_COMMANDS:
+                    code = _run_script(language, block["code"], index, request.get("stdin"))
                 else:
                     code = _run_shell("bash" if language == "bash" else "sh", block["code"],
                                       request.get("stdin"))
