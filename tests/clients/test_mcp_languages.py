@@ -20,7 +20,9 @@ TIMEOUT = 200
 OUTPUT = {JAVASCRIPT: "from js", TYPESCRIPT: None, BASH: "from bash", R: "from r"}
 
 
-def test_run_code_and_create_context_in_every_language(daemon):
+@pytest.fixture(scope="module")
+def scenario(daemon):
+    """The script's steps, run once for this module's tests: (langs, steps, detail)."""
     node = shutil.which("node")
     assert node, "node is not installed (scripts/install-deps.sh test installs it)"
     langs = [lang for lang in OUTPUT if not missing_runtime(lang)]
@@ -32,22 +34,36 @@ def test_run_code_and_create_context_in_every_language(daemon):
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     detail = f"exit {proc.returncode}\nstdout:\n{proc.stdout[-6000:]}\nstderr:\n{proc.stderr[-3000:]}"
     assert lines, f"no summary from mcp_languages.mjs\n{detail}"
-    steps = json.loads(lines[-1])["steps"]
-    failed = {name: s for name, s in steps.items() if not s["ok"]}
-    assert not failed, f"failed steps: {json.dumps(failed, indent=1)[:6000]}\n{detail}"
+    return langs, json.loads(lines[-1])["steps"], detail
 
-    tools = steps["connect"]
-    assert tools["create_context"] is not None and "language" in tools["create_context"]["properties"], tools
+
+def passed(steps, name, detail):
+    assert name in steps, f"step {name} never reported\n{detail}"
+    assert steps[name]["ok"], f"step {name} failed: {json.dumps(steps[name], indent=1)[:3000]}"
+    return steps[name]
+
+
+def test_run_code_in_every_language(scenario):
+    langs, steps, detail = scenario
+    tools = passed(steps, "connect", detail)
     for lang in langs:
         assert lang.name in (tools["run_code_languages"] or []), tools
-        value = steps[f"value_{lang.name}"]
+        value = passed(steps, f"value_{lang.name}", detail)
         assert not value["isError"] and "42" in value["text"], value
-        if OUTPUT[lang]:
+        if OUTPUT[lang]:  # the output, then the value
             assert OUTPUT[lang] in value["text"], value
             assert value["text"].index(OUTPUT[lang]) < value["text"].rindex("42"), value
-        error = steps[f"error_{lang.name}"]
+        error = passed(steps, f"error_{lang.name}", detail)
         assert error["isError"] and "mcp boom" in error["text"], error
-        context = steps[f"context_{lang.name}"]
+
+
+def test_create_context_with_a_language_keeps_state(scenario):
+    langs, steps, detail = scenario
+    tools = passed(steps, "connect", detail)
+    assert tools["create_context"] is not None, f"no create_context tool: {tools}"
+    assert "language" in tools["create_context"]["properties"], tools
+    for lang in langs:
+        context = passed(steps, f"context_{lang.name}", detail)
         assert not context["made"]["isError"] and context["context_id"], context
         assert not context["set"]["isError"], context
         assert not context["got"]["isError"] and "42" in context["got"]["text"], context

@@ -20,6 +20,7 @@ const isPng = base64 => !!base64 && Buffer.from(base64, 'base64').subarray(0, 8)
 function seen(execution) {
   return {
     text: execution.text ?? null,
+    texts: execution.results.map(r => r.text ?? null),
     stdout: execution.logs.stdout.join(''),
     stderr: execution.logs.stderr.join(''),
     html: execution.results.filter(r => r.html).map(r => r.html),
