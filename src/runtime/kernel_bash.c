@@ -265,7 +265,8 @@ static char *request_assignments(const json_t *request)
 
 static void remove_cell_files(struct bash_kernel *kernel)
 {
-    static const char *const names[] = {"cell.sh", "environment.sh", "check.sh"};
+    static const char *const names[] = {"cell.sh", "environment.sh", "check.sh",
+                                        "complete.sh", "completions"};
     char path[128];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", kernel->directory, names[i]);
@@ -513,6 +514,97 @@ static json_t *is_complete(struct bash_kernel *kernel, const json_t *request)
     return json_pack("{s:s}", "status", "invalid");
 }
 
+/* ---------------------------------------------------------------- completion */
+
+enum { MAX_COMPLETIONS = 200 };
+
+/* The byte offset of code point `cursor` in UTF-8 `code` (Jupyter counts cursors in code
+ * points); the text's length when the cursor is past its end. */
+static size_t byte_offset(const char *code, json_int_t cursor)
+{
+    size_t offset = 0;
+    for (json_int_t points = 0; code[offset] != '\0'; offset++) {
+        if (((unsigned char)code[offset] & 0xc0) != 0x80 && points++ == cursor)
+            break;
+    }
+    return offset;
+}
+
+static json_int_t code_points(const char *text, size_t length)
+{
+    json_int_t points = 0;
+    for (size_t i = 0; i < length; i++)
+        points += ((unsigned char)text[i] & 0xc0) != 0x80;
+    return points;
+}
+
+/* Which compgen actions complete `word`: variables after `$`, paths once there is a `/`, a
+ * command's name in command position, files for its arguments. */
+static const char *completion_actions(const char *code, size_t word_start, const char *word)
+{
+    if (word[0] == '$')
+        return "-v";
+    if (strchr(word, '/') != NULL)
+        return "-f";
+    size_t before = word_start;
+    while (before > 0 && (code[before - 1] == ' ' || code[before - 1] == '\t'))
+        before--;
+    if (before == 0 || strchr(";|&(\n", code[before - 1]) != NULL)
+        return "-c";
+    return "-f";
+}
+
+/* complete_request: compgen, run by the kernel's own shell (its functions, variables, aliases
+ * and cwd are what complete), its answer written to a file in the private directory, never to
+ * the output pipes. */
+static json_t *complete(struct bash_kernel *kernel, const json_t *request, enum wait_result *result)
+{
+    json_t *content = json_object_get(request, "content");
+    const char *code = json_string_value(json_object_get(content, "code"));
+    json_int_t cursor = json_integer_value(json_object_get(content, "cursor_pos"));
+    if (code == NULL)
+        code = "";
+    size_t end = byte_offset(code, cursor);
+    size_t start = end;
+    while (start > 0 && strchr(" \t\n;|&<>()'\"=`", code[start - 1]) == NULL)
+        start--;
+    char word[256];
+    snprintf(word, sizeof word, "%.*s", (int)(end - start), code + start);
+    json_t *matches = json_array();
+    json_int_t cursor_start = code_points(code, start), cursor_end = code_points(code, end);
+    if (end - start < sizeof word - 1) {
+        const char *actions = completion_actions(code, start, word);
+        const char *prefix = word[0] == '$' ? "$" : "";
+        char *text = NULL;
+        size_t length = 0;
+        FILE *stream = open_memstream(&text, &length);
+        if (stream != NULL) {
+            fprintf(stream, "builtin compgen %s -- ", actions);
+            append_quoted(stream, word + strlen(prefix));
+            fprintf(stream, " 2>/dev/null | LC_ALL=C sort -u | head -n %d >'%s/completions'\n",
+                    MAX_COMPLETIONS, kernel->directory);
+            fclose(stream);
+            int status = 0;
+            *result = run_in_shell(kernel, "complete.sh", text, length, "", &status);
+            free(text);
+        }
+        char path[128], line[4096];
+        snprintf(path, sizeof path, "%s/completions", kernel->directory);
+        FILE *found = *result == REPORTED ? fopen(path, "re") : NULL;
+        while (found != NULL && fgets(line, sizeof line, found) != NULL) {
+            line[strcspn(line, "\n")] = '\0';
+            char match[4352];
+            snprintf(match, sizeof match, "%s%s", prefix, line);
+            json_array_append_new(matches, json_string(match));
+        }
+        if (found != NULL)
+            fclose(found);
+        (void)unlink(path);
+    }
+    return json_pack("{s:s, s:o, s:I, s:I, s:{}}", "status", "ok", "matches", matches,
+                     "cursor_start", cursor_start, "cursor_end", cursor_end, "metadata");
+}
+
 /* The daemon's own command: a pooled kernel takes on its request's variables and directory. */
 static enum wait_result apply_environment(struct bash_kernel *kernel, const json_t *frame)
 {
@@ -567,12 +659,9 @@ static enum wait_result handle(struct bash_kernel *kernel, const json_t *frame, 
         (void)send_reply(kernel, frame, kernel_info(kernel));
     else if (strcmp(type, "is_complete_request") == 0)
         (void)send_reply(kernel, frame, is_complete(kernel, frame));
-    else if (strcmp(type, "complete_request") == 0) {
-        json_int_t cursor = json_integer_value(json_object_get(content, "cursor_pos"));
-        (void)send_reply(kernel, frame,
-                         json_pack("{s:s, s:[], s:I, s:I, s:{}}", "status", "ok", "matches",
-                                   "cursor_start", cursor, "cursor_end", cursor, "metadata"));
-    } else if (strcmp(type, "inspect_request") == 0)
+    else if (strcmp(type, "complete_request") == 0)
+        (void)send_reply(kernel, frame, complete(kernel, frame, &result));
+    else if (strcmp(type, "inspect_request") == 0)
         (void)send_reply(kernel, frame, json_pack("{s:s, s:b, s:{}, s:{}}", "status", "ok",
                                                   "found", 0, "data", "metadata"));
     else if (strcmp(type, "history_request") == 0)

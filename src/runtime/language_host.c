@@ -260,8 +260,12 @@ static void announce_after_switch(void *arg)
 
 static _Noreturn void end_like_node(struct node_relay *relay)
 {
-    if (relay->broken)
+    if (relay->broken) {
+        /* Node's kernel broke the contract: not its own end, so not its status either. */
         kill(relay->node.pid, SIGKILL);
+        (void)waitpid(relay->node.pid, NULL, 0);
+        exit(1);
+    }
     struct pollfd exited = {.fd = relay->node.pidfd, .events = POLLIN};
     if (poll(&exited, 1, CHILD_EXIT_WAIT_MS) == 0) {
         fprintf(stderr, "cellbox-kernel: Node closed its channel but did not exit in %d s; "

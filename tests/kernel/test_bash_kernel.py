@@ -178,3 +178,24 @@ def test_garbage_on_the_channel_ends_the_kernel():
         assert "not a JSON object" in k.stderr_text()
     finally:
         k.close()
+
+
+def test_complete_knows_the_shells_functions_variables_and_files(kernel, tmp_path):
+    (tmp_path / "report-2026.txt").write_text("x")
+    kernel.execute(f"cd {tmp_path}; my_helper_fn() {{ :; }}; MY_SETTING=1")
+
+    def complete(code, cursor=None):
+        reply = kernel.request("shell", "complete_request",
+                               {"code": code, "cursor_pos": len(code) if cursor is None else cursor})
+        return reply.reply["content"]
+
+    function = complete("my_helper")
+    assert function["matches"] == ["my_helper_fn"]
+    assert (function["cursor_start"], function["cursor_end"]) == (0, 9)
+    assert complete("echo $MY_SET")["matches"] == ["$MY_SETTING"]
+    argument = complete("cat rep")
+    assert argument["matches"] == ["report-2026.txt"] and argument["cursor_start"] == 4
+    assert complete("é; my_helper")["cursor_start"] == 3  # code points, not bytes
+    # Completion wrote nothing to the output pipes.
+    kernel.execute("true")
+    assert b"my_helper_fn" not in kernel.output["stdout"]

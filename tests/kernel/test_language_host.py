@@ -76,7 +76,7 @@ def test_a_frame_that_breaks_the_contract_ends_the_kernel():
     try:
         k.wait_starting()
         k.send("shell", "execute_request", {"code": "garbage", "silent": False})
-        assert k.wait_exit() != 0
+        assert k.wait_exit() == 1
         assert "not a JSON object" in k.stderr_text()
     finally:
         k.close()

@@ -11,6 +11,7 @@ import base64
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -55,7 +56,7 @@ class NodeKernel(KernelProcess):
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=kernel_environ(self.home), close_fds=False, cwd=cwd or self.home,
-            preexec_fn=lambda: os.dup2(theirs.fileno(), 3))
+            start_new_session=True, preexec_fn=lambda: os.dup2(theirs.fileno(), 3))
         theirs.close()
         self.sock = ours
         self.session = uuid.uuid4().hex
@@ -63,6 +64,11 @@ class NodeKernel(KernelProcess):
         self.output = {"stdout": b"", "stderr": b""}
         for pipe in (self.proc.stdout, self.proc.stderr):
             os.set_blocking(pipe.fileno(), False)
+
+    def interrupt(self):
+        """SIGINT to the kernel's process group, as cellboxd sends it: cellbox-kernel ignores
+        SIGINT, node (its child, in its group) takes it."""
+        os.killpg(self.proc.pid, signal.SIGINT)
 
 
 LAUNCHERS = ["node"] + (["cellbox-kernel"] if language_host_built() else [])
