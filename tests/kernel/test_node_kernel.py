@@ -56,6 +56,8 @@ class NodeKernel(KernelProcess):
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=kernel_environ(self.home), close_fds=False, cwd=cwd or self.home,
+            # A group of its own, which interrupt() signals whole, as cellboxd does: through
+            # cellbox-kernel (which ignores SIGINT) the signal reaches node that way.
             start_new_session=True, preexec_fn=lambda: os.dup2(theirs.fileno(), 3))
         theirs.close()
         self.sock = ours
@@ -66,9 +68,12 @@ class NodeKernel(KernelProcess):
             os.set_blocking(pipe.fileno(), False)
 
     def interrupt(self):
-        """SIGINT to the kernel's process group, as cellboxd sends it: cellbox-kernel ignores
-        SIGINT, node (its child, in its group) takes it."""
-        os.killpg(self.proc.pid, signal.SIGINT)
+        os.killpg(self.proc.pid, signal.SIGINT)  # the group this object's kernel leads
+
+    def close(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # node too, when cellbox-kernel runs it
+        super().close()
 
 
 LAUNCHERS = ["node"] + (["cellbox-kernel"] if language_host_built() else [])
@@ -139,9 +144,11 @@ def test_kernel_info_names_javascript_and_node(js):
     assert re.match(r"^\d+\.\d+\.\d+$", info["language_info"]["version"])
 
 
-def test_unknown_request_is_busy_idle_and_kernel_lives(js):
+def test_unknown_request_gets_an_error_reply_and_kernel_lives(js):
     exchange = js.request("shell", "no_such_request")
-    assert exchange.types() == ["status", "status"]
+    assert exchange.types() == ["status", "no_such_reply", "status"]
+    assert exchange.reply["content"]["status"] == "error"
+    assert exchange.reply["content"]["ename"] == "UnknownRequest"
     assert result_text(js.execute("40 + 2")) == "42"
 
 
@@ -300,6 +307,22 @@ def test_complete_global_and_member_names(js):
     assert "myObject" in reply["matches"]
 
 
+def test_inspect_shows_a_names_value(js):
+    ok(js.execute("const settings = {depth: 3}"))
+    reply = js.request("shell", "inspect_request", {"code": "settings", "cursor_pos": 4, "detail_level": 0}).reply
+    assert reply["content"]["found"] is True
+    assert "{ depth: 3 }" in reply["content"]["data"]["text/plain"]
+    reply = js.request("shell", "inspect_request", {"code": "noSuchName", "cursor_pos": 3}).reply
+    assert reply["content"]["found"] is False
+
+
+def test_request_metadata_environment_lasts_one_execution(js):
+    request = js.send("shell", "execute_request", {"code": "process.env.ONLY_NOW"},
+                      metadata={"cellbox": {"env": {"ONLY_NOW": "yes"}}})
+    assert result_text(js.collect(request)) == "'yes'"
+    assert result_text(js.execute("typeof process.env.ONLY_NOW")) == "'undefined'"
+
+
 def test_environment_frame_sets_variables_and_cwd(js):
     where = tempfile.mkdtemp(prefix="cellbox-test-node-cwd-")
     try:
@@ -343,6 +366,21 @@ def test_typescript_types_interface_enum(ts):
                   "const p: Point = { x: 1, y: 2 };\nfunction norm(q: Point): number { return q.x + q.y }"))
     assert result_text(ts.execute("[norm(p), Color.Green, Color[0]] as const")) == "[ 3, 1, 'Red' ]"
     assert result_text(ts.execute("const later: string = await Promise.resolve('ts'); later")) == "'ts'"
+
+
+def test_typescript_traceback_names_the_typescript_line(ts):
+    error = ts.execute("interface Shape {\n  sides: number\n}\nconst square: Shape = { sides: 4 };\n"
+                       "throw new RangeError('too many sides')").one("error")["content"]
+    assert error["ename"] == "RangeError"
+    assert any("cell[1]:5:" in line for line in error["traceback"]), error["traceback"]
+
+
+def test_typescript_is_complete(ts):
+    def status(code):
+        return ts.request("shell", "is_complete_request", {"code": code}).reply["content"]["status"]
+    assert status("let n: number = 1") == "complete"
+    assert status("function f(x: number) {") == "incomplete"
+    assert status("let = = 1") == "invalid"
 
 
 def test_typescript_syntax_error_is_an_error_result(ts):

@@ -75,6 +75,14 @@ function describeError(error) {
   return { ename, evalue, traceback: [`Uncaught ${inspect(error)}`] };
 }
 
+// A syntax error found before the cell runs (acorn's or TypeScript's): thrown, then shown as
+// its description says.
+class CellSyntaxError {
+  constructor(description) {
+    this.description = description;
+  }
+}
+
 // A syntax error at `line`/`column` (1-based line, 0-based column) of `source`, shown as V8
 // shows one: where, the line, a caret.
 function describeSyntaxError(filename, source, line, column, message) {
@@ -86,4 +94,4 @@ function describeSyntaxError(filename, source, line, column, message) {
   };
 }
 
-module.exports = { bundle, makeDisplay, describeError, describeSyntaxError, inspect };
+module.exports = { bundle, makeDisplay, describeError, describeSyntaxError, CellSyntaxError, inspect };

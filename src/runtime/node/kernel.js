@@ -17,7 +17,9 @@ const vm = require('vm');
 const channel = require('./channel');
 const cell = require('./cell');
 const display = require('./display');
+const introspect = require('./introspect');
 const modules = require('./modules');
+const typescript = require('./typescript');
 
 const TYPESCRIPT = process.argv.includes('--typescript');
 const CHANNEL_FD = 3;
@@ -30,58 +32,6 @@ for (const stream of [process.stdout, process.stderr]) {
 
 function log(text) {
   process.stderr.write(`cellbox node kernel: ${text}\n`);
-}
-
-// ---------------------------------------------------------------------- TypeScript
-
-let typescriptModule = null; // loaded by a TypeScript kernel only
-function typescript() {
-  if (typescriptModule === null) typescriptModule = require('/usr/share/nodejs/typescript');
-  return typescriptModule;
-}
-
-// A syntax error found before the cell runs: thrown, then shown as V8 shows one.
-class CellSyntaxError {
-  constructor(description) {
-    this.description = description;
-  }
-}
-
-function lineAndColumn(source, position) {
-  const before = source.slice(0, position);
-  const line = (before.match(/\n/g) || []).length + 1;
-  return { line, column: position - (before.lastIndexOf('\n') + 1) };
-}
-
-// Types are stripped, not checked (transpileModule): a type error is not an error here.
-function transpile(source, filename) {
-  const ts = typescript();
-  const output = ts.transpileModule(source, {
-    fileName: 'cell.ts',
-    reportDiagnostics: true,
-    compilerOptions: {
-      target: ts.ScriptTarget.ES2022,
-      module: ts.ModuleKind.ESNext, // imports stay imports; cell.js turns them into import()
-      preserveValueImports: true, // an import a later cell uses is kept
-      isolatedModules: true,
-      removeComments: false,
-    },
-  });
-  const failure = output.diagnostics.find((d) => d.category === ts.DiagnosticCategory.Error);
-  if (failure) {
-    const { line, column } = lineAndColumn(source, failure.start || 0);
-    const message = ts.flattenDiagnosticMessageText(failure.messageText, '\n');
-    throw new CellSyntaxError(display.describeSyntaxError(filename, source, line, column, message));
-  }
-  return output.outputText;
-}
-
-function typescriptCompleteness(source) {
-  const ts = typescript();
-  const file = ts.createSourceFile('cell.ts', source, ts.ScriptTarget.ES2022, false, ts.ScriptKind.TS);
-  const problems = file.parseDiagnostics || [];
-  if (problems.length === 0) return 'complete';
-  return problems.some((d) => d.start >= source.trimEnd().length) ? 'incomplete' : 'invalid';
 }
 
 // ---------------------------------------------------------------------- running cells
@@ -106,14 +56,14 @@ function isThenable(value) {
 // CellSyntaxError, or the user's value).
 async function runCell(source, count) {
   const filename = `cell[${count}]`;
-  const javascript = TYPESCRIPT ? transpile(source, filename) : source;
+  const javascript = TYPESCRIPT ? typescript.transpile(source, filename) : source;
   let rewritten;
   try {
     rewritten = cell.rewrite(javascript);
   } catch (error) {
     if (!(error instanceof SyntaxError) || !error.loc) throw error;
     const message = error.message.replace(/ \(\d+:\d+\)$/, '');
-    throw new CellSyntaxError(display.describeSyntaxError(filename, javascript, error.loc.line, error.loc.column, message));
+    throw new display.CellSyntaxError(display.describeSyntaxError(filename, javascript, error.loc.line, error.loc.column, message));
   }
   const script = new vm.Script(rewritten.code, { filename });
   let interrupt;
@@ -139,8 +89,10 @@ async function runCell(source, count) {
 
 function describe(thrown) {
   if (thrown === INTERRUPTED) return INTERRUPTED;
-  if (thrown instanceof CellSyntaxError) return thrown.description;
-  return display.describeError(thrown);
+  if (thrown instanceof display.CellSyntaxError) return thrown.description;
+  const error = display.describeError(thrown);
+  if (TYPESCRIPT) error.traceback = error.traceback.map(typescript.originalPosition);
+  return error;
 }
 
 // ---------------------------------------------------------------------- messages
@@ -215,7 +167,9 @@ function handleInternal(frame) {
   }
 }
 
-let abortAfterError = false;
+let abortAfterError = false; // the request being handled failed with stop_on_error
+const shellQueue = []; // shell requests not yet handled, in the order they came
+const abortedRequests = new WeakSet(); // those of them to answer `aborted`
 
 async function execute(request) {
   const content = request.content;
@@ -245,7 +199,7 @@ async function execute(request) {
 
 function kernelInfo(request) {
   const languageInfo = TYPESCRIPT
-    ? { name: 'typescript', version: typescript().version, mimetype: 'text/typescript',
+    ? { name: 'typescript', version: typescript.version(), mimetype: 'text/typescript',
         file_extension: '.ts', pygments_lexer: 'typescript', codemirror_mode: 'typescript' }
     : { name: 'javascript', version: process.versions.node, mimetype: 'application/javascript',
         file_extension: '.js', pygments_lexer: 'javascript', codemirror_mode: 'javascript' };
@@ -255,85 +209,18 @@ function kernelInfo(request) {
     implementation: 'cellbox-node',
     implementation_version: '1.0',
     language_info: languageInfo,
-    banner: `Node.js ${process.version}${TYPESCRIPT ? `, TypeScript ${typescript().version}` : ''} (cellbox)`,
+    banner: `Node.js ${process.version}${TYPESCRIPT ? `, TypeScript ${typescript.version()}` : ''} (cellbox)`,
     help_links: [{ text: 'Node.js', url: 'https://nodejs.org/docs/latest/api/' }],
   });
 }
 
-// ---------------------------------------------------------------------- completion, inspection
-
-const KEYWORDS = ['await', 'break', 'case', 'catch', 'class', 'const', 'continue', 'debugger', 'default',
-  'delete', 'do', 'else', 'export', 'extends', 'false', 'finally', 'for', 'function', 'if', 'import',
-  'in', 'instanceof', 'let', 'new', 'null', 'return', 'static', 'super', 'switch', 'this', 'throw',
-  'true', 'try', 'typeof', 'undefined', 'var', 'void', 'while', 'with', 'yield'];
-
-// Jupyter counts the cursor in code points; JavaScript strings index UTF-16 units.
-function unitIndex(code, cursor) {
-  return Array.from(code).slice(0, cursor).join('').length;
-}
-
-function codePoints(text) {
-  return Array.from(text).length;
-}
-
-// The value a dotted name (a.b.c) has now, or undefined. Only names and property reads: no call.
-function lookup(dotted) {
-  const [first, ...rest] = dotted.split('.').map((part) => part.trim());
-  let value;
-  try {
-    value = vm.runInThisContext(first);
-    for (const name of rest) value = value == null ? undefined : value[name];
-  } catch (error) {
-    return undefined;
-  }
-  return value;
-}
-
-function propertyNames(value) {
-  const names = new Set();
-  for (let object = Object(value), depth = 0; object && depth < 16; object = Object.getPrototypeOf(object), depth++)
-    for (const name of Object.getOwnPropertyNames(object)) names.add(name);
-  return [...names].filter((name) => /^[A-Za-z_$][\w$]*$/.test(name));
-}
-
-function complete(request) {
-  const code = typeof request.content.code === 'string' ? request.content.code : '';
-  const cursor = Number.isInteger(request.content.cursor_pos) ? request.content.cursor_pos : codePoints(code);
-  const before = code.slice(0, unitIndex(code, cursor));
-  const member = /([A-Za-z_$][\w$]*(?:\s*\.\s*[A-Za-z_$][\w$]*)*)\s*\.\s*([A-Za-z_$][\w$]*)?$/.exec(before);
-  let prefix;
-  let candidates;
-  if (member) {
-    prefix = member[2] || '';
-    const value = lookup(member[1]);
-    candidates = value == null ? [] : propertyNames(value);
-  } else {
-    prefix = (/[A-Za-z_$][\w$]*$/.exec(before) || [''])[0];
-    candidates = [...propertyNames(globalThis), ...KEYWORDS];
-  }
-  const matches = [...new Set(candidates.filter((name) => name.startsWith(prefix)))].sort();
-  reply(request, { status: 'ok', matches, cursor_start: cursor - codePoints(prefix), cursor_end: cursor, metadata: {} });
-}
-
-function inspectRequest(request) {
-  const code = typeof request.content.code === 'string' ? request.content.code : '';
-  const cursor = Number.isInteger(request.content.cursor_pos) ? request.content.cursor_pos : codePoints(code);
-  const at = unitIndex(code, cursor);
-  const left = (/[A-Za-z_$][\w$.]*$/.exec(code.slice(0, at)) || [''])[0];
-  const right = (/^[\w$]*/.exec(code.slice(at)) || [''])[0];
-  const dotted = (left + right).replace(/^\.+|\.+$/g, '');
-  const value = dotted ? lookup(dotted) : undefined;
-  if (value === undefined) {
-    reply(request, { status: 'ok', found: false, data: {}, metadata: {} });
-    return;
-  }
-  const kind = typeof value === 'function' ? `function ${value.name || dotted}(${value.length} parameters)` : typeof value;
-  reply(request, { status: 'ok', found: true, data: { 'text/plain': `${dotted}: ${kind}\n${display.inspect(value)}` }, metadata: {} });
+function stringField(request, name) {
+  return typeof request.content[name] === 'string' ? request.content[name] : '';
 }
 
 function isComplete(request) {
-  const code = typeof request.content.code === 'string' ? request.content.code : '';
-  const status = TYPESCRIPT ? typescriptCompleteness(code) : cell.completeness(code);
+  const code = stringField(request, 'code');
+  const status = TYPESCRIPT ? typescript.completeness(code) : cell.completeness(code);
   reply(request, status === 'incomplete' ? { status, indent: '' } : { status });
 }
 
@@ -342,8 +229,8 @@ function isComplete(request) {
 const handlers = {
   execute_request: execute,
   kernel_info_request: kernelInfo,
-  complete_request: complete,
-  inspect_request: inspectRequest,
+  complete_request: (request) => reply(request, introspect.complete(stringField(request, 'code'), request.content.cursor_pos)),
+  inspect_request: (request) => reply(request, introspect.inspect(stringField(request, 'code'), request.content.cursor_pos)),
   is_complete_request: isComplete,
   history_request: (request) => reply(request, { status: 'ok', history: [] }),
   comm_info_request: (request) => reply(request, { status: 'ok', comms: {} }),
@@ -369,20 +256,31 @@ async function handle(request, aborting) {
             { started: channel.timestamp(), dependencies_met: true, engine: channel.session, status: 'aborted' });
     } else if (Object.prototype.hasOwnProperty.call(handlers, msgType)) {
       await handlers[msgType](request);
+    } else if (msgType.endsWith('_request')) {
+      // A client waiting for a reply gets one that says why, instead of waiting forever.
+      const evalue = `the JavaScript kernel does not handle ${msgType}`;
+      reply(request, { status: 'error', ename: 'UnknownRequest', evalue, traceback: [`UnknownRequest: ${evalue}`] });
     } else {
-      log(`ignoring a ${msgType} (no handler for it), as ipykernel does`);
+      log(`ignoring a ${msgType}: not a request`);
     }
   } catch (error) {
     log(`${msgType} failed: ${util.inspect(error)}`);
+  }
+  if (abortAfterError) {
+    // Before idle, as ipykernel's _abort_queues: a request sent after the idle is never
+    // aborted. Frames already written to fd 3 are read in the loop's next poll phase; an
+    // immediate set now runs before it (this turn's check phase), so the second one runs after.
+    abortAfterError = false;
+    await new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
+    for (const waiting of shellQueue)
+      if (waiting.header.msg_type === 'execute_request') abortedRequests.add(waiting);
   }
   const idle = channel.message('iopub', 'status', { execution_state: 'idle' }, request);
   if (exitAfterIdle) frames.send(idle, () => process.exit(0));
   else frames.send(idle);
 }
 
-const shellQueue = [];
-const abortedRequests = new WeakSet();
-let serving = false;
+let serving = false; // serveShell is running the queue
 
 async function serveShell() {
   if (serving) return;
@@ -390,13 +288,6 @@ async function serveShell() {
   while (shellQueue.length) {
     const request = shellQueue.shift();
     await handle(request, abortedRequests.has(request));
-    if (abortAfterError) {
-      abortAfterError = false;
-      // Frames already written to fd 3 arrive in the next poll: one turn of the loop first.
-      await new Promise((resolve) => setImmediate(resolve));
-      for (const waiting of shellQueue)
-        if (waiting.header.msg_type === 'execute_request') abortedRequests.add(waiting);
-    }
   }
   serving = false;
 }
@@ -425,4 +316,4 @@ publish('status', { execution_state: 'starting' }, null);
 
 // A TypeScript kernel loads the compiler (~200 ms) right after saying `starting`, while the
 // client is still connecting, instead of in its first cell.
-if (TYPESCRIPT) setImmediate(typescript);
+if (TYPESCRIPT) setImmediate(typescript.load);
