@@ -382,13 +382,14 @@ static int child_has_ended(const struct bridge *bridge)
     return poll(&pollfd, 1, 0) > 0;
 }
 
-/* Probes until the kernel answers on shell and iopub. 0, or -1 when the child ended (the caller
+/* Probes until the kernel answers on shell and iopub, and control and stdin are connected. 0, or -1 when the child ended (the caller
    ends like it) or the time ran out. */
 static int wait_until_ready(struct bridge *bridge)
 {
     long long started = now_ms(), last_probe = 0, replied_at = 0;
     int iopub_joined = 0;
-    while (!(replied_at != 0 && (iopub_joined || now_ms() - replied_at >= IOPUB_JOIN_GRACE_MS))) {
+    while (!(replied_at != 0 && (iopub_joined || now_ms() - replied_at >= IOPUB_JOIN_GRACE_MS) &&
+             jupyter_wire_connected(&bridge->wire))) {
         if (child_has_ended(bridge))
             return -1;
         if (now_ms() - started >= START_TIMEOUT_MS) {

@@ -8,6 +8,7 @@
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,14 @@ static int connect_socket(jupyter_wire *wire, jupyter_socket which, int type, co
     if (type == ZMQ_SUB && zmq_setsockopt(socket, ZMQ_SUBSCRIBE, "", 0) != 0)
         return -1;
     char endpoint[64];
+    if (type == ZMQ_DEALER) { /* see jupyter_wire_connected */
+        snprintf(endpoint, sizeof endpoint, "inproc://cellbox-handshake-%d", (int)which);
+        wire->monitors[which] = zmq_socket(wire->context, ZMQ_PAIR);
+        if (wire->monitors[which] == NULL ||
+            zmq_socket_monitor(socket, endpoint, ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0 ||
+            zmq_connect(wire->monitors[which], endpoint) != 0)
+            return -1;
+    }
     snprintf(endpoint, sizeof endpoint, "tcp://127.0.0.1:%d", wire->ports[which]);
     return zmq_connect(socket, endpoint);
 }
@@ -104,8 +113,46 @@ int jupyter_wire_open(jupyter_wire *wire, char *why, size_t why_size)
     return 0;
 }
 
+/* Stops watching `which`'s handshakes (only the first one matters). */
+static void stop_monitor(jupyter_wire *wire, int which)
+{
+    if (wire->monitors[which] == NULL)
+        return;
+    zmq_socket_monitor(wire->sockets[which], NULL, 0);
+    zmq_close(wire->monitors[which]);
+    wire->monitors[which] = NULL;
+}
+
+int jupyter_wire_connected(jupyter_wire *wire)
+{
+    int all = 1;
+    for (int which = JUPYTER_SHELL; which <= JUPYTER_STDIN; which++) {
+        zmq_msg_t event;
+        zmq_msg_init(&event);
+        /* An event is two parts: 6 bytes (uint16 event, uint32 value), then the endpoint. */
+        while (!wire->connected[which] && wire->monitors[which] != NULL &&
+               zmq_msg_recv(&event, wire->monitors[which], ZMQ_DONTWAIT) >= 0) {
+            uint16_t kind = 0;
+            if (zmq_msg_size(&event) >= sizeof kind)
+                memcpy(&kind, zmq_msg_data(&event), sizeof kind);
+            int more = zmq_msg_more(&event);
+            if (more)
+                zmq_msg_recv(&event, wire->monitors[which], 0);
+            if (kind == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+                wire->connected[which] = 1;
+        }
+        zmq_msg_close(&event);
+        if (wire->connected[which])
+            stop_monitor(wire, which);
+        all = all && wire->connected[which];
+    }
+    return all;
+}
+
 void jupyter_wire_close(jupyter_wire *wire)
 {
+    for (int i = 0; i < JUPYTER_SOCKET_COUNT; i++)
+        stop_monitor(wire, i);
     for (int i = 0; i < JUPYTER_SOCKET_COUNT; i++)
         if (wire->sockets[i] != NULL)
             zmq_close(wire->sockets[i]);

@@ -20,6 +20,8 @@ typedef enum jupyter_socket {
 typedef struct jupyter_wire {
     void *context;                          /* the zmq context owning the sockets */
     void *sockets[JUPYTER_SOCKET_COUNT];    /* indexed by jupyter_socket */
+    void *monitors[JUPYTER_SOCKET_COUNT];   /* handshake events of shell, control, stdin */
+    int connected[JUPYTER_SOCKET_COUNT];    /* their handshake with the kernel succeeded */
     int ports[JUPYTER_SOCKET_COUNT + 1];    /* shell, control, stdin, iopub, heartbeat */
     char key[65];                           /* 32 random bytes as hex: the signing key */
 } jupyter_wire;
@@ -28,6 +30,10 @@ typedef struct jupyter_wire {
    connects them (ZMQ connects lazily: the kernel may bind later). 0, or -1 with `why`. */
 int jupyter_wire_open(jupyter_wire *wire, char *why, size_t why_size);
 void jupyter_wire_close(jupyter_wire *wire);
+/* 1 once shell, control and stdin have each finished their ZMTP handshake with the kernel (its
+   ROUTER then knows their identity: a kernel drops an input_request for an identity its stdin
+   socket does not know yet), else 0. Reads the handshake events waiting, without blocking. */
+int jupyter_wire_connected(jupyter_wire *wire);
 /* Writes the connection file the kernel reads (created 0600, never over an existing file). */
 int jupyter_wire_write_connection_file(const jupyter_wire *wire, const char *path,
                                        const char *kernel_name, char *why, size_t why_size);

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -37,6 +38,15 @@ def child_pids(pid):
     """The direct children of `pid` (the Jupyter kernel the bridge started)."""
     with open(f"/proc/{pid}/task/{pid}/children") as f:
         return [int(p) for p in f.read().split()]
+
+
+def process_state(pid):
+    """The state letter of `pid` in /proc (R, S, Z, ...), None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return None
 
 
 def interrupt_group(k):
@@ -136,7 +146,7 @@ def test_input_request_and_reply(ipykernel):
     deadline = time.monotonic() + 30
     while True:
         message = ipykernel.recv(max(0.0, deadline - time.monotonic()))
-        assert message is not None, "no input_request"
+        assert message is not None, f"no input_request; stderr: {ipykernel.stderr_text()}"
         if message["header"]["msg_type"] == "input_request":
             break
     assert message["channel"] == "stdin"
@@ -320,3 +330,37 @@ def test_message_mode_turns_sigint_into_one_interrupt_request(fake_kernel):
         assert k.wait_exit(30) == 0
     finally:
         k.close()
+
+
+# ---------------------------------------------------------------- the daemon's side
+
+def test_the_daemons_channel_closing_ends_bridge_and_kernel(ipykernel_spec):
+    k = bridge(ipykernel_spec)
+    try:
+        (kernel_pid,) = child_pids(k.proc.pid)
+        k.sock.shutdown(socket.SHUT_RDWR)
+        assert k.wait_exit(30) == 0
+        # The kernel was killed, not left running: gone, or a zombie for init to reap (its
+        # parent, the bridge, has exited).
+        deadline = time.monotonic() + 10
+        while process_state(kernel_pid) not in (None, "Z") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert process_state(kernel_pid) in (None, "Z")
+    finally:
+        k.close()
+
+
+def test_adoption_switch_says_idle_first_then_relays_on_the_new_channel(ipykernel):
+    new_ours, new_theirs = socket.socketpair()
+    socket.send_fds(ipykernel.sock, [b"A"], [new_theirs.fileno()])
+    new_theirs.close()
+    old = ipykernel.sock
+    ipykernel.sock, ipykernel._inbox = new_ours, b""
+    try:
+        first = ipykernel.recv(30.0)
+        assert first["header"]["msg_type"] == "status", first
+        assert first["content"]["execution_state"] == "idle" and first["parent_header"] == {}
+        result = ipykernel.execute("6 * 7").one("execute_result")
+        assert result["content"]["data"]["text/plain"] == "42"
+    finally:
+        old.close()
