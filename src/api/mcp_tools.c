@@ -107,9 +107,20 @@ static const struct tool {
      "{\"type\": \"object\", \"properties\": {\"code\": {\"type\": \"string\", \"description\": "
      "\"Source to run.\"}, \"language\": {\"type\": \"string\", \"enum\": [\"python\", "
      "\"javascript\", \"typescript\", \"bash\", \"sh\", \"r\"], \"description\": \"Default "
-     "python.\"}, " SANDBOX_ID_PROPERTY ", \"timeout_s\": {\"type\": \"integer\", "
+     "python.\"}, \"context_id\": {\"type\": \"string\", \"description\": \"Run in this "
+     "context (create_context) instead of the language's default one; not with language.\"}, "
+     SANDBOX_ID_PROPERTY ", \"timeout_s\": {\"type\": \"integer\", "
      "\"minimum\": 1, \"description\": \"Interrupt the code after this many seconds.\"}}, "
      "\"required\": [\"code\"]}",
+     false, false},
+    {"create_context", "Create a code context",
+     "Starts another kernel in a sandbox, of any language (python, javascript, typescript, bash, "
+     "sh, r where the daemon's host has R), with state of its own but the sandbox's files; "
+     "returns its id for run_code's context_id.",
+     "{\"type\": \"object\", \"properties\": {\"language\": {\"type\": \"string\", "
+     "\"enum\": [\"python\", \"javascript\", \"typescript\", \"bash\", \"sh\", \"r\"], "
+     "\"description\": \"Default python.\"}, \"cwd\": {\"type\": \"string\", \"description\": "
+     "\"Absolute working directory (default /workspace).\"}, " SANDBOX_ID_PROPERTY "}}",
      false, false},
     {"run_command", "Run a shell command",
      "Runs a shell command (/bin/bash -c) inside a sandbox, in /workspace unless cwd is given, and "
@@ -503,32 +514,83 @@ static void code_on_abandon(void *arg)
 
 static const execution_sink code_sink = {code_on_event, code_on_end};
 
+/* NULL after a false string_arg answered; `*value` NULL when absent. */
+static bool optional_string_arg(mcp_call *call, json_t *args, const char *name, const char **value)
+{
+    json_t *given = json_object_get(args, name);
+    *value = string_arg(call, args, name, false);
+    return *value || !given || json_is_null(given);
+}
+
+/* The sandbox's default context for `language` (made on first use); NULL with the call finished. */
+static kernel *language_context(mcp_call *call, box *b, const char *language)
+{
+    const kernelspec *spec = box_spec_for_language(b, language);
+    failure_kind failure;
+    char why[512];
+    kernel *context = spec ? box_context_for_language(b, spec, &failure, why, sizeof why) : NULL;
+    if (!spec)
+        finish_text(call, true, "language '%s' is not available: use %s", language,
+                    kernelspec_language_list());
+    else if (!context)
+        finish_text(call, true, "cannot start a %s kernel: %s", language, why);
+    return context;
+}
+
+static void create_context(mcp_call *call, json_t *args, char default_sandbox[64])
+{
+    const char *language, *cwd;
+    if (!optional_string_arg(call, args, "language", &language) ||
+        !optional_string_arg(call, args, "cwd", &cwd))
+        return;
+    if (cwd && (cwd[0] != '/' || strstr(cwd, ".."))) {
+        finish_text(call, true, "cwd must be an absolute path without '..'");
+        return;
+    }
+    box *b = sandbox_for(call, args, default_sandbox, true);
+    if (!b)
+        return;
+    const kernelspec *spec = box_spec_for_language(b, language ? language : "python");
+    if (!spec) {
+        finish_text(call, true, "language '%s' is not available: use %s", language,
+                    kernelspec_language_list());
+        return;
+    }
+    failure_kind failure;
+    char why[512];
+    kernel *k = box_add_context(b, spec, cwd ? cwd : "/workspace", &failure, why, sizeof why);
+    if (!k)
+        finish_text(call, true, "cannot start the context: %s", why);
+    else
+        finish_text(call, false, "sandbox %s has a new %s context in %s; pass its id as "
+                    "run_code's context_id: %s",
+                    box_id(b), spec->language, cwd ? cwd : "/workspace", kernel_id(k));
+}
+
 static void run_code(mcp_call *call, json_t *args, char default_sandbox[64])
 {
     const char *code = string_arg(call, args, "code", true);
     int timeout_s = code ? int_arg(call, args, "timeout_s", 1, 86400, 0) : -1;
     if (!code || timeout_s < 0)
         return;
-    json_t *language_value = json_object_get(args, "language");
-    const char *language = string_arg(call, args, "language", false);
-    if (language_value && !json_is_null(language_value) && !language)
-        return; /* not a string: string_arg answered */
+    const char *language, *context_id;
+    if (!optional_string_arg(call, args, "language", &language) ||
+        !optional_string_arg(call, args, "context_id", &context_id))
+        return;
+    if (language && context_id) {
+        finish_text(call, true, "give language or context_id, not both");
+        return;
+    }
     box *b = sandbox_for(call, args, default_sandbox, true);
     if (!b)
         return;
-    const kernelspec *spec = box_spec_for_language(b, language ? language : "python");
-    failure_kind failure;
-    char why[512];
-    kernel *context = spec ? box_context_for_language(b, spec, &failure, why, sizeof why) : NULL;
-    if (!spec) {
-        finish_text(call, true, "language '%s' is not available: use %s", language,
-                    kernelspec_language_list());
+    kernel *context = context_id ? box_find_context(b, context_id)
+                                 : language_context(call, b, language ? language : "python");
+    if (context_id && !context)
+        finish_text(call, true, "context %s does not exist in sandbox %s: create_context makes one",
+                    context_id, box_id(b));
+    if (!context)
         return;
-    }
-    if (!context) {
-        finish_text(call, true, "cannot start a %s kernel: %s", language, why);
-        return;
-    }
     code_run *run = calloc(1, sizeof *run);
     if (!run)
         die("out of memory");
@@ -1050,6 +1112,8 @@ int mcp_tools_call(mcp_call *call, const char *name, json_t *arguments, char def
         list_templates(call);
     else if (strcmp(name, "run_code") == 0)
         run_code(call, arguments, default_sandbox);
+    else if (strcmp(name, "create_context") == 0)
+        create_context(call, arguments, default_sandbox);
     else if (strcmp(name, "run_command") == 0)
         run_command(call, arguments, default_sandbox);
     else if (strcmp(name, "read_file") == 0)

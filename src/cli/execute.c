@@ -1,5 +1,5 @@
-/* cellbox exec and cellbox sh: code in a sandbox's kernel (Python, or another language's), a shell command in the
- * sandbox; both answers are NDJSON streams shown live, event by event. */
+/* cellbox exec and cellbox sh: code in a sandbox's kernel (Python, or another language's), a shell
+ * command in the sandbox; both answers are NDJSON streams shown live, event by event. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -105,10 +105,10 @@ static int read_exec_request(int argc, char **argv, json_t *body, const char **o
                              const char **id)
 {
     static const struct option options[] = {
-        {"file", required_argument, NULL, 'f'},    {"context", required_argument, NULL, 'c'},
+        {"file", required_argument, NULL, 'f'},     {"context", required_argument, NULL, 'c'},
         {"language", required_argument, NULL, 'L'}, {"lang", required_argument, NULL, 'L'},
-        {"timeout", required_argument, NULL, 'T'}, {"env", required_argument, NULL, 'e'},
-        {"out", required_argument, NULL, 'o'},     {NULL, 0, NULL, 0},
+        {"timeout", required_argument, NULL, 'T'},  {"env", required_argument, NULL, 'e'},
+        {"out", required_argument, NULL, 'o'},      {NULL, 0, NULL, 0},
     };
     const char *file = NULL;
     json_t *env = json_object();

@@ -37,7 +37,7 @@ static const char *language_of_shebang(const char *code)
     /* the interpreter's name, first match wins: "bash" before "sh", "ts-node" before "node" */
     static const struct {
         const char *interpreter, *language;
-    } interpreters[] = {{"python", "python"},     {"bash", "bash"}, {"ts-node", "typescript"},
+    } interpreters[] = {{"python", "python"},   {"bash", "bash"}, {"ts-node", "typescript"},
                         {"node", "javascript"}, {"Rscript", "r"}, {"sh", "sh"}};
     for (size_t i = 0; i < sizeof interpreters / sizeof *interpreters; i++)
         if (strstr(line, interpreters[i].interpreter))
@@ -48,8 +48,8 @@ static const char *language_of_shebang(const char *code)
 /* The names /v1/run takes (the daemon answers 400 for one its host cannot run). */
 static bool is_run_language(const char *language)
 {
-    static const char *const names[] = {"python", "bash",       "sh", "javascript", "js",
-                                        "typescript", "ts", "r",  "R", NULL};
+    static const char *const names[] = {"python",     "bash", "sh", "javascript", "js",
+                                        "typescript", "ts",   "r",  "R",          NULL};
     for (size_t i = 0; names[i]; i++)
         if (!strcmp(language, names[i]))
             return true;

@@ -158,8 +158,7 @@ kernelspec *kernelspec_add(const kernelspec *fields, char *why, size_t why_size)
     kernelspec *spec = new_spec();
     *spec = (kernelspec){.name = copy_or_null(fields->name),
                          .display_name = copy_or_null(fields->display_name),
-                         .language = copy_or_null(fields->language ? fields->language
-                                                                   : "python"),
+                         .language = copy_or_null(fields->language ? fields->language : "python"),
                          .preload = copy_or_null(fields->preload ? fields->preload : ""),
                          .pool_size = fields->pool_size,
                          .template = {.view = copy_or_null(fields->template.view)},

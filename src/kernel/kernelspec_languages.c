@@ -90,8 +90,9 @@ static char *program_in_sandbox(const char *program, char *why, size_t why_size)
     static const char *const path_dirs[] = {"/usr/local/bin", "/usr/bin", NULL};
     char candidate[PATH_MAX], resolved[PATH_MAX];
     if (strchr(program, '/') && strncmp(program, "/usr/", 5) != 0) {
-        snprintf(why, why_size, "its program %s is outside /usr, which is all of the host a "
-                                "sandbox sees: install it under /usr",
+        snprintf(why, why_size,
+                 "its program %s is outside /usr, which is all of the host a "
+                 "sandbox sees: install it under /usr",
                  program);
         return NULL;
     }
@@ -103,8 +104,9 @@ static char *program_in_sandbox(const char *program, char *why, size_t why_size)
         if (access(candidate, X_OK) != 0 || !realpath(candidate, resolved))
             continue;
         if (strncmp(candidate, "/usr/", 5) != 0 || strncmp(resolved, "/usr/", 5) != 0) {
-            snprintf(why, why_size, "its program %s is outside /usr, which is all of the host a "
-                                    "sandbox sees: install it under /usr",
+            snprintf(why, why_size,
+                     "its program %s is outside /usr, which is all of the host a "
+                     "sandbox sees: install it under /usr",
                      candidate);
             return NULL;
         }
@@ -126,7 +128,8 @@ static char **environment_of(json_t *env)
         die("out of memory");
     const char *key;
     json_t *value;
-    json_object_foreach(env, key, value) {
+    json_object_foreach(env, key, value)
+    {
         if (json_is_string(value) &&
             asprintf(&entries[at], "%s=%s", key, json_string_value(value)) >= 0)
             at++;
@@ -171,7 +174,11 @@ static bool is_string_list(json_t *list)
     if (!json_is_array(list) || json_array_size(list) == 0 ||
         json_array_size(list) > KERNEL_ARGV_MAX)
         return false;
-    json_array_foreach(list, i, item) if (!json_is_string(item)) return false;
+    json_array_foreach(list, i, item)
+    {
+        if (!json_is_string(item))
+            return false;
+    }
     return true;
 }
 
@@ -213,8 +220,8 @@ static void add_host_kernel(const char *dir, const char *name)
     else
         program = program_in_sandbox(json_string_value(json_array_get(argv, 0)), why, sizeof why);
     if (program) {
-        char **bridge = bridge_argv(argv, program,
-                                    interrupt_mode && strcmp(interrupt_mode, "message") == 0);
+        char **bridge =
+            bridge_argv(argv, program, interrupt_mode && strcmp(interrupt_mode, "message") == 0);
         char **env = environment_of(json_object_get(json, "env"));
         add_spec(&(kernelspec){.name = name,
                                .display_name = display_name,
@@ -277,8 +284,8 @@ static int set_pools(const char *pools, char *why, size_t why_size)
                      entry);
             rc = -1;
         } else if (!colon[1] || *end || errno || size < 0 || size > LANGUAGE_POOL_MAX) {
-            snprintf(why, why_size, "%s: the pool size '%.32s' is not a number from 0 to %d",
-                     entry, colon + 1, LANGUAGE_POOL_MAX);
+            snprintf(why, why_size, "%s: the pool size '%.32s' is not a number from 0 to %d", entry,
+                     colon + 1, LANGUAGE_POOL_MAX);
             rc = -1;
         } else {
             specs[count] = (kernelspec *)spec;
@@ -291,8 +298,7 @@ static int set_pools(const char *pools, char *why, size_t why_size)
     return rc;
 }
 
-int kernelspec_add_languages(const char *search_path, const char *pools, char *why,
-                             size_t why_size)
+int kernelspec_add_languages(const char *search_path, const char *pools, char *why, size_t why_size)
 {
     add_built_in_languages();
     add_host_kernels(search_path);
@@ -305,9 +311,14 @@ int kernelspec_add_languages(const char *search_path, const char *pools, char *w
 static const struct {
     const char *alias, *name;
 } language_aliases[] = {
-    {"js", "javascript"},     {"javascript", "javascript"}, {"node", "javascript"},
-    {"ts", "typescript"},     {"typescript", "typescript"}, {"bash", "bash"},
-    {"sh", "bash"},           {"shell", "bash"},
+    {"js", "javascript"},
+    {"javascript", "javascript"},
+    {"node", "javascript"},
+    {"ts", "typescript"},
+    {"typescript", "typescript"},
+    {"bash", "bash"},
+    {"sh", "bash"},
+    {"shell", "bash"},
 };
 
 const kernelspec *kernelspec_for_language(const char *language, const kernelspec *python_spec)
@@ -321,8 +332,8 @@ const kernelspec *kernelspec_for_language(const char *language, const kernelspec
             return kernelspec_find(language_aliases[i].name);
     for (size_t i = 0; i < kernelspec_count(); i++) { /* "r" is IRkernel's language "R" */
         const kernelspec *spec = kernelspec_at(i);
-        if (spec->argv && (strcasecmp(spec->language, language) == 0 ||
-                           strcasecmp(spec->name, language) == 0))
+        if (spec->argv &&
+            (strcasecmp(spec->language, language) == 0 || strcasecmp(spec->name, language) == 0))
             return spec;
     }
     return NULL;

@@ -152,7 +152,7 @@ def test_sdk_client_scenario(daemon, transport):
         assert connect["session_id"]
 
     tools = steps["tools"]
-    assert set(tools["names"]) == {"create_sandbox", "list_templates", "list_sandboxes", "run_code", "run_command",
+    assert set(tools["names"]) == {"create_sandbox", "list_templates", "list_sandboxes", "run_code", "create_context", "run_command",
                                    "read_file", "write_file", "list_files", "pause_sandbox",
                                    "resume_sandbox", "delete_sandbox", "run", "update_network"}
     assert tools["incomplete"] == []

@@ -121,6 +121,9 @@ void stub_init(void)
     char why[256];
     if (kernelspec_add_templates("data:json,csv:0", why, sizeof why) < 0)
         die("fuzz: %s", why);
+    /* javascript, typescript, bash and the host's Debian kernels (IRkernel: a resource_dir) */
+    if (kernelspec_add_languages("/usr/share/jupyter/kernels", "", why, sizeof why) < 0)
+        die("fuzz: %s", why);
     channels_init(1 << 20);
     jupyter_init(&(jupyter_options){.list_kernels = true});
     v1_init();

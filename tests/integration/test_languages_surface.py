@@ -257,3 +257,15 @@ def test_execute_in_r_through_its_jupyter_kernel_reuses_its_context(v1, fresh_bo
     listed = expect(v1.get(f"v1/sandboxes/{sid}/contexts"), 200).json()
     r = [c for c in listed if c["language"] == "r"]
     assert len(r) == 1 and r[0]["kernelspec"] == "ir", listed
+
+
+@needs_bash
+def test_a_language_pool_hands_out_its_kernels(make_daemon):
+    d = make_daemon(args=["--pool-size", "0", "--language-pools", "bash:1"])
+    c = d.client()
+    wait_until(lambda: c.get("api").json()["templates"]["bash"]["warm_pool_ready"] == 1, timeout=60,
+               message="bash's warm pool")
+    k = c.create_kernel(name="bash")
+    assert f"kernel {k['id']} taken from the warm pool (bash" in d.log_text()
+    with c.ready_ws(k["id"]) as ws:
+        assert ws.execute("echo $((6 * 7))").stdout == "42\n"

@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from helpers.connect_wire import process_call, process_events
-from helpers.daemon import free_port, mounts_under, run_daemon_to_exit
+from helpers.daemon import daemon_binary, free_port, mounts_under, run_daemon_to_exit
 from helpers.processes import start_time
 from helpers.snippets import release, wait_for_file
 from helpers.wait import wait_until
@@ -526,5 +526,33 @@ def test_a_restart_leaves_every_sandbox_and_a_plain_stop_ends_them_and_the_keepe
         assert d.finish() is None  # a plain stop: every sandbox ends, and the keeper with them
         wait_until(lambda: not pid_alive(keeper), timeout=10, message="the keeper to exit")
         assert traces(d, ids) == {"mounts": [], "loops": [], "cgroups": [], "images": [], "records": []}
+    finally:
+        stop_keeper(d)
+
+
+def test_a_language_context_survives_kill_9_and_stays_that_languages_default(make_daemon):
+    """A bash context made by an execute naming bash is adopted as bash (its kernelspec is in
+    the record), with its shell's state, and the next execute naming bash runs in it again."""
+    probe = subprocess.run([os.path.join(os.path.dirname(daemon_binary()), "cellbox-kernel"),
+                            "--channel-fd=0", "--language=bash"], stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=20)
+    if "not built yet" in probe.stderr:
+        pytest.skip("the bash kernel is not built on this branch")
+    d = make_daemon()
+    cb = d.client()
+    sid = cb.post("v1/sandboxes", json={"timeout_s": 0}).json()["id"]
+    r = cb.post(f"v1/sandboxes/{sid}/execute", json={"code": "KEPT=yes; cd /tmp", "language": "bash"})
+    assert r.status_code == 200 and '"error"' not in r.text, r.text
+    kill_hard(d)
+    try:
+        d = restart_on(make_daemon, d)
+        cb = d.client()
+        contexts = cb.get(f"v1/sandboxes/{sid}/contexts").json()
+        assert [(c["language"], c["kernelspec"]) for c in contexts if not c["default"]] == [("bash", "bash")]
+        r = cb.post(f"v1/sandboxes/{sid}/execute", json={"code": 'echo "$KEPT $PWD"', "language": "bash"})
+        lines = [json.loads(line) for line in r.text.splitlines() if line.strip()]
+        assert [e["text"] for e in lines if e["type"] == "stdout"] == ["yes /tmp\n"], lines
+        assert len(cb.get(f"v1/sandboxes/{sid}/contexts").json()) == 2
+        assert d.finish() is None
     finally:
         stop_keeper(d)
