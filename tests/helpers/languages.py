@@ -31,6 +31,7 @@ JAVASCRIPT = Lang(
     print_then_value="console.log('first');\nconsole.error('second');\n6 * 7",
     value_text="42",
     spin="console.log('spinning');\nwhile (true) {}",
+    many_lines="for (let i = 0; i < {n}; i++) console.log('line ' + i);",
     error="function fail() { throw new Error('boom'); }\nfail()", error_name="Error",
     error_value="boom", traceback_names="fail",
     exit_code="process.exit(3)", exit_status=3,
@@ -49,6 +50,7 @@ TYPESCRIPT = Lang(
     print_then_value="console.log('first');\nconsole.error('second');\nconst six: number = 6;\nsix * 7",
     value_text="42",
     spin="console.log('spinning');\nwhile (true) {}",
+    many_lines="for (let i: number = 0; i < {n}; i++) console.log('line ' + i);",
     error="function fail(why: string): never { throw new TypeError(why); }\nfail('boom')",
     error_name="TypeError", error_value="boom", traceback_names="fail",
     exit_code="process.exit(3)", exit_status=3,
@@ -66,6 +68,7 @@ BASH = Lang(
     print_then_value="echo first\necho second >&2\necho 42",
     value_text=None,  # bash has no values, only output
     spin="echo spinning\nsleep 60",
+    many_lines="for ((i = 0; i < {n}; i++)); do echo line $i; done",
     error="echo before\nfalse", error_name=None, error_value="1", traceback_names=None,
     exit_code="exit 4", exit_status=4,
     kill_self="kill -9 $$",
@@ -82,6 +85,7 @@ R = Lang(
     print_then_value="cat('first\\n')\nmessage('second')\n6 * 7",
     value_text="[1] 42",
     spin="cat('spinning\\n')\nSys.sleep(60)",
+    many_lines="for (i in seq_len({n}) - 1) cat('line ', i, '\\n', sep = '')",
     error="fail <- function() stop('boom')\nfail()", error_name=None, error_value="boom",
     traceback_names="fail",
     # IRkernel replaces quit() with a polite no-op: the internal one ends R for real.

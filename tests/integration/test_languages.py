@@ -24,6 +24,7 @@ pytestmark = pytest.mark.cellbox_only
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CELL_TIMEOUT = 60  # seconds for one cell's messages (R's first cell loads its packages)
+OUTPUT_LINES = 300
 
 LANGS = [pytest.param(lang, id=lang.name,
                       marks=pytest.mark.skipif(missing_runtime(lang) is not None,
@@ -197,6 +198,17 @@ def test_kg_streams_come_in_order_before_the_value_and_idle(lang_ws, lang):
 
 
 @pytest.mark.parametrize("lang", LANGS)
+def test_kg_all_output_comes_before_the_reply_and_idle(lang_ws, lang):
+    """A cell that prints fast and ends at once: every line reaches the client under the cell,
+    before its idle (none is lost or comes after), five times over."""
+    lines = "".join(f"line {i}\n" for i in range(OUTPUT_LINES))
+    for _ in range(5):
+        res = lang_ws.execute(lang.many_lines.format(n=OUTPUT_LINES), timeout=CELL_TIMEOUT)
+        assert res.reply["content"]["status"] == "ok", res.reply["content"]
+        assert res.stdout == lines, f"{len(res.stdout.splitlines())} of {OUTPUT_LINES} lines before idle: {res.types}"
+
+
+@pytest.mark.parametrize("lang", LANGS)
 def test_kg_rich_results(lang_ws, lang):
     if lang in (JAVASCRIPT, TYPESCRIPT):
         res = lang_ws.execute(f"display.html('<b>bold</b>');\ndisplay.png('{PNG_1x1}');\n'done'",
@@ -325,6 +337,16 @@ def test_v1_context_keeps_state_and_streams_in_order(v1, box, contexts, lang):
         assert v1_text(ev) == lang.value_text, ev
     # the sandbox's Python knows nothing of it
     assert v1.value(sid, "'counter' in dir()") == "False"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_v1_all_output_comes_before_the_end(v1, box, contexts, lang):
+    sid, cid = box["id"], contexts(lang)["id"]
+    lines = "".join(f"line {i}\n" for i in range(OUTPUT_LINES))
+    for _ in range(3):
+        ev = v1.execute(sid, lang.many_lines.format(n=OUTPUT_LINES), context_id=cid)
+        assert not ev.errors, ev.errors
+        assert ev.stdout == lines, f"{len(ev.stdout.splitlines())} of {OUTPUT_LINES} lines before the end"
 
 
 @pytest.mark.parametrize("lang", LANGS)
