@@ -37,27 +37,27 @@
 extern char **environ;
 
 enum {
-    STARTUP_WAIT_MS = 30 * 1000,    /* bash's first report */
+    STARTUP_WAIT_MS = 30 * 1000,     /* bash's first report */
     SYNTAX_CHECK_WAIT_MS = 5 * 1000, /* `bash -n` on a cell's text */
-    EXIT_WAIT_MS = 5 * 1000,        /* bash's end after shutdown */
-    INTERRUPTED_STATUS = 130,       /* 128 + SIGINT: what bash reports for an interrupted line */
+    EXIT_WAIT_MS = 5 * 1000,         /* bash's end after shutdown */
+    INTERRUPTED_STATUS = 130,        /* 128 + SIGINT: what bash reports for an interrupted line */
 };
 
 struct bash_kernel {
     kernel_channel *channel; /* the daemon's */
     jupyter_session session;
-    kernel_child shell;      /* the one bash */
-    int commands_fd;         /* write end of bash's stdin */
-    int report_fd;           /* read end of bash's fd 3, non-blocking */
-    char report[512];        /* report bytes not yet a whole line */
+    kernel_child shell; /* the one bash */
+    int commands_fd;    /* write end of bash's stdin */
+    int report_fd;      /* read end of bash's fd 3, non-blocking */
+    char report[512];   /* report bytes not yet a whole line */
     size_t report_used;
-    char directory[64];      /* private 0700 directory holding the cell files */
-    char token[33];          /* prefix of every report line */
-    char version[64];        /* $BASH_VERSION */
+    char directory[64]; /* private 0700 directory holding the cell files */
+    char token[33];     /* prefix of every report line */
+    char version[64];   /* $BASH_VERSION */
     int execution_count;
-    json_t *pending;         /* frames read from the daemon, not yet handled */
-    const json_t *current;   /* the request being handled (NULL between requests) */
-    size_t abort_window;     /* after a failed cell: how many waiting frames its error aborts */
+    json_t *pending;       /* frames read from the daemon, not yet handled */
+    const json_t *current; /* the request being handled (NULL between requests) */
+    size_t abort_window;   /* after a failed cell: how many waiting frames its error aborts */
 };
 
 /* What waiting for bash's report can end with. */
@@ -92,8 +92,8 @@ static int read_channel(struct bash_kernel *kernel)
 
 static const char *message_type(const json_t *frame)
 {
-    const char *type = json_string_value(json_object_get(json_object_get(frame, "header"),
-                                                         "msg_type"));
+    const char *type =
+        json_string_value(json_object_get(json_object_get(frame, "header"), "msg_type"));
     return type ? type : "";
 }
 
@@ -200,16 +200,15 @@ static enum wait_result wait_for_report(struct bash_kernel *kernel, char *value,
         }
         if (fds[1].revents & POLLIN)
             return SHELL_ENDED;
-        if ((fds[2].revents & (POLLIN | POLLHUP | POLLERR)) && read_channel(kernel) != 0)
+        if ((fds[2].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) && read_channel(kernel) != 0)
             return DAEMON_GONE;
     }
 }
 
 /* Has bash source `text` (saved as `name` in the private directory), with `assignments`
  * (words NAME='value', or "") in force for it; its exit status into *status. */
-static enum wait_result run_in_shell(struct bash_kernel *kernel, const char *name,
-                                     const char *text, size_t length, const char *assignments,
-                                     int *status)
+static enum wait_result run_in_shell(struct bash_kernel *kernel, const char *name, const char *text,
+                                     size_t length, const char *assignments, int *status)
 {
     char path[128];
     snprintf(path, sizeof path, "%s/%s", kernel->directory, name);
@@ -220,8 +219,8 @@ static enum wait_result run_in_shell(struct bash_kernel *kernel, const char *nam
     }
     char lines[1024];
     int n = snprintf(lines, sizeof lines,
-                     "%s . '%s' </dev/null\nbuiltin printf '%s %%d\\n' \"$?\" >&3\n",
-                     assignments, path, kernel->token);
+                     "%s . '%s' </dev/null\nbuiltin printf '%s %%d\\n' \"$?\" >&3\n", assignments,
+                     path, kernel->token);
     if (n < 0 || (size_t)n >= sizeof lines || write_all(kernel->commands_fd, lines, (size_t)n))
         return SHELL_ENDED;
     char value[64];
@@ -235,8 +234,8 @@ static enum wait_result run_in_shell(struct bash_kernel *kernel, const char *nam
  * execution only: bash keeps assignments written before `.` for the one command). */
 static char *request_assignments(const json_t *request)
 {
-    json_t *env = json_object_get(json_object_get(json_object_get(request, "metadata"),
-                                                  "cellbox"), "env");
+    json_t *env =
+        json_object_get(json_object_get(json_object_get(request, "metadata"), "cellbox"), "env");
     char *text = NULL;
     size_t length = 0;
     FILE *stream = open_memstream(&text, &length);
@@ -244,7 +243,8 @@ static char *request_assignments(const json_t *request)
         return NULL;
     const char *name;
     json_t *value;
-    json_object_foreach(env, name, value) {
+    json_object_foreach(env, name, value)
+    {
         if (!is_variable_name(name) || !json_is_string(value))
             continue;
         fprintf(stream, "%s=", name);
@@ -265,8 +265,8 @@ static char *request_assignments(const json_t *request)
 
 static void remove_cell_files(struct bash_kernel *kernel)
 {
-    static const char *const names[] = {"cell.sh", "environment.sh", "check.sh",
-                                        "complete.sh", "completions"};
+    static const char *const names[] = {"cell.sh", "environment.sh", "check.sh", "complete.sh",
+                                        "completions"};
     char path[128];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", kernel->directory, names[i]);
@@ -384,15 +384,14 @@ static int send_reply(struct bash_kernel *kernel, const json_t *request, json_t 
 static void send_error(struct bash_kernel *kernel, const json_t *request, const char *name,
                        const char *value, const char *explanation)
 {
-    json_t *content = json_pack("{s:s, s:s, s:[s]}", "ename", name, "evalue", value,
-                                "traceback", explanation);
+    json_t *content =
+        json_pack("{s:s, s:s, s:[s]}", "ename", name, "evalue", value, "traceback", explanation);
     (void)send_frame(kernel,
                      jupyter_message_new(&kernel->session, "iopub", "error", request, content));
     (void)send_reply(kernel, request,
                      json_pack("{s:s, s:i, s:s, s:s, s:[s], s:{}, s:[]}", "status", "error",
-                               "execution_count", kernel->execution_count, "ename", name,
-                               "evalue", value, "traceback", explanation, "user_expressions",
-                               "payload"));
+                               "execution_count", kernel->execution_count, "ename", name, "evalue",
+                               value, "traceback", explanation, "user_expressions", "payload"));
 }
 
 /* An execute_request. DAEMON_GONE and SHELL_ENDED end the kernel (the caller does). */
@@ -410,11 +409,10 @@ static enum wait_result execute(struct bash_kernel *kernel, const json_t *reques
     if (store_history)
         kernel->execution_count++;
     if (!silent)
-        (void)send_frame(kernel,
-                         jupyter_message_new(&kernel->session, "iopub", "execute_input", request,
-                                             json_pack("{s:s, s:i}", "code", code,
-                                                       "execution_count",
-                                                       kernel->execution_count)));
+        (void)send_frame(
+            kernel, jupyter_message_new(&kernel->session, "iopub", "execute_input", request,
+                                        json_pack("{s:s, s:i}", "code", code, "execution_count",
+                                                  kernel->execution_count)));
     char *assignments = request_assignments(request);
     int status = 0;
     enum wait_result result = run_in_shell(kernel, "cell.sh", code, strlen(code),
@@ -438,12 +436,12 @@ static enum wait_result execute(struct bash_kernel *kernel, const json_t *reques
     char value[16], explanation[128];
     snprintf(value, sizeof value, "%d", status);
     if (status == INTERRUPTED_STATUS) {
-        snprintf(explanation, sizeof explanation,
-                 "The cell was interrupted (exit status %d).", status);
+        snprintf(explanation, sizeof explanation, "The cell was interrupted (exit status %d).",
+                 status);
         send_error(kernel, request, "Interrupted", value, explanation);
     } else {
-        snprintf(explanation, sizeof explanation,
-                 "The cell's last command exited with status %d.", status);
+        snprintf(explanation, sizeof explanation, "The cell's last command exited with status %d.",
+                 status);
         send_error(kernel, request, "ExitStatus", value, explanation);
     }
     if (stop_on_error) {
@@ -459,19 +457,19 @@ static json_t *kernel_info(const struct bash_kernel *kernel)
 {
     char banner[128];
     snprintf(banner, sizeof banner, "GNU bash %s (cellbox)", kernel->version);
-    return json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}, s:s, s:[]}", "status",
-                     "ok", "protocol_version", "5.3", "implementation", "cellbox-bash",
-                     "implementation_version", "1.0", "language_info", "name", "bash",
-                     "version", kernel->version, "mimetype", "text/x-sh", "file_extension",
-                     ".sh", "codemirror_mode", "shell", "banner", banner, "help_links");
+    return json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}, s:s, s:[]}", "status", "ok",
+                     "protocol_version", "5.3", "implementation", "cellbox-bash",
+                     "implementation_version", "1.0", "language_info", "name", "bash", "version",
+                     kernel->version, "mimetype", "text/x-sh", "file_extension", ".sh",
+                     "codemirror_mode", "shell", "banner", banner, "help_links");
 }
 
 /* is_complete_request: `bash -n` on the text, in a process of its own (a cell is never run to
  * find out). "incomplete" when bash ran out of text (an open quote, `if` without `fi`). */
 static json_t *is_complete(struct bash_kernel *kernel, const json_t *request)
 {
-    const char *code = json_string_value(json_object_get(json_object_get(request, "content"),
-                                                         "code"));
+    const char *code =
+        json_string_value(json_object_get(json_object_get(request, "content"), "code"));
     char path[128];
     snprintf(path, sizeof path, "%s/check.sh", kernel->directory);
     int errors[2];
@@ -490,8 +488,7 @@ static json_t *is_complete(struct bash_kernel *kernel, const json_t *request)
     char text[4096];
     size_t used = 0;
     struct pollfd readable = {.fd = errors[0], .events = POLLIN};
-    while (spawned == 0 && used < sizeof text - 1 &&
-           poll(&readable, 1, SYNTAX_CHECK_WAIT_MS) > 0) {
+    while (spawned == 0 && used < sizeof text - 1 && poll(&readable, 1, SYNTAX_CHECK_WAIT_MS) > 0) {
         ssize_t got = read(errors[0], text + used, sizeof text - 1 - used);
         if (got <= 0)
             break;
@@ -508,8 +505,7 @@ static json_t *is_complete(struct bash_kernel *kernel, const json_t *request)
         return json_pack("{s:s}", "status", "unknown");
     if (WEXITSTATUS(status) == 0)
         return json_pack("{s:s}", "status", "complete");
-    if (strstr(text, "unexpected end of file") != NULL ||
-        strstr(text, "unexpected EOF") != NULL)
+    if (strstr(text, "unexpected end of file") != NULL || strstr(text, "unexpected EOF") != NULL)
         return json_pack("{s:s, s:s}", "status", "incomplete", "indent", "");
     return json_pack("{s:s}", "status", "invalid");
 }
@@ -617,7 +613,8 @@ static enum wait_result apply_environment(struct bash_kernel *kernel, const json
         return REPORTED;
     const char *name;
     json_t *value;
-    json_object_foreach(json_object_get(frame, "set"), name, value) {
+    json_object_foreach(json_object_get(frame, "set"), name, value)
+    {
         if (!is_variable_name(name) || !json_is_string(value))
             continue;
         fprintf(stream, "export %s=", name);
@@ -651,8 +648,9 @@ static enum wait_result handle(struct bash_kernel *kernel, const json_t *frame, 
     enum wait_result result = REPORTED;
     json_t *content = json_object_get(frame, "content");
     if (strcmp(type, "execute_request") == 0 && aborted)
-        (void)send_reply(kernel, frame, json_pack("{s:s, s:i}", "status", "aborted",
-                                                  "execution_count", kernel->execution_count));
+        (void)send_reply(kernel, frame,
+                         json_pack("{s:s, s:i}", "status", "aborted", "execution_count",
+                                   kernel->execution_count));
     else if (strcmp(type, "execute_request") == 0)
         result = execute(kernel, frame);
     else if (strcmp(type, "kernel_info_request") == 0)
@@ -662,8 +660,9 @@ static enum wait_result handle(struct bash_kernel *kernel, const json_t *frame, 
     else if (strcmp(type, "complete_request") == 0)
         (void)send_reply(kernel, frame, complete(kernel, frame, &result));
     else if (strcmp(type, "inspect_request") == 0)
-        (void)send_reply(kernel, frame, json_pack("{s:s, s:b, s:{}, s:{}}", "status", "ok",
-                                                  "found", 0, "data", "metadata"));
+        (void)send_reply(
+            kernel, frame,
+            json_pack("{s:s, s:b, s:{}, s:{}}", "status", "ok", "found", 0, "data", "metadata"));
     else if (strcmp(type, "history_request") == 0)
         (void)send_reply(kernel, frame, json_pack("{s:s, s:[]}", "status", "ok", "history"));
     else if (strcmp(type, "comm_info_request") == 0)
@@ -711,7 +710,7 @@ static int serve(struct bash_kernel *kernel)
         }
         if (fds[1].revents & POLLIN)
             end_like_shell(kernel); /* killed while idle (an OOM kill, a `kill` from elsewhere) */
-        if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) && read_channel(kernel) != 0)
+        if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) && read_channel(kernel) != 0)
             return 0; /* the daemon is gone: there is no one left to serve */
     }
 }
@@ -723,15 +722,19 @@ int bash_kernel_run(int channel_fd)
     make_token(kernel.token, sizeof kernel.token);
     kernel.pending = json_array();
     kernel.channel = kernel_channel_open(channel_fd);
-    snprintf(kernel.directory, sizeof kernel.directory, "/tmp/cellbox-bash-XXXXXX");
+    /* The pid in the name says whose it is: what a killed kernel leaves can be found. */
+    snprintf(kernel.directory, sizeof kernel.directory, "/tmp/cellbox-bash-%d-XXXXXX",
+             (int)getpid());
     if (access(BASH_PATH, X_OK) != 0) {
         fprintf(stderr, "cellbox-kernel: " BASH_PATH " is not installed: the bash kernel runs "
                         "it\n");
         return 1;
     }
     if (kernel.channel == NULL || kernel.pending == NULL || mkdtemp(kernel.directory) == NULL) {
-        fprintf(stderr, "cellbox-kernel: cannot make the bash kernel's directory under /tmp: "
-                        "%s\n", strerror(errno));
+        fprintf(stderr,
+                "cellbox-kernel: cannot make the bash kernel's directory under /tmp: "
+                "%s\n",
+                strerror(errno));
         return 1;
     }
     if (start_shell(&kernel) != 0) {

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,14 +24,20 @@ enum {
     MAX_FRAME = 64 << 20,   /* the contract's limit, both directions */
     READ_CHUNK = 256 << 10, /* one recvmsg */
     MAX_RECEIVED_FDS = 4,   /* more than the one the protocol sends are closed */
-    DRAIN_WAIT_MS = 1000,   /* the drain rule gives up after this: a stuck daemon must not hang us */
+    DRAIN_WAIT_MS = 1000, /* the drain rule gives up after this: a stuck daemon must not hang us */
 };
 
 struct kernel_channel {
-    int fd;             /* the channel: fd 3 in every kernel */
-    char *inbox;        /* bytes read and not yet handed over as frames */
-    size_t inbox_used;  /* bytes in inbox */
-    size_t inbox_size;  /* bytes allocated */
+    int fd;            /* the channel: fd 3 in every kernel */
+    char *inbox;       /* bytes read and not yet handed over as frames */
+    size_t inbox_used; /* bytes in inbox */
+    size_t inbox_size; /* bytes allocated */
+    /* The handlers of the last kernel_channel_read, which a send uses too (see there). */
+    kernel_channel_frame_handler on_frame;
+    kernel_channel_switch_handler on_switch;
+    void *arg;
+    bool reading; /* inside a read: a send from a handler must not read again */
+    bool failed;  /* end of file or garbage seen (in a send's read): the next read says so */
 };
 
 kernel_channel *kernel_channel_open(int fd)
@@ -55,7 +62,10 @@ void kernel_channel_close(kernel_channel *channel)
     free(channel);
 }
 
-int kernel_channel_fd(const kernel_channel *channel) { return channel->fd; }
+int kernel_channel_fd(const kernel_channel *channel)
+{
+    return channel->fd;
+}
 
 /* ---------------------------------------------------------------- reading */
 
@@ -92,8 +102,10 @@ static int split_frames(kernel_channel *channel, kernel_channel_frame_handler on
     while (channel->inbox_used - offset >= 4) {
         uint32_t length = frame_length(channel->inbox + offset);
         if (length > MAX_FRAME) {
-            fprintf(stderr, "cellbox-kernel: the daemon sent a %u-byte frame (limit %d bytes); "
-                            "the channel is broken, exiting\n", length, MAX_FRAME);
+            fprintf(stderr,
+                    "cellbox-kernel: the daemon sent a %u-byte frame (limit %d bytes); "
+                    "the channel is broken, exiting\n",
+                    length, MAX_FRAME);
             result = -1;
             break;
         }
@@ -103,8 +115,9 @@ static int split_frames(kernel_channel *channel, kernel_channel_frame_handler on
         json_t *frame = json_loadb(channel->inbox + offset + 4, length, 0, &error);
         offset += 4 + (size_t)length;
         if (frame == NULL || !json_is_object(frame)) {
-            fprintf(stderr, "cellbox-kernel: the daemon sent a frame that is not a JSON object "
-                            "(%s); the channel is broken, exiting\n",
+            fprintf(stderr,
+                    "cellbox-kernel: the daemon sent a frame that is not a JSON object "
+                    "(%s); the channel is broken, exiting\n",
                     frame ? "another JSON value" : error.text);
             json_decref(frame);
             result = -1;
@@ -127,8 +140,10 @@ static int switch_channel(kernel_channel *channel, const int *fds, size_t fd_cou
     if (split_frames(channel, on_frame, arg) != 0)
         return -1;
     if (channel->inbox_used > 0)
-        fprintf(stderr, "cellbox-kernel: dropping %zu bytes of a frame the previous daemon did "
-                        "not finish\n", channel->inbox_used);
+        fprintf(stderr,
+                "cellbox-kernel: dropping %zu bytes of a frame the previous daemon did "
+                "not finish\n",
+                channel->inbox_used);
     channel->inbox_used = 0;
     for (size_t i = 1; i < fd_count; i++)
         close(fds[i]);
@@ -156,17 +171,23 @@ static size_t received_fds(struct msghdr *message, int *fds)
     return count;
 }
 
-int kernel_channel_read(kernel_channel *channel, kernel_channel_frame_handler on_frame,
-                        kernel_channel_switch_handler on_switch, void *arg)
+/* Reads what is there with the stored handlers. 0, or -1 (then also remembered in `failed`). */
+static int read_available(kernel_channel *channel)
 {
     static char chunk[READ_CHUNK];
+    kernel_channel_frame_handler on_frame = channel->on_frame;
+    void *arg = channel->arg;
+    if (channel->failed)
+        return -1;
     for (;;) {
         union {
             struct cmsghdr align;
             char bytes[CMSG_SPACE(MAX_RECEIVED_FDS * sizeof(int))];
         } control;
         struct iovec iov = {.iov_base = chunk, .iov_len = sizeof chunk};
-        struct msghdr message = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.bytes,
+        struct msghdr message = {.msg_iov = &iov,
+                                 .msg_iovlen = 1,
+                                 .msg_control = control.bytes,
                                  .msg_controllen = sizeof control.bytes};
         ssize_t got = recvmsg(channel->fd, &message, MSG_CMSG_CLOEXEC);
         if (got < 0 && errno == EINTR)
@@ -175,26 +196,42 @@ int kernel_channel_read(kernel_channel *channel, kernel_channel_frame_handler on
             return 0;
         if (got < 0 && errno != ECONNRESET) {
             fprintf(stderr, "cellbox-kernel: reading the channel: %s\n", strerror(errno));
+            channel->failed = true;
             return -1;
         }
         int fds[MAX_RECEIVED_FDS];
         size_t fd_count = got > 0 ? received_fds(&message, fds) : 0;
         if (fd_count > 0) {
             if (inbox_append(channel, chunk, (size_t)got - 1) != 0 ||
-                switch_channel(channel, fds, fd_count, on_frame, arg) != 0)
+                switch_channel(channel, fds, fd_count, on_frame, arg) != 0) {
+                channel->failed = true;
                 return -1;
-            if (on_switch != NULL)
-                on_switch(arg);
+            }
+            if (channel->on_switch != NULL)
+                channel->on_switch(arg);
             continue;
         }
-        if (got <= 0)
-            return -1; /* end of file: the daemon (and its keeper) let go of the kernel */
-        if (inbox_append(channel, chunk, (size_t)got) != 0 ||
-            split_frames(channel, on_frame, arg) != 0)
+        /* End of file: the daemon (and its keeper) let go of the kernel. */
+        if (got <= 0 || inbox_append(channel, chunk, (size_t)got) != 0 ||
+            split_frames(channel, on_frame, arg) != 0) {
+            channel->failed = true;
             return -1;
+        }
         if ((size_t)got < sizeof chunk)
             return 0; /* the socket had no more: another read would only say EAGAIN */
     }
+}
+
+int kernel_channel_read(kernel_channel *channel, kernel_channel_frame_handler on_frame,
+                        kernel_channel_switch_handler on_switch, void *arg)
+{
+    channel->on_frame = on_frame;
+    channel->on_switch = on_switch;
+    channel->arg = arg;
+    channel->reading = true;
+    int result = read_available(channel);
+    channel->reading = false;
+    return result;
 }
 
 /* ---------------------------------------------------------------- sending */
@@ -246,6 +283,13 @@ int kernel_channel_send_raw(kernel_channel *channel, const char *json, size_t le
     }
     unsigned char prefix[4] = {length & 0xff, (length >> 8) & 0xff, (length >> 16) & 0xff,
                                (length >> 24) & 0xff};
+    /* A new channel may be waiting: this frame then goes to the new daemon, after the status
+     * on_switch sends (docs/kernel-protocol.md "Adoption", step 2). */
+    if (channel->on_frame != NULL && !channel->reading) {
+        channel->reading = true;
+        (void)read_available(channel);
+        channel->reading = false;
+    }
     wait_output_drained();
     if (write_all(channel->fd, (const char *)prefix, sizeof prefix) != 0 ||
         write_all(channel->fd, json, length) != 0)

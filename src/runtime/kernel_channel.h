@@ -32,6 +32,11 @@ typedef void (*kernel_channel_switch_handler)(void *arg);
    frame of a JSON object (the kernel then exits: there is no one left to serve). */
 int kernel_channel_read(kernel_channel *channel, kernel_channel_frame_handler on_frame,
                         kernel_channel_switch_handler on_switch, void *arg);
+/* (Added.) Every send first reads what is waiting, with the handlers of the last
+   kernel_channel_read, so that a new channel sent by an adopting daemon is taken before the frame
+   is written (the frame then goes to the new daemon, after on_switch's status). So on_frame
+   must only keep the frame for later, and may be called from within a send; a send never reads
+   from inside a handler. An end of file seen there is reported by the next kernel_channel_read. */
 
 /* Sends one frame, a JSON object carrying "channel": first waits until fd 1 and 2 are drained
    (ioctl FIONREAD reads 0; polls briefly, gives up after a second), so output written before it

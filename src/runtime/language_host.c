@@ -53,15 +53,15 @@ struct bytes {
 };
 
 struct node_relay {
-    kernel_channel *channel;  /* the daemon's */
-    kernel_child node;        /* the Node process */
-    int node_socket;          /* our end of Node's fd 3, non-blocking */
-    struct bytes from_node;   /* Node's bytes, split into frames as they complete */
-    struct bytes to_node;     /* the daemon's frames Node has not taken yet */
-    jupyter_session session;  /* for the status this process sends after a switch */
-    json_t *last_parent;      /* parent_header of Node's last status (NULL: none yet) */
-    bool last_busy;           /* Node's last status was busy */
-    bool broken;              /* Node sent something that is not a frame */
+    kernel_channel *channel; /* the daemon's */
+    kernel_child node;       /* the Node process */
+    int node_socket;         /* our end of Node's fd 3, non-blocking */
+    struct bytes from_node;  /* Node's bytes, split into frames as they complete */
+    struct bytes to_node;    /* the daemon's frames Node has not taken yet */
+    jupyter_session session; /* for the status this process sends after a switch */
+    json_t *last_parent;     /* parent_header of Node's last status (NULL: none yet) */
+    bool last_busy;          /* Node's last status was busy */
+    bool broken;             /* Node sent something that is not a frame */
 };
 
 /* ---------------------------------------------------------------- options */
@@ -90,8 +90,10 @@ static int parse_language_options(int argc, char **argv, struct language_options
         const char *value;
         if ((value = option_value(argv[i], "--channel-fd")) != NULL) {
             if (parse_channel_fd(value, &options->channel_fd) != 0) {
-                fprintf(stderr, "cellbox-kernel: --channel-fd wants a file descriptor number, "
-                                "got '%s'\n", value);
+                fprintf(stderr,
+                        "cellbox-kernel: --channel-fd wants a file descriptor number, "
+                        "got '%s'\n",
+                        value);
                 return -1;
             }
         } else if ((value = option_value(argv[i], "--language")) != NULL) {
@@ -99,14 +101,23 @@ static int parse_language_options(int argc, char **argv, struct language_options
         } else if ((value = option_value(argv[i], "--share-dir")) != NULL && *value != '\0') {
             options->share_dir = value;
         } else {
-            fprintf(stderr, "cellbox-kernel: unknown argument '%s' (usage: cellbox-kernel "
-                            "--channel-fd=N --language=bash|javascript|typescript "
-                            "[--share-dir=DIR])\n", argv[i]);
+            fprintf(stderr,
+                    "cellbox-kernel: unknown argument '%s' (usage: cellbox-kernel "
+                    "--channel-fd=N --language=bash|javascript|typescript "
+                    "[--share-dir=DIR])\n",
+                    argv[i]);
             return -1;
         }
     }
     if (options->channel_fd < 0) {
         fprintf(stderr, "cellbox-kernel: --language needs --channel-fd=N, the daemon's channel\n");
+        return -1;
+    }
+    if (fcntl(options->channel_fd, F_GETFD) < 0) {
+        fprintf(stderr,
+                "cellbox-kernel: --channel-fd=%d is not an open file descriptor (%s); the "
+                "daemon must pass the channel socket on that fd\n",
+                options->channel_fd, strerror(errno));
         return -1;
     }
     return 0;
@@ -142,12 +153,12 @@ static void bytes_consume(struct bytes *buffer, size_t length)
 /* Remembers where Node stands, for the status this process sends after an adoption switch. */
 static void note_status(struct node_relay *relay, json_t *frame)
 {
-    const char *type = json_string_value(json_object_get(json_object_get(frame, "header"),
-                                                         "msg_type"));
+    const char *type =
+        json_string_value(json_object_get(json_object_get(frame, "header"), "msg_type"));
     if (type == NULL || strcmp(type, "status") != 0)
         return;
-    const char *state = json_string_value(
-        json_object_get(json_object_get(frame, "content"), "execution_state"));
+    const char *state =
+        json_string_value(json_object_get(json_object_get(frame, "content"), "execution_state"));
     relay->last_busy = state != NULL && strcmp(state, "busy") == 0;
     json_decref(relay->last_parent);
     relay->last_parent = json_incref(json_object_get(frame, "parent_header"));
@@ -161,11 +172,13 @@ static int relay_node_frames(struct node_relay *relay)
     struct bytes *in = &relay->from_node;
     while (in->used >= 4 && !relay->broken) {
         const unsigned char *p = (const unsigned char *)in->data;
-        uint32_t length = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                          (uint32_t)p[3] << 24;
+        uint32_t length =
+            (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
         if (length > MAX_FRAME) {
-            fprintf(stderr, "cellbox-kernel: Node's kernel sent a %u-byte frame (limit %d "
-                            "bytes); ending it\n", length, MAX_FRAME);
+            fprintf(stderr,
+                    "cellbox-kernel: Node's kernel sent a %u-byte frame (limit %d "
+                    "bytes); ending it\n",
+                    length, MAX_FRAME);
             relay->broken = true;
             return 0;
         }
@@ -179,9 +192,10 @@ static int relay_node_frames(struct node_relay *relay)
             relay->broken = true;
             return 0;
         }
+        /* Noted after the send: a switch found by the send announces the state before it. */
+        int sent = kernel_channel_send_raw(relay->channel, in->data + 4, length);
         note_status(relay, frame);
         json_decref(frame);
-        int sent = kernel_channel_send_raw(relay->channel, in->data + 4, length);
         bytes_consume(in, 4 + (size_t)length);
         if (sent != 0)
             return -1;
@@ -231,8 +245,8 @@ static void queue_for_node(void *arg, json_t *frame)
 static void write_to_node(struct node_relay *relay)
 {
     while (relay->to_node.used > 0) {
-        ssize_t written = send(relay->node_socket, relay->to_node.data, relay->to_node.used,
-                               MSG_NOSIGNAL);
+        ssize_t written =
+            send(relay->node_socket, relay->to_node.data, relay->to_node.used, MSG_NOSIGNAL);
         if (written < 0 && errno == EINTR)
             continue;
         if (written <= 0)
@@ -249,8 +263,7 @@ static void announce_after_switch(void *arg)
     json_t *request = NULL;
     if (relay->last_busy && json_is_object(relay->last_parent))
         request = json_pack("{s:O}", "header", relay->last_parent);
-    json_t *status = jupyter_message_status(&relay->session, request,
-                                            request ? "busy" : "idle");
+    json_t *status = jupyter_message_status(&relay->session, request, request ? "busy" : "idle");
     (void)kernel_channel_send(relay->channel, status);
     json_decref(status);
     json_decref(request);
@@ -268,8 +281,10 @@ static _Noreturn void end_like_node(struct node_relay *relay)
     }
     struct pollfd exited = {.fd = relay->node.pidfd, .events = POLLIN};
     if (poll(&exited, 1, CHILD_EXIT_WAIT_MS) == 0) {
-        fprintf(stderr, "cellbox-kernel: Node closed its channel but did not exit in %d s; "
-                        "killing it\n", CHILD_EXIT_WAIT_MS / 1000);
+        fprintf(stderr,
+                "cellbox-kernel: Node closed its channel but did not exit in %d s; "
+                "killing it\n",
+                CHILD_EXIT_WAIT_MS / 1000);
         kill(relay->node.pid, SIGKILL);
     }
     kernel_child_exit_like(&relay->node);
@@ -288,7 +303,7 @@ static int relay_until_the_end(struct node_relay *relay)
                 continue;
             return -1;
         }
-        if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+        if (fds[1].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) {
             int end = read_from_node(relay);
             if (end < 0)
                 return -1;
@@ -301,9 +316,9 @@ static int relay_until_the_end(struct node_relay *relay)
                 return -1;
             end_like_node(relay);
         }
-        if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-            if (kernel_channel_read(relay->channel, queue_for_node, announce_after_switch,
-                                    relay) != 0)
+        if (fds[0].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) {
+            if (kernel_channel_read(relay->channel, queue_for_node, announce_after_switch, relay) !=
+                0)
                 return -1;
         }
         if (relay->to_node.used > 0)
@@ -319,24 +334,27 @@ static int run_node(const struct language_options *options, bool typescript)
         return 1;
     }
     if (options->share_dir == NULL) {
-        fprintf(stderr, "cellbox-kernel: --language=%s needs --share-dir=DIR (the directory "
-                        "holding node/kernel.js)\n", options->language);
+        fprintf(stderr,
+                "cellbox-kernel: --language=%s needs --share-dir=DIR (the directory "
+                "holding node/kernel.js)\n",
+                options->language);
         return 2;
     }
     char script[PATH_MAX];
     struct stat st;
     int n = snprintf(script, sizeof script, "%s/node/kernel.js", options->share_dir);
     if (n < 0 || (size_t)n >= sizeof script || stat(script, &st) != 0 || !S_ISREG(st.st_mode)) {
-        fprintf(stderr, "cellbox-kernel: --share-dir=%s holds no node/kernel.js; run `make "
-                        "build` or point it at build/share/cellbox\n", options->share_dir);
+        fprintf(stderr,
+                "cellbox-kernel: --share-dir=%s holds no node/kernel.js; run `make "
+                "build` or point it at build/share/cellbox\n",
+                options->share_dir);
         return 2;
     }
     struct node_relay relay = {.last_parent = NULL};
     jupyter_session_init(&relay.session);
     relay.channel = kernel_channel_open(options->channel_fd);
     int pair[2];
-    if (relay.channel == NULL ||
-        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    if (relay.channel == NULL || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
         fprintf(stderr, "cellbox-kernel: cannot make Node's channel: %s\n", strerror(errno));
         return 1;
     }
@@ -355,6 +373,12 @@ static int run_node(const struct language_options *options, bool typescript)
     /* The daemon is gone: no one is left to serve, so Node goes too. */
     kill(relay.node.pid, SIGKILL);
     (void)waitpid(relay.node.pid, NULL, 0);
+    close(relay.node_socket);
+    close(relay.node.pidfd);
+    kernel_channel_close(relay.channel);
+    free(relay.from_node.data);
+    free(relay.to_node.data);
+    json_decref(relay.last_parent);
     return 0;
 }
 
@@ -369,7 +393,9 @@ int language_host_main(int argc, char **argv)
         return run_node(&options, false);
     if (strcmp(options.language, "typescript") == 0)
         return run_node(&options, true);
-    fprintf(stderr, "cellbox-kernel: --language=%s is not one this kernel runs (bash, javascript, "
-                    "typescript); other languages run through --jupyter\n", options.language);
+    fprintf(stderr,
+            "cellbox-kernel: --language=%s is not one this kernel runs (bash, javascript, "
+            "typescript); other languages run through --jupyter\n",
+            options.language);
     return 2;
 }

@@ -4,7 +4,9 @@ Like kernel_process.KernelProcess, but in a session of its own: cellboxd interru
 sending SIGINT to its whole process group (the kernel's children included), and a test can only
 do the same without hitting pytest if the kernel leads its own group.
 """
+import glob
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -68,6 +70,9 @@ class LanguageKernel(KernelProcess):
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        # A bash kernel killed here could not remove its cell directory (named for its pid).
+        for directory in glob.glob(f"/tmp/cellbox-bash-{self.proc.pid}-*"):
+            shutil.rmtree(directory, ignore_errors=True)
         super().close()
 
 

@@ -5,6 +5,7 @@ drives it, outside any sandbox.
 Run:  /usr/bin/python3 -m pytest -q tests/kernel/test_bash_kernel.py
 """
 import glob
+import json
 import os
 
 import pytest
@@ -76,10 +77,13 @@ def test_non_zero_status_is_an_error(kernel):
 
 
 def test_stop_on_error_aborts_waiting_executes(kernel):
-    failing = kernel.send("shell", "execute_request",
-                          {"code": "sleep 0.5; false", "silent": False, "stop_on_error": True})
-    queued = kernel.send("shell", "execute_request",
-                         {"code": "echo must-not-run", "silent": False})
+    failing = kernel.message("shell", "execute_request",
+                             {"code": "false", "silent": False, "stop_on_error": True})
+    queued = kernel.message("shell", "execute_request",
+                            {"code": "echo must-not-run", "silent": False})
+    # One write: the second request is waiting on the channel when the first one fails.
+    kernel.sock.sendall(b"".join(len(body).to_bytes(4, "little") + body
+                                 for body in (json.dumps(m).encode() for m in (failing, queued))))
     assert kernel.collect(failing).reply["content"]["status"] == "error"
     aborted = kernel.collect(queued)
     assert aborted.reply["content"]["status"] == "aborted"
@@ -148,7 +152,7 @@ def test_request_variables_hold_for_one_execution(kernel):
     request = kernel.message("shell", "execute_request",
                              {"code": "echo \"one:$ONLY_NOW\"", "silent": False},
                              metadata={"cellbox": {"env": {"ONLY_NOW": "yes"}}})
-    kernel.send_raw(__import__("json").dumps(request).encode())
+    kernel.send_raw(json.dumps(request).encode())
     kernel.collect(request)
     kernel.execute("echo \"two:$ONLY_NOW\"")
     kernel.wait_output("stdout", "one:yes\ntwo:\n")

@@ -131,8 +131,13 @@ def test_a_whole_request_before_the_marker_still_runs():
         request = k.message("shell", "execute_request", {"code": "sent-before", "silent": False})
         body = json.dumps(request).encode()
         k.sock.sendall(len(body).to_bytes(4, "little") + body + b"\x10\x00\x00\x00{\"half")
-        adopt(k).close()
+        old = adopt(k)
         exchange = k.collect(request)
+        # As a daemon does: what still came on the old channel is read until its end of file
+        # (closing it unread would make the kernel's next read fail with ECONNRESET).
+        while old.recv(1 << 16):
+            pass
+        old.close()
         assert exchange.reply["content"]["status"] == "ok"
         k.wait_output("stdout", "sent-before\n")
         assert "dropping" in k.stderr_text()
@@ -142,6 +147,7 @@ def test_a_whole_request_before_the_marker_still_runs():
 
 @pytest.mark.parametrize("args, why", [
     (["--language=bash"], "needs --channel-fd"),
+    (["--channel-fd=99", "--language=bash"], "is not an open file descriptor"),
     (["--channel-fd=3", "--language=cobol"], "is not one this kernel runs"),
     (["--channel-fd=3", "--language=javascript"], "needs --share-dir"),
     (["--channel-fd=3", "--language=javascript", "--share-dir=/nonexistent"], "no node/kernel.js"),
@@ -167,5 +173,30 @@ def test_node_kernel_through_the_host():
         exchange = k.execute("console.log('printed'); x * 2 + 2")
         assert exchange.one("execute_result")["content"]["data"]["text/plain"] == "42"
         assert "printed\n" in k.output["stdout"].decode()
+    finally:
+        k.close()
+
+
+def test_adoption_while_a_bash_cell_runs():
+    """The first frame on the new channel is busy with the running cell as parent; the cell's
+    reply and idle then go to the new daemon."""
+    k = LanguageKernel(["--channel-fd=3", "--language=bash"])
+    try:
+        k.wait_starting()
+        request = k.send("shell", "execute_request",
+                         {"code": "echo started; sleep 30; echo after", "silent": False})
+        k.wait_output("stdout", "started\n")
+        k.wait_process("sleep")
+        old = adopt(k)
+        first = k.recv()
+        assert first["header"]["msg_type"] == "status"
+        assert first["content"] == {"execution_state": "busy"}
+        assert first["parent_header"] == request["header"]
+        k.interrupt()
+        exchange = k.collect(request)
+        assert exchange.reply["content"]["status"] == "error"
+        while old.recv(1 << 16):  # busy and execute_input, then the end of the old channel
+            pass
+        old.close()
     finally:
         k.close()

@@ -8,6 +8,7 @@ relays the same frames.
 Run:  /usr/bin/python3 -m pytest -q tests/kernel/test_node_kernel.py
 """
 import base64
+import json
 import os
 import re
 import shutil
@@ -241,8 +242,12 @@ def test_syntax_error_shows_line_and_caret(js):
 
 
 def test_stop_on_error_aborts_waiting_executes(js):
-    failing = js.send("shell", "execute_request", {"code": "throw new Error('x')", "stop_on_error": True})
-    waiting = js.send("shell", "execute_request", {"code": "globalThis.ran = true", "stop_on_error": True})
+    failing = js.message("shell", "execute_request", {"code": "throw new Error('x')", "stop_on_error": True})
+    waiting = js.message("shell", "execute_request", {"code": "globalThis.ran = true", "stop_on_error": True})
+    # One write, so the second request is already waiting when the first fails (two writes race
+    # the kernel's check, the more so through cellbox-kernel's relay).
+    js.sock.sendall(b"".join(len(body).to_bytes(4, "little") + body
+                             for body in (json.dumps(m).encode() for m in (failing, waiting))))
     js.collect(failing)
     exchange = js.collect(waiting)
     assert exchange.reply["content"]["status"] == "aborted"
