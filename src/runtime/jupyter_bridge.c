@@ -49,16 +49,16 @@ struct bridge {
     jupyter_wire wire;
     jupyter_session session;
     kernel_child child;
-    int interrupt_by_message; /* --interrupt-mode=message: SIGINT becomes interrupt_request */
-    int signal_fd;            /* SIGINT as a descriptor in message mode, else -1 */
+    int interrupt_by_message;    /* --interrupt-mode=message: SIGINT becomes interrupt_request */
+    int signal_fd;               /* SIGINT as a descriptor in message mode, else -1 */
     long long last_interrupt_ms; /* when the last interrupt_request went out */
-    json_t *busy_parent;      /* header of the request the kernel last said busy for, or NULL */
-    json_t *held_idle;        /* an iopub idle waiting for its request's reply, or NULL */
+    json_t *busy_parent;         /* header of the request the kernel last said busy for, or NULL */
+    json_t *held_idle;           /* an iopub idle waiting for its request's reply, or NULL */
     long long held_since;
     char replied[REMEMBERED_REPLIES][128]; /* msg_ids of the last requests whose reply went out */
     int replied_next;
     unsigned long own_counter;
-    char directory[64];       /* the private 0700 directory of the connection file */
+    char directory[64]; /* the private 0700 directory of the connection file */
     char connection_file[96];
 };
 
@@ -71,15 +71,15 @@ static long long now_ms(void)
 
 static const char *message_type(const json_t *message)
 {
-    const char *type = json_string_value(json_object_get(json_object_get(message, "header"),
-                                                         "msg_type"));
+    const char *type =
+        json_string_value(json_object_get(json_object_get(message, "header"), "msg_type"));
     return type != NULL ? type : "";
 }
 
 static const char *parent_id(const json_t *message)
 {
-    const char *id = json_string_value(
-        json_object_get(json_object_get(message, "parent_header"), "msg_id"));
+    const char *id =
+        json_string_value(json_object_get(json_object_get(message, "parent_header"), "msg_id"));
     return id != NULL ? id : "";
 }
 
@@ -185,7 +185,8 @@ static int start_kernel(struct bridge *bridge, char **spec_argv, int count)
     char why[256] = "";
     strcpy(bridge->directory, "/tmp/cellbox-jupyter-XXXXXX");
     if (mkdtemp(bridge->directory) == NULL) { /* 0700: the key is for this user only */
-        fprintf(stderr, "cellbox-kernel: cannot make a directory under /tmp: %s\n", strerror(errno));
+        fprintf(stderr, "cellbox-kernel: cannot make a directory under /tmp: %s\n",
+                strerror(errno));
         bridge->directory[0] = '\0';
         return -1;
     }
@@ -199,8 +200,8 @@ static int start_kernel(struct bridge *bridge, char **spec_argv, int count)
         fprintf(stderr, "cellbox-kernel: %s\n", why);
         return -1;
     }
-    char **argv = kernel_argv(spec_argv, count, bridge->connection_file,
-                              bridge->interrupt_by_message);
+    char **argv =
+        kernel_argv(spec_argv, count, bridge->connection_file, bridge->interrupt_by_message);
     if (argv == NULL)
         return -1;
     int rc = kernel_child_start(&bridge->child, argv, NULL, 0, why, sizeof why);
@@ -233,8 +234,8 @@ static void write_output(int fd, const char *text, size_t length)
 /* Remembers what the kernel is busy with, for the status an adoption switch must send. */
 static void track_status(struct bridge *bridge, const json_t *message)
 {
-    const char *state = json_string_value(
-        json_object_get(json_object_get(message, "content"), "execution_state"));
+    const char *state =
+        json_string_value(json_object_get(json_object_get(message, "content"), "execution_state"));
     if (state == NULL)
         return;
     json_decref(bridge->busy_parent);
@@ -284,9 +285,9 @@ static void relay_reply(struct bridge *bridge, const char *channel, json_t *mess
 static void relay_published(struct bridge *bridge, json_t *message)
 {
     release_held_idle(bridge);
-    const char *state = json_string_value(
-        json_object_get(json_object_get(message, "content"), "execution_state"));
-    if (state != NULL && strcmp(state, "idle") == 0 &&
+    const char *state =
+        json_string_value(json_object_get(json_object_get(message, "content"), "execution_state"));
+    if (state != NULL && strcmp(state, "idle") == 0 && parent_id(message)[0] != '\0' &&
         !reply_was_relayed(bridge, parent_id(message))) {
         bridge->held_idle = json_incref(message);
         bridge->held_since = now_ms();
@@ -311,9 +312,12 @@ static void handle_iopub(struct bridge *bridge, json_t *message)
         const char *state = json_string_value(json_object_get(content, "execution_state"));
         if (state != NULL && strcmp(state, "starting") == 0)
             return; /* the bridge said starting once, when the kernel could take requests */
-        track_status(bridge, message);
     }
     relay_published(bridge, message);
+    /* Noted after the send: a switch taken inside it (kernel_channel_send looks for a new
+       channel first) must announce the state before this status, which follows it. */
+    if (strcmp(type, "status") == 0)
+        track_status(bridge, message);
 }
 
 /* Handles every message waiting on `socket`. */
@@ -365,10 +369,10 @@ static void on_daemon_frame(void *arg, json_t *frame)
 static void on_daemon_switch(void *arg)
 {
     struct bridge *bridge = arg;
-    json_t *request = bridge->busy_parent != NULL
-                          ? json_pack("{s:O}", "header", bridge->busy_parent) : NULL;
-    json_t *status = jupyter_message_status(&bridge->session, request,
-                                            request != NULL ? "busy" : "idle");
+    json_t *request =
+        bridge->busy_parent != NULL ? json_pack("{s:O}", "header", bridge->busy_parent) : NULL;
+    json_t *status =
+        jupyter_message_status(&bridge->session, request, request != NULL ? "busy" : "idle");
     kernel_channel_send(bridge->channel, status);
     json_decref(status);
     json_decref(request);
@@ -382,8 +386,8 @@ static int child_has_ended(const struct bridge *bridge)
     return poll(&pollfd, 1, 0) > 0;
 }
 
-/* Probes until the kernel answers on shell and iopub, and control and stdin are connected. 0, or -1 when the child ended (the caller
-   ends like it) or the time ran out. */
+/* Probes until the kernel answers on shell and iopub, and control and stdin are connected. 0, or -1
+   when the child ended (the caller ends like it) or the time ran out. */
 static int wait_until_ready(struct bridge *bridge)
 {
     long long started = now_ms(), last_probe = 0, replied_at = 0;
@@ -393,9 +397,11 @@ static int wait_until_ready(struct bridge *bridge)
         if (child_has_ended(bridge))
             return -1;
         if (now_ms() - started >= START_TIMEOUT_MS) {
-            fprintf(stderr, "cellbox-kernel: the Jupyter kernel did not answer kernel_info_request "
-                            "within %d s; stopping it (is its kernelspec's argv right? its own "
-                            "output is above)\n", START_TIMEOUT_MS / 1000);
+            fprintf(stderr,
+                    "cellbox-kernel: the Jupyter kernel did not answer kernel_info_request "
+                    "within %d s; stopping it (is its kernelspec's argv right? its own "
+                    "output is above)\n",
+                    START_TIMEOUT_MS / 1000);
             return -1;
         }
         if (replied_at == 0 && now_ms() - last_probe >= PROBE_INTERVAL_MS) {
@@ -416,7 +422,8 @@ static int wait_until_ready(struct bridge *bridge)
         while (jupyter_wire_receive(&bridge->wire, JUPYTER_IOPUB, &message) != 0) {
             if (message != NULL && is_about_own_request(message))
                 iopub_joined = 1;
-            else if (message != NULL)
+            /* Before `starting` the daemon takes no frame; what the kernel prints still counts. */
+            else if (message != NULL && strcmp(message_type(message), "stream") == 0)
                 handle_iopub(bridge, message);
             json_decref(message);
             message = NULL;
@@ -506,7 +513,8 @@ static int parse_arguments(int argc, char **argv, int *channel_fd, int *by_messa
             *by_message = 1;
         else if (strcmp(argv[i], "--exec-ignoring-interrupts") == 0)
             wrapper = 1;
-        else if (strcmp(argv[i], "--interrupt-mode=signal") != 0 && strcmp(argv[i], "--jupyter") != 0)
+        else if (strcmp(argv[i], "--interrupt-mode=signal") != 0 &&
+                 strcmp(argv[i], "--jupyter") != 0)
             fprintf(stderr, "cellbox-kernel: --jupyter ignores %s\n", argv[i]);
     }
     if (wrapper && *first < argc)

@@ -39,7 +39,8 @@ static int pick_free_ports(int *ports, int count)
                                       .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         socklen_t length = sizeof address;
         fds[opened] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fds[opened] < 0 || bind(fds[opened], (struct sockaddr *)&address, sizeof address) != 0 ||
+        if (fds[opened] < 0 ||
+            bind(fds[opened], (struct sockaddr *)&address, sizeof address) != 0 ||
             getsockname(fds[opened], (struct sockaddr *)&address, &length) != 0) {
             rc = -1;
             opened += fds[opened] >= 0;
@@ -259,8 +260,9 @@ static int receive_parts(void *socket, zmq_msg_t *parts)
 static int parse_message(const char *key, zmq_msg_t *parts, int count, json_t **message)
 {
     int start = 0;
-    while (start < count && !(zmq_msg_size(&parts[start]) == strlen(DELIMITER) &&
-                              memcmp(zmq_msg_data(&parts[start]), DELIMITER, strlen(DELIMITER)) == 0))
+    while (start < count &&
+           !(zmq_msg_size(&parts[start]) == strlen(DELIMITER) &&
+             memcmp(zmq_msg_data(&parts[start]), DELIMITER, strlen(DELIMITER)) == 0))
         start++;
     if (count - start < 2 + SIGNED_PARTS) {
         fprintf(stderr, "cellbox-kernel: dropped a kernel message with %d parts\n", count);
@@ -273,7 +275,8 @@ static int parse_message(const char *key, zmq_msg_t *parts, int count, json_t **
         sizes[i] = zmq_msg_size(&parts[start + 2 + i]);
     }
     char expected[65];
-    if (sign_parts(key, signed_parts, sizes, expected) != 0 || zmq_msg_size(&parts[start + 1]) != 64 ||
+    if (sign_parts(key, signed_parts, sizes, expected) != 0 ||
+        zmq_msg_size(&parts[start + 1]) != 64 ||
         CRYPTO_memcmp(expected, zmq_msg_data(&parts[start + 1]), 64) != 0) {
         fprintf(stderr, "cellbox-kernel: dropped a kernel message with a bad signature\n");
         return -1;
@@ -282,8 +285,10 @@ static int parse_message(const char *key, zmq_msg_t *parts, int count, json_t **
     for (int i = 0; i < SIGNED_PARTS && result != NULL; i++) {
         json_t *part = json_loadb(signed_parts[i], sizes[i], 0, NULL);
         if (!json_is_object(part)) {
-            fprintf(stderr, "cellbox-kernel: dropped a kernel message whose %s is not a JSON "
-                            "object\n", part_names[i]);
+            fprintf(stderr,
+                    "cellbox-kernel: dropped a kernel message whose %s is not a JSON "
+                    "object\n",
+                    part_names[i]);
             json_decref(part);
             json_decref(result);
             return -1;

@@ -18,12 +18,12 @@ typedef enum jupyter_socket {
 } jupyter_socket;
 
 typedef struct jupyter_wire {
-    void *context;                          /* the zmq context owning the sockets */
-    void *sockets[JUPYTER_SOCKET_COUNT];    /* indexed by jupyter_socket */
-    void *monitors[JUPYTER_SOCKET_COUNT];   /* handshake events of shell, control, stdin */
-    int connected[JUPYTER_SOCKET_COUNT];    /* their handshake with the kernel succeeded */
-    int ports[JUPYTER_SOCKET_COUNT + 1];    /* shell, control, stdin, iopub, heartbeat */
-    char key[65];                           /* 32 random bytes as hex: the signing key */
+    void *context;                        /* the zmq context owning the sockets */
+    void *sockets[JUPYTER_SOCKET_COUNT];  /* indexed by jupyter_socket */
+    void *monitors[JUPYTER_SOCKET_COUNT]; /* handshake events of shell, control, stdin */
+    int connected[JUPYTER_SOCKET_COUNT];  /* their handshake with the kernel succeeded */
+    int ports[JUPYTER_SOCKET_COUNT + 1];  /* shell, control, stdin, iopub, heartbeat */
+    char key[65];                         /* 32 random bytes as hex: the signing key */
 } jupyter_wire;
 
 /* Picks five free loopback ports and a fresh key (getrandom), then makes the sockets and

@@ -23,11 +23,34 @@ from kernel_process import KernelProcess, summary
 IRKERNEL_SPEC = "/usr/share/jupyter/kernels/ir/kernel.json"
 
 
+class BridgeProcess(KernelProcess):
+    """A bridge whose close() also removes its connection directory: a bridge killed by the test
+    (SIGKILL, as KernelProcess.close does) cannot remove it itself."""
+
+    connection_dir = None
+
+    def find_connection_dir(self):
+        for pid in child_pids(self.proc.pid):
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                for word in f.read().decode(errors="replace").split("\0"):
+                    if word.startswith("/tmp/cellbox-jupyter-"):
+                        self.connection_dir = os.path.dirname(word)
+
+    def close(self):
+        super().close()
+        if self.connection_dir is not None:
+            shutil.rmtree(self.connection_dir, ignore_errors=True)
+
+
 def bridge(spec_argv, extra=()):
     """cellbox-kernel --jupyter running `spec_argv`, with its starting status already read."""
-    k = KernelProcess(args=["--channel-fd=3", "--jupyter", *extra, "--", *spec_argv])
+    k = BridgeProcess(args=["--channel-fd=3", "--jupyter", *extra, "--", *spec_argv])
     started = k.recv(90.0)
-    assert started is not None, f"no starting status; stderr: {k.stderr_text()}"
+    if started is None:
+        stderr = k.stderr_text()
+        k.close()
+        raise AssertionError(f"no starting status; stderr: {stderr}")
+    k.find_connection_dir()
     assert started["header"]["msg_type"] == "status", started
     assert started["content"]["execution_state"] == "starting"
     assert started["parent_header"] == {}
@@ -364,3 +387,20 @@ def test_adoption_switch_says_idle_first_then_relays_on_the_new_channel(ipykerne
         assert result["content"]["data"]["text/plain"] == "42"
     finally:
         old.close()
+
+
+def test_r_interrupt_stops_a_sleep(irkernel):
+    request = irkernel.send("shell", "execute_request",
+                            {"code": "Sys.sleep(60)", "silent": False, "store_history": True,
+                             "user_expressions": {}, "allow_stdin": False,
+                             "stop_on_error": False})
+    busy = irkernel.recv(60.0)
+    assert busy["content"].get("execution_state") == "busy", busy
+    irkernel.recv(60.0)  # execute_input: the cell is running
+    time.sleep(0.5)
+    interrupt_group(irkernel)
+    exchange = irkernel.collect(request, timeout=30.0)
+    assert exchange.reply["content"]["status"] in ("error", "abort", "aborted"), \
+        exchange.reply["content"]
+    assert irkernel.proc.poll() is None
+    assert r_value(irkernel.execute("'after'", timeout=60))["text/plain"] == '[1] "after"'
