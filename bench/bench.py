@@ -5,7 +5,7 @@ Both servers run on this machine in one run, on free loopback ports, and are dri
 same code below (REST + the legacy WebSocket framing, as AutoGen speaks it). Figures and ratios are
 printed, written to bench/results/latest.json and drawn to bench/results/latest.png.
 
-    /usr/bin/python3 bench/bench.py [--quick] [--idle N] [--only restart|e2b|network|templates] [--sandboxes N]
+    /usr/bin/python3 bench/bench.py [--quick] [--idle N] [--only restart|e2b|network|templates|languages] [--sandboxes N]
 
 `--only restart` runs the restart figure alone (sandboxes kept across a kill -9 and a SIGUSR2 of
 cellboxd and adopted by the next one, beside Jupyter Server losing its kernels) and writes
@@ -24,6 +24,11 @@ of the tests' own index's wheel, helpers/test_internet.py), printed beside E2B's
 the same build; a cached rebuild; create -> first result from it beside python3's, alternating,
 with no warm pool and with one; the memory (PSS, RSS) of its zygote and of each idle kernel
 beside python3's; and its /usr as an overlay view or a loop-mounted image (bench/usr_view.py).
+`--only languages` runs the languages figure alone into bench/results/languages-latest.json (a
+full run has it under "languages"): for python, javascript, typescript, bash and r, create ->
+first result of a new sandbox of that kernelspec (Kernel Gateway, no warm pool), a context of it
+in a sandbox that exists (/v1 contexts {language}), and a trivial cell's round trip (medians),
+beside Jupyter Server running the same kernel where Debian has one (ipykernel, IRkernel).
 """
 import argparse
 import concurrent.futures
@@ -1025,6 +1030,111 @@ def templates_figures(create_samples, memory_kernels, usr_runs):
     return figures
 
 
+# The languages figure: each language's kernelspec, how /v1 names it, and a trivial cell in it.
+LANGUAGES = [("python3", "python", "1+1"), ("javascript", "javascript", "1+1"),
+             ("typescript", "typescript", "1+1"), ("bash", "bash", "echo 2"), ("ir", "r", "1+1")]
+
+
+def median_ms(samples):
+    return round(statistics.median(samples), 3) if samples else None
+
+
+def kernel_first_results(server, name, code, count):
+    """Create -> first result through the Kernel Gateway: POST /api/kernels {name}, the
+    WebSocket, one cell to its idle (bash and IRkernel show no execute_result); ms each."""
+    times = []
+    for _ in range(count):
+        start = time.perf_counter()
+        kernel = Kernel(server, name=name)
+        kernel.run(code)
+        times.append((time.perf_counter() - start) * 1000)
+        kernel.delete()
+        time.sleep(0.1)
+    return times
+
+
+def kernel_round_trips(server, name, code, count):
+    kernel = Kernel(server, name=name)
+    try:
+        for _ in range(5):
+            kernel.run(code)
+        times = []
+        for _ in range(count):
+            start = time.perf_counter()
+            kernel.run(code)
+            times.append((time.perf_counter() - start) * 1000)
+        return times
+    finally:
+        kernel.delete()
+
+
+def context_first_results(server, language, code, count):
+    """A context of `language` in a sandbox that exists (POST /v1/sandboxes/{id}/contexts, then
+    /v1 execute in it to end_of_execution); ms each, the context deleted after each sample."""
+    session = requests.Session()
+    session.headers["Authorization"] = f"token {server.token}"
+    sandbox = session.post(server.base + "/v1/sandboxes", json={"timeout_s": 0}).json()["id"]
+    url = f"{server.base}/v1/sandboxes/{sandbox}"
+    times = []
+    try:
+        session.post(url + "/execute", json={"code": "0"}).content  # the sandbox is up
+        for _ in range(count):
+            start = time.perf_counter()
+            response = session.post(url + "/contexts", json={"language": language})
+            response.raise_for_status()
+            context = response.json()["id"]
+            lines = session.post(url + "/execute", json={"code": code, "context_id": context}).text.splitlines()
+            times.append((time.perf_counter() - start) * 1000)
+            assert json.loads(lines[-1])["type"] == "end_of_execution", lines
+            assert not any(json.loads(line).get("type") == "error" for line in lines), lines
+            session.delete(f"{url}/contexts/{context}")
+            time.sleep(0.1)
+    finally:
+        session.delete(url)
+    return times
+
+
+def languages_figures(root, samples, round_trip_count):
+    """Per language (python, javascript, typescript, bash, r): create -> first result of a new
+    sandbox of that kernelspec through the Kernel Gateway (no warm pool), a context of it in a
+    sandbox that exists (/v1), and a trivial cell's round trip (medians); beside Jupyter Server
+    running the same kernel where Debian has one (ipykernel, IRkernel), in the same run, as
+    ratios (Jupyter's time / cellbox's). A language this daemon does not offer is skipped."""
+    figures = {}
+    cellbox = start_cellbox(os.path.join(root, "cb-languages"), pool_size=0)
+    try:
+        offered = cellbox.http.get(cellbox.base + "/api/kernelspecs").json()["kernelspecs"]
+        for name, language, code in LANGUAGES:
+            if name not in offered:
+                figures[language] = {"skipped": f"no kernelspec {name} on this daemon"}
+                continue
+            figures[language] = {
+                "kernelspec": name,
+                "create_to_first_result_pool_empty_ms": median_ms(
+                    kernel_first_results(cellbox, name, code, samples)),
+                "context_to_first_result_ms": median_ms(
+                    context_first_results(cellbox, language, code, samples)),
+                "round_trip_ms": median_ms(kernel_round_trips(cellbox, name, code, round_trip_count)),
+            }
+    finally:
+        cellbox.stop()
+    jupyter = start_jupyter(os.path.join(root, "jupyter-languages"))
+    try:
+        offered = jupyter.http.get(jupyter.base + "/api/kernelspecs").json()["kernelspecs"]
+        for name, language, code in LANGUAGES:
+            mine = figures.get(language, {})
+            if name not in offered or "skipped" in mine:
+                continue
+            first = median_ms(kernel_first_results(jupyter, name, code, max(2, samples // 2)))
+            trip = median_ms(kernel_round_trips(jupyter, name, code, round_trip_count))
+            mine.update({"jupyter_create_to_first_result_ms": first, "jupyter_round_trip_ms": trip,
+                         "ratio_create_to_first_result": round(first / mine["create_to_first_result_pool_empty_ms"], 2),
+                         "ratio_round_trip": round(trip / mine["round_trip_ms"], 2)})
+    finally:
+        jupyter.stop()
+    return figures
+
+
 def remove_unmounted(root):
     """Removes root, after unmounting whatever a daemon left mounted under it (deepest first),
     so that nothing is removed through a mount."""
@@ -1053,7 +1163,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer samples (CI smoke run)")
     parser.add_argument("--idle", type=int, default=500, help="idle sandboxes for the memory figure")
-    parser.add_argument("--only", choices=["restart", "e2b", "network", "templates"], help="run this figure alone (written to "
+    parser.add_argument("--only", choices=["restart", "e2b", "network", "templates", "languages"], help="run this figure alone (written to "
                         "bench/results/<name>-latest.json, latest.json untouched)")
     parser.add_argument("--sandboxes", type=int, default=50, help="sandboxes kept across the restarts")
     args = parser.parse_args()
@@ -1083,6 +1193,16 @@ def main():
                    "templates": templates_figures(8 if args.quick else 30, 3 if args.quick else 8,
                                                   3 if args.quick else 7)}
         save_figures_run_alone("templates", figures)
+        return 0
+    if args.only == "languages":
+        try:
+            figures = {"machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
+                       "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       "languages": languages_figures(tmp, 3 if args.quick else 10,
+                                                      20 if args.quick else 100)}
+        finally:
+            remove_unmounted(tmp)
+        save_figures_run_alone("languages", figures)
         return 0
     if args.only == "e2b":
         try:
@@ -1150,6 +1270,7 @@ def main():
         network = network_figures(3 if args.quick else 10, 8 if args.quick else 60)
         templates = templates_figures(8 if args.quick else 30, 3 if args.quick else 8,
                                       3 if args.quick else 7)
+        languages = languages_figures(tmp, 3 if args.quick else 10, 20 if args.quick else 100)
         figures = {
             "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
                         "python": platform.python_version(), "page_costs_us": page_costs},
@@ -1187,6 +1308,7 @@ def main():
             "restart_adoption": restart,
             "network": network,
             "templates": templates,
+            "languages": languages,
         }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -237,7 +237,7 @@ static void handle_iopub(execution *e, const char *type, json_t *content)
             emit(e, json_pack("{s:s, s:O}", "type", "number_of_executions", "execution_count", count));
     } else if (strcmp(type, "error") == 0) {
         const char *name = json_string_value(json_object_get(content, "ename"));
-        if (e->timed_out && name && strcmp(name, "KeyboardInterrupt") == 0)
+        if (e->timed_out && name && (!strcmp(name, "KeyboardInterrupt") || !strcmp(name, "Interrupted")))
             return; /* the timeout already said why */
         json_t *traceback = joined_traceback(json_object_get(content, "traceback"), e->color);
         const char *value = json_string_value(json_object_get(content, "evalue"));

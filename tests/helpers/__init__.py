@@ -17,6 +17,8 @@
              caller exported.
 - processes.py  a process named by pid and start time (a pid alone may be reused).
 - snippets.py, hugetlb.py  cell code that waits for a file; the host's hugetlb pool.
+- languages.py  each non-Python language's cells (JavaScript, TypeScript, Bash, R: state, output,
+             errors, interrupt, death) for the suites that run every language alike.
 - outside_host.py  an outside host for network tests: a network namespace of the test's own on
              a /29 of 203.0.113.0/24, joined by a veth, optionally serving files over HTTP.
 - test_internet.py  the tests' own small internet (root): web server, DNS server and package
