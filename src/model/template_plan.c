@@ -547,9 +547,20 @@ static int apply_from(const dockerfile_instruction *instruction, plan_state *sta
         return 0;
     template_definition definition = {0};
     if (!templates_definition_of(plan->from, &definition)) {
-        if (kernelspec_find(plan->from))
+        const kernelspec *spec = kernelspec_find(plan->from);
+        if (spec && !spec->argv)
             return 0; /* python3 and the templates of --templates: the base with a preload */
         *failure = FAILURE_INVALID;
+        if (spec) {
+            char sentence[512];
+            snprintf(sentence, sizeof sentence,
+                     "%s is a language, not a template: build on cellbox's base (FROM "
+                     "e2bdev/code-interpreter:latest); every language's kernels run in a "
+                     "template's sandboxes (a context with {\"language\": \"%s\"}), with what "
+                     "its RUN steps installed (npm install -g, R packages)",
+                     plan->from, spec->language);
+            return refuse_at(instruction, why, why_size, sentence);
+        }
         return refuse_at(instruction, why, why_size,
                          "no such template: FROM e2bdev/code-interpreter:latest (cellbox's base) "
                          "or the name of a template (GET /v1/templates)");

@@ -192,6 +192,7 @@ def test_a_failing_run_names_step_line_exit_code_and_output_and_leaves_nothing(d
     ("FROM cellbox\nCOPY ../outside /app/\n", {"present.txt": "x"}, "leaves the build context"),
     ("FROM cellbox\nCOPY present.txt /etc/passwd\n", {"present.txt": "x"}, "line 2: COPY present.txt /etc/passwd"),
     ("FROM no-such-template\n", None, "line 1: FROM no-such-template: no such template"),
+    ("FROM bash\nRUN true\n", None, "line 1: FROM bash: bash is a language, not a template"),
 ])
 def test_errors_known_before_any_step_are_400_naming_the_line(daemon, dockerfile, context, named):
     build = post_build(daemon, "refused", dockerfile, context=context)
