@@ -71,6 +71,11 @@ static int connect_socket(jupyter_wire *wire, jupyter_socket which, int type, co
     wire->sockets[which] = socket;
     int linger = 0; /* never hold the process's exit for unsent messages to a dead kernel */
     zmq_setsockopt(socket, ZMQ_LINGER, &linger, sizeof linger);
+    /* The sockets connect before the kernel has bound its ports (it binds them as it starts), so
+       libzmq retries; at its default 100 ms a kernel ready in 400 ms waited up to 100 ms more
+       for each socket. The retries are to the sandbox's own loopback: cheap. */
+    int reconnect_ms = 10;
+    zmq_setsockopt(socket, ZMQ_RECONNECT_IVL, &reconnect_ms, sizeof reconnect_ms);
     /* ipykernel sends input_request to the identity the execute_request came from: the stdin
        socket must carry the shell socket's identity. */
     if (identity != NULL && zmq_setsockopt(socket, ZMQ_ROUTING_ID, identity, strlen(identity)) != 0)
