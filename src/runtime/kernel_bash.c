@@ -25,9 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "runtime/interrupt_sweep.h"
 #include "runtime/jupyter_message.h"
 #include "runtime/kernel_channel.h"
 #include "runtime/kernel_child.h"
@@ -41,6 +43,8 @@ enum {
     SYNTAX_CHECK_WAIT_MS = 5 * 1000, /* `bash -n` on a cell's text */
     EXIT_WAIT_MS = 5 * 1000,         /* bash's end after shutdown */
     INTERRUPTED_STATUS = 130,        /* 128 + SIGINT: what bash reports for an interrupted line */
+    SWEEP_INTERVAL_MS = 20,          /* between two interrupt sweeps */
+    SWEEP_ROUNDS = 100,              /* sweeps after one interrupt: its program has exec'd by then */
 };
 
 struct bash_kernel {
@@ -58,6 +62,8 @@ struct bash_kernel {
     json_t *pending;       /* frames read from the daemon, not yet handled */
     const json_t *current; /* the request being handled (NULL between requests) */
     size_t abort_window;   /* after a failed cell: how many waiting frames its error aborts */
+    int interrupt_fd;      /* signalfd of SIGINT: the daemon's interrupts, seen by the kernel */
+    int sweeps_left;       /* interrupt sweeps still to do for the running cell (0: none) */
 };
 
 /* What waiting for bash's report can end with. */
@@ -172,24 +178,64 @@ static bool take_report(struct bash_kernel *kernel, char *value, size_t size)
     }
 }
 
+/* Drops the SIGINTs the signalfd holds; true if there was one. */
+static bool take_interrupts(struct bash_kernel *kernel)
+{
+    struct signalfd_siginfo info;
+    bool interrupted = false;
+    while (read(kernel->interrupt_fd, &info, sizeof info) == (ssize_t)sizeof info)
+        interrupted = true;
+    return interrupted;
+}
+
+/* One sweep for an interrupted cell (interrupt_sweep.h: a program bash was starting when the
+ * SIGINT came may have missed it, and bash then waits for it as if no one had interrupted). */
+static interrupt_sweep_result sweep_interrupt(struct bash_kernel *kernel)
+{
+    kernel->sweeps_left--;
+    return interrupt_sweep(kernel->shell.pid);
+}
+
+/* After an interrupted cell has reported: its programs forked in the last moment may still be
+ * between fork and exec, and would run on in the background of the next cell. */
+static void finish_interrupt(struct bash_kernel *kernel)
+{
+    while (kernel->sweeps_left > 0) {
+        interrupt_sweep_result swept = sweep_interrupt(kernel);
+        if (swept.forking == 0 && swept.signalled == 0)
+            break;
+        poll(NULL, 0, SWEEP_INTERVAL_MS);
+    }
+    kernel->sweeps_left = 0;
+}
+
 /* Waits for bash's next report, keeping the daemon's frames for later (and switching channels
- * when a new daemon adopts the kernel). timeout_ms -1: as long as it takes, as a cell may. */
+ * when a new daemon adopts the kernel). timeout_ms -1: as long as it takes, as a cell may. A
+ * SIGINT that comes meanwhile starts the interrupt sweeps. */
 static enum wait_result wait_for_report(struct bash_kernel *kernel, char *value, size_t size,
                                         int timeout_ms)
 {
     for (;;) {
         if (take_report(kernel, value, size))
             return REPORTED;
-        struct pollfd fds[3] = {
+        struct pollfd fds[4] = {
             {.fd = kernel->report_fd, .events = POLLIN},
             {.fd = kernel->shell.pidfd, .events = POLLIN},
             {.fd = kernel_channel_fd(kernel->channel), .events = POLLIN},
+            {.fd = kernel->interrupt_fd, .events = POLLIN},
         };
-        int ready = poll(fds, 3, timeout_ms);
+        int wait_ms = timeout_ms;
+        if (kernel->sweeps_left > 0 && (wait_ms < 0 || wait_ms > SWEEP_INTERVAL_MS))
+            wait_ms = SWEEP_INTERVAL_MS;
+        int ready = poll(fds, 4, wait_ms);
         if (ready < 0 && errno == EINTR)
             continue;
-        if (ready <= 0)
+        if (ready < 0 || (ready == 0 && kernel->sweeps_left == 0))
             return SHELL_ENDED; /* bash never answered: treated as gone (the caller kills it) */
+        if (fds[3].revents & POLLIN && take_interrupts(kernel))
+            kernel->sweeps_left = SWEEP_ROUNDS;
+        if (kernel->sweeps_left > 0)
+            (void)sweep_interrupt(kernel);
         if (fds[0].revents & POLLIN) {
             ssize_t got = read(kernel->report_fd, kernel->report + kernel->report_used,
                                sizeof kernel->report - kernel->report_used);
@@ -221,12 +267,16 @@ static enum wait_result run_in_shell(struct bash_kernel *kernel, const char *nam
     int n = snprintf(lines, sizeof lines,
                      "%s . '%s' </dev/null\nbuiltin printf '%s %%d\\n' \"$?\" >&3\n", assignments,
                      path, kernel->token);
+    /* An interrupt sent before this cell began was meant for no cell of it. */
+    (void)take_interrupts(kernel);
     if (n < 0 || (size_t)n >= sizeof lines || write_all(kernel->commands_fd, lines, (size_t)n))
         return SHELL_ENDED;
     char value[64];
     enum wait_result result = wait_for_report(kernel, value, sizeof value, -1);
-    if (result == REPORTED)
+    if (result == REPORTED) {
         *status = atoi(value);
+        finish_interrupt(kernel);
+    }
     return result;
 }
 
@@ -699,15 +749,18 @@ static int serve(struct bash_kernel *kernel)
                 return 0;
             continue;
         }
-        struct pollfd fds[2] = {
+        struct pollfd fds[3] = {
             {.fd = kernel_channel_fd(kernel->channel), .events = POLLIN},
             {.fd = kernel->shell.pidfd, .events = POLLIN},
+            {.fd = kernel->interrupt_fd, .events = POLLIN},
         };
-        if (poll(fds, 2, -1) < 0) {
+        if (poll(fds, 3, -1) < 0) {
             if (errno == EINTR)
                 continue;
             return 1;
         }
+        if (fds[2].revents & POLLIN)
+            (void)take_interrupts(kernel); /* harmless when idle (docs/kernel-protocol.md) */
         if (fds[1].revents & POLLIN)
             end_like_shell(kernel); /* killed while idle (an OOM kill, a `kill` from elsewhere) */
         if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) && read_channel(kernel) != 0)
@@ -715,9 +768,29 @@ static int serve(struct bash_kernel *kernel)
     }
 }
 
+/* cellbox-kernel ignores SIGINT; the bash kernel takes it on a signalfd instead, to learn that a
+ * cell was interrupted (interrupt_sweep.h). Blocked before its action goes back to the default,
+ * so it never ends this process; an ignored signal would be dropped before the signalfd saw it.
+ * bash gets an empty mask and the default action (kernel_child_start). */
+static int take_sigint_on_fd(void)
+{
+    sigset_t interrupt;
+    sigemptyset(&interrupt);
+    sigaddset(&interrupt, SIGINT);
+    if (sigprocmask(SIG_BLOCK, &interrupt, NULL) != 0)
+        return -1;
+    signal(SIGINT, SIG_DFL);
+    return signalfd(-1, &interrupt, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
 int bash_kernel_run(int channel_fd)
 {
     struct bash_kernel kernel = {.commands_fd = -1, .report_fd = -1};
+    kernel.interrupt_fd = take_sigint_on_fd();
+    if (kernel.interrupt_fd < 0) {
+        fprintf(stderr, "cellbox-kernel: cannot take SIGINT on a signalfd: %s\n", strerror(errno));
+        return 1;
+    }
     jupyter_session_init(&kernel.session);
     make_token(kernel.token, sizeof kernel.token);
     kernel.pending = json_array();
