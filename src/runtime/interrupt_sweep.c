@@ -80,7 +80,9 @@ static bool read_signals(pid_t pid, struct process_signals *process)
 interrupt_sweep_result interrupt_sweep(pid_t shell)
 {
     interrupt_sweep_result result = {0, 0};
-    pid_t self = getpid(), group = getpgrp();
+    /* The one who started this process may share its group (the sandbox's pid 1 does): it is
+     * not the kernel's to interrupt. */
+    pid_t self = getpid(), starter = getppid(), group = getpgrp();
     DIR *proc = opendir("/proc");
     if (proc == NULL)
         return result;
@@ -90,7 +92,7 @@ interrupt_sweep_result interrupt_sweep(pid_t shell)
             continue;
         pid_t pid = (pid_t)atoi(entry->d_name);
         struct process_signals process = {0};
-        if (pid == self || pid == shell || !read_stat(pid, &process) || process.group != group ||
+        if (pid == self || pid == starter || pid == shell || !read_stat(pid, &process) || process.group != group ||
             !read_signals(pid, &process))
             continue;
         if (process.int_default && !process.int_pending) {

@@ -18,9 +18,9 @@ typedef struct interrupt_sweep_result {
                       exec'd): they may miss it yet, so the caller sweeps again */
 } interrupt_sweep_result;
 
-/* Sends SIGINT to every process of the caller's process group, but the caller and `shell`, that
-   has SIGINT at its default action and not pending; counts the children of `shell` still between
-   fork and exec. Reads /proc; a process that ends meanwhile is skipped. */
+/* Sends SIGINT to every process of the caller's process group, but the caller, its parent and
+   `shell`, that has SIGINT at its default action and not pending; counts the children of `shell`
+   still between fork and exec. Reads /proc; a process that ends meanwhile is skipped. */
 interrupt_sweep_result interrupt_sweep(pid_t shell);
 
 #endif

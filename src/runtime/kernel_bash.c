@@ -59,6 +59,7 @@ struct bash_kernel {
     char token[33];     /* prefix of every report line */
     char version[64];   /* $BASH_VERSION */
     int execution_count;
+    int last_status; /* the last cell's exit status: `$?` when the next one begins */
     json_t *pending;       /* frames read from the daemon, not yet handled */
     const json_t *current; /* the request being handled (NULL between requests) */
     size_t abort_window;   /* after a failed cell: how many waiting frames its error aborts */
@@ -263,10 +264,13 @@ static enum wait_result run_in_shell(struct bash_kernel *kernel, const char *nam
         *status = 1;
         return REPORTED;
     }
+    /* status.sh (`return "$1"`) gives `$?` the last cell's status for this one, without a fork;
+     * `&& :` keeps a non-zero status from ending a shell that runs `set -e`. */
     char lines[1024];
     int n = snprintf(lines, sizeof lines,
-                     "%s . '%s' </dev/null\nbuiltin printf '%s %%d\\n' \"$?\" >&3\n", assignments,
-                     path, kernel->token);
+                     ". '%s/status.sh' %d && :; %s . '%s' </dev/null\n"
+                     "builtin printf '%s %%d\\n' \"$?\" >&3\n",
+                     kernel->directory, kernel->last_status, assignments, path, kernel->token);
     /* An interrupt sent before this cell began was meant for no cell of it. */
     (void)take_interrupts(kernel);
     if (n < 0 || (size_t)n >= sizeof lines || write_all(kernel->commands_fd, lines, (size_t)n))
@@ -315,8 +319,8 @@ static char *request_assignments(const json_t *request)
 
 static void remove_cell_files(struct bash_kernel *kernel)
 {
-    static const char *const names[] = {"cell.sh", "environment.sh", "check.sh", "complete.sh",
-                                        "completions"};
+    static const char *const names[] = {"cell.sh",     "environment.sh", "check.sh",
+                                        "complete.sh", "completions",    "status.sh"};
     char path[128];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", kernel->directory, names[i]);
@@ -338,6 +342,11 @@ static void make_token(char *token, size_t size)
  * hear), the report pipe as fd 3 and the real stderr as fd 4. */
 static int start_shell(struct bash_kernel *kernel)
 {
+    static const char status_script[] = "return \"$1\"\n";
+    char status_path[128];
+    snprintf(status_path, sizeof status_path, "%s/status.sh", kernel->directory);
+    if (write_file(status_path, status_script, sizeof status_script - 1) != 0)
+        return -1;
     int commands[2], reports[2];
     if (pipe2(commands, O_CLOEXEC) != 0)
         return -1;
@@ -468,6 +477,8 @@ static enum wait_result execute(struct bash_kernel *kernel, const json_t *reques
     enum wait_result result = run_in_shell(kernel, "cell.sh", code, strlen(code),
                                            assignments ? assignments : "", &status);
     free(assignments);
+    if (result == REPORTED)
+        kernel->last_status = status;
     if (result == SHELL_ENDED) {
         char why[128];
         describe_shell_end(kernel, why, sizeof why);
