@@ -19,10 +19,10 @@ static const unsigned long long SIGINT_BIT = 1ULL << (SIGINT - 1);
 struct process_signals {
     pid_t parent;
     pid_t group;
-    char command[32];      /* comm: "bash" for a child that has not exec'd yet */
-    bool int_default;      /* SIGINT neither caught nor ignored */
-    bool int_caught;       /* SIGINT has a handler */
-    bool int_pending;      /* SIGINT queued (blocked, or not yet delivered) */
+    char command[32]; /* comm: "bash" for a child that has not exec'd yet */
+    bool int_default; /* SIGINT neither caught nor ignored */
+    bool int_caught;  /* SIGINT has a handler */
+    bool int_pending; /* SIGINT queued (blocked, or not yet delivered) */
 };
 
 static unsigned long long hex_field(const char *line, const char *name)
@@ -46,8 +46,7 @@ static bool read_stat(pid_t pid, struct process_signals *process)
     char *open = strchr(text, '('), *close = strrchr(text, ')');
     if (open == NULL || close == NULL || close < open)
         return false;
-    snprintf(process->command, sizeof process->command, "%.*s", (int)(close - open - 1),
-             open + 1);
+    snprintf(process->command, sizeof process->command, "%.*s", (int)(close - open - 1), open + 1);
     char state;
     int parent, group;
     if (sscanf(close + 1, " %c %d %d", &state, &parent, &group) != 3 || state == 'Z')
@@ -92,8 +91,8 @@ interrupt_sweep_result interrupt_sweep(pid_t shell)
             continue;
         pid_t pid = (pid_t)atoi(entry->d_name);
         struct process_signals process = {0};
-        if (pid == self || pid == starter || pid == shell || !read_stat(pid, &process) || process.group != group ||
-            !read_signals(pid, &process))
+        if (pid == self || pid == starter || pid == shell || !read_stat(pid, &process) ||
+            process.group != group || !read_signals(pid, &process))
             continue;
         if (process.int_default && !process.int_pending) {
             if (kill(pid, SIGINT) == 0)
