@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static const unsigned long long SIGINT_BIT = 1ULL << (SIGINT - 1);
@@ -90,17 +91,24 @@ interrupt_sweep_result interrupt_sweep(pid_t shell)
         if (!isdigit((unsigned char)entry->d_name[0]))
             continue;
         pid_t pid = (pid_t)atoi(entry->d_name);
-        struct process_signals process = {0};
-        if (pid == self || pid == starter || pid == shell || !read_stat(pid, &process) ||
-            process.group != group || !read_signals(pid, &process))
+        if (pid == self || pid == starter || pid == shell)
             continue;
-        if (process.int_default && !process.int_pending) {
-            if (kill(pid, SIGINT) == 0)
-                result.signalled++;
-        } else if (process.parent == shell && process.int_caught &&
-                   strcmp(process.command, "bash") == 0) {
-            result.forking++;
+        /* Held before /proc is read, so the signal goes to the process that was read or, if
+         * that one has ended meanwhile, to no one: never to a later process given its pid. */
+        int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (pidfd < 0)
+            continue;
+        struct process_signals process = {0};
+        if (read_stat(pid, &process) && process.group == group && read_signals(pid, &process)) {
+            if (process.int_default && !process.int_pending) {
+                if (syscall(SYS_pidfd_send_signal, pidfd, SIGINT, NULL, 0) == 0)
+                    result.signalled++;
+            } else if (process.parent == shell && process.int_caught &&
+                       strcmp(process.command, "bash") == 0) {
+                result.forking++;
+            }
         }
+        close(pidfd);
     }
     closedir(proc);
     return result;
