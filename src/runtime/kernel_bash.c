@@ -1,18 +1,9 @@
-/* kernel_bash — the Bash kernel (see kernel_bash.h, docs/languages.md "Bash").
+/* kernel_bash — the Bash kernel's requests (see kernel_bash.h, docs/languages.md "Bash").
  *
- * One interactive bash (`--noprofile --norc --noediting -i`) reads command lines from a pipe.
- * It is interactive for one reason: on SIGINT an interactive shell abandons the whole line it is
- * running and reads the next one, where a script would exit (or, with a trap, go on with the
- * next command of the cell). So each cell is two lines:
- *
- *   . /tmp/cellbox-bash-XXXXXX/cell.sh </dev/null
- *   builtin printf 'TOKEN %d\n' "$?" >&3
- *
- * and an interrupted cell still reports (130). The cell's text never passes through the
- * command pipe, so a cell that does not parse cannot leave the shell waiting for the rest of
- * it. fd 3 is the private report pipe; TOKEN, random per kernel, keeps a stray write to fd 3
- * by a cell from passing for a report. bash's fd 1 and 2 are the kernel's pipes: output
- * streams live and the drain rule (kernel_channel_send) keeps it ahead of the reply. */
+ * The daemon's frames come in on the channel; each request is answered inside busy/idle, and
+ * the work that needs the shell (a cell, a completion, an environment frame) becomes a file the
+ * one bash sources (bash_shell.c, which knows how bash runs it and how an interrupt reaches it).
+ * Frames that arrive while bash runs are kept in order for after. */
 #include "runtime/kernel_bash.h"
 
 #include <errno.h>
@@ -24,44 +15,39 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "runtime/bash_shell.h"
 #include "runtime/jupyter_message.h"
 #include "runtime/kernel_channel.h"
-#include "runtime/kernel_child.h"
 
 #define BASH_PATH "/bin/bash"
 
 extern char **environ;
 
 enum {
-    STARTUP_WAIT_MS = 30 * 1000,     /* bash's first report */
     SYNTAX_CHECK_WAIT_MS = 5 * 1000, /* `bash -n` on a cell's text */
-    EXIT_WAIT_MS = 5 * 1000,         /* bash's end after shutdown */
     INTERRUPTED_STATUS = 130,        /* 128 + SIGINT: what bash reports for an interrupted line */
 };
 
 struct bash_kernel {
     kernel_channel *channel; /* the daemon's */
     jupyter_session session;
-    kernel_child shell; /* the one bash */
-    int commands_fd;    /* write end of bash's stdin */
-    int report_fd;      /* read end of bash's fd 3, non-blocking */
-    char report[512];   /* report bytes not yet a whole line */
-    size_t report_used;
-    char directory[64]; /* private 0700 directory holding the cell files */
-    char token[33];     /* prefix of every report line */
-    char version[64];   /* $BASH_VERSION */
+    bash_shell shell;             /* the one bash */
+    bash_shell_listener listener; /* the channel, read while bash runs a line */
     int execution_count;
     json_t *pending;       /* frames read from the daemon, not yet handled */
     const json_t *current; /* the request being handled (NULL between requests) */
     size_t abort_window;   /* after a failed cell: how many waiting frames its error aborts */
 };
 
-/* What waiting for bash's report can end with. */
-enum wait_result { REPORTED, SHELL_ENDED, DAEMON_GONE };
+/* How handling a request ended: REPORTED (go on), SHELL_ENDED or DAEMON_GONE (the kernel ends). */
+enum wait_result {
+    REPORTED = BASH_SHELL_REPORTED,
+    SHELL_ENDED = BASH_SHELL_ENDED,
+    DAEMON_GONE = BASH_SHELL_DAEMON_GONE,
+};
 
 /* ---------------------------------------------------------------- the daemon's frames */
 
@@ -90,6 +76,20 @@ static int read_channel(struct bash_kernel *kernel)
     return kernel_channel_read(kernel->channel, keep_frame, announce_after_switch, kernel);
 }
 
+static int on_channel_readable(void *arg)
+{
+    return read_channel(arg);
+}
+
+/* Has bash source `text` as the file `name` (bash_shell_run). */
+static enum wait_result run_in_shell(struct bash_kernel *kernel, const char *name, const char *text,
+                                     size_t length, const char *assignments, bool is_cell,
+                                     int *status)
+{
+    return (enum wait_result)bash_shell_run(&kernel->shell, name, text, length, assignments,
+                                            is_cell, status, &kernel->listener);
+}
+
 static const char *message_type(const json_t *frame)
 {
     const char *type =
@@ -97,7 +97,7 @@ static const char *message_type(const json_t *frame)
     return type ? type : "";
 }
 
-/* ---------------------------------------------------------------- bash */
+/* ---------------------------------------------------------------- words for bash */
 
 /* A word bash reads as exactly `text`: single quotes, each ' written as '\''. */
 static void append_quoted(FILE *stream, const char *text)
@@ -122,112 +122,6 @@ static bool is_variable_name(const char *name)
               (*c >= '0' && *c <= '9')))
             return false;
     return true;
-}
-
-static int write_all(int fd, const char *bytes, size_t length)
-{
-    while (length > 0) {
-        ssize_t written = write(fd, bytes, length);
-        if (written < 0 && errno == EINTR)
-            continue;
-        if (written < 0)
-            return -1;
-        bytes += written;
-        length -= (size_t)written;
-    }
-    return 0;
-}
-
-static int write_file(const char *path, const char *text, size_t length)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return -1;
-    int result = write_all(fd, text, length);
-    return close(fd) == 0 ? result : -1;
-}
-
-/* The next whole report line's value into `value`; false when none is whole yet. Lines without
- * the token (a cell that wrote to fd 3) are skipped. */
-static bool take_report(struct bash_kernel *kernel, char *value, size_t size)
-{
-    for (;;) {
-        char *newline = memchr(kernel->report, '\n', kernel->report_used);
-        if (newline == NULL) {
-            if (kernel->report_used == sizeof kernel->report)
-                kernel->report_used = 0; /* a stray line too long to be ours */
-            return false;
-        }
-        *newline = '\0';
-        size_t token_length = strlen(kernel->token);
-        bool ours = strncmp(kernel->report, kernel->token, token_length) == 0 &&
-                    kernel->report[token_length] == ' ';
-        if (ours)
-            snprintf(value, size, "%s", kernel->report + token_length + 1);
-        size_t line = (size_t)(newline - kernel->report) + 1;
-        memmove(kernel->report, kernel->report + line, kernel->report_used - line);
-        kernel->report_used -= line;
-        if (ours)
-            return true;
-    }
-}
-
-/* Waits for bash's next report, keeping the daemon's frames for later (and switching channels
- * when a new daemon adopts the kernel). timeout_ms -1: as long as it takes, as a cell may. */
-static enum wait_result wait_for_report(struct bash_kernel *kernel, char *value, size_t size,
-                                        int timeout_ms)
-{
-    for (;;) {
-        if (take_report(kernel, value, size))
-            return REPORTED;
-        struct pollfd fds[3] = {
-            {.fd = kernel->report_fd, .events = POLLIN},
-            {.fd = kernel->shell.pidfd, .events = POLLIN},
-            {.fd = kernel_channel_fd(kernel->channel), .events = POLLIN},
-        };
-        int ready = poll(fds, 3, timeout_ms);
-        if (ready < 0 && errno == EINTR)
-            continue;
-        if (ready <= 0)
-            return SHELL_ENDED; /* bash never answered: treated as gone (the caller kills it) */
-        if (fds[0].revents & POLLIN) {
-            ssize_t got = read(kernel->report_fd, kernel->report + kernel->report_used,
-                               sizeof kernel->report - kernel->report_used);
-            if (got > 0) {
-                kernel->report_used += (size_t)got;
-                continue;
-            }
-        }
-        if (fds[1].revents & POLLIN)
-            return SHELL_ENDED;
-        if ((fds[2].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) && read_channel(kernel) != 0)
-            return DAEMON_GONE;
-    }
-}
-
-/* Has bash source `text` (saved as `name` in the private directory), with `assignments`
- * (words NAME='value', or "") in force for it; its exit status into *status. */
-static enum wait_result run_in_shell(struct bash_kernel *kernel, const char *name, const char *text,
-                                     size_t length, const char *assignments, int *status)
-{
-    char path[128];
-    snprintf(path, sizeof path, "%s/%s", kernel->directory, name);
-    if (write_file(path, text, length) != 0) {
-        fprintf(stderr, "cellbox-kernel: cannot write %s: %s\n", path, strerror(errno));
-        *status = 1;
-        return REPORTED;
-    }
-    char lines[1024];
-    int n = snprintf(lines, sizeof lines,
-                     "%s . '%s' </dev/null\nbuiltin printf '%s %%d\\n' \"$?\" >&3\n", assignments,
-                     path, kernel->token);
-    if (n < 0 || (size_t)n >= sizeof lines || write_all(kernel->commands_fd, lines, (size_t)n))
-        return SHELL_ENDED;
-    char value[64];
-    enum wait_result result = wait_for_report(kernel, value, sizeof value, -1);
-    if (result == REPORTED)
-        *status = atoi(value);
-    return result;
 }
 
 /* "NAME='value' ..." for a request's metadata.cellbox.env (a /v1 execute's variables, for that
@@ -262,111 +156,6 @@ static char *request_assignments(const json_t *request)
 }
 
 /* ---------------------------------------------------------------- starting and ending */
-
-static void remove_cell_files(struct bash_kernel *kernel)
-{
-    static const char *const names[] = {"cell.sh", "environment.sh", "check.sh", "complete.sh",
-                                        "completions"};
-    char path[128];
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", kernel->directory, names[i]);
-        (void)unlink(path);
-    }
-    (void)rmdir(kernel->directory);
-}
-
-static void make_token(char *token, size_t size)
-{
-    unsigned char random_bytes[16] = {0};
-    (void)!getrandom(random_bytes, sizeof random_bytes, 0);
-    for (size_t i = 0; i < sizeof random_bytes && 2 * i + 2 < size; i++)
-        snprintf(token + 2 * i, 3, "%02x", random_bytes[i]);
-}
-
-/* Starts bash with the command pipe as its stdin, stderr on /dev/null until its first line
- * (an interactive shell without a terminal says it has no job control, which no user asked to
- * hear), the report pipe as fd 3 and the real stderr as fd 4. */
-static int start_shell(struct bash_kernel *kernel)
-{
-    int commands[2], reports[2];
-    if (pipe2(commands, O_CLOEXEC) != 0)
-        return -1;
-    if (pipe2(reports, O_CLOEXEC) != 0)
-        return -1;
-    int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    int saved_stdin = fcntl(0, F_DUPFD_CLOEXEC, 10);
-    int saved_stderr = fcntl(2, F_DUPFD_CLOEXEC, 10);
-    if (null_fd < 0 || saved_stdin < 0 || saved_stderr < 0)
-        return -1;
-    /* kernel_child_start hands over this process's fd 0-2: lend them for the start. */
-    dup2(commands[0], 0);
-    dup2(null_fd, 2);
-    int fds[2] = {reports[1], saved_stderr};
-    char *argv[] = {BASH_PATH, "--noprofile", "--norc", "--noediting", "-i", NULL};
-    char why[256];
-    int started = kernel_child_start(&kernel->shell, argv, fds, 2, why, sizeof why);
-    dup2(saved_stdin, 0);
-    dup2(saved_stderr, 2);
-    close(saved_stdin);
-    close(saved_stderr);
-    close(null_fd);
-    close(commands[0]);
-    close(reports[1]);
-    if (started != 0) {
-        fprintf(stderr, "cellbox-kernel: %s\n", why);
-        close(commands[1]);
-        close(reports[0]);
-        return -1;
-    }
-    kernel->commands_fd = commands[1];
-    kernel->report_fd = reports[0];
-    (void)fcntl(kernel->report_fd, F_SETFL, O_NONBLOCK);
-    /* No prompts, no history expansion of `!` in cells, no history file, no mail checks. */
-    char setup[512];
-    int n = snprintf(setup, sizeof setup,
-                     "exec 2>&4 4>&-; set +H +o history; PS1=''; PS2=''; PS0=''; "
-                     "unset PROMPT_COMMAND MAILCHECK HISTFILE; "
-                     "builtin printf '%s %%s\\n' \"$BASH_VERSION\" >&3\n",
-                     kernel->token);
-    if (write_all(kernel->commands_fd, setup, (size_t)n) != 0 ||
-        wait_for_report(kernel, kernel->version, sizeof kernel->version, STARTUP_WAIT_MS) !=
-            REPORTED) {
-        fprintf(stderr, "cellbox-kernel: " BASH_PATH " did not start\n");
-        return -1;
-    }
-    return 0;
-}
-
-/* Closing its stdin ends an idle shell; one that does not end in time is killed. */
-static void end_shell(struct bash_kernel *kernel)
-{
-    close(kernel->commands_fd);
-    kernel->commands_fd = -1;
-    struct pollfd exited = {.fd = kernel->shell.pidfd, .events = POLLIN};
-    if (poll(&exited, 1, EXIT_WAIT_MS) <= 0)
-        kill(kernel->shell.pid, SIGKILL);
-    (void)waitpid(kernel->shell.pid, NULL, 0);
-}
-
-/* bash has exited (`exit` in a cell, or killed): the kernel ends the same way. */
-static _Noreturn void end_like_shell(struct bash_kernel *kernel)
-{
-    remove_cell_files(kernel);
-    kernel_child_exit_like(&kernel->shell);
-}
-
-/* How bash ended, without reaping it (kernel_child_exit_like does): for the cell's error. */
-static void describe_shell_end(const struct bash_kernel *kernel, char *text, size_t size)
-{
-    siginfo_t info = {0};
-    if (waitid(P_PID, (id_t)kernel->shell.pid, &info, WEXITED | WNOWAIT) != 0)
-        snprintf(text, size, "the shell exited");
-    else if (info.si_code == CLD_EXITED)
-        snprintf(text, size, "the shell exited with status %d", info.si_status);
-    else
-        snprintf(text, size, "the shell was killed by signal %d (%s)", info.si_status,
-                 strsignal(info.si_status));
-}
 
 /* ---------------------------------------------------------------- requests */
 
@@ -416,11 +205,11 @@ static enum wait_result execute(struct bash_kernel *kernel, const json_t *reques
     char *assignments = request_assignments(request);
     int status = 0;
     enum wait_result result = run_in_shell(kernel, "cell.sh", code, strlen(code),
-                                           assignments ? assignments : "", &status);
+                                           assignments ? assignments : "", true, &status);
     free(assignments);
     if (result == SHELL_ENDED) {
         char why[128];
-        describe_shell_end(kernel, why, sizeof why);
+        bash_shell_describe_end(&kernel->shell, why, sizeof why);
         send_error(kernel, request, "ShellExited", why,
                    "The shell exited, and the kernel with it: start a new context to go on.");
         return SHELL_ENDED;
@@ -456,11 +245,11 @@ static enum wait_result execute(struct bash_kernel *kernel, const json_t *reques
 static json_t *kernel_info(const struct bash_kernel *kernel)
 {
     char banner[128];
-    snprintf(banner, sizeof banner, "GNU bash %s (cellbox)", kernel->version);
+    snprintf(banner, sizeof banner, "GNU bash %s (cellbox)", kernel->shell.version);
     return json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}, s:s, s:[]}", "status", "ok",
                      "protocol_version", "5.3", "implementation", "cellbox-bash",
                      "implementation_version", "1.0", "language_info", "name", "bash", "version",
-                     kernel->version, "mimetype", "text/x-sh", "file_extension", ".sh",
+                     kernel->shell.version, "mimetype", "text/x-sh", "file_extension", ".sh",
                      "codemirror_mode", "shell", "banner", banner, "help_links");
 }
 
@@ -471,9 +260,10 @@ static json_t *is_complete(struct bash_kernel *kernel, const json_t *request)
     const char *code =
         json_string_value(json_object_get(json_object_get(request, "content"), "code"));
     char path[128];
-    snprintf(path, sizeof path, "%s/check.sh", kernel->directory);
     int errors[2];
-    if (code == NULL || write_file(path, code, strlen(code)) != 0 || pipe2(errors, O_CLOEXEC))
+    if (code == NULL ||
+        bash_shell_write_file(&kernel->shell, "check.sh", code, strlen(code), path, sizeof path) ||
+        pipe2(errors, O_CLOEXEC))
         return json_pack("{s:s}", "status", "unknown");
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
@@ -578,14 +368,14 @@ static json_t *complete(struct bash_kernel *kernel, const json_t *request, enum 
             fprintf(stream, "builtin compgen %s -- ", actions);
             append_quoted(stream, word + strlen(prefix));
             fprintf(stream, " 2>/dev/null | LC_ALL=C sort -u | head -n %d >'%s/completions'\n",
-                    MAX_COMPLETIONS, kernel->directory);
+                    MAX_COMPLETIONS, kernel->shell.directory);
             fclose(stream);
             int status = 0;
-            *result = run_in_shell(kernel, "complete.sh", text, length, "", &status);
+            *result = run_in_shell(kernel, "complete.sh", text, length, "", false, &status);
             free(text);
         }
         char path[128], line[4096];
-        snprintf(path, sizeof path, "%s/completions", kernel->directory);
+        snprintf(path, sizeof path, "%s/completions", kernel->shell.directory);
         FILE *found = *result == REPORTED ? fopen(path, "re") : NULL;
         while (found != NULL && fgets(line, sizeof line, found) != NULL) {
             line[strcspn(line, "\n")] = '\0';
@@ -629,7 +419,8 @@ static enum wait_result apply_environment(struct bash_kernel *kernel, const json
     }
     fclose(stream);
     int status = 0;
-    enum wait_result result = run_in_shell(kernel, "environment.sh", text, length, "", &status);
+    enum wait_result result =
+        run_in_shell(kernel, "environment.sh", text, length, "", false, &status);
     free(text);
     return result;
 }
@@ -694,22 +485,26 @@ static int serve(struct bash_kernel *kernel)
             enum wait_result result = handle(kernel, frame, aborted, &shutdown);
             json_decref(frame);
             if (result == SHELL_ENDED)
-                end_like_shell(kernel);
+                bash_shell_exit_like(&kernel->shell);
             if (result == DAEMON_GONE || shutdown)
                 return 0;
             continue;
         }
-        struct pollfd fds[2] = {
+        struct pollfd fds[3] = {
             {.fd = kernel_channel_fd(kernel->channel), .events = POLLIN},
-            {.fd = kernel->shell.pidfd, .events = POLLIN},
+            {.fd = kernel->shell.process.pidfd, .events = POLLIN},
+            {.fd = kernel->shell.interrupt_fd, .events = POLLIN},
         };
-        if (poll(fds, 2, -1) < 0) {
+        if (poll(fds, 3, -1) < 0) {
             if (errno == EINTR)
                 continue;
             return 1;
         }
+        if (fds[2].revents & POLLIN)
+            bash_shell_drop_interrupts(&kernel->shell);
         if (fds[1].revents & POLLIN)
-            end_like_shell(kernel); /* killed while idle (an OOM kill, a `kill` from elsewhere) */
+            bash_shell_exit_like(
+                &kernel->shell); /* killed while idle (an OOM kill, a `kill` from elsewhere) */
         if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) && read_channel(kernel) != 0)
             return 0; /* the daemon is gone: there is no one left to serve */
     }
@@ -717,34 +512,20 @@ static int serve(struct bash_kernel *kernel)
 
 int bash_kernel_run(int channel_fd)
 {
-    struct bash_kernel kernel = {.commands_fd = -1, .report_fd = -1};
+    struct bash_kernel kernel = {0};
     jupyter_session_init(&kernel.session);
-    make_token(kernel.token, sizeof kernel.token);
     kernel.pending = json_array();
     kernel.channel = kernel_channel_open(channel_fd);
-    /* The pid in the name says whose it is: what a killed kernel leaves can be found. */
-    snprintf(kernel.directory, sizeof kernel.directory, "/tmp/cellbox-bash-%d-XXXXXX",
-             (int)getpid());
-    if (access(BASH_PATH, X_OK) != 0) {
-        fprintf(stderr, "cellbox-kernel: " BASH_PATH " is not installed: the bash kernel runs "
-                        "it\n");
+    kernel.listener = (bash_shell_listener){kernel.channel, on_channel_readable, &kernel};
+    if (kernel.channel == NULL || kernel.pending == NULL) {
+        fprintf(stderr, "cellbox-kernel: out of memory starting the bash kernel\n");
         return 1;
     }
-    if (kernel.channel == NULL || kernel.pending == NULL || mkdtemp(kernel.directory) == NULL) {
-        fprintf(stderr,
-                "cellbox-kernel: cannot make the bash kernel's directory under /tmp: "
-                "%s\n",
-                strerror(errno));
+    if (bash_shell_start(&kernel.shell, &kernel.listener) != 0)
         return 1;
-    }
-    if (start_shell(&kernel) != 0) {
-        remove_cell_files(&kernel);
-        return 1;
-    }
     (void)send_frame(&kernel, jupyter_message_status(&kernel.session, NULL, "starting"));
     int exit_status = serve(&kernel);
-    end_shell(&kernel);
-    remove_cell_files(&kernel);
+    bash_shell_end(&kernel.shell);
     kernel_channel_close(kernel.channel);
     json_decref(kernel.pending);
     return exit_status;

@@ -44,7 +44,9 @@ class LanguageKernel(KernelProcess):
 
     def wait_process(self, name, timeout=10.0):
         """Waits until a process named `name` runs in the kernel's group: a command a cell
-        started has begun (a SIGINT sent while bash is still forking it can reach neither)."""
+        started has begun (the interrupt then reaches it directly; one sent while bash is still
+        forking it is carried to it by the kernel's sweep, which
+        test_interrupt_while_the_shell_starts_a_program_still_ends_the_cell tests)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for pid in filter(str.isdigit, os.listdir("/proc")):

@@ -203,3 +203,43 @@ def test_complete_knows_the_shells_functions_variables_and_files(kernel, tmp_pat
     # Completion wrote nothing to the output pipes.
     kernel.execute("true")
     assert b"my_helper_fn" not in kernel.output["stdout"]
+
+
+INTERRUPT_RACE_ROUNDS = 40
+
+
+def test_interrupt_while_the_shell_starts_a_program_still_ends_the_cell(kernel):
+    """A SIGINT sent the moment the cell has printed, while bash is forking `sleep` (the
+    window where bash's child still has the shell's handler and drops the signal), still ends
+    the cell: its error, its reply and idle, every round; the shell then answers."""
+    for round_number in range(INTERRUPT_RACE_ROUNDS):
+        marker = f"round-{round_number}\n"
+        request = kernel.send("shell", "execute_request",
+                              {"code": f"echo round-{round_number}; sleep 30; echo after",
+                               "silent": False})
+        kernel.wait_output("stdout", marker)
+        kernel.interrupt()
+        exchange = kernel.collect(request, timeout=20)
+        error = exchange.one("error")["content"]
+        assert error["ename"] == "Interrupted" and error["evalue"] == "130", (round_number, error)
+        assert exchange.reply["content"]["status"] == "error", exchange.reply["content"]
+    assert b"after" not in kernel.output["stdout"]
+    assert kernel.execute("echo alive").reply["content"]["status"] == "ok"
+    kernel.wait_output("stdout", "alive\n")
+
+
+def test_dollar_question_is_the_previous_cells_status_even_across_requests(kernel):
+    """`$?` at a cell's start is the last cell's status: 3 after `(exit 3)`, 130 after an
+    interrupt; completion and is_complete between cells do not change it."""
+    assert kernel.execute("(exit 3)").reply["content"]["evalue"] == "3"
+    kernel.request("shell", "complete_request", {"code": "ech", "cursor_pos": 3})
+    kernel.request("shell", "is_complete_request", {"code": "echo"})
+    assert kernel.execute('echo "first=$?"').reply["content"]["status"] == "ok"
+    kernel.wait_output("stdout", "first=3\n")
+    request = kernel.send("shell", "execute_request", {"code": "echo spin; sleep 30",
+                                                       "silent": False})
+    kernel.wait_output("stdout", "spin\n")
+    kernel.interrupt()
+    assert kernel.collect(request).reply["content"]["evalue"] == "130"
+    assert kernel.execute('echo "second=$?"').reply["content"]["status"] == "ok"
+    kernel.wait_output("stdout", "second=130\n")
