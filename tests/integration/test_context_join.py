@@ -14,6 +14,7 @@ run, in the same sandbox (they read one file). Both ways a sandbox starts are co
 the zygote, and exec'd (--zygote=false, as every sandbox starts while the zygote is importing).
 """
 import json
+import os
 
 import pytest
 
@@ -24,6 +25,9 @@ pytestmark = pytest.mark.cellbox_only
 
 ROUNDS = 10
 START_MODES = {"zygote": [], "exec": ["--zygote=false"]}
+# what a sandbox's / holds (sandbox/rootfs.c); the host's has more
+SANDBOX_ROOT_ENTRIES = {".", "..", "bin", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32",
+                        "opt", "proc", "root", "sbin", "tmp", "usr", "workspace"}
 
 
 @pytest.fixture(params=list(START_MODES))
@@ -98,3 +102,25 @@ def test_a_context_waiting_for_a_sandbox_that_dies_is_dead_with_the_reason(make_
     assert "status 7" in reason or "dead" in reason, reason
     ev = v1.execute(sid, "echo never", context_id=context, expect_status=None)
     assert ev.status != 200 or ev.errors, ev
+
+
+def test_a_command_never_joins_a_sandbox_still_being_built(v1):
+    """A command made as a kernel starts is refused with 409 until the sandbox runs (a command
+    joined an exec'd sandbox's half-built mount namespace, and `ls /` listed the host's root);
+    once it runs, the command sees the sandbox's root, not the host's."""
+    host_only = sorted(set(os.listdir("/")) - SANDBOX_ROOT_ENTRIES)
+    assert host_only, "the host's / has nothing a sandbox's lacks: the test cannot tell them apart"
+    refused = 0
+    for round_number in range(ROUNDS):
+        sid = v1.client.create_kernel()["id"]
+        ev = v1.command(sid, "ls -a /", cwd="/", expect_status=None)
+        if ev.status == 409:
+            refused += 1
+            assert "still starting" in ev.body["message"], ev.body
+            wait_until(lambda: v1.command(sid, "true", expect_status=None).status == 200,
+                       timeout=30, message="the sandbox to run")
+            ev = v1.command(sid, "ls -a /", cwd="/")
+        assert ev.status == 200 and not ev.errors, ev
+        listed = set(ev.stdout.split())
+        assert "workspace" in listed and not listed & set(host_only), (round_number, ev.stdout)
+        assert v1.client.delete(f"api/kernels/{sid}").status_code == 204
