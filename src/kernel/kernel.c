@@ -68,6 +68,12 @@ struct kernel {
     json_t *allow_out, *deny_out; /* its egress lists (arrays of CIDRs), or NULL */
     loop_watch pid_watch;
     zygote_spawn *spawn;        /* the zygote's clone of this kernel, until its pid is known */
+    /* Another context made while its host was starting: it joins the host's sandbox once that
+       is set up (join_host_sandbox). Until then the sandbox's ends of its stdin, stdout, stderr
+       and channel wait here (-1: none), and requests wait in its channel. */
+    bool awaiting_host;
+    int held_for_join[4];
+    struct kernel *next_awaiting_host;
     int signal_on_spawn;        /* the strongest signal sent meanwhile, delivered with the pid */
     int channel_fd;
     loop_watch channel_watch;
@@ -392,6 +398,7 @@ static long long current_oom_kills(const kernel *k)
 }
 
 static void on_zygote_answer(void *arg, pid_t pid, const char *why);
+static void release_process(kernel *k);
 
 static void set_setup_window(kernel *k, bool open)
 {
@@ -647,6 +654,121 @@ static void watch_started_kernel(kernel *k, pid_t pid, int pidfd, const kernel_d
     k->lost_since_us = 0;
 }
 
+/* Another language's kernel runs its kernelspec's argv, always by exec (it has no zygote). */
+static char *const *kernel_argv(const kernel *k)
+{
+    static char *const python_argv[] = {"/opt/cellbox/bin/cellbox-kernel", "--channel-fd=3",
+                                        "--python-dir=/opt/cellbox/share/cellbox/python", NULL};
+    return k->spec->argv ? k->spec->argv : python_argv;
+}
+
+/* ---- another context, made while its host was starting ----
+   A context joins its host's sandbox by entering the namespaces of the host's pid 1. Until the
+   host kernel has said "starting", that pid 1 may still be building the sandbox: its mount
+   namespace still has the daemon's root at / and no /workspace (the join failed with "cannot
+   change to the working directory", and a join into that half-built namespace would start on
+   the host's files), or the zygote has not answered with its pid at all. So such a context waits,
+   without a process, until the host is set up (join_contexts_awaiting, from track_state), or
+   dies with the reason when the host ends first. Its channel is already the daemon's: requests
+   sent meanwhile wait there, in order, behind its settings. */
+static kernel *kernels_awaiting_host;
+
+static void stop_awaiting_host(kernel *k)
+{
+    if (!k->awaiting_host)
+        return;
+    for (kernel **at = &kernels_awaiting_host; *at; at = &(*at)->next_awaiting_host) {
+        if (*at == k) {
+            *at = k->next_awaiting_host;
+            break;
+        }
+    }
+    k->next_awaiting_host = NULL;
+    k->awaiting_host = false;
+    for (int i = 0; i < 4; i++)
+        close(k->held_for_join[i]);
+}
+
+/* The daemon's ends are watched as for a started kernel; the sandbox's ends are held. */
+static void await_host_sandbox(kernel *k, kernel_descriptors *d)
+{
+    watch_started_kernel(k, 0, -1, d);
+    k->held_for_join[0] = d->devnull;
+    k->held_for_join[1] = d->out[1];
+    k->held_for_join[2] = d->err[1];
+    k->held_for_join[3] = d->channel[1];
+    k->awaiting_host = true;
+    k->next_awaiting_host = kernels_awaiting_host;
+    kernels_awaiting_host = k;
+    send_settings(k, NULL); /* it starts by exec, with the request's variables */
+    log_debug("kernel %s: waits for its sandbox (%s) to be set up", k->id, k->sandbox.host->id);
+}
+
+static void fail_awaiting_context(kernel *k, const char *why)
+{
+    stop_awaiting_host(k);
+    snprintf(k->death_reason, sizeof k->death_reason, "kernel died: it could not join its "
+             "sandbox: %.*s", text_utf8_prefix(why, 150), why);
+    log_warn("kernel %s: %s", k->id, k->death_reason);
+    release_process(k);
+    k->state = KERNEL_DEAD;
+    emit(k, "iopub", message_status(k->session, NULL, "dead"));
+}
+
+static void join_host_sandbox(kernel *k)
+{
+    kernel_descriptors d = {.devnull = k->held_for_join[0],
+                            .out = {-1, k->held_for_join[1]},
+                            .err = {-1, k->held_for_join[2]},
+                            .channel = {-1, k->held_for_join[3]}};
+    environment env = {0};
+    build_environment(&env, k, true);
+    sandbox_spec spec;
+    describe_kernel_sandbox(k, kernel_argv(k), env.entries, &d, &spec);
+    char why[160];
+    int pidfd = -1;
+    pid_t pid = start_by_exec(k, &spec, &pidfd, why, sizeof why);
+    environment_free(&env);
+    if (pid < 0) {
+        fail_awaiting_context(k, why);
+        return;
+    }
+    stop_awaiting_host(k); /* closes the sandbox's ends: the process has its own */
+    k->pid = pid;
+    k->pidfd = pidfd;
+    loop_watch_add(&k->pid_watch, k->pidfd, EPOLLIN, on_process_exit, k);
+    if (k->signal_on_spawn)
+        kill(-pid, k->signal_on_spawn);
+    k->signal_on_spawn = 0;
+    announce_started(k);
+}
+
+/* Each is taken off the list before it is handled, so the walk starts over after each. */
+static void join_contexts_awaiting(const kernel *host)
+{
+    for (kernel *k = kernels_awaiting_host; k; k = kernels_awaiting_host) {
+        while (k && k->sandbox.host != host)
+            k = k->next_awaiting_host;
+        if (!k)
+            return;
+        join_host_sandbox(k);
+    }
+}
+
+static void fail_contexts_awaiting(const kernel *host, const char *host_reason)
+{
+    char why[160];
+    snprintf(why, sizeof why, "it ended before this context started (%.*s); make the context "
+             "again once the sandbox runs", text_utf8_prefix(host_reason, 90), host_reason);
+    for (kernel *k = kernels_awaiting_host; k; k = kernels_awaiting_host) {
+        while (k && k->sandbox.host != host)
+            k = k->next_awaiting_host;
+        if (!k)
+            return;
+        fail_awaiting_context(k, why);
+    }
+}
+
 /* Starts the kernel's process: cloned by the zygote when `allow_zygote` and it is ready (the pid
    comes later, on_zygote_answer), else by exec, or joined into its host's sandbox for another
    context. */
@@ -655,10 +777,12 @@ static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t wh
     kernel_descriptors d;
     if (open_kernel_descriptors(&d, why, why_size) < 0)
         return -1;
-    char *python_argv[] = {"/opt/cellbox/bin/cellbox-kernel", "--channel-fd=3",
-                           "--python-dir=/opt/cellbox/share/cellbox/python", NULL};
-    /* Another language's kernel runs its kernelspec's argv, always by exec (it has no zygote). */
-    char **argv = k->spec->argv ? k->spec->argv : python_argv;
+    k->oom_kills_at_start = current_oom_kills(k);
+    k->spawned_at_ms = clock_monotonic_ms();
+    if (k->sandbox.host && k->sandbox.host->state == KERNEL_STARTING) {
+        await_host_sandbox(k, &d);
+        return 0;
+    }
     /* A request's variables never pass through the zygote, whose memory every later kernel
        inherits: a zygote kernel gets them over its own channel once it runs. Another context
        of a running sandbox starts by exec inside its namespaces. */
@@ -667,9 +791,7 @@ static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t wh
     environment env = {0};
     build_environment(&env, k, !via_zygote);
     sandbox_spec spec;
-    describe_kernel_sandbox(k, argv, env.entries, &d, &spec);
-    k->oom_kills_at_start = current_oom_kills(k);
-    k->spawned_at_ms = clock_monotonic_ms();
+    describe_kernel_sandbox(k, kernel_argv(k), env.entries, &d, &spec);
     int pidfd = -1;
     if (via_zygote)
         via_zygote = start_by_zygote(k, &spec, &env, why, why_size);
@@ -901,7 +1023,8 @@ static void kill_process_group(kernel *k, int signal_number)
 {
     if (k->pid > 0)
         kill(-k->pid, signal_number);
-    else if (k->spawn && signal_strength(signal_number) > signal_strength(k->signal_on_spawn))
+    else if ((k->spawn || k->awaiting_host) &&
+             signal_strength(signal_number) > signal_strength(k->signal_on_spawn))
         k->signal_on_spawn = signal_number;
 }
 
@@ -1040,6 +1163,7 @@ static void track_state(kernel *k, const char *type, json_t *message)
                 flush_outputs(k); /* what it printed meanwhile, under the request it ran for */
             }
         } else if (strcmp(state, "idle") == 0 || strcmp(state, "starting") == 0) {
+            bool was_starting = k->state == KERNEL_STARTING;
             k->lost_since_us = 0; /* it reported in between requests: nothing ran unseen */
             if (k->awaiting_first_word) {
                 k->awaiting_first_word = false;
@@ -1051,6 +1175,8 @@ static void track_state(kernel *k, const char *type, json_t *message)
             if (k->execution.active)
                 finish_execution(k);
             k->state = KERNEL_IDLE; /* "starting" is sent once the kernel can take requests */
+            if (was_starting) /* its sandbox is set up: contexts made meanwhile can join it */
+                join_contexts_awaiting(k);
         }
     } else if (strcmp(type, "execute_input") == 0) {
         json_t *count = json_object_get(content, "execution_count");
@@ -1421,6 +1547,7 @@ static void on_process_exit(void *owner, uint32_t events)
     flush_outputs(k); /* and the setup's complaint, if any, is known to describe_exit */
     kill_process_group(k, SIGKILL); /* children it left behind */
     if (k->restart_requested) {
+        fail_contexts_awaiting(k, "it restarted");
         restart_after_shutdown(k);
         return;
     }
@@ -1432,6 +1559,7 @@ static void on_process_exit(void *owner, uint32_t events)
     kernel_fail_running_cell(k, "KernelDied", k->death_reason);
     k->state = KERNEL_DEAD;
     emit(k, "iopub", message_status(k->session, k->current_request, "dead"));
+    fail_contexts_awaiting(k, k->death_reason);
 }
 
 /* The zygote's answer for the kernel spawn_process asked it to clone. Requests sent meanwhile
@@ -1474,6 +1602,7 @@ static void on_zygote_answer(void *arg, pid_t pid, const char *why)
                  text_utf8_prefix(reason, 150), reason);
         log_warn("kernel %s: %s", k->id, k->death_reason);
         emit(k, "iopub", message_status(k->session, NULL, "dead"));
+        fail_contexts_awaiting(k, k->death_reason);
         return;
     }
     if (buffer_size(&waiting))
@@ -1497,6 +1626,8 @@ static void stop_process(kernel *k)
         k->spawn = NULL;
         set_setup_window(k, false);
     }
+    stop_awaiting_host(k);
+    fail_contexts_awaiting(k, "it was stopped or restarted");
     if (k->pid > 0) {
         kill_process_group(k, SIGKILL);
         loop_watch_remove(&k->pid_watch);

@@ -26,6 +26,7 @@
 #include "model/ttl.h"
 #include "kernel/message.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/sandbox.h"
 #include "sandbox/volume.h"
 
 #define MAX_GONE_HOOKS 8
@@ -485,18 +486,6 @@ void box_describe_death(const box *b, char *out, size_t size)
     snprintf(out, size, "sandbox %s is dead: %s", box_id(b), cause[0] ? cause : "its kernel ended");
 }
 
-/* Is the root at root_fd one the sandbox is still building? Until pivot_root its processes
-   share the host's "/", and just after it the host's tree still hangs at /.oldroot: resolving
-   beneath either would reach host files. */
-static bool root_is_unfinished(int root_fd)
-{
-    struct stat sandbox_root, host_root, old_root;
-    if (fstat(root_fd, &sandbox_root) < 0 || stat("/", &host_root) < 0)
-        return true;
-    return (sandbox_root.st_dev == host_root.st_dev && sandbox_root.st_ino == host_root.st_ino) ||
-           fstatat(root_fd, ".oldroot", &old_root, AT_SYMLINK_NOFOLLOW) == 0;
-}
-
 /* An O_PATH descriptor of /proc/<kernel>/root: the sandbox's "/" as its processes see it. */
 static int open_root(box *b, char *why, size_t why_size)
 {
@@ -536,7 +525,7 @@ bool box_open_files(box *b, confined *c, char *why, size_t why_size)
     int root = open_root(b, why, why_size);
     if (root < 0)
         return false;
-    if (root_is_unfinished(root)) {
+    if (sandbox_root_is_unfinished(root)) {
         close(root);
         snprintf(why, why_size, "sandbox %s is still starting; try again in a moment", box_id(b));
         return false;

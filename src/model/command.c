@@ -429,7 +429,9 @@ static void forget_old_commands(box *b)
    share of the daemon's descriptors. */
 static bool can_start_command(box *b, kernel *k, failure_kind *failure, char *why, size_t why_size)
 {
-    if (kernel_pidfd(k) < 0) {
+    /* Until its kernel reports in, a sandbox started by exec may still be building its root:
+       a command joined then ran on the host's "/" (sandbox_root_is_unfinished). */
+    if (kernel_pidfd(k) < 0 || kernel_get_state(k) == KERNEL_STARTING) {
         *failure = FAILURE_CONFLICT;
         snprintf(why, why_size, kernel_get_state(k) == KERNEL_STARTING
                                     ? "sandbox %s is still starting; try again in a moment"

@@ -278,6 +278,12 @@ static void join_and_clone(int supervisor_pidfd, const sandbox_spec *spec, int r
     int namespaces = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET |
                      CLONE_NEWCGROUP;
     int root = open_root_of(supervisor_pidfd);
+    /* A sandbox being built has not pivoted into its own root yet (its "/" is still the
+       daemon's), or has just done so with the daemon's tree still at /.oldroot: a program that
+       joined it now would start on the host's files. The daemon joins only sandboxes whose
+       kernel has reported in; this holds whatever a caller does. */
+    if (root >= 0 && sandbox_root_is_unfinished(root))
+        setup_failed("cannot enter the sandbox", "it is still being set up; try again once it runs");
     if (setns(supervisor_pidfd, namespaces) < 0)
         setup_failed("cannot enter the sandbox's namespaces", strerror(errno));
     /* setns leaves us at the root of the mount namespace, which is the sandbox's root only if
@@ -325,6 +331,15 @@ static void join_and_clone(int supervisor_pidfd, const sandbox_spec *spec, int r
     } /* end of file: the program has run setsid() and closed its copy */
     ssize_t written = write(report, &program, sizeof program);
     _exit(program > 0 && written == (ssize_t)sizeof program ? 0 : SANDBOX_SETUP_FAILED);
+}
+
+bool sandbox_root_is_unfinished(int root_fd)
+{
+    struct stat sandbox_root, host_root, old_root;
+    if (fstat(root_fd, &sandbox_root) < 0 || stat("/", &host_root) < 0)
+        return true;
+    return (sandbox_root.st_dev == host_root.st_dev && sandbox_root.st_ino == host_root.st_ino) ||
+           fstatat(root_fd, ".oldroot", &old_root, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 pid_t sandbox_join(int supervisor_pidfd, const sandbox_spec *spec, int *pidfd, char *why,

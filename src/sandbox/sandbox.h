@@ -46,6 +46,11 @@ typedef struct sandbox_spec {
    -1 with `why`. A failure inside the sandbox's setup is reported on its fd 2, exit status 125. */
 pid_t sandbox_start(const sandbox_spec *spec, int *pidfd, char *why, size_t why_size);
 
+/* Is the root at root_fd (a sandbox's /proc/PID/root) one the sandbox is still building? Until
+   pivot_root its processes share the daemon's "/", and just after it the daemon's tree still
+   hangs at /.oldroot: resolving beneath either reaches host files. */
+bool sandbox_root_is_unfinished(int root_fd);
+
 /* Starts a program inside a running sandbox, given its supervisor's pidfd: the same namespaces,
    cgroup, user, rlimits, Landlock and seccomp as the sandbox's own program (spec->root gives the
    uid/gid; the rootfs is the sandbox's), in a session of its own, with the caller as its parent.
