@@ -4,12 +4,14 @@
  *   cellbox-kernel --channel-fd=N --language=javascript|typescript --share-dir=DIR
  *
  * Bash is a kernel written in C here (kernel_bash.c). JavaScript and TypeScript run in Node
- * (DIR/node/kernel.js), which speaks the daemon's own frames (docs/kernel-protocol.md) on its fd 3,
- * a socketpair to this process: this file relays those frames both ways unchanged. It stays in
- * the middle, rather than handing Node the daemon's channel, for the two things Node cannot do
- * in a single-threaded event loop at the right moment: draining fd 1 and 2 before each frame (a
- * frame from Node is sent only once its earlier writes are read), and taking a new channel when
- * a restarted daemon adopts the kernel (the switch happens here; Node never sees it). */
+ * (DIR/node/kernel.js), which speaks the daemon's own frames (docs/kernel-protocol.md): this file
+ * relays them both ways unchanged, the daemon's to Node's fd 3 and Node's, from its fd 4, to the
+ * daemon. It stays in the middle, rather than handing Node the daemon's channel, for the two
+ * things Node cannot do in a single-threaded event loop at the right moment: draining fd 1 and 2
+ * before each frame, and taking a new channel when a restarted daemon adopts the kernel (the
+ * switch happens here; Node never sees it). The drain is exact because Node waits after each
+ * frame until this process acknowledges it (one byte back on fd 4, sent once the frame is
+ * written to the daemon): nothing Node prints after a frame can be drained before it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -55,7 +57,8 @@ struct bytes {
 struct node_relay {
     kernel_channel *channel; /* the daemon's */
     kernel_child node;       /* the Node process */
-    int node_socket;         /* our end of Node's fd 3, non-blocking */
+    int node_requests;       /* our end of Node's fd 3, the daemon's frames, non-blocking */
+    int node_frames;         /* our end of Node's fd 4, its frames and our acks, non-blocking */
     struct bytes from_node;  /* Node's bytes, split into frames as they complete */
     struct bytes to_node;    /* the daemon's frames Node has not taken yet */
     jupyter_session session; /* for the status this process sends after a switch */
@@ -164,6 +167,17 @@ static void note_status(struct node_relay *relay, json_t *frame)
     relay->last_parent = json_incref(json_object_get(frame, "parent_header"));
 }
 
+/* Node waits for this byte after each frame it writes (channel.js): it is sent once the frame
+ * and the output before it are with the daemon. Node reads each before it writes another frame,
+ * so our end never has more than one byte queued and the send cannot block; an error means Node
+ * is gone, which its end of file or pidfd reports. */
+static void acknowledge_frame(struct node_relay *relay)
+{
+    static const char ack = 1;
+    while (send(relay->node_frames, &ack, 1, MSG_NOSIGNAL) < 0 && errno == EINTR)
+        ;
+}
+
 /* Relays every whole frame Node has written. 0, or -1 when the daemon's channel is gone. A frame
  * that breaks the contract marks Node broken: it is not relayed (the daemon would kill the
  * kernel for it with less to say about why). */
@@ -199,6 +213,7 @@ static int relay_node_frames(struct node_relay *relay)
         bytes_consume(in, 4 + (size_t)length);
         if (sent != 0)
             return -1;
+        acknowledge_frame(relay);
     }
     return 0;
 }
@@ -208,7 +223,7 @@ static int read_from_node(struct node_relay *relay)
 {
     static char chunk[CHILD_READ_CHUNK];
     for (;;) {
-        ssize_t got = read(relay->node_socket, chunk, sizeof chunk);
+        ssize_t got = read(relay->node_frames, chunk, sizeof chunk);
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -246,7 +261,7 @@ static void write_to_node(struct node_relay *relay)
 {
     while (relay->to_node.used > 0) {
         ssize_t written =
-            send(relay->node_socket, relay->to_node.data, relay->to_node.used, MSG_NOSIGNAL);
+            send(relay->node_requests, relay->to_node.data, relay->to_node.used, MSG_NOSIGNAL);
         if (written < 0 && errno == EINTR)
             continue;
         if (written <= 0)
@@ -293,12 +308,14 @@ static _Noreturn void end_like_node(struct node_relay *relay)
 static int relay_until_the_end(struct node_relay *relay)
 {
     for (;;) {
-        struct pollfd fds[3] = {
+        struct pollfd fds[4] = {
             {.fd = kernel_channel_fd(relay->channel), .events = POLLIN},
-            {.fd = relay->node_socket, .events = POLLIN | (relay->to_node.used ? POLLOUT : 0)},
+            {.fd = relay->node_frames, .events = POLLIN},
             {.fd = relay->node.pidfd, .events = POLLIN},
+            /* Watched only while there is something to write: Node never writes on it. */
+            {.fd = relay->to_node.used ? relay->node_requests : -1, .events = POLLOUT},
         };
-        if (poll(fds, 3, -1) < 0) {
+        if (poll(fds, 4, -1) < 0) {
             if (errno == EINTR)
                 continue;
             return -1;
@@ -353,27 +370,36 @@ static int run_node(const struct language_options *options, bool typescript)
     struct node_relay relay = {.last_parent = NULL};
     jupyter_session_init(&relay.session);
     relay.channel = kernel_channel_open(options->channel_fd);
-    int pair[2];
-    if (relay.channel == NULL || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    int requests[2], frames[2];
+    if (relay.channel == NULL || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, requests) != 0) {
         fprintf(stderr, "cellbox-kernel: cannot make Node's channel: %s\n", strerror(errno));
         return 1;
     }
-    /* Only our end is non-blocking: Node writes its frames with fs.writeSync, whole. */
-    int theirs = pair[1];
-    (void)fcntl(pair[0], F_SETFL, fcntl(pair[0], F_GETFL) | O_NONBLOCK);
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, frames) != 0) {
+        fprintf(stderr, "cellbox-kernel: cannot make Node's channel: %s\n", strerror(errno));
+        return 1;
+    }
+    /* Only our ends are non-blocking: Node writes its frames and reads our acks on its fd 4
+     * with fs.writeSync and fs.readSync, blocking (libuv opens fd 3, never fd 4). */
+    int theirs[2] = {requests[1], frames[1]};
+    (void)fcntl(requests[0], F_SETFL, fcntl(requests[0], F_GETFL) | O_NONBLOCK);
+    (void)fcntl(frames[0], F_SETFL, fcntl(frames[0], F_GETFL) | O_NONBLOCK);
     char *node_argv[] = {NODE_PATH, script, typescript ? "--typescript" : NULL, NULL};
     char why[256];
-    if (kernel_child_start(&relay.node, node_argv, &theirs, 1, why, sizeof why) != 0) {
+    if (kernel_child_start(&relay.node, node_argv, theirs, 2, why, sizeof why) != 0) {
         fprintf(stderr, "cellbox-kernel: %s\n", why);
         return 1;
     }
-    close(theirs);
-    relay.node_socket = pair[0];
+    close(theirs[0]);
+    close(theirs[1]);
+    relay.node_requests = requests[0];
+    relay.node_frames = frames[0];
     relay_until_the_end(&relay);
     /* The daemon is gone: no one is left to serve, so Node goes too. */
     kill(relay.node.pid, SIGKILL);
     (void)waitpid(relay.node.pid, NULL, 0);
-    close(relay.node_socket);
+    close(relay.node_requests);
+    close(relay.node_frames);
     close(relay.node.pidfd);
     kernel_channel_close(relay.channel);
     free(relay.from_node.data);

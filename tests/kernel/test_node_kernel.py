@@ -1,16 +1,20 @@
 """The JavaScript and TypeScript kernel (src/runtime/node/kernel.js) against docs/kernel-protocol.md.
 
 Each kernel is started as cellbox-kernel's language host starts it — `/usr/bin/node
-<share>/node/kernel.js [--typescript]` with fd 3 a socketpair and fd 1/2 pipes — and, where the
-language host is built in, also through `cellbox-kernel --channel-fd=3 --language=...`, which
-relays the same frames.
+<share>/node/kernel.js [--typescript]` with fd 3 a socketpair bringing requests, fd 4 a
+socketpair taking its frames and giving back the one-byte acknowledgement it waits for after each
+(this harness sends it once it has read the output before the frame, as cellbox-kernel does), and
+fd 1/2 pipes — and, where the language host is built in, also through `cellbox-kernel
+--channel-fd=3 --language=...`, which relays the same frames.
 
 Run:  /usr/bin/python3 -m pytest -q tests/kernel/test_node_kernel.py
 """
 import base64
+import fcntl
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -49,24 +53,85 @@ class NodeKernel(KernelProcess):
 
     def __init__(self, typescript=False, via_host=False, cwd=None):
         ours, theirs = socket.socketpair()
+        # Node's own frames and their acks (fd 4); cellbox-kernel makes this pair itself.
+        self.frames, their_frames = (None, None) if via_host else socket.socketpair()
+        self.acknowledging = True  # each frame is acknowledged as it arrives, as cellbox-kernel does
+        self._uncounted = 0  # bytes at the end of _inbox not yet counted into whole frames
         self.home = tempfile.mkdtemp(prefix="cellbox-test-node-")
         self.started_at = time.monotonic()
         language = "typescript" if typescript else "javascript"
         argv = ([KERNEL, "--channel-fd=3", f"--language={language}", f"--share-dir={SHARE}"] if via_host
                 else [NODE, KERNEL_JS] + (["--typescript"] if typescript else []))
+        child_fds = [theirs] + ([their_frames] if their_frames else [])
+
+        def place_fds():
+            # Above 9 first, so that putting one on 3 or 4 cannot overwrite the other's source.
+            high = [fcntl.fcntl(s.fileno(), fcntl.F_DUPFD, 10) for s in child_fds]
+            for number, fd in enumerate(high, start=3):
+                os.dup2(fd, number)
+
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=kernel_environ(self.home), close_fds=False, cwd=cwd or self.home,
             # A group of its own, which interrupt() signals whole, as cellboxd does: through
             # cellbox-kernel (which ignores SIGINT) the signal reaches node that way.
-            start_new_session=True, preexec_fn=lambda: os.dup2(theirs.fileno(), 3))
-        theirs.close()
+            start_new_session=True, preexec_fn=place_fds)
+        for s in child_fds:
+            s.close()
         self.sock = ours
         self.session = uuid.uuid4().hex
         self._inbox = b""
         self.output = {"stdout": b"", "stderr": b""}
         for pipe in (self.proc.stdout, self.proc.stderr):
             os.set_blocking(pipe.fileno(), False)
+
+    def acknowledge(self):
+        """What cellbox-kernel does once a frame of Node's is relayed: the output before it is
+        read, then Node may go on."""
+        self.drain_output()
+        self.frames.sendall(b"\x01")
+
+    def _pump(self, timeout):
+        """Reads Node's frame socket (fd 4) and, while `acknowledging`, acknowledges each whole
+        frame as it arrives, as cellbox-kernel does (waiting for output or an exit needs it)."""
+        if self.frames is None:
+            return super()._pump(timeout)
+        ready, _, _ = select.select([self.frames, self.proc.stdout, self.proc.stderr], [], [], timeout)
+        if self.frames in ready:
+            chunk = self.frames.recv(1 << 20)
+            assert chunk, "kernel closed its frame socket"
+            self._inbox += chunk
+            self._uncounted += len(chunk)
+        self.drain_output()
+        while self._uncounted >= 4:
+            start = len(self._inbox) - self._uncounted
+            size = int.from_bytes(self._inbox[start:start + 4], "little")
+            if self._uncounted < 4 + size:
+                break
+            self._uncounted -= 4 + size
+            if self.acknowledging:
+                self.acknowledge()
+
+    def wait_output(self, name, text, timeout=10.0):
+        if self.frames is None:
+            return super().wait_output(name, text, timeout)
+        start = time.monotonic()  # the frames before the output must be acknowledged meanwhile
+        while text.encode() not in self.output[name]:
+            assert time.monotonic() - start < timeout, \
+                f"{text!r} never came on {name}: {self.output[name][-500:]!r}"
+            self._pump(0.05)
+        return time.monotonic() - start
+
+    def wait_exit(self, timeout=10.0):
+        if self.frames is None:
+            return super().wait_exit(timeout)
+        deadline = time.monotonic() + timeout  # acknowledging the frames before the exit
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            try:
+                self._pump(0.05)
+            except AssertionError:  # its frame socket closed: it is exiting
+                break
+        return self.proc.wait(max(0.0, deadline - time.monotonic()))
 
     def interrupt(self):
         os.killpg(self.proc.pid, signal.SIGINT)  # the group this object's kernel leads
@@ -75,6 +140,8 @@ class NodeKernel(KernelProcess):
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)  # node too, when cellbox-kernel runs it
         super().close()
+        if self.frames is not None:
+            self.frames.close()
 
 
 LAUNCHERS = ["node"] + (["cellbox-kernel"] if language_host_built() else [])
@@ -135,6 +202,38 @@ def test_starting_then_busy_input_result_reply_idle_with_headers(js):
     assert exchange.one("execute_input")["content"] == {"code": "1 + 2", "execution_count": 1}
     assert exchange.one("execute_result")["content"]["data"] == {"text/plain": "3"}
     assert exchange.reply["content"]["execution_count"] == 1
+
+
+def test_node_waits_for_each_frames_acknowledgement_before_printing_more():
+    """Node writes a frame, then nothing until cellbox-kernel acknowledges it: so the output
+    drained before a frame is exactly what the cell printed before it (an unacknowledged frame
+    leaves the cell's later lines unwritten), and the rest follows once it is acknowledged."""
+    k = NodeKernel()
+    try:
+        assert k.wait_starting()["content"]["execution_state"] == "starting", k.stderr_text()
+        k.acknowledging = False
+        request = k.send("shell", "execute_request", {"code": "console.log('before');\n"
+                                                      "display.html('<i>x</i>');\nconsole.log('after')"})
+        seen = []
+        while not seen or seen[-1]["header"]["msg_type"] != "display_data":
+            frame = k.recv(timeout=30)
+            assert frame is not None, (seen, k.stderr_text())
+            seen.append(frame)
+            if frame["header"]["msg_type"] != "display_data":
+                k.acknowledge()
+        k.wait_output("stdout", "before\n")
+        k.drain_output()
+        # The display_data frame is not acknowledged: Node is still inside display.html.
+        assert k.output["stdout"] == b"before\n", k.output
+        k.acknowledge()
+        k.acknowledging = True
+        exchange = k.collect(request)
+        assert exchange.reply["content"]["status"] == "ok", exchange.reply
+        k.drain_output()
+        assert k.output["stdout"] == b"before\nafter\n", k.output
+        assert [m["header"]["msg_type"] for m in seen] == ["status", "execute_input", "display_data"]
+    finally:
+        k.close()
 
 
 def test_kernel_info_names_javascript_and_node(js):

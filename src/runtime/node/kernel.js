@@ -3,8 +3,9 @@
 //
 //   /usr/bin/node <share>/node/kernel.js [--typescript]
 //
-// cellbox-kernel (language_host.c) starts it with fd 3 a socket speaking the frames of
-// docs/kernel-protocol.md and fd 1/2 the daemon's stdout/stderr pipes. It behaves as ipykernel
+// cellbox-kernel (language_host.c) starts it with fd 3 a socket bringing the daemon's frames
+// (docs/kernel-protocol.md), fd 4 a socket for its own frames and their acknowledgements
+// (channel.js), and fd 1/2 the daemon's stdout/stderr pipes. It behaves as ipykernel
 // does for Python: status busy, execute_input, output, the reply, status idle for each request.
 // Cells run in this process's own V8 context (vm.Script), rewritten by cell.js so that their
 // declarations persist; output goes straight to fd 1/2, never as `stream` messages.
@@ -22,7 +23,8 @@ const modules = require('./modules');
 const typescript = require('./typescript');
 
 const TYPESCRIPT = process.argv.includes('--typescript');
-const CHANNEL_FD = 3;
+const REQUEST_FD = 3;
+const FRAME_FD = 4;
 
 // Output must reach the pipes before the frame that follows it (the ordering rule): Node writes
 // pipes synchronously on Linux; this makes sure of it wherever the handle allows.
@@ -101,7 +103,7 @@ let lastRequest = null; // output from callbacks after a cell goes under the las
 let executionCount = 0;
 let exitAfterIdle = false;
 
-const frames = channel.open(CHANNEL_FD, receive, () => process.exit(0));
+const frames = channel.open(REQUEST_FD, FRAME_FD, receive, () => process.exit(0));
 
 function publish(msgType, content, parent) {
   frames.send(channel.message('iopub', msgType, content, parent));
@@ -276,8 +278,8 @@ async function handle(request, aborting) {
       if (waiting.header.msg_type === 'execute_request') abortedRequests.add(waiting);
   }
   const idle = channel.message('iopub', 'status', { execution_state: 'idle' }, request);
-  if (exitAfterIdle) frames.send(idle, () => process.exit(0));
-  else frames.send(idle);
+  frames.send(idle); // returns once it is relayed
+  if (exitAfterIdle) process.exit(0);
 }
 
 let serving = false; // serveShell is running the queue

@@ -1,6 +1,7 @@
 // A stand-in for src/runtime/node/kernel.js, for tests/kernel/test_language_host.py: it speaks
-// the frame protocol on fd 3 (blocking reads and writes, as the real kernel writes) and does
-// just enough to test cellbox-kernel's relay. Cells: "exit N" exits with N, "kill" dies of
+// the frame protocol (requests read on fd 3, its frames written on fd 4 and each acknowledged
+// there with one byte before it goes on, blocking, as the real kernel does) and does just enough
+// to test cellbox-kernel's relay. Cells: "exit N" exits with N, "kill" dies of
 // SIGKILL, "garbage" writes a frame that is not JSON, anything else is echoed on stdout.
 'use strict';
 const fs = require('fs');
@@ -17,7 +18,8 @@ function send(channel, msgType, parent, content) {
     parent_header: parent ? parent.header : {}, metadata: {}, content}));
   const length = Buffer.alloc(4);
   length.writeUInt32LE(frame.length);
-  fs.writeSync(3, Buffer.concat([length, frame]));
+  fs.writeSync(4, Buffer.concat([length, frame]));
+  if (fs.readSync(4, Buffer.alloc(1), 0, 1, null) !== 1) process.exit(0); // cellbox-kernel is gone
 }
 
 function readExactly(size) {
@@ -48,7 +50,7 @@ for (;;) {
     if (code.startsWith('exit ')) process.exit(Number(code.slice(5)));
     if (code === 'kill') process.kill(process.pid, 'SIGKILL');
     if (code === 'garbage') {
-      fs.writeSync(3, Buffer.from([5, 0, 0, 0, 110, 111, 116, 32, 106]));
+      fs.writeSync(4, Buffer.from([5, 0, 0, 0, 110, 111, 116, 32, 106]));
     } else {
       fs.writeSync(1, code + '\n');
       send('shell', 'execute_reply', request, {status: 'ok', execution_count: 1});
