@@ -32,8 +32,12 @@ endif
 DAEMON_SRCS := $(wildcard src/common/*.c src/http/*.c src/api/*.c src/kernel/*.c src/model/*.c src/sandbox/*.c src/daemon/*.c)
 DAEMON_MAIN := src/daemon/main.c
 LIB_SRCS    := $(filter-out $(DAEMON_MAIN),$(DAEMON_SRCS))
-# Every file of runtime/ but pid 1's (cellbox-init, below).
-KERNEL_SRCS := $(filter-out src/runtime/init_main.c,$(wildcard src/runtime/*.c))
+# The Jupyter bridge, a program of its own: libzmq and OpenSSL stay out of the Python kernel.
+BRIDGE_SRCS := src/runtime/jupyter_bridge_main.c src/runtime/jupyter_bridge.c src/runtime/jupyter_wire.c \
+               src/runtime/kernel_channel.c src/runtime/kernel_child.c src/runtime/jupyter_message.c
+# Every other file of runtime/ but pid 1's (cellbox-init, below).
+KERNEL_SRCS := $(filter-out src/runtime/init_main.c src/runtime/jupyter_bridge_main.c src/runtime/jupyter_bridge.c \
+               src/runtime/jupyter_wire.c,$(wildcard src/runtime/*.c))
 # The zygote enters sandboxes itself: it shares the daemon's sandbox code, built without sanitizers.
 KERNEL_SHARED := src/sandbox/sandbox.c src/sandbox/rootfs.c src/sandbox/landlock.c src/sandbox/seccomp_filter.c \
                  src/sandbox/supervisor.c
@@ -55,7 +59,7 @@ UNIT_BINS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 
 .PHONY: all build run test deps test-deps unit layers asan integration api cli pyclient clients security bench clean format
 all: build
-build: $(BIN)/cellboxd $(BIN)/cellbox $(BIN)/cellbox-kernel $(BIN)/cellbox-init $(PY_OUT) $(NODE_OUT) $(SPEC_OUT)
+build: $(BIN)/cellboxd $(BIN)/cellbox $(BIN)/cellbox-kernel $(BIN)/cellbox-jupyter-bridge $(BIN)/cellbox-init $(PY_OUT) $(NODE_OUT) $(SPEC_OUT)
 
 $(BUILD)/obj/src/runtime/%.o: src/runtime/%.c
 	@mkdir -p $(dir $@)
@@ -83,7 +87,11 @@ $(BUILD)/obj-kernel/%.o: %.c
 
 $(BIN)/cellbox-kernel: $(call OBJ,$(KERNEL_SRCS)) $(patsubst %.c,$(BUILD)/obj-kernel/%.o,$(KERNEL_SHARED))
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(PY_LIBS) -ljansson -lseccomp -lzmq -lcrypto
+	$(CC) -o $@ $^ $(PY_LIBS) -ljansson -lseccomp
+
+$(BIN)/cellbox-jupyter-bridge: $(call OBJ,$(BRIDGE_SRCS))
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ -ljansson -lzmq -lcrypto
 
 # pid 1 of every sandbox: static, libc only (exec'd once per sandbox; see supervisor.h).
 $(BIN)/cellbox-init: $(BUILD)/obj-kernel/src/runtime/init_main.o $(BUILD)/obj-kernel/src/sandbox/supervisor.o

@@ -429,6 +429,10 @@ static void forget_old_commands(box *b)
    share of the daemon's descriptors. */
 static bool can_start_command(box *b, kernel *k, failure_kind *failure, char *why, size_t why_size)
 {
+    if (!descriptors_available(COMMAND_DESCRIPTORS, why, why_size)) {
+        *failure = FAILURE_EXHAUSTED;
+        return false;
+    }
     /* Until its kernel reports in, a sandbox started by exec may still be building its root:
        a command joined then ran on the host's "/" (sandbox_root_is_unfinished). */
     if (kernel_pidfd(k) < 0 || kernel_get_state(k) == KERNEL_STARTING) {
@@ -437,10 +441,6 @@ static bool can_start_command(box *b, kernel *k, failure_kind *failure, char *wh
                                     ? "sandbox %s is still starting; try again in a moment"
                                     : "sandbox %s is not running",
                  box_id(b));
-        return false;
-    }
-    if (!descriptors_available(COMMAND_DESCRIPTORS, why, why_size)) {
-        *failure = FAILURE_EXHAUSTED;
         return false;
     }
     return true;

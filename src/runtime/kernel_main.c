@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "runtime/kernel_runtime.h"
 #include "sandbox/sandbox.h"
@@ -114,6 +115,27 @@ static int check_options(const struct kernel_options *options)
     return 0;
 }
 
+/* The Jupyter bridge is a program of its own beside this one (jupyter_bridge_main.c): it links
+   libzmq and OpenSSL, which a Python kernel never needs, and a template imported from a root
+   filesystem runs this binary on that root's libraries, where neither need be. The same command
+   line goes on in the same process (its pid, its group, SIGINT still ignored). */
+static int exec_jupyter_bridge(char **argv)
+{
+    char self[PATH_MAX], bridge[PATH_MAX + 32];
+    ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (length <= 0) {
+        fprintf(stderr, "cellbox-kernel: cannot find its own program: %s\n", strerror(errno));
+        return 1;
+    }
+    self[length] = '\0';
+    char *slash = strrchr(self, '/');
+    snprintf(bridge, sizeof bridge, "%.*s/cellbox-jupyter-bridge", (int)(slash - self), self);
+    execv(bridge, argv);
+    fprintf(stderr, "cellbox-kernel: cannot run %s: %s (run `make build`)\n", bridge,
+            strerror(errno));
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     /* Until the kernel loop installs its own handler, a SIGINT (a user pressing "interrupt"
@@ -129,7 +151,7 @@ int main(int argc, char **argv)
         if (strncmp(argv[i], "--language=", 11) == 0)
             return language_host_main(argc, argv);
         if (strcmp(argv[i], "--jupyter") == 0)
-            return jupyter_bridge_main(argc, argv);
+            return exec_jupyter_bridge(argv);
     }
     struct kernel_options options;
     if (parse_options(argc, argv, &options) != 0 || check_options(&options) != 0)

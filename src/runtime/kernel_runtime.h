@@ -23,7 +23,9 @@ int kernel_native_register(void);
      cellbox-kernel --channel-fd=N --language=javascript|typescript --share-dir=DIR
    (DIR: cellbox's share directory inside the sandbox, holding node/kernel.js). */
 int language_host_main(int argc, char **argv);
-/* jupyter_bridge.c: any installed Jupyter kernel, spoken to over its ZMQ channels:
+/* jupyter_bridge.c, in a program of its own (cellbox-jupyter-bridge, which `cellbox-kernel
+   --jupyter` execs with the same argv: it links libzmq and OpenSSL, the Python kernel none of
+   them): any installed Jupyter kernel, spoken to over its ZMQ channels:
      cellbox-kernel --channel-fd=N --jupyter [--interrupt-mode=signal|message] -- ARGV...
    ARGV is the kernelspec's argv; "{connection_file}" in it is replaced by the file the bridge
    writes. */

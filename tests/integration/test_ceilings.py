@@ -240,7 +240,10 @@ def test_near_the_file_limit_sandboxes_are_refused_and_clients_still_served(low_
     assert refusal is not None, "sandboxes were never refused near the file limit"
     assert refusal.status_code == 503, refusal.text
     assert "open-file limit" in refusal.json()["message"], refusal.text
-    # Contexts and commands come out of the same share, and are refused the same way.
+    # Contexts and commands come out of the same share, and are refused the same way (once the
+    # sandbox runs: before, a command is 409 "still starting").
+    wait_until(lambda: c.get(f"api/kernels/{kernels[0]}").json()["execution_state"] != "starting",
+               timeout=60, message="the first sandbox to run")
     for path, body in ((f"v1/sandboxes/{kernels[0]}/contexts", {}),
                        (f"v1/sandboxes/{kernels[0]}/commands", {"cmd": "sleep 300", "background": True})):
         for _ in range(30):
