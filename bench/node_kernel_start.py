@@ -3,9 +3,10 @@ context ready in <= 50 ms).
 
     /usr/bin/python3 bench/node_kernel_start.py [BUILD] [--typescript] [--rounds=N]
 
-Interleaves, N times: `node -e ""` to exit; `node <BUILD>/share/cellbox/node/kernel.js` to its
-`status: starting` frame on fd 3; then its first cell (`let x = 1; x + 1`) to `status: idle`.
-Prints min / median / max in milliseconds. Runs node directly (no sandbox, no daemon).
+Interleaves, N times: `node -e ""` to exit; `cellbox-kernel --language=javascript` (which runs
+`node <BUILD>/share/cellbox/node/kernel.js` and relays its frames) to its `status: starting` frame
+on fd 3; then its first cell (`let x = 1; x + 1`) to `status: idle`. Prints min / median / max in
+milliseconds. No sandbox, no daemon.
 """
 import json
 import os
@@ -37,10 +38,12 @@ def state_is(state):
     return lambda m: m["header"]["msg_type"] == "status" and m["content"]["execution_state"] == state
 
 
-def one_kernel(kernel_js, extra):
+def one_kernel(build, language):
     ours, theirs = socket.socketpair()
     started = time.monotonic()
-    proc = subprocess.Popen([NODE, kernel_js] + extra, stdout=subprocess.DEVNULL, close_fds=False,
+    argv = [os.path.join(build, "bin", "cellbox-kernel"), "--channel-fd=3", f"--language={language}",
+            "--share-dir=" + os.path.join(build, "share", "cellbox")]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, close_fds=False,
                             preexec_fn=lambda: os.dup2(theirs.fileno(), 3))
     theirs.close()
     try:
@@ -72,18 +75,17 @@ def line(name, values):
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     build = args[0] if args else os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build")
-    extra = ["--typescript"] if "--typescript" in sys.argv else []
+    language = "typescript" if "--typescript" in sys.argv else "javascript"
     rounds = next((int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--rounds=")), 20)
-    kernel_js = os.path.join(build, "share", "cellbox", "node", "kernel.js")
     bare, start, first = [], [], []
     for _ in range(rounds):
         bare.append(bare_node())
-        to_starting, first_cell = one_kernel(kernel_js, extra)
+        to_starting, first_cell = one_kernel(build, language)
         start.append(to_starting)
         first.append(first_cell)
     print(f"{'ms, ' + str(rounds) + ' rounds':34} {'min':>7} {'median':>7} {'max':>7}")
     print(line('node -e ""', bare))
-    print(line(f"kernel.js {' '.join(extra)} to starting", start))
+    print(line(f"{language} kernel to starting", start))
     print(line("first cell to idle", first))
 
 
