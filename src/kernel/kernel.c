@@ -398,6 +398,18 @@ static long long current_oom_kills(const kernel *k)
 }
 
 static void on_zygote_answer(void *arg, pid_t pid, const char *why);
+
+/* The kernel's process is known (cloned by the zygote, or a context that joined its sandbox once
+   it was set up): the loop hears its exit, and an interrupt that came before is delivered now. */
+static void watch_process(kernel *k, pid_t pid, int pidfd)
+{
+    k->pid = pid;
+    k->pidfd = pidfd;
+    loop_watch_add(&k->pid_watch, k->pidfd, EPOLLIN, on_process_exit, k);
+    if (k->signal_on_spawn)
+        kill(-pid, k->signal_on_spawn);
+    k->signal_on_spawn = 0;
+}
 static void release_process(kernel *k);
 
 static void set_setup_window(kernel *k, bool open)
@@ -734,12 +746,7 @@ static void join_host_sandbox(kernel *k)
         return;
     }
     stop_awaiting_host(k); /* closes the sandbox's ends: the process has its own */
-    k->pid = pid;
-    k->pidfd = pidfd;
-    loop_watch_add(&k->pid_watch, k->pidfd, EPOLLIN, on_process_exit, k);
-    if (k->signal_on_spawn)
-        kill(-pid, k->signal_on_spawn);
-    k->signal_on_spawn = 0;
+    watch_process(k, pid, pidfd);
     announce_started(k);
 }
 
@@ -1572,12 +1579,7 @@ static void on_zygote_answer(void *arg, pid_t pid, const char *why)
     set_setup_window(k, false); /* before any request of the user's is flushed to it */
     int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
     if (pidfd >= 0) {
-        k->pid = pid;
-        k->pidfd = pidfd;
-        loop_watch_add(&k->pid_watch, k->pidfd, EPOLLIN, on_process_exit, k);
-        if (k->signal_on_spawn)
-            kill(-pid, k->signal_on_spawn);
-        k->signal_on_spawn = 0;
+        watch_process(k, pid, pidfd);
         attach_network(k);
         if (k->channel_watch.fd < 0) /* read_channel let go of it until now */
             loop_watch_add(&k->channel_watch, k->channel_fd, EPOLLIN, on_channel_ready, k);
