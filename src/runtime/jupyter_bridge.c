@@ -508,7 +508,7 @@ static int parse_arguments(int argc, char **argv, int *channel_fd, int *by_messa
             break;
         }
         if (strncmp(argv[i], "--channel-fd=", 13) == 0)
-            *channel_fd = atoi(argv[i] + 13);
+            *channel_fd = kernel_channel_parse_fd(argv[i] + 13);
         else if (strcmp(argv[i], "--interrupt-mode=message") == 0)
             *by_message = 1;
         else if (strcmp(argv[i], "--exec-ignoring-interrupts") == 0)

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -39,6 +40,16 @@ struct kernel_channel {
     bool reading; /* inside a read: a send from a handler must not read again */
     bool failed;  /* end of file or garbage seen (in a send's read): the next read says so */
 };
+
+int kernel_channel_parse_fd(const char *text)
+{
+    char *end = NULL;
+    errno = 0;
+    long value = strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || value < 0 || value > INT_MAX)
+        return -1;
+    return (int)value;
+}
 
 kernel_channel *kernel_channel_open(int fd)
 {

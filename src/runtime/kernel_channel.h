@@ -12,6 +12,10 @@
 
 typedef struct kernel_channel kernel_channel;
 
+/* The number of `--channel-fd=N`'s N: a non-negative int, nothing else (no sign, junk or
+   overflow). -1 when it is not one. */
+int kernel_channel_parse_fd(const char *text);
+
 /* Takes `fd` (the inherited --channel-fd) and makes it non-blocking. NULL when out of memory. */
 kernel_channel *kernel_channel_open(int fd);
 void kernel_channel_close(kernel_channel *channel);

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/kernel_channel.h"
 #include "runtime/kernel_runtime.h"
 #include "sandbox/sandbox.h"
 
@@ -36,18 +37,6 @@ static void usage(FILE *out)
                  "--inside-python-dir=DIR [--preload=a,b,c]\n"
                  "  --channel-fd=N    inherited socket carrying length-prefixed JSON messages\n"
                  "  --python-dir=DIR  directory that contains the cellbox_kernel package\n");
-}
-
-/* Parses a non-negative fd number; anything else (sign, junk, overflow) is rejected. */
-static int parse_fd(const char *text, int *fd)
-{
-    char *end = NULL;
-    errno = 0;
-    long value = strtol(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || value < 0 || value > INT_MAX)
-        return -1;
-    *fd = (int)value;
-    return 0;
 }
 
 /* The value of `--name=value` if `arg` is that option, else NULL. */
@@ -66,7 +55,7 @@ static int parse_options(int argc, char **argv, struct kernel_options *options)
         const char *arg = argv[i];
         const char *value;
         if ((value = option_value(arg, "--channel-fd")) != NULL) {
-            if (parse_fd(value, &options->channel_fd) != 0) {
+            if ((options->channel_fd = kernel_channel_parse_fd(value)) < 0) {
                 fprintf(stderr,
                         "cellbox-kernel: --channel-fd wants a file descriptor number, got '%s'\n",
                         value);

@@ -75,24 +75,13 @@ static const char *option_value(const char *arg, const char *name)
     return (strncmp(arg, name, length) == 0 && arg[length] == '=') ? arg + length + 1 : NULL;
 }
 
-static int parse_channel_fd(const char *text, int *fd)
-{
-    char *end = NULL;
-    errno = 0;
-    long value = strtol(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || value < 0 || value > INT_MAX)
-        return -1;
-    *fd = (int)value;
-    return 0;
-}
-
 static int parse_language_options(int argc, char **argv, struct language_options *options)
 {
     *options = (struct language_options){.channel_fd = -1};
     for (int i = 1; i < argc; i++) {
         const char *value;
         if ((value = option_value(argv[i], "--channel-fd")) != NULL) {
-            if (parse_channel_fd(value, &options->channel_fd) != 0) {
+            if ((options->channel_fd = kernel_channel_parse_fd(value)) < 0) {
                 fprintf(stderr,
                         "cellbox-kernel: --channel-fd wants a file descriptor number, "
                         "got '%s'\n",
