@@ -1,0 +1,52 @@
+/* process_image — a stopped, single-threaded process's private memory as a file, and that file
+ * read back: the format a checkpoint's memory is kept in (docs/checkpoint-format.md).
+ *
+ * An image is a header (magic, version, a JSON description: the zygote generation it was taken
+ * against, brk, every mapping of the process with its address, protection, flags and backing
+ * file, and for each mapping the runs of pages it holds and where in the file they are) and
+ * then the page data, page-aligned, so that a restore can map runs straight from the file
+ * (MAP_PRIVATE: copy-on-write, pages read only when touched) instead of copying them.
+ *
+ * Verbs: process_image_capture (daemon: /proc/PID/maps, pagemap and process_vm_readv, while the
+ * process waits at its checkpoint point), process_image_read_header / process_image_free (both
+ * sides: the parsed description), process_image_fits (are this process's file mappings the
+ * image's: same files, same addresses). */
+#ifndef CELLBOX_SANDBOX_PROCESS_IMAGE_H
+#define CELLBOX_SANDBOX_PROCESS_IMAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct process_image process_image; /* the parsed header */
+
+typedef struct process_image_stats {
+    size_t mappings;
+    long long pages;       /* pages written into the image */
+    long long bytes;       /* their bytes */
+} process_image_stats;
+
+/* Captures `pid`'s memory into out_fd from offset 0. base_pid > 0: leave out every page that is
+   the same physical page as base_pid's (the live zygote) at the same address, and record
+   `generation` (an id of that zygote process, e.g. "pid:starttime") as the base the image needs;
+   base_pid 0: a full image (every private page). 0, or -errno with `why` (ENOSPC from a full
+   disk is returned as such: nothing of the process is changed by a failed capture). */
+int process_image_capture(pid_t pid, pid_t base_pid, const char *generation, int out_fd,
+                          process_image_stats *stats, char *why, size_t why_size);
+
+/* Reads and checks the header of the image in fd (magic, version, sizes within the file,
+   mappings sorted and not overlapping, runs inside their mappings and the file). NULL with `why`
+   for anything malformed: an image is only ever the daemon's own file, but a damaged one must
+   fail cleanly, never map something half-read. */
+process_image *process_image_read_header(int fd, char *why, size_t why_size);
+void process_image_free(process_image *image);
+const char *process_image_generation(const process_image *image); /* "" for a full image */
+bool process_image_is_full(const process_image *image);
+
+/* Would a process whose /proc/<pid>/maps is `maps_path` (the zygote's) hold the image's file
+   mappings at the same addresses, from the same files (device, inode, size) at the same
+   offsets? false with `why` naming the first difference. */
+bool process_image_fits(const process_image *image, const char *maps_path, char *why,
+                        size_t why_size);
+
+#endif
