@@ -47,6 +47,9 @@ typedef struct kernel_sandbox {
     const struct kernel *host;    /* set: run inside this kernel's sandbox (another context) */
     const char *cwd;              /* with host: the working directory (NULL: /workspace) */
     rootfs_volumes volumes;       /* named volumes bound in (model/volumes.h); a copy */
+    bool restore;                 /* the kernel is the process image in restore_image_fd put
+                                     back (kernel/checkpoint.h), not a new interpreter */
+    int restore_image_fd;         /* with restore: borrowed, kernel_start dups it */
 } kernel_sandbox;
 
 /* Starts a kernel in a sandbox with `workspace` (host path) as its /workspace; `env` (borrowed,
