@@ -5,7 +5,7 @@ Both servers run on this machine in one run, on free loopback ports, and are dri
 same code below (REST + the legacy WebSocket framing, as AutoGen speaks it). Figures and ratios are
 printed, written to bench/results/latest.json and drawn to bench/results/latest.png.
 
-    /usr/bin/python3 bench/bench.py [--quick] [--idle N] [--only restart|e2b|network|templates|languages] [--sandboxes N]
+    /usr/bin/python3 bench/bench.py [--quick] [--idle N] [--only restart|e2b|network|templates|languages|checkpoints] [--sandboxes N]
 
 `--only restart` runs the restart figure alone (sandboxes kept across a kill -9 and a SIGUSR2 of
 cellboxd and adopted by the next one, beside Jupyter Server losing its kernels) and writes
@@ -29,6 +29,9 @@ full run has it under "languages"): for python, javascript, typescript, bash and
 first result of a new sandbox of that kernelspec (Kernel Gateway, no warm pool), a context of it
 in a sandbox that exists (/v1 contexts {language}), and a trivial cell's round trip (medians),
 beside Jupyter Server running the same kernel where Debian has one (ipykernel, IRkernel).
+`--only checkpoints` runs the checkpoint figures alone into bench/results/checkpoints-latest.json
+(bench/checkpoints.py: fork, snapshot and restore of ~100 MiB of DataFrames, hibernation; beside
+E2B's published pause and resume figures); a full run has them under "checkpoints".
 """
 import argparse
 import concurrent.futures
@@ -51,6 +54,8 @@ import uuid
 
 import requests
 import websocket
+
+import checkpoints  # bench/checkpoints.py
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 RESULTS = os.path.join(REPO, "bench", "results")
@@ -1163,7 +1168,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer samples (CI smoke run)")
     parser.add_argument("--idle", type=int, default=500, help="idle sandboxes for the memory figure")
-    parser.add_argument("--only", choices=["restart", "e2b", "network", "templates", "languages"], help="run this figure alone (written to "
+    parser.add_argument("--only", choices=["restart", "e2b", "network", "templates", "languages", "checkpoints"], help="run this figure alone (written to "
                         "bench/results/<name>-latest.json, latest.json untouched)")
     parser.add_argument("--sandboxes", type=int, default=50, help="sandboxes kept across the restarts")
     args = parser.parse_args()
@@ -1203,6 +1208,16 @@ def main():
         finally:
             remove_unmounted(tmp)
         save_figures_run_alone("languages", figures)
+        return 0
+    if args.only == "checkpoints":
+        try:
+            figures = {"machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
+                       "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       "checkpoints": checkpoints.checkpoint_figures(start_cellbox, tmp,
+                                                                     3 if args.quick else 8)}
+        finally:
+            remove_unmounted(tmp)
+        save_figures_run_alone("checkpoints", figures)
         return 0
     if args.only == "e2b":
         try:
@@ -1271,6 +1286,7 @@ def main():
         templates = templates_figures(8 if args.quick else 30, 3 if args.quick else 8,
                                       3 if args.quick else 7)
         languages = languages_figures(tmp, 3 if args.quick else 10, 20 if args.quick else 100)
+        checkpoint = checkpoints.checkpoint_figures(start_cellbox, tmp, 3 if args.quick else 8)
         figures = {
             "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
                         "python": platform.python_version(), "page_costs_us": page_costs},
@@ -1309,6 +1325,7 @@ def main():
             "network": network,
             "templates": templates,
             "languages": languages,
+            "checkpoints": checkpoint,
         }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
