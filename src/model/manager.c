@@ -212,6 +212,33 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *requested_lim
     return k;
 }
 
+kernel *manager_create_restored(const kernel *source, json_t *env, int image_fd,
+                                failure_kind *failure, char *why, size_t why_size)
+{
+    const kernelspec *spec = kernel_spec(source);
+    if (options.max_kernels > 0 && kernel_count >= (size_t)options.max_kernels) {
+        *failure = FAILURE_FORBIDDEN;
+        snprintf(why, why_size, "Resource Limit: maximum number of kernels (%d) reached; delete a "
+                 "kernel or raise --max-kernels", options.max_kernels);
+        return NULL;
+    }
+    if (!descriptors_available(DESCRIPTORS_PER_SANDBOX, why, why_size)) {
+        *failure = FAILURE_EXHAUSTED;
+        return NULL;
+    }
+    sandbox_pieces pieces;
+    kernel *k = prepared_start_restored_kernel(spec, env, kernel_limits(source), image_fd, &pieces,
+                                               why, why_size);
+    if (!k) {
+        *failure = FAILURE_INTERNAL;
+        return NULL;
+    }
+    remember(k, &pieces);
+    log_info("kernel %s restored from an image of %s (%s, uid %d)", kernel_id(k), kernel_id(source),
+             spec->name, (int)sandbox_pieces_uid(&pieces));
+    return k;
+}
+
 void manager_delete(kernel *k)
 {
     sandbox_pieces pieces = SANDBOX_PIECES_NONE;

@@ -42,6 +42,10 @@ bool manager_has_room(size_t pooled);
 kernel *manager_create(const char *spec_name, json_t *env, json_t *limits, json_t *network,
                        const rootfs_volumes *volumes, failure_kind *failure, char *why,
                        size_t why_size);
+/* A kernel in a new sandbox with `source`'s template and limits, which is the process image in
+   image_fd put back (kernel/checkpoint.h; a fork's or a restore's). As manager_create. */
+kernel *manager_create_restored(const kernel *source, json_t *env, int image_fd,
+                                failure_kind *failure, char *why, size_t why_size);
 kernel *manager_find(const char *id);
 void manager_delete(kernel *k);
 size_t manager_count(void);

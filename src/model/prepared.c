@@ -152,9 +152,9 @@ static int make_pieces(const char *id, const sandbox_limits *limits, sandbox_pie
     return sandbox_pieces_build(id, limits, pieces, workspace, why, why_size);
 }
 
-kernel *prepared_start_kernel(const kernelspec *spec, json_t *env, const sandbox_limits *limits,
-                              const rootfs_volumes *volumes,
-                              sandbox_pieces *pieces, char *why, size_t why_size)
+static kernel *start_kernel(const kernelspec *spec, json_t *env, const sandbox_limits *limits,
+                            const rootfs_volumes *volumes, int restore_image_fd,
+                            sandbox_pieces *pieces, char *why, size_t why_size)
 {
     char id[UUID_STRING_LENGTH + 1];
     *pieces = SANDBOX_PIECES_NONE;
@@ -169,6 +169,8 @@ kernel *prepared_start_kernel(const kernelspec *spec, json_t *env, const sandbox
                                   .limits = *limits};
         if (volumes)
             sandbox.volumes = *volumes;
+        sandbox.restore = restore_image_fd >= 0;
+        sandbox.restore_image_fd = restore_image_fd;
         sandbox_pieces_base(&sandbox);
         if (sandbox_pieces_open_volume_views(id, sandbox.uid, &sandbox.volumes, why, why_size) == 0 &&
             (!spec->template.view ||
@@ -181,4 +183,18 @@ kernel *prepared_start_kernel(const kernelspec *spec, json_t *env, const sandbox
     free(workspace);
     schedule_prepare(PREPARE_DELAY_MS);
     return k;
+}
+
+kernel *prepared_start_kernel(const kernelspec *spec, json_t *env, const sandbox_limits *limits,
+                              const rootfs_volumes *volumes,
+                              sandbox_pieces *pieces, char *why, size_t why_size)
+{
+    return start_kernel(spec, env, limits, volumes, -1, pieces, why, why_size);
+}
+
+kernel *prepared_start_restored_kernel(const kernelspec *spec, json_t *env,
+                                       const sandbox_limits *limits, int image_fd,
+                                       sandbox_pieces *pieces, char *why, size_t why_size)
+{
+    return start_kernel(spec, env, limits, NULL, image_fd, pieces, why, why_size);
 }

@@ -28,6 +28,11 @@ void prepared_init(const sandbox_limits *default_limits, volume_kind workspace_k
 kernel *prepared_start_kernel(const kernelspec *spec, json_t *env, const sandbox_limits *limits,
                               const rootfs_volumes *volumes,
                               sandbox_pieces *pieces, char *why, size_t why_size);
+/* The same, but the kernel is the process image in image_fd put back (kernel/checkpoint.h): a
+   fork's or a restore's. */
+kernel *prepared_start_restored_kernel(const kernelspec *spec, json_t *env,
+                                       const sandbox_limits *limits, int image_fd,
+                                       sandbox_pieces *pieces, char *why, size_t why_size);
 /* At the end (shutdown or detach): no more sets are made, and those made are removed. */
 void prepared_discard_all(void);
 
