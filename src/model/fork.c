@@ -5,8 +5,10 @@
  * the live zygote: only the pages the kernel changed since it was cloned), which is sealed and
  * handed to N restores (manager_create_restored): each maps the same image MAP_PRIVATE, so the
  * forks share its pages copy-on-write until they write them. The source stands still only while
- * its memory is read. Nothing is written to disk. Each fork's /workspace is new and empty until
- * the workspace copy (sandbox/volume.c) is in; its other contexts are not carried yet. */
+ * its memory is read; its workspace's files are then copied into each fork's new workspace
+ * (manager_create_seeded: volume_copy_tree, links never followed), as they are at that moment.
+ * Nothing is written to the daemon's disk but the forks' own workspaces. Only the default
+ * context is carried: the source's other contexts are not started in the forks yet. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -22,11 +24,15 @@
 #include "model/manager.h"
 #include "model/snapshots.h"
 #include "model/ttl.h"
+#include "sandbox/limits.h"
 
 #define MAX_FORKS 16
 
 typedef struct fork_job {
     char source_id[64];
+    char template_name[128];
+    json_t *limits;              /* the source's, as a request's "limits", owned */
+    bool network;
     int count;
     int waiting;                 /* forks not started yet */
     int image_fd;
@@ -47,6 +53,7 @@ static void free_job(fork_job *job)
     json_decref(job->options);
     json_decref(job->env);
     json_decref(job->report);
+    json_decref(job->limits);
     for (int i = 0; i < job->count; i++)
         json_decref(job->errors[i]);
     free(job);
@@ -104,14 +111,38 @@ static void on_one_started(void *arg)
         loop_defer(finish_job, job); /* not from inside the kernel's message handling */
 }
 
-/* The image is taken: the forks start from it, all at once. */
+/* The source's limits as a creation asks for them (sandbox/limits.h's names). */
+static json_t *limits_request(const sandbox_limits *limits)
+{
+    static const char *const names[][2] = {
+        {"memory_bytes", "memory"}, {"pids", "pids"},             {"cpus", "cpus"},
+        {"disk_bytes", "disk"},     {"open_files", "open_files"}, {"timeout_s", "timeout"},
+        {"output_bytes", "output"},
+    };
+    json_t *saved = limits_to_json(limits), *request = json_object();
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        json_t *value = json_object_get(saved, names[i][0]);
+        if (json_number_value(value) > 0)
+            json_object_set(request, names[i][1], value);
+    }
+    json_decref(saved);
+    return request;
+}
+
+/* The image is taken: the forks start from it, all at once, each with a copy of the source's
+   files as they are now. */
 static void start_forks(fork_job *job)
 {
+    box *source = box_find(job->source_id);
+    const char *files = source ? kernel_workspace(box_default_kernel(source)) : NULL;
     for (int i = 0; i < job->count; i++) {
-        failure_kind failure;
-        char why[512];
-        kernel *k = manager_create_restored(box_default_kernel(box_find(job->source_id)), job->env,
-                                            job->image_fd, &failure, why, sizeof why);
+        failure_kind failure = FAILURE_CONFLICT;
+        char why[512] = "the source sandbox is gone";
+        manager_seed seed = {.workspace_from = files, .restore_image_fd = job->image_fd};
+        kernel *k = source ? manager_create_seeded(job->template_name, job->env, job->limits,
+                                                   job->network ? json_true() : NULL, &seed,
+                                                   &failure, why, sizeof why)
+                           : NULL;
         if (!k) {
             job->errors[i] = error_entry(failure, why);
             continue;
@@ -180,6 +211,10 @@ int box_fork(box *b, int count, json_t *options, snapshot_done done, void *arg,
         return -1;
     }
     snprintf(job->source_id, sizeof job->source_id, "%s", box_id(b));
+    snprintf(job->template_name, sizeof job->template_name, "%s",
+             kernel_spec(box_default_kernel(b))->name);
+    job->limits = limits_request(box_limits(b));
+    job->network = box_limits(b)->network;
     job->count = count;
     job->done = done;
     job->arg = arg;

@@ -168,3 +168,19 @@ def test_fork_requests_are_checked(v1, source):
     assert fork(v1, source["id"], count=17, expect=400)["message"]
     assert fork(v1, source["id"], count=0, expect=400)["message"]
     assert "does not exist" in fork(v1, "no-such-sandbox", expect=404)["message"]
+
+
+def test_a_fork_has_a_copy_of_the_files_and_its_open_file_goes_on_there(v1, source):
+    sid = source["id"]
+    v1.execute(sid, "with open('/workspace/notes.txt', 'w') as f:\n"
+                    "    f.write('0123456789abcdefghij')\n"
+                    "notes = open('/workspace/notes.txt')\n"
+                    "head = notes.read(10)")
+    (copy,) = fork(v1, sid)
+    fid = copy["id"]
+    assert value(v1, fid, "notes.read(5)") == "'abcde'"  # its own file, at the same offset
+    v1.execute(fid, "open('/workspace/notes.txt', 'a').write('+fork')\n"
+                    "open('/workspace/fork-only.txt', 'w').write('f')")
+    assert value(v1, sid, "open('/workspace/notes.txt').read()") == "'0123456789abcdefghij'"
+    assert value(v1, sid, "import os; os.path.exists('/workspace/fork-only.txt')") == "False"
+    assert value(v1, sid, "notes.read(5)") == "'abcde'"  # the original's offset is its own
