@@ -313,6 +313,10 @@ static int write_pages(const capture *c, const process_image *image, int out_fd,
         window = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, out_fd, 0);
         if (window == MAP_FAILED)
             window = NULL;
+        /* Its pages allocated in one call rather than one fault each (~a third of the time the
+           copy took); without MADV_POPULATE_WRITE (Linux < 5.14) they fault in as copied. */
+        if (window)
+            madvise(window, total, MADV_POPULATE_WRITE);
     }
     if (!window && !(buffer = malloc(COPY_CHUNK))) {
         snprintf(why, why_size, "out of memory for the copy buffer");
