@@ -196,3 +196,20 @@ def test_a_library_loaded_after_the_kernel_started_is_in_the_fork(v1, source):
     (copy,) = fork(v1, sid)
     assert value(v1, copy["id"], "len(lzma.decompress(packed)), _curses.version") == \
         value(v1, sid, "len(lzma.decompress(packed)), _curses.version")
+
+
+def test_the_sources_other_contexts_start_again_in_the_fork(v1, source):
+    """A bash context is exec'd, not a zygote's clone: the fork starts a new one ("restarted")
+    beside the imaged default context."""
+    sid = source["id"]
+    r = v1.post(f"v1/sandboxes/{sid}/contexts", json={"language": "bash"})
+    assert r.status_code == 201, r.text
+    v1.execute(sid, "x = 1")
+    (copy,) = fork(v1, sid)
+    carried = {c["language"]: c["carried"] for c in copy["restore"]["contexts"]}
+    assert carried == {"python": "process", "bash": "restarted"}, copy["restore"]
+    bash = next(c for c in copy["restore"]["contexts"] if c["language"] == "bash")
+    listed = v1.get(f"v1/sandboxes/{copy['id']}/contexts").json()
+    assert bash["context_id"] in [c["id"] for c in listed]
+    ev = v1.execute(copy["id"], "echo $((40 + 2))", language="bash")
+    assert ev.stdout.strip() == "42", ev
