@@ -213,3 +213,18 @@ def test_the_sources_other_contexts_start_again_in_the_fork(v1, source):
     assert bash["context_id"] in [c["id"] for c in listed]
     ev = v1.execute(copy["id"], "echo $((40 + 2))", language="bash")
     assert ev.stdout.strip() == "42", ev
+
+
+def test_memory_only_read_is_not_copied_into_the_image(v1, source):
+    """Reading untouched memory maps the kernel's one zero page: 2 GiB of it cost the sandbox
+    only page tables, and must not cost the daemon 2 GiB of copies."""
+    import re
+    sid = source["id"]
+    v1.execute(sid, "import mmap\n"
+                    "region = mmap.mmap(-1, 2 << 30, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)\n"
+                    "total = sum(region[i] for i in range(0, 2 << 30, 4096))")
+    before = len(re.findall(r"imaged for \d+ fork", v1.daemon.log_text()))
+    (copy,) = fork(v1, sid)
+    assert value(v1, copy["id"], "total, region[12345], len(region)") == f"(0, 0, {2 << 30})"
+    sizes = [int(kib) for kib in re.findall(r"imaged for \d+ fork\(s\): (\d+) KiB", v1.daemon.log_text())]
+    assert len(sizes) == before + 1 and sizes[-1] < 512 * 1024, sizes
