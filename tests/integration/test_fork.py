@@ -228,3 +228,21 @@ def test_memory_only_read_is_not_copied_into_the_image(v1, source):
     assert value(v1, copy["id"], "total, region[12345], len(region)") == f"(0, 0, {2 << 30})"
     sizes = [int(kib) for kib in re.findall(r"imaged for \d+ fork\(s\): (\d+) KiB", v1.daemon.log_text())]
     assert len(sizes) == before + 1 and sizes[-1] < 512 * 1024, sizes
+
+
+def test_a_kernel_cannot_forge_the_checkpoint_exchange(v1, source):
+    """checkpoint_ready or restored out of turn is ignored; a cellbox frame of another type is a
+    protocol violation (the kernel is killed, the daemon and other sandboxes go on)."""
+    sid = source["id"]
+    send = ("import json, os\n"
+            "def frame(message):\n"
+            "    body = json.dumps(message).encode()\n"
+            "    os.write(3, len(body).to_bytes(4, 'little') + body)\n")
+    v1.execute(sid, send + "frame({'channel': 'cellbox', 'type': 'checkpoint_ready', 'report': {}})\n"
+                           "frame({'channel': 'cellbox', 'type': 'restored', 'report': {}})")
+    assert value(v1, sid, "1 + 1") == "2"
+    (copy,) = fork(v1, sid)  # the exchange still works afterwards
+    assert value(v1, copy["id"], "2 + 2") == "4"
+    ev = v1.execute(copy["id"], "frame({'channel': 'cellbox', 'type': 'become_root'})")
+    assert any("protocol" in e.get("value", "") for e in ev.errors), ev
+    assert value(v1, sid, "3 + 3") == "6"
