@@ -43,7 +43,7 @@ typedef struct fork_job {
     json_t *env;                 /* the source's variables, owned */
     json_t *report;              /* the source's checkpoint report, owned */
     json_t *other_contexts;      /* the source's contexts but the default, as box_contexts_model */
-    kernel *forks[MAX_FORKS];
+    char fork_ids[MAX_FORKS][64]; /* looked up again at the end: a fork may be deleted meanwhile */
     box_start_wait *waits[MAX_FORKS];
     json_t *errors[MAX_FORKS];   /* {"failure": kind, "message"} for a fork that did not start */
     snapshot_done done;
@@ -110,9 +110,11 @@ static void restart_other_contexts(fork_job *job, box *b, json_t *contexts)
 
 static json_t *fork_entry(fork_job *job, int i)
 {
-    kernel *k = job->forks[i];
-    if (!k)
+    if (job->errors[i])
         return json_incref(job->errors[i]);
+    kernel *k = manager_find(job->fork_ids[i]);
+    if (!k)
+        return error_entry(FAILURE_CONFLICT, "the fork was deleted before it started");
     if (kernel_get_state(k) == KERNEL_DEAD) {
         char message[300];
         snprintf(message, sizeof message, "the fork could not start: %s", kernel_death_reason(k));
@@ -192,7 +194,7 @@ static void start_forks(fork_job *job)
             job->errors[i] = error_entry(failure, why);
             continue;
         }
-        job->forks[i] = k;
+        snprintf(job->fork_ids[i], sizeof job->fork_ids[i], "%s", kernel_id(k));
         box *b = box_of(k);
         json_t *timeout = json_object_get(job->options, "timeout");
         box_configure(b, json_object_get(job->options, "metadata"), job->env,
