@@ -3,7 +3,7 @@
  *
  * The source's default context is imaged into a memfd (kernel_checkpoint, a diff image against
  * the live zygote: only the pages the kernel changed since it was cloned), which is sealed and
- * handed to N restores (manager_create_restored): each maps the same image MAP_PRIVATE, so the
+ * handed to N restores (manager_create_seeded): each maps the same image MAP_PRIVATE, so the
  * forks share its pages copy-on-write until they write them. The source stands still only while
  * its memory is read; its workspace's files are then copied into each fork's new workspace
  * (manager_create_seeded: volume_copy_tree, links never followed), as they are at that moment.
@@ -44,7 +44,6 @@ typedef struct fork_job {
     json_t *report;              /* the source's checkpoint report, owned */
     json_t *other_contexts;      /* the source's contexts but the default, as box_contexts_model */
     char fork_ids[MAX_FORKS][64]; /* looked up again at the end: a fork may be deleted meanwhile */
-    box_start_wait *waits[MAX_FORKS];
     json_t *errors[MAX_FORKS];   /* {"failure": kind, "message"} for a fork that did not start */
     snapshot_done done;
     void *arg;
@@ -143,17 +142,10 @@ static void finish_job(void *arg)
     free_job(job);
 }
 
-typedef struct fork_wait {
-    fork_job *job;
-    int index;
-} fork_wait;
-
+/* One fork left "starting" (ready, dead, or deleted): the answer goes once all have. */
 static void on_one_started(void *arg)
 {
-    fork_wait *wait = arg;
-    fork_job *job = wait->job;
-    job->waits[wait->index] = NULL;
-    free(wait);
+    fork_job *job = arg;
     if (--job->waiting == 0)
         loop_defer(finish_job, job); /* not from inside the kernel's message handling */
 }
@@ -199,15 +191,8 @@ static void start_forks(fork_job *job)
         json_t *timeout = json_object_get(job->options, "timeout");
         box_configure(b, json_object_get(job->options, "metadata"), job->env,
                       json_is_integer(timeout) ? (int)json_integer_value(timeout) : 300);
-        fork_wait *wait = malloc(sizeof *wait);
-        if (!wait)
-            continue;
-        *wait = (fork_wait){.job = job, .index = i};
-        job->waits[i] = box_when_started(k, on_one_started, wait);
-        if (job->waits[i])
+        if (box_when_started(k, on_one_started, job))
             job->waiting++;
-        else
-            free(wait); /* it started (or died) already */
     }
     /* Every restore has its own copy of the descriptor now (kernel_start dups it). */
     close(job->image_fd);
