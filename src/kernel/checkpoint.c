@@ -158,8 +158,13 @@ static void on_answer_late(void *arg)
     pending_checkpoint *p = arg;
     p->timer = 0;
     release_kernel(p);
-    finish(p, NULL, FAILURE_CONFLICT,
-           "the kernel did not reach its checkpoint point within 5 s: try again when it is idle");
+    char why[300];
+    if (kernel_get_state(p->k) == KERNEL_DEAD)
+        snprintf(why, sizeof why, "died before its checkpoint point: %s", kernel_death_reason(p->k));
+    else
+        snprintf(why, sizeof why, "did not reach its checkpoint point within 5 s: try again when "
+                 "it is idle");
+    finish(p, NULL, FAILURE_CONFLICT, why);
 }
 
 void kernel_checkpoint_forget(kernel *k)
