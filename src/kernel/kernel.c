@@ -125,6 +125,20 @@ static void (*started_hook)(kernel *k);
 
 void kernel_set_started_hook(void (*hook)(kernel *k)) { started_hook = hook; }
 
+#define MAX_DESTROY_HOOKS 4
+static void (*destroy_hooks[MAX_DESTROY_HOOKS])(kernel *k);
+
+void kernel_add_destroy_hook(void (*hook)(kernel *k))
+{
+    for (int i = 0; i < MAX_DESTROY_HOOKS; i++) {
+        if (!destroy_hooks[i]) {
+            destroy_hooks[i] = hook;
+            return;
+        }
+    }
+    die("BUG: too many kernel destroy hooks");
+}
+
 static void announce_started(kernel *k)
 {
     if (started_hook)
@@ -1203,6 +1217,11 @@ static void handle_kernel_message(kernel *k, const char *bytes, size_t length)
         return;
     }
     const char *channel = json_string_value(json_object_get(message, "channel"));
+    if (strcmp(channel, "cellbox") == 0) { /* an answer to the daemon's own frame: no state */
+        deliver(k, channel, message);
+        json_decref(message);
+        return;
+    }
     const char *type = message_type(message);
     if (strcmp(channel, "control") == 0 && strcmp(type, "shutdown_reply") == 0)
         k->shutdown_replied = true;
@@ -1737,6 +1756,8 @@ static void kernel_free(void *arg)
 
 void kernel_destroy(kernel *k)
 {
+    for (int i = 0; i < MAX_DESTROY_HOOKS && destroy_hooks[i]; i++)
+        destroy_hooks[i](k);
     stop_process(k);
     k->state = KERNEL_DEAD;
     loop_defer(kernel_free, k);

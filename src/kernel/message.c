@@ -133,6 +133,20 @@ message_frame_status message_frame_next(const unsigned char *data, size_t size,
     return size - 4 < length ? MESSAGE_FRAME_INCOMPLETE : MESSAGE_FRAME_READY;
 }
 
+/* The kernel's answers to the daemon's own frames ({"channel": "cellbox", "type": ...},
+   docs/kernel-protocol.md) carry no Jupyter header: a string "type" names them. */
+static bool is_cellbox_frame(json_t *message, char *why, size_t why_size, bool *valid)
+{
+    const char *channel = json_string_value(json_object_get(message, "channel"));
+    if (!json_is_object(message) || !channel || strcmp(channel, "cellbox") != 0)
+        return false;
+    const char *type = json_string_value(json_object_get(message, "type"));
+    *valid = type && *type;
+    if (!*valid)
+        snprintf(why, why_size, "a cellbox frame needs a non-empty string 'type'");
+    return true;
+}
+
 json_t *message_from_kernel(const char *bytes, size_t length, char *why, size_t why_size)
 {
     static const char *const kernel_channels[] = {"iopub", "shell", "control", "stdin", NULL};
@@ -141,6 +155,13 @@ json_t *message_from_kernel(const char *bytes, size_t length, char *why, size_t 
     if (!message) {
         text_scrub_utf8(error.text); /* it quotes the frame near the error */
         snprintf(why, why_size, "invalid JSON: %.*s", text_utf8_prefix(error.text, 100), error.text);
+        return NULL;
+    }
+    bool valid;
+    if (is_cellbox_frame(message, why, why_size, &valid)) {
+        if (valid)
+            return message;
+        json_decref(message);
         return NULL;
     }
     if (!message_check(message, kernel_channels, why, why_size)) {
