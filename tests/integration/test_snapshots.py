@@ -9,12 +9,15 @@ settings, the per-context report, the seal and the store."""
 import contextlib
 import os
 import subprocess
+import threading
 import uuid
 
 import pytest
 
 from helpers.daemon import Daemon
+from helpers.snippets import release, wait_for_file
 from helpers.v1 import V1
+from helpers.wait import wait_until
 
 pytestmark = pytest.mark.cellbox_only
 
@@ -207,6 +210,25 @@ def test_a_busy_or_paused_sandbox_is_not_snapshotted(v1):
     assert v1.post(f"v1/sandboxes/{sid}/resume").status_code == 200
     r = v1.post(f"v1/sandboxes/{sid}/snapshots", json={"name": ""})
     assert r.status_code == 400
+
+
+def test_a_sandbox_running_a_cell_is_not_snapshotted(v1, daemon):
+    sid = v1.create(timeout_s=0)["id"]
+    done = {}
+    cell = wait_for_file("go", before="open('/workspace/running', 'w').close()")
+    runner = threading.Thread(target=lambda: done.update(ev=v1.execute(sid, cell)))
+    runner.start()
+    try:
+        wait_until(lambda: os.path.exists(os.path.join(daemon.workspace(sid), "running")),
+                   timeout=30, message="the cell to start")
+        r = v1.post(f"v1/sandboxes/{sid}/snapshots", json={})
+        assert r.status_code == 409, r.text
+        assert "is busy" in r.json()["message"] and "wait until it is idle" in r.json()["message"]
+        assert v1.get("v1/snapshots", params={"sandbox_id": sid}).json() == []
+    finally:
+        release(daemon, sid, "go")
+        runner.join(timeout=60)
+    assert done["ev"].stdout == "go seen\n"  # the cell ran on, undisturbed
 
 
 @contextlib.contextmanager
