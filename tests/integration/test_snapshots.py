@@ -275,7 +275,9 @@ def test_a_snapshot_survives_a_daemon_restart(make_daemon):
     v1 = V1(first)
     sid = v1.create(timeout_s=0)["id"]
     v1.write(sid, "a.txt", "across restarts")
+    assert v1.value(sid, "kept = [7]; len(kept)") == "1"
     taken = snapshot(v1, sid)
+    carried = taken["contexts"][0]["carried"]
     v1.cleanup()
     first.stop()
     second = make_daemon(start=False)
@@ -286,6 +288,9 @@ def test_a_snapshot_survives_a_daemon_restart(make_daemon):
         assert [s["snapshot_id"] for s in v1.get("v1/snapshots").json()] == [taken["snapshot_id"]]
         restored = restore(v1, taken["snapshot_id"])
         assert v1.read(restored["id"], "a.txt") == b"across restarts"
+        if carried != "restarted":  # its variables too, at the level it was taken
+            assert restored["restore"]["contexts"][0]["carried"] in ("process", "python")
+            assert v1.value(restored["id"], "kept[0] * 6") == "42"
     finally:
         v1.cleanup()
         assert second.finish() is None  # before the first's teardown removes the data dir
