@@ -8,7 +8,9 @@
  * its memory is read; its workspace's files are then copied into each fork's new workspace
  * (manager_create_seeded: volume_copy_tree, links never followed), as they are at that moment.
  * Nothing is written to the daemon's disk but the forks' own workspaces. Only the default
- * context is carried: the source's other contexts are not started in the forks yet. */
+ * context's process is carried: the source's other contexts (other languages, or Python started
+ * by exec inside the running sandbox: no zygote clone to image) start afresh in each fork,
+ * "restarted", with their files kept. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -20,6 +22,7 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "kernel/checkpoint.h"
+#include "kernel/kernelspec.h"
 #include "model/box.h"
 #include "model/manager.h"
 #include "model/snapshots.h"
@@ -39,12 +42,28 @@ typedef struct fork_job {
     json_t *options;             /* {"timeout", "metadata"}, owned */
     json_t *env;                 /* the source's variables, owned */
     json_t *report;              /* the source's checkpoint report, owned */
+    json_t *other_contexts;      /* the source's contexts but the default, as box_contexts_model */
     kernel *forks[MAX_FORKS];
     box_start_wait *waits[MAX_FORKS];
     json_t *errors[MAX_FORKS];   /* {"failure": kind, "message"} for a fork that did not start */
     snapshot_done done;
     void *arg;
+    struct fork_job *next_imaging; /* while its source is being imaged: imaging_jobs */
 } fork_job;
+
+/* Jobs whose source is being imaged: a source deleted meanwhile ends them (its checkpoint ends
+   without a word: kernel_checkpoint_forget). */
+static fork_job *imaging_jobs;
+static bool gone_hook_added;
+
+static void stop_imaging(fork_job *job)
+{
+    for (fork_job **at = &imaging_jobs; *at; at = &(*at)->next_imaging)
+        if (*at == job) {
+            *at = job->next_imaging;
+            return;
+        }
+}
 
 static void free_job(fork_job *job)
 {
@@ -54,6 +73,7 @@ static void free_job(fork_job *job)
     json_decref(job->env);
     json_decref(job->report);
     json_decref(job->limits);
+    json_decref(job->other_contexts);
     for (int i = 0; i < job->count; i++)
         json_decref(job->errors[i]);
     free(job);
@@ -62,6 +82,30 @@ static void free_job(fork_job *job)
 static json_t *error_entry(failure_kind failure, const char *message)
 {
     return json_pack("{s:{s:i, s:s}}", "error", "failure", (int)failure, "message", message);
+}
+
+/* The source's other contexts, started again in fork b: their entries for "restore". */
+static void restart_other_contexts(fork_job *job, box *b, json_t *contexts)
+{
+    size_t i;
+    json_t *context;
+    json_array_foreach(job->other_contexts, i, context) {
+        const char *name = json_string_value(json_object_get(context, "kernelspec"));
+        const kernelspec *spec = name ? kernelspec_find(name) : NULL;
+        failure_kind failure;
+        char why[300] = "its kernelspec is gone";
+        kernel *k = spec ? box_add_context(b, spec, json_string_value(json_object_get(context, "cwd")),
+                                           &failure, why, sizeof why)
+                         : NULL;
+        json_t *entry = json_pack("{s:O, s:s, s:{s:s}}", "language",
+                                  json_object_get(context, "language"), "carried", "restarted",
+                                  "report", "why",
+                                  k ? "only a zygote's clone can be imaged: a new kernel, the files kept"
+                                    : why);
+        if (k)
+            json_object_set_new(entry, "context_id", json_string(kernel_id(k)));
+        json_array_append_new(contexts, entry);
+    }
 }
 
 static json_t *fork_entry(fork_job *job, int i)
@@ -76,12 +120,13 @@ static json_t *fork_entry(fork_job *job, int i)
         return error_entry(FAILURE_INTERNAL, message);
     }
     box *b = box_of(k);
-    json_t *model = box_model(b);
     json_t *report = kernel_restore_report(k);
-    json_t *context = json_pack("{s:s, s:s, s:s, s:O}", "context_id", box_id(b), "language",
-                                "python", "carried", "process", "report",
-                                report ? report : job->report);
-    json_object_set_new(model, "restore", json_pack("{s:[o]}", "contexts", context));
+    json_t *contexts = json_pack("[{s:s, s:s, s:s, s:O}]", "context_id", box_id(b), "language",
+                                 "python", "carried", "process", "report",
+                                 report ? report : job->report);
+    restart_other_contexts(job, b, contexts);
+    json_t *model = box_model(b);
+    json_object_set_new(model, "restore", json_pack("{s:o}", "contexts", contexts));
     return json_pack("{s:o}", "sandbox", model);
 }
 
@@ -173,6 +218,7 @@ static void on_imaged(void *arg, const kernel_checkpoint_result *result, failure
                       const char *why)
 {
     fork_job *job = arg;
+    stop_imaging(job);
     if (!result || !box_find(job->source_id)) {
         char message[600];
         snprintf(message, sizeof message, "sandbox %s cannot be forked: its kernel %s",
@@ -189,9 +235,28 @@ static void on_imaged(void *arg, const kernel_checkpoint_result *result, failure
     start_forks(job);
 }
 
+static void on_box_gone(box *b)
+{
+    for (fork_job *job = imaging_jobs, *next; job; job = next) {
+        next = job->next_imaging;
+        if (strcmp(job->source_id, box_id(b)) != 0)
+            continue;
+        stop_imaging(job);
+        char message[200];
+        snprintf(message, sizeof message, "sandbox %s was deleted while it was being forked",
+                 job->source_id);
+        job->done(job->arg, NULL, FAILURE_CONFLICT, message);
+        free_job(job);
+    }
+}
+
 int box_fork(box *b, int count, json_t *options, snapshot_done done, void *arg,
              failure_kind *failure, char *why, size_t why_size)
 {
+    if (!gone_hook_added) {
+        box_add_box_gone_hook(on_box_gone);
+        gone_hook_added = true;
+    }
     if (count < 1 || count > MAX_FORKS) {
         *failure = FAILURE_INVALID;
         snprintf(why, why_size, "'count' must be 1 to %d", MAX_FORKS);
@@ -215,6 +280,8 @@ int box_fork(box *b, int count, json_t *options, snapshot_done done, void *arg,
              kernel_spec(box_default_kernel(b))->name);
     job->limits = limits_request(box_limits(b));
     job->network = box_limits(b)->network;
+    job->other_contexts = box_contexts_model(b);
+    json_array_remove(job->other_contexts, 0); /* the default context, first: imaged */
     job->count = count;
     job->done = done;
     job->arg = arg;
@@ -234,5 +301,7 @@ int box_fork(box *b, int count, json_t *options, snapshot_done done, void *arg,
         free_job(job);
         return -1;
     }
+    job->next_imaging = imaging_jobs;
+    imaging_jobs = job;
     return 0;
 }
