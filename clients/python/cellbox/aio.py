@@ -122,6 +122,16 @@ class AsyncSandbox:
     async def get_logs(self, limit=200):
         return await _thread(self.sync.get_logs, limit)
 
+    async def snapshot(self, name=None, metadata=None):
+        return await _thread(self.sync.snapshot, name=name, metadata=metadata)
+
+    async def fork(self, count=1, timeout_s=None, metadata=None):
+        forks = await _thread(self.sync.fork, count=count, timeout_s=timeout_s, metadata=metadata)
+        return [AsyncSandbox(f) if isinstance(f, Sandbox) else f for f in forks]
+
+    async def hibernate(self):
+        return await _thread(self.sync.hibernate)
+
     async def create_context(self, cwd=None, language=None):
         return await _thread(self.sync.create_context, cwd=cwd, language=language)
 
