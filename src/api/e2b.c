@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "api/e2b_network.h"
+#include "api/e2b_snapshots.h"
 #include "api/e2b_volumes.h"
 #include "api/envd.h"
 #include "api/envd_access.h"
@@ -27,6 +28,7 @@
 #include "kernel/kernelspec.h"
 #include "model/manager.h"
 #include "model/pause.h"
+#include "model/snapshots.h"
 #include "model/ttl.h"
 
 /* The SDK gates features on the envd version a sandbox reports; 0.6.4 is its last gate, and
@@ -53,10 +55,13 @@ static bool url_decode(char *text)
 
 /* ---- the control plane: sandboxes ---- */
 
-/* E2B names its sandboxes' states running and paused; a dead cellbox sandbox is neither. */
+/* E2B names its sandboxes' states running and paused; a hibernated cellbox sandbox is paused
+   to E2B (as E2B's own pause, its memory is on disk), a dead one is neither. */
 static const char *e2b_state(box *b)
 {
     box_state state = box_get_state(b);
+    if (box_is_hibernated(b))
+        return "paused";
     return state == BOX_RUNNING ? "running" : state == BOX_PAUSED ? "paused" : NULL;
 }
 
@@ -65,7 +70,7 @@ static const char *e2b_state(box *b)
    signs file URLs with it. trafficAccessToken is the key the request came with (it was
    admitted, so it is the daemon's token): the SDK sends it to the interpreter's contexts, which
    carry no other credential. */
-static json_t *connection_model(http_request *request, box *b)
+json_t *e2b_connection_model(http_request *request, box *b)
 {
     const char *key = http_header(request, "X-API-Key");
     char token[ENVD_ACCESS_TOKEN_SIZE];
@@ -120,8 +125,9 @@ static const char *kernelspec_for_template(const char *template_id)
 }
 
 /* E2B's lifecycle fields of POST /sandboxes: autoPause (onTimeout 'pause') and autoResume
-   {enabled}. False after answering 400. autoPauseMemory is read as always true: a paused
-   cellbox sandbox keeps its memory (the freezer), so it can always be resumed by a call. */
+   {enabled}. False after answering 400. autoPauseMemory is read as always true: a sandbox paused
+   at its timeout is hibernated, its memory kept on disk (model/snapshots.h), so it can always be
+   resumed by a call. */
 static bool read_lifecycle(http_request *request, json_t *body, bool *pause, bool *resume)
 {
     json_t *auto_resume = json_object_get(body, "autoResume");
@@ -187,6 +193,16 @@ static void create_sandbox(http_request *request)
         json_decref(body);
         return;
     }
+    json_t *snapshot = e2b_snapshots_find(template_id);
+    if (snapshot) { /* a sandbox from a snapshot: its template, files and state are the snapshot's */
+        e2b_restore_request restore = {timeout_s, metadata, env, pause_at_timeout, auto_resume};
+        e2b_snapshots_restore(request, json_string_value(json_object_get(snapshot, "snapshot_id")),
+                              &restore);
+        json_decref(snapshot);
+        e2b_network_request_free(&network);
+        json_decref(body);
+        return;
+    }
     const char *spec = kernelspec_for_template(template_id);
     failure_kind failure;
     char why[512];
@@ -227,7 +243,7 @@ static void create_sandbox(http_request *request)
     box_set_lifecycle(b, pause_at_timeout, auto_resume); /* records both */
     json_decref(body);
     /* answered once it can run code and take files: the SDK calls into it at once */
-    v1_respond_when_ready(request, k, connection_model(request, b));
+    v1_respond_when_ready(request, k, e2b_connection_model(request, b));
 }
 
 /* ?metadata=k1%3Dv1%26k2%3Dv2 (one value, itself URL-encoded pairs) → {k1: v1, k2: v2}. */
@@ -363,7 +379,7 @@ static void list_sandboxes(http_request *request)
 static void get_sandbox(http_request *request, box *b)
 {
     json_t *model = listed_model(b);
-    json_t *connection = connection_model(request, b);
+    json_t *connection = e2b_connection_model(request, b);
     json_object_set(model, "envdAccessToken", json_object_get(connection, "envdAccessToken"));
     json_object_set(model, "domain", json_object_get(connection, "domain"));
     json_decref(connection);
@@ -380,8 +396,72 @@ static int body_timeout(http_request *request, json_t *body)
     return timeout_s;
 }
 
-/* POST /sandboxes/{id}/connect (and the older /resume): resumes a paused sandbox; 201 when it
-   was resumed, 200 when it was running. */
+/* ---- hibernated sandboxes ----
+   A hibernated sandbox (model/snapshots.h) is only a snapshot on disk: a call that needs it waits,
+   its connection held open (http_respond_later, which a client's hang-up does not cut short),
+   while box_wake restores it, then goes on as `then` says. */
+
+typedef void woken_call(http_request *request, box *b, const char *port);
+
+typedef struct waking_call {
+    http_request *request;
+    char *sandbox_id; /* found again after the wake: the box may be gone by then */
+    char *port;       /* the port a call into the sandbox named, or NULL */
+    woken_call *then; /* NULL: the call cannot wait (its body streams): it is asked again */
+} waking_call;
+
+static void waking_call_free(waking_call *w)
+{
+    free(w->sandbox_id);
+    free(w->port);
+    free(w);
+}
+
+static void on_woken(void *arg, json_t *result, failure_kind failure, const char *why)
+{
+    waking_call *w = arg;
+    box *b = result ? box_find(w->sandbox_id) : NULL;
+    if (b && !box_is_hibernated(b) && w->then)
+        w->then(w->request, b, w->port);
+    else if (b && !box_is_hibernated(b))
+        errors_respond_e2b(w->request, 503,
+                           "sandbox %s was hibernated and is awake now: send the request again",
+                           w->sandbox_id);
+    else if (result)
+        errors_respond_e2b(w->request, 502, "sandbox %s was removed while it woke", w->sandbox_id);
+    else
+        errors_respond_e2b(w->request, errors_status_of_failure(failure),
+                           "sandbox %s is hibernated and could not be woken: %s", w->sandbox_id,
+                           why);
+    waking_call_free(w);
+}
+
+/* Wakes hibernated b for this request, then `then` answers it. */
+static void wake_then(http_request *request, box *b, const char *port, woken_call *then)
+{
+    waking_call *w = calloc(1, sizeof *w);
+    if (!w || !(w->sandbox_id = strdup(box_id(b))) || (port && !(w->port = strdup(port))))
+        die("out of memory");
+    w->request = request;
+    w->then = then;
+    failure_kind failure;
+    char why[512];
+    if (box_wake(b, on_woken, w, &failure, why, sizeof why) < 0) {
+        errors_respond_e2b(request, errors_status_of_failure(failure),
+                           "sandbox %s is hibernated and could not be woken: %s", box_id(b), why);
+        waking_call_free(w);
+        return;
+    }
+    http_respond_later(request);
+}
+
+static void answer_connect_woken(http_request *request, box *b, const char *port)
+{
+    http_respond_json(request, 201, e2b_connection_model(request, b));
+}
+
+/* POST /sandboxes/{id}/connect (and the older /resume): resumes a paused sandbox, or wakes a
+   hibernated one; 201 when it was resumed, 200 when it was running. */
 static void connect_sandbox(http_request *request, box *b)
 {
     json_t *body = request_parse_body(request, REQUEST_ANY_FIELD);
@@ -391,6 +471,12 @@ static void connect_sandbox(http_request *request, box *b)
         return;
     char why[256];
     int status = 200;
+    if (box_is_hibernated(b)) {
+        if (timeout_s >= 0)
+            box_set_timeout(b, timeout_s);
+        wake_then(request, b, NULL, answer_connect_woken);
+        return;
+    }
     if (box_get_state(b) == BOX_DEAD) {
         errors_respond_e2b(request, 409, "sandbox %s is dead: %s", box_id(b),
                       kernel_death_reason(box_default_kernel(b)));
@@ -405,7 +491,7 @@ static void connect_sandbox(http_request *request, box *b)
     }
     if (timeout_s >= 0)
         box_set_timeout(b, timeout_s);
-    http_respond_json(request, status, connection_model(request, b));
+    http_respond_json(request, status, e2b_connection_model(request, b));
 }
 
 static void pause_sandbox(http_request *request, box *b)
@@ -461,21 +547,12 @@ typedef struct cloud_only {
 } cloud_only;
 
 static const cloud_only cloud_only_calls[] = {
-    {"snapshots", NULL,
-     "snapshots (Sandbox.createSnapshot) are images kept in E2B's cloud; pause the sandbox "
-     "(sandbox.pause()) to keep its state and Sandbox.connect() to resume it"},
-    {"fork", NULL,
-     "forking a sandbox (Sandbox.fork) copies a VM in E2B's cloud; create another sandbox and "
-     "copy files with files.write"},
-    {NULL, "/snapshots",
-     "snapshots (Sandbox.listSnapshots) are images kept in E2B's cloud; pause a sandbox to keep "
-     "its state"},
     {NULL, "/secrets",
      "E2B's secrets (Secret.create, update, getInfo, list, exists, destroy) are a vault of E2B's "
      "cloud; give values to a sandbox with envs (Sandbox.create({envs}), runCode(code, {envs}))"},
     {NULL, "/templates",
      "E2B's template builds and tags (Template.build, buildInBackground, getBuildStatus, "
-     "getTags, assignTags, removeTags, Sandbox.deleteSnapshot) run in E2B's cloud; build a "
+     "getTags, assignTags, removeTags) run in E2B's cloud; build a "
      "cellbox template from the same Dockerfile with POST /v1/templates or `cellbox template "
      "build NAME -f Dockerfile`, then name it by templateID at create (Template.exists works)"},
     {NULL, "/teams",
@@ -583,12 +660,33 @@ static void route_sandbox(http_request *request, box *b, const char *action)
         pause_sandbox(request, b);
     } else if (strcmp(action, "connect") == 0 || strcmp(action, "resume") == 0) {
         connect_sandbox(request, b);
+    } else if (strcmp(action, "snapshots") == 0) {
+        e2b_snapshots_create(request, b);
+    } else if (strcmp(action, "fork") == 0) {
+        e2b_snapshots_fork(request, b);
     } else {
         errors_respond_e2b(request, 404,
                       "no such sandbox endpoint: %s (cellbox serves timeout, pause, "
-                      "connect, resume and metrics)",
+                      "connect, resume, snapshots, fork and metrics)",
                       action);
     }
+}
+
+/* DELETE /templates/{id} is also the SDK's deleteSnapshot: a snapshot's is e2b_snapshots'; for
+   an id that names neither a snapshot nor a template, 404 (deleteSnapshot's "not found"). True
+   after answering. */
+static bool refuse_unknown_template_delete(http_request *request)
+{
+    const char *path = http_path(request);
+    size_t n = strlen("/templates/");
+    if (!http_method_is(request, "DELETE") || strncmp(path, "/templates/", n) != 0 ||
+        !path[n] || strchr(path + n, '/') || kernelspec_for_template(path + n))
+        return false;
+    errors_respond_e2b(request, 404,
+                       "no snapshot or template is named '%.*s': Sandbox.listSnapshots() lists "
+                       "the snapshots there are",
+                       text_utf8_prefix(path + n, 200), path + n);
+    return true;
 }
 
 static void route_control_plane(http_request *request)
@@ -597,6 +695,8 @@ static void route_control_plane(http_request *request)
         get_template_alias(request);
         return;
     }
+    if (e2b_snapshots_route(request) || refuse_unknown_template_delete(request))
+        return;
     const cloud_only *call = cloud_only_path(http_path(request));
     if (call) {
         respond_cloud_only(request, call);
@@ -662,7 +762,8 @@ static bool is_control_plane_path(const char *path)
 {
     if (strncmp(path, "/v2/", 4) == 0)
         path += 3;
-    return strncmp(path, "/sandboxes", 10) == 0 && (path[10] == '\0' || path[10] == '/');
+    return (strncmp(path, "/sandboxes", 10) == 0 && (path[10] == '\0' || path[10] == '/')) ||
+           strcmp(path, "/snapshots") == 0;
 }
 
 /* A signed file URL (uploadUrl, downloadUrl) reaches the daemon with no E2B header: envd's
@@ -693,13 +794,21 @@ bool e2b_serves_port(int port)
     return port == atoi(INTERPRETER_PORT) || port == atoi(ENVD_PORT);
 }
 
-/* A call into a paused sandbox: resumed first when its lifecycle says autoResume, as E2B's
-   proxy does; else 502, E2B's answer for a sandbox that is not running (the SDK's isRunning()
-   reads it as false). True when the call can go on. */
-static bool resumed_for_call(http_request *request, box *b)
+static void route_woken_call(http_request *request, box *b, const char *port);
+
+/* A call into a paused or hibernated sandbox: resumed (woken) first when its lifecycle says
+   autoResume, as E2B's proxy does; else 502, E2B's answer for a sandbox that is not running (the
+   SDK's isRunning() reads it as false). True when the call can go on now; a woken sandbox's
+   call goes on from route_woken_call. */
+static bool resumed_for_call(http_request *request, box *b, const char *port)
 {
     char why[256];
-    if (box_get_state(b) != BOX_PAUSED)
+    if (box_is_hibernated(b) && box_resumes_on_call(b)) {
+        /* a streamed body is not held across the wake: its client is asked to send it again */
+        wake_then(request, b, port, e2b_streams_body(request) ? NULL : route_woken_call);
+        return false;
+    }
+    if (box_get_state(b) != BOX_PAUSED && !box_is_hibernated(b))
         return true;
     if (!box_resumes_on_call(b)) {
         errors_respond_e2b(request, 502,
@@ -736,9 +845,22 @@ void e2b_route_into_sandbox(http_request *request, const char *id, const char *p
                       port ? port : "(none)", id);
     } else if (n < 1 || n > 3) {
         errors_respond_e2b(request, 404, "no such endpoint: %s", http_path(request));
-    } else if (resumed_for_call(request, b)) {
+    } else if (resumed_for_call(request, b, port)) {
         interpreter ? route_interpreter(request, b, s, n) : envd_route(request, b, s, n);
     }
+}
+
+/* A call into a sandbox that was hibernated, once it is awake (its path and port were checked
+   before the wake). */
+static void route_woken_call(http_request *request, box *b, const char *port)
+{
+    char copy[2048];
+    char *s[MAX_SEGMENTS];
+    int n = url_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
+    if (strcmp(port, INTERPRETER_PORT) == 0)
+        route_interpreter(request, b, s, n);
+    else
+        envd_route(request, b, s, n);
 }
 
 void e2b_dispatch(http_request *request)

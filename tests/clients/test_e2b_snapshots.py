@@ -1,0 +1,73 @@
+"""E2B's snapshots and forks (npm `e2b`, unchanged) against cellboxd (issue 24):
+tests/clients/node/e2b_snapshots.mjs drives the SDK's createSnapshot, listSnapshots,
+Sandbox.create(snapshotId), fork (instance and static) and deleteSnapshot, and a hibernated
+sandbox woken by a call into it and by Sandbox.connect, reporting each step; every step's
+details are checked here: the state of the moment a snapshot was taken comes back in a new
+sandbox, forks diverge from each other and from their source, a hibernated sandbox is paused to
+E2B and keeps its state, and each refusal is the SDK error it documents.
+
+The npm packages come from `scripts/install-deps.sh test` (npm ci in tests/clients/node)."""
+import pytest
+
+from helpers.node_clients import assert_every_step_passed, run_e2b_script
+from helpers.wait import wait_until
+
+pytestmark = pytest.mark.cellbox_only  # Jupyter Server has no E2B API
+
+TIMEOUT = 220
+
+
+def wait_for_zygote(daemon):
+    """A snapshot or a fork images a zygote's clone: the sandboxes here start once the daemon's
+    zygote is ready (one made before is a plain process, which cannot be imaged)."""
+    client = daemon.client()
+    wait_until(lambda: client.get("api").json()["zygote_ready"], timeout=120, message="the zygote")
+
+
+def test_snapshot_scenario(daemon):
+    wait_for_zygote(daemon)
+    proc, steps, detail = run_e2b_script(daemon, "e2b_snapshots.mjs", TIMEOUT)
+    expected = ["create_snapshot", "list_snapshots", "create_from_snapshot", "fork", "fork_errors",
+                "delete_snapshot", "hibernated"]
+    assert_every_step_passed(proc, steps, detail, expected)
+
+    taken = steps["create_snapshot"]
+    assert taken["snapshot"]["names"] == ["sdk-snap"], taken
+    assert taken["snapshot"]["snapshotId"] and taken["distinct"], taken
+    first, second = taken["snapshot"]["snapshotId"], taken["second"]["snapshotId"]
+
+    listed = steps["list_snapshots"]
+    assert {first, second} <= set(listed["all"]), listed
+    assert set(listed["own"]) == {first, second}, listed
+    assert listed["by_name"] == [{"snapshotId": first, "names": ["sdk-snap"]}], listed
+    assert listed["other"] == [], listed
+    pages = listed["pages"]
+    assert len(pages["first"]) == 1 and pages["had_next"] is True, pages
+    assert len(pages["second"]) == 1 and pages["has_next"] is False, pages
+    assert set(pages["first"] + pages["second"]) == {first, second}, pages
+
+    restored = steps["create_from_snapshot"]
+    assert restored["distinct"] and restored["running"], restored
+    assert restored["kept"] == "{'a': [1, 2]}" and restored["note"] == "before", restored
+    assert restored["source_kept"] is None, restored  # `kept = None` there: no value
+    assert restored["source_note"] == "after", restored  # the source went on, untouched
+
+    fork = steps["fork"]
+    assert fork["count"] == 2 and fork["all_sandboxes"] and fork["ids_distinct"], fork
+    assert (fork["one"], fork["two"], fork["source"]) == ("11", "10", "10"), fork
+    assert fork["two_note"] == fork["source_note"] == "after", fork
+    assert fork["single"] == {"count": 1, "is_sandbox": True, "counter": "10"}, fork
+
+    errors = steps["fork_errors"]
+    assert errors["missing"]["name"] == "SandboxNotFoundError", errors
+    assert errors["too_many"] and "1 to 16" in errors["too_many"]["message"], errors
+
+    deleted = steps["delete_snapshot"]
+    assert deleted["deleted"] is True and deleted["again"] is False, deleted
+    assert deleted["listed"] == [second] and deleted["second_deleted"] is True, deleted
+    assert deleted["create_gone"] and "does not exist" in deleted["create_gone"]["message"], deleted
+
+    asleep = steps["hibernated"]
+    assert asleep["statuses"] == [200, 200] and asleep["state"] == "paused", asleep
+    assert asleep["woken"] == "3" and asleep["after_connect"] == "running", asleep
+    assert asleep["connected_value"] == "3", asleep
