@@ -101,10 +101,11 @@ static void format_carried(json_t *contexts, char *out, size_t size)
     size_t used = 0, index;
     json_t *context;
     out[0] = '\0';
-    json_array_foreach(contexts, index, context) {
+    json_array_foreach(contexts, index, context)
+    {
         const char *carried = json_string_value(json_object_get(context, "carried"));
-        int wrote = snprintf(out + used, size - used, "%s%s", used ? "," : "",
-                             carried ? carried : "?");
+        int wrote =
+            snprintf(out + used, size - used, "%s%s", used ? "," : "", carried ? carried : "?");
         if (wrote < 0 || (size_t)wrote >= size - used)
             break;
         used += (size_t)wrote;
@@ -130,17 +131,22 @@ static void print_snapshot_table(json_t *list)
     output_table_begin(&table, 7, headers);
     size_t index;
     json_t *snapshot;
-    json_array_foreach(list, index, snapshot) {
+    json_array_foreach(list, index, snapshot)
+    {
         char created[32], memory[32], files[32], carried[128];
-        output_format_relative(json_string_value(json_object_get(snapshot, "created_at")),
-                               created, sizeof created);
+        output_format_relative(json_string_value(json_object_get(snapshot, "created_at")), created,
+                               sizeof created);
         format_bytes_of(snapshot, "memory", memory, sizeof memory);
         format_bytes_of(snapshot, "files", files, sizeof files);
         format_carried(json_object_get(snapshot, "contexts"), carried, sizeof carried);
         const char *name = json_string_value(json_object_get(snapshot, "name"));
         const char *sandbox = json_string_value(json_object_get(snapshot, "sandbox_id"));
         const char *row[] = {json_string_value(json_object_get(snapshot, "snapshot_id")),
-                             name ? name : "-", sandbox ? sandbox : "-", created, memory, files,
+                             name ? name : "-",
+                             sandbox ? sandbox : "-",
+                             created,
+                             memory,
+                             files,
                              carried};
         output_table_add(&table, row);
     }
@@ -197,7 +203,8 @@ static void print_restored(json_t *model)
     size_t index;
     json_t *context;
     json_array_foreach(json_object_get(json_object_get(model, "restore"), "contexts"), index,
-                       context) {
+                       context)
+    {
         const char *carried = json_string_value(json_object_get(context, "carried"));
         if (!carried || strcmp(carried, "process") == 0)
             continue;
@@ -225,16 +232,16 @@ int command_restore(int argc, char **argv)
         else if (option != 'T')
             status = args_bad_option("restore", argv, option);
         else if (!args_count(optarg, &seconds))
-            status = output_usage_error("restore", "--timeout takes whole seconds, not '%s'",
-                                        optarg);
+            status =
+                output_usage_error("restore", "--timeout takes whole seconds, not '%s'", optarg);
         else
             json_object_set_new(body, "timeout", json_integer(seconds));
     }
     if (status == EXIT_OK && argc - optind != 1)
-        status = output_usage_error("restore", argc == optind
-                                                   ? "missing the SNAPSHOT id (see `cellbox "
-                                                     "snapshots`)"
-                                                   : "one SNAPSHOT at a time");
+        status =
+            output_usage_error("restore", argc == optind ? "missing the SNAPSHOT id (see `cellbox "
+                                                           "snapshots`)"
+                                                         : "one SNAPSHOT at a time");
     char *path = status == EXIT_OK ? snapshot_path(argv[optind], "/restore") : NULL;
     if (path)
         status = post_and_print(path, body, print_restored);
@@ -263,7 +270,8 @@ static int print_forks(json_t *results)
     int status = EXIT_OK;
     size_t index;
     json_t *result;
-    json_array_foreach(results, index, result) {
+    json_array_foreach(results, index, result)
+    {
         json_t *sandbox = json_object_get(result, "sandbox");
         json_t *error = json_object_get(result, "error");
         if (sandbox) {

@@ -9,9 +9,17 @@ import subprocess
 import pytest
 
 from helpers.daemon import cli_binary, free_port
+from helpers.wait import wait_until
 
 pytestmark = pytest.mark.cellbox_only
 TIMEOUT = 120
+
+
+def wait_for_zygote(daemon):
+    """A snapshot or a fork images a zygote's clone: the sandboxes here start once the daemon's
+    zygote is ready (one made before is a plain process, which cannot be imaged)."""
+    client = daemon.client()
+    wait_until(lambda: client.get("api").json()["zygote_ready"], timeout=120, message="the zygote")
 
 
 def explain(r):
@@ -22,6 +30,7 @@ def explain(r):
 def cellbox(daemon, tmp_path_factory):
     """Runs the client against the module's daemon; removes every sandbox it made at the end
     (create, restore and fork print the new ids on stdout)."""
+    wait_for_zygote(daemon)
     cwd = str(tmp_path_factory.mktemp("cli-snapshots"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("CELLBOX_")}
     env.update(CELLBOX_URL=daemon.origin, CELLBOX_TOKEN=daemon.token)
