@@ -421,18 +421,20 @@ static void on_woken(void *arg, json_t *result, failure_kind failure, const char
 {
     waking_call *w = arg;
     box *b = result ? box_find(w->sandbox_id) : NULL;
-    if (b && !box_is_hibernated(b) && w->then)
+    if (b && !box_is_hibernated(b) && w->then) {
         w->then(w->request, b, w->port);
-    else if (b && !box_is_hibernated(b))
+    } else if (b && !box_is_hibernated(b)) {
+        http_add_response_header(w->request, "Retry-After", "1");
         errors_respond_e2b(w->request, 503,
                            "sandbox %s was hibernated and is awake now: send the request again",
                            w->sandbox_id);
-    else if (result)
+    } else if (result) {
         errors_respond_e2b(w->request, 502, "sandbox %s was removed while it woke", w->sandbox_id);
-    else
+    } else {
         errors_respond_e2b(w->request, errors_status_of_failure(failure),
                            "sandbox %s is hibernated and could not be woken: %s", w->sandbox_id,
                            why);
+    }
     waking_call_free(w);
 }
 
@@ -798,12 +800,15 @@ static void route_woken_call(http_request *request, box *b, const char *port);
 
 /* A call into a paused or hibernated sandbox: resumed (woken) first when its lifecycle says
    autoResume, as E2B's proxy does; else 502, E2B's answer for a sandbox that is not running (the
-   SDK's isRunning() reads it as false). True when the call can go on now; a woken sandbox's
-   call goes on from route_woken_call. */
+   SDK's isRunning() reads it as false). A sandbox the daemon hibernated on its own
+   (--hibernate-idle, /v1) is woken whatever its lifecycle, unless that lifecycle asked E2B's
+   pause without autoResume: hibernation is then the pause it asked for. True when the call can
+   go on now; a woken sandbox's call goes on from route_woken_call. */
 static bool resumed_for_call(http_request *request, box *b, const char *port)
 {
     char why[256];
-    if (box_is_hibernated(b) && box_resumes_on_call(b)) {
+    bool pause_is_asked = box_pauses_at_timeout(b) && !box_resumes_on_call(b);
+    if (box_is_hibernated(b) && !pause_is_asked) {
         /* a streamed body is not held across the wake: its client is asked to send it again */
         wake_then(request, b, port, e2b_streams_body(request) ? NULL : route_woken_call);
         return false;
