@@ -193,7 +193,10 @@ static void create_sandbox(http_request *request)
         json_decref(body);
         return;
     }
-    json_t *snapshot = e2b_snapshots_find(template_id);
+    /* A template's name wins over a snapshot's (the SDK's default "base" must stay the default
+       template whatever a snapshot is called); a snapshot's id is a UUID no template has. */
+    const char *spec = kernelspec_for_template(template_id);
+    json_t *snapshot = spec ? NULL : e2b_snapshots_find(template_id);
     if (snapshot) { /* a sandbox from a snapshot: its template, files and state are the snapshot's */
         e2b_restore_request restore = {timeout_s, metadata, env, pause_at_timeout, auto_resume};
         e2b_snapshots_restore(request, json_string_value(json_object_get(snapshot, "snapshot_id")),
@@ -203,7 +206,6 @@ static void create_sandbox(http_request *request)
         json_decref(body);
         return;
     }
-    const char *spec = kernelspec_for_template(template_id);
     failure_kind failure;
     char why[512];
     rootfs_volumes volumes;

@@ -29,7 +29,7 @@ void e2b_snapshots_fork(http_request *request, box *b);
 bool e2b_snapshots_route(http_request *request);
 
 /* The snapshot a create's templateID names (by id, or by name: the newest of that name), a new
-   reference; NULL when it names none (then the create is a template's). */
+   reference; NULL when it names none. The caller asks only for an id that names no template. */
 json_t *e2b_snapshots_find(const char *template_id);
 
 /* What POST /sandboxes carries over to a restored sandbox. */

@@ -139,6 +139,8 @@ def test_hibernate_then_resume(cellbox):
     out = ok(cellbox("hibernate", sid))
     assert out.startswith(f"hibernated {sid} (snapshot ") and "(snapshot -)" not in out, out
     assert json.loads(ok(cellbox("--json", "info", sid)))["state"] == "hibernated"
+    info = ok(cellbox("info", sid))
+    assert "state:    hibernated\n" in info and f"`cellbox resume {sid}` wakes it" in info, info
     ok(cellbox("resume", sid))
     assert ok(cellbox("exec", sid, "print(sleepy)")) == "42\n"
 
