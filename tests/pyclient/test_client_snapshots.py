@@ -1,12 +1,14 @@
 """cellbox.Snapshot (list, get, restore, delete) and Sandbox.snapshot / fork / hibernate (issue 24,
 the Python client over /v1/snapshots, /fork and /hibernate): each verb's answer, and that the
 state it names really came back (a variable set before the snapshot, changed after it)."""
+import asyncio
 import contextlib
 
 import pytest
 
 import cellbox
 from cellbox import Sandbox, Snapshot
+from cellbox.aio import AsyncSandbox, AsyncSnapshot
 from helpers.wait import wait_until
 
 
@@ -86,3 +88,25 @@ def test_hibernate_then_resume_keeps_state(fresh, conn):
     assert Sandbox.connect(fresh.id, **conn).info().state == "hibernated"
     assert fresh.resume().state == "running"
     assert fresh.run_code("asleep").text == "'still here'"
+
+
+def test_aio_snapshot_and_fork(conn):
+    async def scenario():
+        sb = await AsyncSandbox.create(timeout_s=0, **conn)
+        try:
+            await sb.run_code("seed = 7")
+            snap = await sb.snapshot()
+            listed = [s.id for s in await AsyncSnapshot.list(sandbox_id=sb.id, **conn)]
+            restored = await AsyncSnapshot.restore(snap.id, **conn)
+            (fork,) = await sb.fork()
+            try:
+                return (snap.id in listed, isinstance(restored, AsyncSandbox),
+                        (await restored.run_code("seed")).text, isinstance(fork, AsyncSandbox),
+                        (await fork.run_code("seed")).text, await AsyncSnapshot.delete(snap.id, **conn))
+            finally:
+                await restored.kill()
+                await fork.kill()
+        finally:
+            await sb.kill()
+
+    assert asyncio.run(scenario()) == (True, True, "7", True, "7", True)

@@ -18,6 +18,7 @@ import threading
 
 from ._transport import DEFAULT_REQUEST_TIMEOUT
 from .sandbox import DEFAULT_TIMEOUT_S, Sandbox
+from .snapshots import Snapshot
 from .stateless import run as _run_sync
 
 
@@ -256,6 +257,28 @@ class AsyncCommandHandle:
 
     async def remove(self):
         return await _thread(self.sync.remove)
+
+
+class AsyncSnapshot:
+    """cellbox.Snapshot for asyncio: restore answers an AsyncSandbox."""
+
+    @staticmethod
+    async def list(sandbox_id=None, **connection):
+        return await _thread(Snapshot.list, sandbox_id=sandbox_id, **connection)
+
+    @staticmethod
+    async def get(snapshot_id, **connection):
+        return await _thread(Snapshot.get, snapshot_id, **connection)
+
+    @staticmethod
+    async def restore(snapshot_id, into=None, timeout_s=None, metadata=None, env=None, **connection):
+        return AsyncSandbox(await _thread(Snapshot.restore, snapshot_id, into=into,
+                                          timeout_s=timeout_s, metadata=metadata, env=env,
+                                          **connection))
+
+    @staticmethod
+    async def delete(snapshot_id, **connection):
+        return await _thread(Snapshot.delete, snapshot_id, **connection)
 
 
 async def run(code=None, language="python", **kwargs):
