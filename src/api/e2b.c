@@ -55,14 +55,14 @@ static bool url_decode(char *text)
 
 /* ---- the control plane: sandboxes ---- */
 
-/* E2B names its sandboxes' states running and paused; a hibernated cellbox sandbox is paused
-   to E2B (as E2B's own pause, its memory is on disk), a dead one is neither. */
+/* E2B names its sandboxes' states running and paused; a dead cellbox sandbox is neither. A
+   hibernated one is E2B's paused (its state saved, resumed by connect or a call). */
 static const char *e2b_state(box *b)
 {
     box_state state = box_get_state(b);
-    if (box_is_hibernated(b))
-        return "paused";
-    return state == BOX_RUNNING ? "running" : state == BOX_PAUSED ? "paused" : NULL;
+    return state == BOX_RUNNING                                ? "running"
+           : state == BOX_PAUSED || state == BOX_HIBERNATED ? "paused"
+                                                            : NULL;
 }
 
 /* What the SDK needs to reach a sandbox. envdAccessToken is the sandbox's own access token
@@ -398,74 +398,35 @@ static int body_timeout(http_request *request, json_t *body)
     return timeout_s;
 }
 
-/* ---- hibernated sandboxes ----
-   A hibernated sandbox (model/snapshots.h) is only a snapshot on disk: a call that needs it waits,
-   its connection held open (http_respond_later, which a client's hang-up does not cut short),
-   while box_wake restores it, then goes on as `then` says. */
-
-typedef void woken_call(http_request *request, box *b, const char *port);
-
-typedef struct waking_call {
+/* Sandbox.connect() of a hibernated sandbox: answered 201 once it woke, its timeout set then
+   (the wake puts back the one it had). */
+typedef struct connect_wake {
     http_request *request;
-    char *sandbox_id; /* found again after the wake: the box may be gone by then */
-    char *port;       /* the port a call into the sandbox named, or NULL */
-    woken_call *then; /* NULL: the call cannot wait (its body streams): it is asked again */
-} waking_call;
+    int timeout_s; /* -1: as it was */
+} connect_wake;
 
-static void waking_call_free(waking_call *w)
+static void on_woken_for_connect(void *arg, json_t *result, failure_kind failure, const char *why)
 {
-    free(w->sandbox_id);
-    free(w->port);
-    free(w);
-}
-
-static void on_woken(void *arg, json_t *result, failure_kind failure, const char *why)
-{
-    waking_call *w = arg;
-    box *b = result ? box_find(w->sandbox_id) : NULL;
-    if (b && !box_is_hibernated(b) && w->then) {
-        w->then(w->request, b, w->port);
-    } else if (b && !box_is_hibernated(b)) {
-        http_add_response_header(w->request, "Retry-After", "1");
-        errors_respond_e2b(w->request, 503,
-                           "sandbox %s was hibernated and is awake now: send the request again",
-                           w->sandbox_id);
-    } else if (result) {
-        errors_respond_e2b(w->request, 502, "sandbox %s was removed while it woke", w->sandbox_id);
-    } else {
-        errors_respond_e2b(w->request, errors_status_of_failure(failure),
-                           "sandbox %s is hibernated and could not be woken: %s", w->sandbox_id,
-                           why);
-    }
-    waking_call_free(w);
-}
-
-/* Wakes hibernated b for this request, then `then` answers it. */
-static void wake_then(http_request *request, box *b, const char *port, woken_call *then)
-{
-    waking_call *w = calloc(1, sizeof *w);
-    if (!w || !(w->sandbox_id = strdup(box_id(b))) || (port && !(w->port = strdup(port))))
-        die("out of memory");
-    w->request = request;
-    w->then = then;
-    failure_kind failure;
-    char why[512];
-    if (box_wake(b, on_woken, w, &failure, why, sizeof why) < 0) {
+    connect_wake *wake = arg;
+    http_request *request = wake->request;
+    int timeout_s = wake->timeout_s;
+    free(wake);
+    if (!result) {
         errors_respond_e2b(request, errors_status_of_failure(failure),
-                           "sandbox %s is hibernated and could not be woken: %s", box_id(b), why);
-        waking_call_free(w);
+                           "the sandbox could not wake from hibernation: %s", why);
         return;
     }
-    http_respond_later(request);
-}
-
-static void answer_connect_woken(http_request *request, box *b, const char *port)
-{
-    http_respond_json(request, 201, e2b_connection_model(request, b));
+    box *b = box_find(json_string_value(json_object_get(result, "id")));
+    if (b && timeout_s >= 0)
+        box_set_timeout(b, timeout_s);
+    if (b)
+        http_respond_json(request, 201, e2b_connection_model(request, b));
+    else
+        errors_respond_e2b(request, 404, "the sandbox was deleted while it woke");
 }
 
 /* POST /sandboxes/{id}/connect (and the older /resume): resumes a paused sandbox, or wakes a
-   hibernated one; 201 when it was resumed, 200 when it was running. */
+   hibernated one; 201 when it was resumed or woken, 200 when it was running. */
 static void connect_sandbox(http_request *request, box *b)
 {
     json_t *body = request_parse_body(request, REQUEST_ANY_FIELD);
@@ -475,10 +436,18 @@ static void connect_sandbox(http_request *request, box *b)
         return;
     char why[256];
     int status = 200;
-    if (box_is_hibernated(b)) {
-        if (timeout_s >= 0)
-            box_set_timeout(b, timeout_s);
-        wake_then(request, b, NULL, answer_connect_woken);
+    if (box_get_state(b) == BOX_HIBERNATED) {
+        failure_kind failure;
+        connect_wake *wake = malloc(sizeof *wake);
+        if (!wake)
+            die("out of memory");
+        *wake = (connect_wake){.request = request, .timeout_s = timeout_s};
+        if (box_wake(b, on_woken_for_connect, wake, &failure, why, sizeof why) < 0) {
+            free(wake);
+            errors_respond_e2b(request, errors_status_of_failure(failure), "%s", why);
+        } else {
+            http_respond_later(request);
+        }
         return;
     }
     if (box_get_state(b) == BOX_DEAD) {
@@ -798,23 +767,18 @@ bool e2b_serves_port(int port)
     return port == atoi(INTERPRETER_PORT) || port == atoi(ENVD_PORT);
 }
 
-static void route_woken_call(http_request *request, box *b, const char *port);
-
 /* A call into a paused or hibernated sandbox: resumed (woken) first when its lifecycle says
    autoResume, as E2B's proxy does; else 502, E2B's answer for a sandbox that is not running (the
    SDK's isRunning() reads it as false). A sandbox the daemon hibernated on its own
    (--hibernate-idle, /v1) is woken whatever its lifecycle, unless that lifecycle asked E2B's
    pause without autoResume: hibernation is then the pause it asked for. True when the call can
-   go on now; a woken sandbox's call goes on from route_woken_call. */
-static bool resumed_for_call(http_request *request, box *b, const char *port)
+   go on now; a woken sandbox's call is dispatched again (v1_wake_then_dispatch). */
+static bool resumed_for_call(http_request *request, box *b)
 {
     char why[256];
     bool pause_is_asked = box_pauses_at_timeout(b) && !box_resumes_on_call(b);
-    if (box_is_hibernated(b) && !pause_is_asked) {
-        /* a streamed body is not held across the wake: its client is asked to send it again */
-        wake_then(request, b, port, e2b_streams_body(request) ? NULL : route_woken_call);
-        return false;
-    }
+    if (box_is_hibernated(b) && !pause_is_asked)
+        return v1_wake_then_dispatch(request, b);
     if (box_get_state(b) != BOX_PAUSED && !box_is_hibernated(b))
         return true;
     if (!box_resumes_on_call(b)) {
@@ -852,22 +816,9 @@ void e2b_route_into_sandbox(http_request *request, const char *id, const char *p
                       port ? port : "(none)", id);
     } else if (n < 1 || n > 3) {
         errors_respond_e2b(request, 404, "no such endpoint: %s", http_path(request));
-    } else if (resumed_for_call(request, b, port)) {
+    } else if (resumed_for_call(request, b)) {
         interpreter ? route_interpreter(request, b, s, n) : envd_route(request, b, s, n);
     }
-}
-
-/* A call into a sandbox that was hibernated, once it is awake (its path and port were checked
-   before the wake). */
-static void route_woken_call(http_request *request, box *b, const char *port)
-{
-    char copy[2048];
-    char *s[MAX_SEGMENTS];
-    int n = url_split_path(http_path(request), copy, sizeof copy, s, MAX_SEGMENTS);
-    if (strcmp(port, INTERPRETER_PORT) == 0)
-        route_interpreter(request, b, s, n);
-    else
-        envd_route(request, b, s, n);
 }
 
 void e2b_dispatch(http_request *request)

@@ -184,3 +184,15 @@ def test_a_fork_has_a_copy_of_the_files_and_its_open_file_goes_on_there(v1, sour
     assert value(v1, sid, "open('/workspace/notes.txt').read()") == "'0123456789abcdefghij'"
     assert value(v1, sid, "import os; os.path.exists('/workspace/fork-only.txt')") == "False"
     assert value(v1, sid, "notes.read(5)") == "'abcde'"  # the original's offset is its own
+
+
+def test_a_library_loaded_after_the_kernel_started_is_in_the_fork(v1, source):
+    """_curses links libtinfo, which the zygote never loaded: the fork's clone has nothing at
+    that address, so the image carries the library's pages itself."""
+    sid = source["id"]
+    v1.execute(sid, "import sys\nfresh = '_curses' not in sys.modules\nimport _curses, lzma\n"
+                    "packed = lzma.compress(b'cellbox' * 100)")
+    assert value(v1, sid, "fresh") == "True"
+    (copy,) = fork(v1, sid)
+    assert value(v1, copy["id"], "len(lzma.decompress(packed)), _curses.version") == \
+        value(v1, sid, "len(lzma.decompress(packed)), _curses.version")
