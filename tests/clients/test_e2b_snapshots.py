@@ -8,6 +8,7 @@ E2B and keeps its state, and each refusal is the SDK error it documents.
 
 The npm packages come from `scripts/install-deps.sh test` (npm ci in tests/clients/node)."""
 import pytest
+import requests
 
 from helpers.node_clients import assert_every_step_passed, run_e2b_script
 from helpers.wait import wait_until
@@ -71,3 +72,29 @@ def test_snapshot_scenario(daemon):
     assert asleep["statuses"] == [200, 200] and asleep["state"] == "paused", asleep
     assert asleep["woken"] == "3" and asleep["after_connect"] == "running", asleep
     assert asleep["connected_value"] == "3", asleep
+
+
+def test_a_sandboxs_own_token_neither_snapshots_nor_forks(daemon):
+    """A sandbox's envd access token (which code inside it may learn) opens its own envd only:
+    the snapshot and fork routes of the control plane refuse it, and nothing is made."""
+    wait_for_zygote(daemon)
+    key = {"X-API-Key": daemon.token}
+    created = requests.post(daemon.origin + "/sandboxes", json={"timeout": 60}, headers=key, timeout=60)
+    assert created.status_code == 201, created.text
+    sid, own = created.json()["sandboxID"], created.json()["envdAccessToken"]
+    sandboxes = lambda: {s["sandboxID"] for s in
+                         requests.get(daemon.origin + "/v2/sandboxes", headers=key, timeout=60).json()}
+    before = sandboxes()
+    try:
+        as_sandbox = [{"X-API-Key": own}, {"X-Access-Token": own}]
+        for headers in as_sandbox:
+            for method, path, body in (("POST", f"/sandboxes/{sid}/snapshots", {}),
+                                       ("POST", f"/sandboxes/{sid}/fork", {"count": 2}),
+                                       ("GET", "/snapshots", None)):
+                r = requests.request(method, daemon.origin + path, json=body, headers=headers, timeout=60)
+                assert r.status_code == 401, f"{method} {path} with {list(headers)}: {r.status_code} {r.text}"
+        assert sandboxes() == before, "a refused fork made a sandbox"
+        assert requests.get(daemon.origin + "/snapshots", params={"sandboxID": sid}, headers=key,
+                            timeout=60).json() == []
+    finally:
+        requests.delete(f"{daemon.origin}/sandboxes/{sid}", headers=key, timeout=60)
