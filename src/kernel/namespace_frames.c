@@ -117,7 +117,8 @@ int namespace_take_fd(int process_pidfd, json_t *fd_value, char *why, size_t why
 
 /* A memfd is a regular file of the kernel's internal shmem mount: fstatfs says tmpfs, and
    F_GET_SEALS works (on other files it fails with EINVAL). A regular file on disk, a FIFO or a
-   device cannot pass, so reading or writing it never blocks and never reaches a file by path. */
+   device cannot pass, so reading or writing it never blocks. A tmpfs file passes this much too
+   (the kernel's own, with its own access): the seals tell it from a memfd, below. */
 static int memfd_seals(int fd, struct stat *st, char *why, size_t why_size)
 {
     struct statfs fs;
@@ -159,8 +160,10 @@ int namespace_check_empty_buffer(int fd, char *why, size_t why_size)
     int seals = memfd_seals(fd, &st, why, why_size);
     if (seals < 0)
         return -1;
-    if (seals & (F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_FUTURE_WRITE)) {
-        snprintf(why, why_size, "the kernel's buffer memfd is sealed against writing");
+    /* No seal at all, not even F_SEAL_SEAL: which only a memfd made with MFD_ALLOW_SEALING has
+       (every other shmem file, a tmpfs file of the sandbox's included, carries F_SEAL_SEAL). */
+    if (seals != 0) {
+        snprintf(why, why_size, "the kernel's buffer is not an unsealed memfd");
         return -1;
     }
     if (st.st_size != 0) {
@@ -184,9 +187,8 @@ static json_t *bounded_string(json_t *value, size_t limit)
 
 static int rebuild_names(json_t *carried, json_t *out, json_int_t *unlisted)
 {
-    size_t i;
-    json_t *name;
-    json_array_foreach(carried, i, name) {
+    for (size_t i = 0; i < json_array_size(carried); i++) {
+        json_t *name = json_array_get(carried, i);
         if (!json_is_string(name))
             return -1;
         if (json_array_size(out) < MAX_REPORTED)
@@ -199,9 +201,8 @@ static int rebuild_names(json_t *carried, json_t *out, json_int_t *unlisted)
 
 static int rebuild_refusals(json_t *not_carried, json_t *out, json_int_t *unlisted)
 {
-    size_t i;
-    json_t *entry;
-    json_array_foreach(not_carried, i, entry) {
+    for (size_t i = 0; i < json_array_size(not_carried); i++) {
+        json_t *entry = json_array_get(not_carried, i);
         json_t *name = json_object_get(entry, "name"), *reason = json_object_get(entry, "why");
         if (!json_is_string(name) || !json_is_string(reason))
             return -1;
@@ -223,8 +224,9 @@ json_t *namespace_report_from_kernel(json_t *report, char *why, size_t why_size)
     json_t *unlisted_value = json_object_get(report, "unlisted");
     if (!json_is_array(carried) || !json_is_array(not_carried) || !json_is_integer(bytes) ||
         json_integer_value(bytes) < 0) {
-        snprintf(why, why_size, "the kernel's report is not {\"carried\": [...], \"not_carried\": "
-                                "[...], \"bytes\": N}");
+        snprintf(why, why_size,
+                 "the kernel's report is not {\"carried\": [...], \"not_carried\": "
+                 "[...], \"bytes\": N}");
         return NULL;
     }
     json_int_t unlisted = json_is_integer(unlisted_value) && json_integer_value(unlisted_value) > 0

@@ -48,7 +48,22 @@ typedef struct fork_job {
     json_t *errors[MAX_FORKS];   /* {"failure": kind, "message"} for a fork that did not start */
     snapshot_done done;
     void *arg;
+    struct fork_job *next_imaging; /* while its source is being imaged: imaging_jobs */
 } fork_job;
+
+/* Jobs whose source is being imaged: a source deleted meanwhile ends them (its checkpoint ends
+   without a word: kernel_checkpoint_forget). */
+static fork_job *imaging_jobs;
+static bool gone_hook_added;
+
+static void stop_imaging(fork_job *job)
+{
+    for (fork_job **at = &imaging_jobs; *at; at = &(*at)->next_imaging)
+        if (*at == job) {
+            *at = job->next_imaging;
+            return;
+        }
+}
 
 static void free_job(fork_job *job)
 {
@@ -203,6 +218,7 @@ static void on_imaged(void *arg, const kernel_checkpoint_result *result, failure
                       const char *why)
 {
     fork_job *job = arg;
+    stop_imaging(job);
     if (!result || !box_find(job->source_id)) {
         char message[600];
         snprintf(message, sizeof message, "sandbox %s cannot be forked: its kernel %s",
@@ -219,9 +235,28 @@ static void on_imaged(void *arg, const kernel_checkpoint_result *result, failure
     start_forks(job);
 }
 
+static void on_box_gone(box *b)
+{
+    for (fork_job *job = imaging_jobs, *next; job; job = next) {
+        next = job->next_imaging;
+        if (strcmp(job->source_id, box_id(b)) != 0)
+            continue;
+        stop_imaging(job);
+        char message[200];
+        snprintf(message, sizeof message, "sandbox %s was deleted while it was being forked",
+                 job->source_id);
+        job->done(job->arg, NULL, FAILURE_CONFLICT, message);
+        free_job(job);
+    }
+}
+
 int box_fork(box *b, int count, json_t *options, snapshot_done done, void *arg,
              failure_kind *failure, char *why, size_t why_size)
 {
+    if (!gone_hook_added) {
+        box_add_box_gone_hook(on_box_gone);
+        gone_hook_added = true;
+    }
     if (count < 1 || count > MAX_FORKS) {
         *failure = FAILURE_INVALID;
         snprintf(why, why_size, "'count' must be 1 to %d", MAX_FORKS);
@@ -266,5 +301,7 @@ int box_fork(box *b, int count, json_t *options, snapshot_done done, void *arg,
         free_job(job);
         return -1;
     }
+    job->next_imaging = imaging_jobs;
+    imaging_jobs = job;
     return 0;
 }

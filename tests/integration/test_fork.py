@@ -246,3 +246,16 @@ def test_a_kernel_cannot_forge_the_checkpoint_exchange(v1, source):
     ev = v1.execute(copy["id"], "frame({'channel': 'cellbox', 'type': 'become_root'})")
     assert any("protocol" in e.get("value", "") for e in ev.errors), ev
     assert value(v1, sid, "3 + 3") == "6"
+
+
+def test_an_image_larger_than_the_sandbox_could_hold_is_refused(v1, source):
+    """A private mapping of a file counts whole (its pages are the file's until written): 4 GiB
+    of /dev/zero would make the daemon copy 4 GiB for a sandbox of 1 GiB. The fork is refused,
+    and the original goes on."""
+    sid = source["id"]
+    v1.execute(sid, "import mmap\n"
+                    "zeros = open('/dev/zero', 'rb')\n"
+                    "big = mmap.mmap(zeros.fileno(), 4 << 30, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)")
+    answer = fork(v1, sid, expect=409)
+    assert "would be over" in answer["message"], answer
+    assert value(v1, sid, "len(big)") == str(4 << 30)

@@ -42,6 +42,13 @@ offset = 100
 def shifted(x):
     return x + offset
 
+class Registry(type):
+    pass
+class Shape(metaclass=Registry):
+    sides = 4
+shape = Shape()
+aliases = {"shape": shape, "frame": frame}
+
 generator = (i for i in range(10))
 next(generator)
 listener = socket.socket()
@@ -70,6 +77,8 @@ result = {
     "point": point,
     "globals_are_the_namespace": shifted(1),
     "np_is_numpy": np.__name__,
+    "shared_across_names": aliases["shape"] is shape and aliases["frame"] is frame,
+    "class_with_a_metaclass": isinstance(shape, Shape) and shape.sides == 4,
 }
 print("RESULT " + json.dumps(result))
 '''
@@ -163,7 +172,8 @@ def test_each_kind_of_value_is_carried_equal_to_a_new_kernel(kernels, saved):
         "frame": True, "array": True, "coefficients": [2.0, 1.0], "model": 25.0,
         "model_class": "Model", "same_object": True, "instance_of_its_class": True,
         "counter": [42, 43], "square": 144, "point": {"x": 1, "tags": ["a", "b"]},
-        "globals_are_the_namespace": 2, "np_is_numpy": "numpy",
+        "globals_are_the_namespace": 2, "np_is_numpy": "numpy", "shared_across_names": True,
+        "class_with_a_metaclass": True,
     }
 
 
@@ -233,3 +243,16 @@ def test_a_load_with_a_size_other_than_the_buffer_holds_is_refused(kernels, save
     assert "not the" in answer["why"]
     assert not os.path.exists(f"/proc/{target.proc.pid}/fd/{buffer['fd']}") or \
         "cellbox-namespace" not in os.readlink(f"/proc/{target.proc.pid}/fd/{buffer['fd']}")
+
+
+def test_a_failure_inside_the_transfer_is_answered_and_the_kernel_goes_on(kernels):
+    target = kernels()
+    run(target, "from cellbox_kernel import namespace\n"
+                "def broken(kernel, message):\n    raise ZeroDivisionError('a bug')\n"
+                "namespace._answer_save = broken\n")
+    cellbox_frame(target, {"type": "save_namespace", "max_bytes": 1000})
+    answer = next_cellbox_frame(target, "namespace_saved")
+    assert answer["why"] == "ZeroDivisionError: a bug"
+    cellbox_frame(target, {"type": "namespace_filled", "bytes": 3})  # no load_namespace before
+    assert next_cellbox_frame(target, "namespace_loaded")["why"] == "no load_namespace came before"
+    assert run(target, "print('still serving')").strip() == "still serving"
