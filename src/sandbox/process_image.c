@@ -442,9 +442,10 @@ static int check_mappings(capture *c, const process_image *image, char *why, siz
 static const process_image_mapping *find_same(const process_image_mapping *list, size_t count,
                                               const process_image_mapping *wanted);
 
-/* A diff image: a read-only file mapping the base does not have at the same place (a library the
-   kernel loaded after it was cloned) is saved whole, as data: the restoring clone, a copy of the
-   base, has nothing there to keep. */
+/* A diff image: a file mapping the base does not have at the same place is saved whole (as
+   data), every page, touched or not: the restoring clone, a copy of the base, has nothing of
+   that file there to keep. A library a cell imported after the clone; the image a restored
+   kernel's memory is mapped from, when that kernel is forked in turn. */
 static void mark_new_files(process_image *image, pid_t base_pid, bool *new_file)
 {
     char maps_path[64], why[256];
@@ -453,10 +454,13 @@ static void mark_new_files(process_image *image, pid_t base_pid, bool *new_file)
     process_image_mapping *base = read_maps(maps_path, &count, why, sizeof why);
     for (size_t i = 0; base && i < image->count; i++) {
         process_image_mapping *m = &image->mappings[i];
-        if (m->kind != PROCESS_IMAGE_FILE)
+        bool file_backed = m->kind == PROCESS_IMAGE_FILE ||
+                           (m->kind == PROCESS_IMAGE_DATA && m->inode != 0);
+        if (!file_backed)
             continue;
         const process_image_mapping *there = find_same(base, count, m);
-        if (!there || there->inode != m->inode || there->offset != m->offset) {
+        if (!there || there->inode != m->inode || there->offset != m->offset ||
+            strcmp(there->dev, m->dev) != 0) {
             m->kind = PROCESS_IMAGE_DATA;
             new_file[i] = true;
         }

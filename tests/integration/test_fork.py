@@ -259,3 +259,32 @@ def test_an_image_larger_than_the_sandbox_could_hold_is_refused(v1, source):
     answer = fork(v1, sid, expect=409)
     assert "would be over" in answer["message"], answer
     assert value(v1, sid, "len(big)") == str(4 << 30)
+
+
+def test_a_fork_of_a_fork_has_the_state_of_both(v1, source):
+    """A fork's memory is mapped from its image: forked in turn, those pages (touched or not)
+    must be carried again, since the next clone has nothing of that image."""
+    sid = source["id"]
+    v1.execute(sid, "import numpy as np\nbase = np.arange(4 << 20)\ntag = 'first'")
+    (child,) = fork(v1, sid)
+    v1.execute(child["id"], "tag = 'second'\nextra = list(range(1000))")
+    (grandchild,) = fork(v1, child["id"])
+    assert value(v1, grandchild["id"], "tag, int(base.sum()), len(extra)") == \
+        f"('second', {sum(range(4 << 20))}, 1000)"
+    assert value(v1, child["id"], "tag") == "'second'"
+    assert value(v1, sid, "tag") == "'first'"
+
+
+def test_a_fork_is_interrupted_like_any_kernel(v1, source):
+    """Its signal handlers are the original's, put back: a cell past its time limit is
+    interrupted as the original's is, and the fork keeps its state."""
+    sid = source["id"]
+    v1.execute(sid, "kept = 'yes'")
+    (copy,) = fork(v1, sid)
+    endless = "import time\nwhile True:\n    time.sleep(0.05)"
+    in_fork = v1.execute(copy["id"], endless, timeout_s=1)
+    in_original = v1.execute(sid, endless, timeout_s=1)
+    assert [e["name"] for e in in_fork.errors] == [e["name"] for e in in_original.errors], \
+        (in_fork.errors, in_original.errors)
+    assert in_fork.errors and "died" not in in_fork.errors[0]["value"], in_fork.errors
+    assert value(v1, copy["id"], "kept") == "'yes'"
