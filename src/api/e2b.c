@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "api/e2b_network.h"
+#include "api/e2b_snapshots.h"
 #include "api/e2b_volumes.h"
 #include "api/envd.h"
 #include "api/envd_access.h"
@@ -69,7 +70,7 @@ static const char *e2b_state(box *b)
    signs file URLs with it. trafficAccessToken is the key the request came with (it was
    admitted, so it is the daemon's token): the SDK sends it to the interpreter's contexts, which
    carry no other credential. */
-static json_t *connection_model(http_request *request, box *b)
+json_t *e2b_connection_model(http_request *request, box *b)
 {
     const char *key = http_header(request, "X-API-Key");
     char token[ENVD_ACCESS_TOKEN_SIZE];
@@ -124,8 +125,9 @@ static const char *kernelspec_for_template(const char *template_id)
 }
 
 /* E2B's lifecycle fields of POST /sandboxes: autoPause (onTimeout 'pause') and autoResume
-   {enabled}. False after answering 400. autoPauseMemory is read as always true: a paused
-   cellbox sandbox keeps its memory (the freezer), so it can always be resumed by a call. */
+   {enabled}. False after answering 400. autoPauseMemory is read as always true: a sandbox paused
+   at its timeout is hibernated, its memory kept on disk (model/snapshots.h), so it can always be
+   resumed by a call. */
 static bool read_lifecycle(http_request *request, json_t *body, bool *pause, bool *resume)
 {
     json_t *auto_resume = json_object_get(body, "autoResume");
@@ -191,7 +193,19 @@ static void create_sandbox(http_request *request)
         json_decref(body);
         return;
     }
+    /* A template's name wins over a snapshot's (the SDK's default "base" must stay the default
+       template whatever a snapshot is called); a snapshot's id is a UUID no template has. */
     const char *spec = kernelspec_for_template(template_id);
+    json_t *snapshot = spec ? NULL : e2b_snapshots_find(template_id);
+    if (snapshot) { /* a sandbox from a snapshot: its template, files and state are the snapshot's */
+        e2b_restore_request restore = {timeout_s, metadata, env, pause_at_timeout, auto_resume};
+        e2b_snapshots_restore(request, json_string_value(json_object_get(snapshot, "snapshot_id")),
+                              &restore);
+        json_decref(snapshot);
+        e2b_network_request_free(&network);
+        json_decref(body);
+        return;
+    }
     failure_kind failure;
     char why[512];
     rootfs_volumes volumes;
@@ -231,7 +245,7 @@ static void create_sandbox(http_request *request)
     box_set_lifecycle(b, pause_at_timeout, auto_resume); /* records both */
     json_decref(body);
     /* answered once it can run code and take files: the SDK calls into it at once */
-    v1_respond_when_ready(request, k, connection_model(request, b));
+    v1_respond_when_ready(request, k, e2b_connection_model(request, b));
 }
 
 /* ?metadata=k1%3Dv1%26k2%3Dv2 (one value, itself URL-encoded pairs) → {k1: v1, k2: v2}. */
@@ -367,7 +381,7 @@ static void list_sandboxes(http_request *request)
 static void get_sandbox(http_request *request, box *b)
 {
     json_t *model = listed_model(b);
-    json_t *connection = connection_model(request, b);
+    json_t *connection = e2b_connection_model(request, b);
     json_object_set(model, "envdAccessToken", json_object_get(connection, "envdAccessToken"));
     json_object_set(model, "domain", json_object_get(connection, "domain"));
     json_decref(connection);
@@ -384,8 +398,6 @@ static int body_timeout(http_request *request, json_t *body)
     return timeout_s;
 }
 
-/* POST /sandboxes/{id}/connect (and the older /resume): resumes a paused sandbox; 201 when it
-   was resumed, 200 when it was running. */
 /* Sandbox.connect() of a hibernated sandbox: answered 201 once it woke, its timeout set then
    (the wake puts back the one it had). */
 typedef struct connect_wake {
@@ -408,11 +420,13 @@ static void on_woken_for_connect(void *arg, json_t *result, failure_kind failure
     if (b && timeout_s >= 0)
         box_set_timeout(b, timeout_s);
     if (b)
-        http_respond_json(request, 201, connection_model(request, b));
+        http_respond_json(request, 201, e2b_connection_model(request, b));
     else
         errors_respond_e2b(request, 404, "the sandbox was deleted while it woke");
 }
 
+/* POST /sandboxes/{id}/connect (and the older /resume): resumes a paused sandbox, or wakes a
+   hibernated one; 201 when it was resumed or woken, 200 when it was running. */
 static void connect_sandbox(http_request *request, box *b)
 {
     json_t *body = request_parse_body(request, REQUEST_ANY_FIELD);
@@ -422,18 +436,6 @@ static void connect_sandbox(http_request *request, box *b)
         return;
     char why[256];
     int status = 200;
-    if (box_get_state(b) == BOX_DEAD) {
-        errors_respond_e2b(request, 409, "sandbox %s is dead: %s", box_id(b),
-                      kernel_death_reason(box_default_kernel(b)));
-        return;
-    }
-    if (box_get_state(b) == BOX_PAUSED) {
-        if (box_resume(b, why, sizeof why) < 0) {
-            errors_respond_e2b(request, 500, "%s", why);
-            return;
-        }
-        status = 201;
-    }
     if (box_get_state(b) == BOX_HIBERNATED) {
         failure_kind failure;
         connect_wake *wake = malloc(sizeof *wake);
@@ -448,9 +450,21 @@ static void connect_sandbox(http_request *request, box *b)
         }
         return;
     }
+    if (box_get_state(b) == BOX_DEAD) {
+        errors_respond_e2b(request, 409, "sandbox %s is dead: %s", box_id(b),
+                      kernel_death_reason(box_default_kernel(b)));
+        return;
+    }
+    if (box_get_state(b) == BOX_PAUSED) {
+        if (box_resume(b, why, sizeof why) < 0) {
+            errors_respond_e2b(request, 500, "%s", why);
+            return;
+        }
+        status = 201;
+    }
     if (timeout_s >= 0)
         box_set_timeout(b, timeout_s);
-    http_respond_json(request, status, connection_model(request, b));
+    http_respond_json(request, status, e2b_connection_model(request, b));
 }
 
 static void pause_sandbox(http_request *request, box *b)
@@ -506,21 +520,12 @@ typedef struct cloud_only {
 } cloud_only;
 
 static const cloud_only cloud_only_calls[] = {
-    {"snapshots", NULL,
-     "snapshots (Sandbox.createSnapshot) are images kept in E2B's cloud; pause the sandbox "
-     "(sandbox.pause()) to keep its state and Sandbox.connect() to resume it"},
-    {"fork", NULL,
-     "forking a sandbox (Sandbox.fork) copies a VM in E2B's cloud; create another sandbox and "
-     "copy files with files.write"},
-    {NULL, "/snapshots",
-     "snapshots (Sandbox.listSnapshots) are images kept in E2B's cloud; pause a sandbox to keep "
-     "its state"},
     {NULL, "/secrets",
      "E2B's secrets (Secret.create, update, getInfo, list, exists, destroy) are a vault of E2B's "
      "cloud; give values to a sandbox with envs (Sandbox.create({envs}), runCode(code, {envs}))"},
     {NULL, "/templates",
      "E2B's template builds and tags (Template.build, buildInBackground, getBuildStatus, "
-     "getTags, assignTags, removeTags, Sandbox.deleteSnapshot) run in E2B's cloud; build a "
+     "getTags, assignTags, removeTags) run in E2B's cloud; build a "
      "cellbox template from the same Dockerfile with POST /v1/templates or `cellbox template "
      "build NAME -f Dockerfile`, then name it by templateID at create (Template.exists works)"},
     {NULL, "/teams",
@@ -628,12 +633,33 @@ static void route_sandbox(http_request *request, box *b, const char *action)
         pause_sandbox(request, b);
     } else if (strcmp(action, "connect") == 0 || strcmp(action, "resume") == 0) {
         connect_sandbox(request, b);
+    } else if (strcmp(action, "snapshots") == 0) {
+        e2b_snapshots_create(request, b);
+    } else if (strcmp(action, "fork") == 0) {
+        e2b_snapshots_fork(request, b);
     } else {
         errors_respond_e2b(request, 404,
                       "no such sandbox endpoint: %s (cellbox serves timeout, pause, "
-                      "connect, resume and metrics)",
+                      "connect, resume, snapshots, fork and metrics)",
                       action);
     }
+}
+
+/* DELETE /templates/{id} is also the SDK's deleteSnapshot: a snapshot's is e2b_snapshots'; for
+   an id that names neither a snapshot nor a template, 404 (deleteSnapshot's "not found"). True
+   after answering. */
+static bool refuse_unknown_template_delete(http_request *request)
+{
+    const char *path = http_path(request);
+    size_t n = strlen("/templates/");
+    if (!http_method_is(request, "DELETE") || strncmp(path, "/templates/", n) != 0 ||
+        !path[n] || strchr(path + n, '/') || kernelspec_for_template(path + n))
+        return false;
+    errors_respond_e2b(request, 404,
+                       "no snapshot or template is named '%.*s': Sandbox.listSnapshots() lists "
+                       "the snapshots there are",
+                       text_utf8_prefix(path + n, 200), path + n);
+    return true;
 }
 
 static void route_control_plane(http_request *request)
@@ -642,6 +668,8 @@ static void route_control_plane(http_request *request)
         get_template_alias(request);
         return;
     }
+    if (e2b_snapshots_route(request) || refuse_unknown_template_delete(request))
+        return;
     const cloud_only *call = cloud_only_path(http_path(request));
     if (call) {
         respond_cloud_only(request, call);
@@ -707,7 +735,8 @@ static bool is_control_plane_path(const char *path)
 {
     if (strncmp(path, "/v2/", 4) == 0)
         path += 3;
-    return strncmp(path, "/sandboxes", 10) == 0 && (path[10] == '\0' || path[10] == '/');
+    return (strncmp(path, "/sandboxes", 10) == 0 && (path[10] == '\0' || path[10] == '/')) ||
+           strcmp(path, "/snapshots") == 0;
 }
 
 /* A signed file URL (uploadUrl, downloadUrl) reaches the daemon with no E2B header: envd's
@@ -738,15 +767,19 @@ bool e2b_serves_port(int port)
     return port == atoi(INTERPRETER_PORT) || port == atoi(ENVD_PORT);
 }
 
-/* A call into a paused sandbox: resumed first when its lifecycle says autoResume, as E2B's
-   proxy does; else 502, E2B's answer for a sandbox that is not running (the SDK's isRunning()
-   reads it as false). True when the call can go on. */
+/* A call into a paused or hibernated sandbox: resumed (woken) first when its lifecycle says
+   autoResume, as E2B's proxy does; else 502, E2B's answer for a sandbox that is not running (the
+   SDK's isRunning() reads it as false). A sandbox the daemon hibernated on its own
+   (--hibernate-idle, /v1) is woken whatever its lifecycle, unless that lifecycle asked E2B's
+   pause without autoResume: hibernation is then the pause it asked for. True when the call can
+   go on now; a woken sandbox's call is dispatched again (v1_wake_then_dispatch). */
 static bool resumed_for_call(http_request *request, box *b)
 {
     char why[256];
-    if (box_get_state(b) == BOX_HIBERNATED && box_resumes_on_call(b))
+    bool pause_is_asked = box_pauses_at_timeout(b) && !box_resumes_on_call(b);
+    if (box_is_hibernated(b) && !pause_is_asked)
         return v1_wake_then_dispatch(request, b);
-    if (box_get_state(b) != BOX_PAUSED && box_get_state(b) != BOX_HIBERNATED)
+    if (box_get_state(b) != BOX_PAUSED && !box_is_hibernated(b))
         return true;
     if (!box_resumes_on_call(b)) {
         errors_respond_e2b(request, 502,

@@ -7,15 +7,17 @@
  * E2b-Sandbox-Id and E2b-Sandbox-Port: port 49999 is the code interpreter (/execute, /contexts,
  * served by /v1's execution stream and contexts) and 49983 is envd (api/envd.h). A sandbox host
  * (<port>-<id>.<domain>, api/ports.h) reaches the same two ports through e2b_route_into_sandbox.
- * A paused sandbox is resumed by a call into it when its lifecycle says autoResume; what only
- * E2B's cloud does (snapshots, templates, secrets, fork, the MCP gateway, teams) answers 501 "not
- * supported by cellbox: ...". docs/api.md lists what works. */
+ * A paused sandbox is resumed by a call into it when its lifecycle says autoResume; snapshots
+ * and forks are e2b_snapshots.h's; what only E2B's cloud does (template builds, secrets, the MCP
+ * gateway, teams) answers 501 "not supported by cellbox: ...". docs/api.md lists what works. */
 #ifndef CELLBOX_API_E2B_H
 #define CELLBOX_API_E2B_H
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "http/server.h"
+#include "model/box.h"
 
 /* A call into a sandbox (it names one in E2b-Sandbox-Id) or to the control plane's paths. */
 bool e2b_owns(http_request *request);
@@ -27,5 +29,8 @@ bool e2b_serves_port(int port);
 /* A call into sandbox `id`'s port `port` (one e2b_serves_port names), as the headers
    E2b-Sandbox-Id and E2b-Sandbox-Port or a sandbox host (api/ports.h) name them. */
 void e2b_route_into_sandbox(http_request *request, const char *id, const char *port);
+/* What the SDK needs to reach sandbox b (a create's answer, E2B's Sandbox schema): its id,
+   template, envd version, domain and access tokens. */
+json_t *e2b_connection_model(http_request *request, box *b);
 
 #endif

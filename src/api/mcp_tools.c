@@ -21,6 +21,7 @@
 #include "model/execution.h"
 #include "model/manager.h"
 #include "model/pause.h"
+#include "model/snapshots.h"
 #include "model/stateless_run.h"
 #include "model/templates.h"
 #include "model/ttl.h"
@@ -31,6 +32,7 @@
 #define DEFAULT_SANDBOX_TTL_S 3600 /* a session's own sandbox, renewed by use */
 #define DEFAULT_COMMAND_TIMEOUT_S 60
 #define DEFAULT_RUN_TIMEOUT_S 30
+#define FORK_COUNT_MAX 16 /* model/snapshots.h's bound of one fork */
 
 /* ---- the catalogue ---- */
 
@@ -158,6 +160,45 @@ static const struct tool {
     {"delete_sandbox", "Delete a sandbox",
      "Deletes a sandbox with its files and processes. This cannot be undone.",
      "{\"type\": \"object\", \"properties\": {" SANDBOX_ID_PROPERTY "}}", false, true},
+    {"snapshot_sandbox", "Snapshot a sandbox",
+     "Keeps a sandbox's live state on disk: every kernel's variables, imports, objects and open "
+     "files, and the sandbox's files. The sandbox goes on running. Returns the snapshot's id "
+     "for restore_snapshot, which brings that state back later (also after a daemon restart), "
+     "as a new sandbox or the same one rewound. Not while code runs in it.",
+     "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\", "
+     "\"description\": \"A name to recognise it by.\"}, " SANDBOX_ID_PROPERTY "}}",
+     false, false},
+    {"restore_snapshot", "Restore a snapshot",
+     "Brings back the state a snapshot_sandbox kept: by default as a new sandbox (its id is "
+     "returned; the snapshot's own sandbox is untouched), or with in_place the snapshot's own "
+     "sandbox rewound to it (what it did since is lost). Says, per kernel, whether its live "
+     "state came back whole or only its variables.",
+     "{\"type\": \"object\", \"properties\": {\"snapshot_id\": {\"type\": \"string\"}, "
+     "\"in_place\": {\"type\": \"boolean\", \"description\": \"Rewind the sandbox the "
+     "snapshot was taken of instead of making a new one (default false).\"}}, \"required\": "
+     "[\"snapshot_id\"]}",
+     false, true},
+    {"fork_sandbox", "Fork a sandbox",
+     "Copies a running sandbox's live state (every kernel's variables and objects) and files "
+     "into count new sandboxes, each isolated from the original and from the others, in "
+     "milliseconds. Use it to try several approaches from one state. Returns the new ids: pass "
+     "one as sandbox_id to the other tools; delete_sandbox the ones you do not keep.",
+     "{\"type\": \"object\", \"properties\": {\"count\": {\"type\": \"integer\", "
+     "\"minimum\": 1, \"maximum\": 16, \"description\": \"How many forks (default 1).\"}, "
+     SANDBOX_ID_PROPERTY "}}",
+     false, false},
+    {"run_code_in_fork", "Run code in a fork",
+     "Tries code without risk: forks the sandbox (a copy of its live state and files) and runs "
+     "the code in the fork only, like run_code. The original sandbox is unchanged whatever the "
+     "code does. Returns the output and the fork's id: keep working in the fork (sandbox_id) if "
+     "the result is good, or delete it with delete_sandbox.",
+     "{\"type\": \"object\", \"properties\": {\"code\": {\"type\": \"string\"}, "
+     "\"language\": {\"type\": \"string\", \"enum\": [\"python\", \"javascript\", "
+     "\"typescript\", \"bash\", \"sh\", \"r\"], \"description\": \"Default python.\"}, "
+     SANDBOX_ID_PROPERTY ", \"timeout_s\": {\"type\": \"integer\", \"minimum\": 1, "
+     "\"description\": \"Interrupt the code after this many seconds.\"}}, \"required\": "
+     "[\"code\"]}",
+     false, false},
     {"run", "Run once in a fresh sandbox",
      "Runs code once in a brand-new sandbox that is deleted afterwards (nothing persists). "
      "Languages: python, bash, sh, javascript, typescript, r (where the host has R). Returns "
@@ -386,6 +427,7 @@ static int int_arg(mcp_call *call, json_t *args, const char *name, int minimum, 
 typedef struct code_run {
     mcp_call *call;
     execution *execution;
+    char preface[256]; /* said before the output (run_code_in_fork: which fork ran it), or "" */
     buffer out, err, values;
     buffer charts; /* each figure's structured chart, one JSON line each */
     bool truncated;
@@ -461,6 +503,7 @@ static void code_on_end(void *arg)
 {
     code_run *run = arg;
     buffer text = {0};
+    append_text(&text, run->preface);
     append_section(&text, "stdout", &run->out);
     append_section(&text, "stderr", &run->err);
     append_section(&text, "result", &run->values);
@@ -567,6 +610,21 @@ static void create_context(mcp_call *call, json_t *args, char default_sandbox[64
                     box_id(b), spec->language, cwd ? cwd : "/workspace", kernel_id(k));
 }
 
+/* Runs `code` in `context` of b; the call is finished with its output (after `preface`). */
+static void start_code_run(mcp_call *call, box *b, kernel *context, const char *code,
+                           int timeout_s, const char *preface)
+{
+    code_run *run = calloc(1, sizeof *run);
+    if (!run)
+        die("out of memory");
+    run->call = call;
+    run->images = json_array();
+    snprintf(run->preface, sizeof run->preface, "%s", preface);
+    execution_request request = {.code = code, .timeout_s = timeout_s};
+    run->execution = execution_start(b, context, &request, &code_sink, run);
+    mcp_call_on_abandon(call, code_on_abandon, run);
+}
+
 static void run_code(mcp_call *call, json_t *args, char default_sandbox[64])
 {
     const char *code = string_arg(call, args, "code", true);
@@ -591,14 +649,7 @@ static void run_code(mcp_call *call, json_t *args, char default_sandbox[64])
                     context_id, box_id(b));
     if (!context)
         return;
-    code_run *run = calloc(1, sizeof *run);
-    if (!run)
-        die("out of memory");
-    run->call = call;
-    run->images = json_array();
-    execution_request request = {.code = code, .timeout_s = timeout_s};
-    run->execution = execution_start(b, context, &request, &code_sink, run);
-    mcp_call_on_abandon(call, code_on_abandon, run);
+    start_code_run(call, b, context, code, timeout_s, "");
 }
 
 /* ---- run_command ---- */
@@ -1058,6 +1109,257 @@ static void sandbox_action(mcp_call *call, json_t *args, char default_sandbox[64
         finish_text(call, false, "sandbox %s is %s", box_id(b), box_state_name(box_get_state(b)));
 }
 
+/* ---- snapshots and forks (model/snapshots.h) ----
+   Each waits for the model's answer; a client that goes away meanwhile leaves what was made
+   (a snapshot, a restored sandbox, forks: list_sandboxes and the /v1 API still show them). */
+
+typedef struct snapshot_call {
+    mcp_call *call;  /* NULL once the client went away */
+    char source[64]; /* the sandbox it began from, or "" */
+    char *code;      /* run_code_in_fork: what to run in the fork, else NULL */
+    char *language;
+    int timeout_s;
+} snapshot_call;
+
+static void snapshot_call_abandoned(void *arg)
+{
+    snapshot_call *p = arg;
+    p->call = NULL;
+}
+
+static snapshot_call *snapshot_call_new(mcp_call *call, box *source)
+{
+    snapshot_call *p = calloc(1, sizeof *p);
+    if (!p)
+        die("out of memory");
+    p->call = call;
+    snprintf(p->source, sizeof p->source, "%s", source ? box_id(source) : "");
+    mcp_call_on_abandon(call, snapshot_call_abandoned, p);
+    return p;
+}
+
+static void snapshot_call_free(snapshot_call *p)
+{
+    free(p->code);
+    free(p->language);
+    free(p);
+}
+
+/* A model call that could not start: the call is finished with why. */
+static void snapshot_call_refused(snapshot_call *p, const char *what, const char *why)
+{
+    mcp_call_on_abandon(p->call, NULL, NULL);
+    finish_text(p->call, true, "cannot %s: %s", what, why);
+    snapshot_call_free(p);
+}
+
+/* "process, python (x, y not carried)" — how each context was kept or came back. */
+static void append_carried(buffer *text, json_t *contexts)
+{
+    size_t index;
+    json_t *context;
+    json_array_foreach(contexts, index, context) {
+        const char *carried = json_string_value(json_object_get(context, "carried"));
+        const char *language = json_string_value(json_object_get(context, "language"));
+        char *report = json_dumps(json_object_get(context, "report"), JSON_COMPACT);
+        char line[512];
+        snprintf(line, sizeof line, "\n  context %s (%s): %s%s%s",
+                 json_string_value(json_object_get(context, "context_id")),
+                 language ? language : "?",
+                 carried && strcmp(carried, "process") == 0 ? "its live state, whole"
+                 : carried && strcmp(carried, "python") == 0
+                     ? "its variables only (a new process)"
+                     : "a fresh kernel (its state could not be kept)",
+                 report && strcmp(report, "{}") != 0 ? "; " : "",
+                 report && strcmp(report, "{}") != 0 ? report : "");
+        append_text(text, line);
+        free(report);
+    }
+}
+
+static void on_snapshot_taken(void *arg, json_t *result, failure_kind failure, const char *why)
+{
+    snapshot_call *p = arg;
+    if (p->call && !result) {
+        finish_text(p->call, true, "cannot snapshot sandbox %s: %s", p->source, why);
+    } else if (p->call) {
+        buffer text = {0};
+        char line[512];
+        snprintf(line, sizeof line,
+                 "snapshot %s of sandbox %s (which goes on running); restore_snapshot with "
+                 "this snapshot_id brings it back:",
+                 json_string_value(json_object_get(result, "snapshot_id")), p->source);
+        append_text(&text, line);
+        append_carried(&text, json_object_get(result, "contexts"));
+        mcp_call_finish(p->call, json_pack("{s:[{s:s, s:o}]}", "content", "type", "text", "text",
+                                           buffer_string(&text)));
+        buffer_free(&text);
+    }
+    snapshot_call_free(p);
+}
+
+static void snapshot_sandbox(mcp_call *call, json_t *args, char default_sandbox[64])
+{
+    const char *name;
+    if (!optional_string_arg(call, args, "name", &name))
+        return;
+    box *b = sandbox_for(call, args, default_sandbox, false);
+    if (!b)
+        return;
+    snapshot_call *p = snapshot_call_new(call, b);
+    failure_kind failure;
+    char why[512];
+    if (snapshot_create(b, name, NULL, on_snapshot_taken, p, &failure, why, sizeof why) < 0)
+        snapshot_call_refused(p, "snapshot the sandbox", why);
+}
+
+static void on_restored(void *arg, json_t *result, failure_kind failure, const char *why)
+{
+    snapshot_call *p = arg;
+    if (p->call && !result) {
+        finish_text(p->call, true, "cannot restore snapshot %s: %s", p->source, why);
+    } else if (p->call) {
+        buffer text = {0};
+        char line[512];
+        snprintf(line, sizeof line, "sandbox %s is snapshot %s's state again; pass it as "
+                 "sandbox_id:", json_string_value(json_object_get(result, "id")), p->source);
+        append_text(&text, line);
+        append_carried(&text, json_object_get(json_object_get(result, "restore"), "contexts"));
+        mcp_call_finish(p->call, json_pack("{s:[{s:s, s:o}]}", "content", "type", "text", "text",
+                                           buffer_string(&text)));
+        buffer_free(&text);
+    }
+    snapshot_call_free(p);
+}
+
+static void restore_snapshot(mcp_call *call, json_t *args)
+{
+    const char *snapshot_id = string_arg(call, args, "snapshot_id", true);
+    json_t *in_place = json_object_get(args, "in_place");
+    if (!snapshot_id)
+        return;
+    if (in_place && !json_is_boolean(in_place)) {
+        finish_text(call, true, "'in_place' must be true or false");
+        return;
+    }
+    json_t *snapshot = snapshot_get(snapshot_id);
+    if (!snapshot) {
+        finish_text(call, true, "snapshot %s does not exist: snapshot_sandbox makes one", snapshot_id);
+        return;
+    }
+    /* a rewind keeps its sandbox's timeout and metadata; a new sandbox is the session's kind */
+    json_t *options = json_is_true(in_place)
+                          ? json_pack("{s:O}", "sandbox_id", json_object_get(snapshot, "sandbox_id"))
+                          : json_pack("{s:i, s:{s:s}}", "timeout", DEFAULT_SANDBOX_TTL_S,
+                                      "metadata", "created_by", "mcp");
+    snapshot_call *p = snapshot_call_new(call, NULL);
+    snprintf(p->source, sizeof p->source, "%s", snapshot_id);
+    failure_kind failure;
+    char why[512];
+    if (snapshot_restore(snapshot_id, options, on_restored, p, &failure, why, sizeof why) < 0)
+        snapshot_call_refused(p, "restore the snapshot", why);
+    json_decref(options);
+    json_decref(snapshot);
+}
+
+/* The first fork that started, from box_fork's answer; NULL when none did (*why says why). */
+static box *first_fork(json_t *result, const char **why)
+{
+    size_t index;
+    json_t *entry;
+    *why = "the fork ended before it could run";
+    json_array_foreach(result, index, entry) {
+        json_t *sandbox = json_object_get(entry, "sandbox");
+        box *b = sandbox ? box_find(json_string_value(json_object_get(sandbox, "id"))) : NULL;
+        if (b)
+            return b;
+        json_t *message = json_object_get(json_object_get(entry, "error"), "message");
+        if (json_is_string(message))
+            *why = json_string_value(message);
+    }
+    return NULL;
+}
+
+/* run_code_in_fork, once the fork exists: the code runs in its context for the language. */
+static void run_in_fork(snapshot_call *p, json_t *result)
+{
+    const char *why;
+    box *fork = first_fork(result, &why);
+    if (!fork) {
+        finish_text(p->call, true, "cannot fork sandbox %s: %s", p->source, why);
+        return;
+    }
+    mcp_call_on_abandon(p->call, NULL, NULL);
+    kernel *context = language_context(p->call, fork, p->language ? p->language : "python");
+    if (!context)
+        return; /* finished with why; the fork is left for the agent to delete */
+    char preface[256];
+    snprintf(preface, sizeof preface,
+             "ran in fork %s (a copy of sandbox %s, which is unchanged): keep working in it with "
+             "sandbox_id, or delete it with delete_sandbox\n",
+             box_id(fork), p->source);
+    start_code_run(p->call, fork, context, p->code, p->timeout_s, preface);
+}
+
+static void on_forked(void *arg, json_t *result, failure_kind failure, const char *why)
+{
+    snapshot_call *p = arg;
+    if (p->call && !result) {
+        finish_text(p->call, true, "cannot fork sandbox %s: %s", p->source, why);
+    } else if (p->call && p->code) {
+        run_in_fork(p, result);
+    } else if (p->call) {
+        buffer text = {0};
+        size_t index;
+        json_t *entry;
+        append_text(&text, "forks of sandbox ");
+        append_text(&text, p->source);
+        append_text(&text, " (each its own copy; pass one as sandbox_id, delete_sandbox the "
+                           "others):");
+        json_array_foreach(result, index, entry) {
+            json_t *sandbox = json_object_get(entry, "sandbox");
+            const char *message =
+                json_string_value(json_object_get(json_object_get(entry, "error"), "message"));
+            append_text(&text, "\n  ");
+            if (sandbox) {
+                append_text(&text, json_string_value(json_object_get(sandbox, "id")));
+            } else {
+                append_text(&text, "(did not start: ");
+                append_text(&text, message ? message : "unknown");
+                append_text(&text, ")");
+            }
+        }
+        mcp_call_finish(p->call, json_pack("{s:[{s:s, s:o}]}", "content", "type", "text", "text",
+                                           buffer_string(&text)));
+        buffer_free(&text);
+    }
+    snapshot_call_free(p);
+}
+
+/* fork_sandbox, and run_code_in_fork when `code` is given. */
+static void fork_sandbox(mcp_call *call, json_t *args, char default_sandbox[64], const char *code)
+{
+    const char *language = NULL;
+    int count = code ? 1 : int_arg(call, args, "count", 1, FORK_COUNT_MAX, 1);
+    int timeout_s = code ? int_arg(call, args, "timeout_s", 1, 86400, 0) : 0;
+    if (count < 0 || timeout_s < 0 || (code && !optional_string_arg(call, args, "language", &language)))
+        return;
+    box *b = sandbox_for(call, args, default_sandbox, false);
+    if (!b)
+        return;
+    snapshot_call *p = snapshot_call_new(call, b);
+    p->timeout_s = timeout_s;
+    if (code && (!(p->code = strdup(code)) || (language && !(p->language = strdup(language)))))
+        die("out of memory");
+    json_t *options = json_pack("{s:i, s:{s:s, s:s}}", "timeout", DEFAULT_SANDBOX_TTL_S,
+                                "metadata", "created_by", "mcp", "forked_from", box_id(b));
+    failure_kind failure;
+    char why[512];
+    if (box_fork(b, count, options, on_forked, p, &failure, why, sizeof why) < 0)
+        snapshot_call_refused(p, "fork the sandbox", why);
+    json_decref(options);
+}
+
 /* ---- run ---- */
 
 static void on_run_done(void *arg, json_t *answer)
@@ -1102,8 +1404,84 @@ static void run_once(mcp_call *call, json_t *args)
 
 /* ---- dispatch ---- */
 
+/* A tool call for a hibernated sandbox (model/snapshots.h: kept only on disk) waits while the
+   sandbox wakes, then runs again, whole, naming it by sandbox_id. */
+typedef struct waking_call {
+    mcp_call *call; /* NULL once the client went away */
+    char tool[32];
+    json_t *args;
+} waking_call;
+
+static void on_waking_abandon(void *arg)
+{
+    waking_call *w = arg;
+    w->call = NULL;
+}
+
+static void on_woken(void *arg, json_t *result, failure_kind failure, const char *why)
+{
+    waking_call *w = arg;
+    if (w->call) {
+        mcp_call_on_abandon(w->call, NULL, NULL);
+        char no_default[64] = ""; /* sandbox_id names it */
+        if (result)
+            mcp_tools_call(w->call, w->tool, w->args, no_default);
+        else
+            finish_text(w->call, true, "sandbox %s is hibernated and could not be woken: %s",
+                        json_string_value(json_object_get(w->args, "sandbox_id")), why);
+    }
+    json_decref(w->args);
+    free(w);
+}
+
+/* Tools of the catalogue that work on a sandbox's processes or files; the rest (listing,
+   creating, deleting, restoring, one-shot runs) do not wake one, nor does an unknown tool. */
+static bool tool_needs_awake_sandbox(const char *name)
+{
+    static const char *const not_waking[] = {"create_sandbox",   "list_sandboxes", "list_templates",
+                                             "restore_snapshot", "delete_sandbox", "run", NULL};
+    for (size_t i = 0; not_waking[i]; i++)
+        if (strcmp(name, not_waking[i]) == 0)
+            return false;
+    for (size_t i = 0; i < TOOL_COUNT; i++)
+        if (strcmp(name, tools[i].name) == 0)
+            return true;
+    return false;
+}
+
+/* True when the call's sandbox is hibernated: it is woken and the call runs again after. */
+static bool wake_before_call(mcp_call *call, const char *name, json_t *arguments,
+                             const char *default_sandbox)
+{
+    json_t *given = json_object_get(arguments, "sandbox_id");
+    const char *id = json_is_string(given) ? json_string_value(given) : default_sandbox;
+    box *b = id && id[0] && tool_needs_awake_sandbox(name) ? box_find(id) : NULL;
+    if (!b || !box_is_hibernated(b))
+        return false;
+    waking_call *w = calloc(1, sizeof *w);
+    if (!w)
+        die("out of memory");
+    w->call = call;
+    snprintf(w->tool, sizeof w->tool, "%s", name);
+    w->args = json_is_object(arguments) ? json_copy(arguments) : json_object();
+    json_object_set_new(w->args, "sandbox_id", json_string(box_id(b)));
+    failure_kind failure;
+    char why[512];
+    if (box_wake(b, on_woken, w, &failure, why, sizeof why) < 0) {
+        finish_text(call, true, "sandbox %s is hibernated and could not be woken: %s", box_id(b),
+                    why);
+        json_decref(w->args);
+        free(w);
+        return true;
+    }
+    mcp_call_on_abandon(call, on_waking_abandon, w);
+    return true;
+}
+
 int mcp_tools_call(mcp_call *call, const char *name, json_t *arguments, char default_sandbox[64])
 {
+    if (wake_before_call(call, name, arguments, default_sandbox))
+        return 0;
     if (strcmp(name, "create_sandbox") == 0)
         create_sandbox(call, arguments);
     else if (strcmp(name, "list_sandboxes") == 0)
@@ -1130,7 +1508,17 @@ int mcp_tools_call(mcp_call *call, const char *name, json_t *arguments, char def
         sandbox_action(call, arguments, default_sandbox, "resume");
     else if (strcmp(name, "delete_sandbox") == 0)
         sandbox_action(call, arguments, default_sandbox, "delete");
-    else if (strcmp(name, "run") == 0)
+    else if (strcmp(name, "snapshot_sandbox") == 0)
+        snapshot_sandbox(call, arguments, default_sandbox);
+    else if (strcmp(name, "restore_snapshot") == 0)
+        restore_snapshot(call, arguments);
+    else if (strcmp(name, "fork_sandbox") == 0)
+        fork_sandbox(call, arguments, default_sandbox, NULL);
+    else if (strcmp(name, "run_code_in_fork") == 0) {
+        const char *code = string_arg(call, arguments, "code", true);
+        if (code)
+            fork_sandbox(call, arguments, default_sandbox, code);
+    } else if (strcmp(name, "run") == 0)
         run_once(call, arguments);
     else
         return -1;

@@ -1,6 +1,7 @@
 /* mcp_tools — the tools MCP offers (create_sandbox, list_templates, list_sandboxes, run_code,
  * run_command, read_file, write_file, list_files, pause_sandbox, resume_sandbox, delete_sandbox,
- * run), each on cellbox's model: their list for tools/list, and one call of one of them for
+ * snapshot_sandbox, restore_snapshot, fork_sandbox, run_code_in_fork, run), each on cellbox's
+ * model: their list for tools/list, and one call of one of them for
  * tools/call. */
 #ifndef CELLBOX_API_MCP_TOOLS_H
 #define CELLBOX_API_MCP_TOOLS_H

@@ -11,6 +11,8 @@
  *   mcp.c        mcp (the Model Context Protocol on stdio, bridged to the daemon's /mcp)
  *   volumes.c    volume create|ls|rm (named volumes, mounted with create --volume)
  *   template_build.c  template build (a template from a Dockerfile, POST /v1/templates)
+ *   snapshots.c  snapshot, snapshots, restore, fork, hibernate, snapshot-rm (live state kept
+ *                on the daemon's disk, and the sandboxes made from it)
  */
 #ifndef CELLBOX_CLI_COMMANDS_H
 #define CELLBOX_CLI_COMMANDS_H
@@ -34,5 +36,11 @@ int command_cp(int argc, char **argv);
 int command_mcp(int argc, char **argv);
 int command_volume(int argc, char **argv);
 int command_template_build(int argc, char **argv);
+int command_snapshot(int argc, char **argv);
+int command_snapshots(int argc, char **argv);
+int command_restore(int argc, char **argv);
+int command_fork(int argc, char **argv);
+int command_hibernate(int argc, char **argv);
+int command_snapshot_rm(int argc, char **argv);
 
 #endif

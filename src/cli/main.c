@@ -34,6 +34,12 @@ static const struct command {
     {"resume", command_resume, "thaw a paused sandbox"},
     {"timeout", command_timeout, "set when a sandbox is removed"},
     {"restart", command_restart, "restart a sandbox (or one context): fresh Python state"},
+    {"snapshot", command_snapshot, "keep a sandbox's live state and files on the daemon's disk"},
+    {"snapshots", command_snapshots, "list snapshots"},
+    {"restore", command_restore, "a sandbox from a snapshot (new, or --into: rewound in place)"},
+    {"fork", command_fork, "copy a running sandbox's live state into N new sandboxes"},
+    {"hibernate", command_hibernate, "keep a sandbox only on disk, its memory freed"},
+    {"snapshot-rm", command_snapshot_rm, "remove snapshots"},
     {"rm", command_rm, "remove sandboxes"},
     {"volume", command_volume, "create, list and remove named volumes (create --volume)"},
     {"mcp", command_mcp, "serve the Model Context Protocol on stdin/stdout (for MCP hosts)"},
@@ -49,7 +55,7 @@ static void print_help(void)
            "\n"
            "commands:\n");
     for (size_t i = 0; i < COMMAND_COUNT; i++)
-        printf("  %-11s%s\n", commands[i].name, commands[i].summary);
+        printf("  %-13s%s\n", commands[i].name, commands[i].summary);
     printf("\n"
            "global options (anywhere on the line):\n"
            "  --url URL      the daemon (default $CELLBOX_URL, else " DEFAULT_URL ")\n"

@@ -299,6 +299,10 @@ static void print_model(json_t *model)
     printf("%-10s%s\n", "state:", json_string_value(json_object_get(model, "state")));
     if (reason)
         printf("%-10s%s\n", "reason:", reason);
+    const char *snapshot = json_string_value(json_object_get(model, "snapshot_id"));
+    if (snapshot) /* hibernated: kept only as this snapshot */
+        printf("%-10s%s (`cellbox resume %s` wakes it)\n", "snapshot:", snapshot,
+               json_string_value(json_object_get(model, "id")));
     printf("%-10s%s\n", "template:", json_string_value(json_object_get(model, "template")));
     output_format_relative(started, when, sizeof when);
     printf("%-10s%s (%s)\n", "started:", started ? started : "-", when);

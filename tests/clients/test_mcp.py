@@ -154,7 +154,9 @@ def test_sdk_client_scenario(daemon, transport):
     tools = steps["tools"]
     assert set(tools["names"]) == {"create_sandbox", "list_templates", "list_sandboxes", "run_code", "create_context", "run_command",
                                    "read_file", "write_file", "list_files", "pause_sandbox",
-                                   "resume_sandbox", "delete_sandbox", "run", "update_network"}
+                                   "resume_sandbox", "delete_sandbox", "run", "update_network",
+                                   "snapshot_sandbox", "restore_snapshot", "fork_sandbox",
+                                   "run_code_in_fork"}
     assert tools["incomplete"] == []
     assert tools["required"]["run_code"] == ["code"]
     assert tools["required"]["run_command"] == ["cmd"]

@@ -22,16 +22,17 @@ from .errors import (AuthenticationError, BadRequestError, CellboxError, Conflic
                      SandboxDeadError, SandboxPausedError, ServerError, TimeoutError)
 from .files import Files
 from .models import (Accounting, CommandInfo, CommandResult, Context, EntryInfo, Execution, ExecutionError,
-                     Logs, OutputMessage, Result, RunResult, SandboxInfo, strip_ansi)
+                     Logs, OutputMessage, Result, RunResult, SandboxInfo, SnapshotInfo, strip_ansi)
 from .sandbox import Sandbox
+from .snapshots import Snapshot
 from .stateless import run
 from .volumes import Volume
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Sandbox", "Files", "Commands", "CommandHandle", "run", "Volume",
-    "Execution", "Result", "Logs", "ExecutionError", "Accounting", "OutputMessage", "Context",
+    "Sandbox", "Files", "Commands", "CommandHandle", "run", "Volume", "Snapshot",
+    "SnapshotInfo", "Execution", "Result", "Logs", "ExecutionError", "Accounting", "OutputMessage", "Context",
     "SandboxInfo", "EntryInfo", "CommandResult", "CommandInfo", "RunResult", "strip_ansi",
     "CellboxError", "BadRequestError", "AuthenticationError", "ForbiddenError", "NotFoundError",
     "ConflictError", "SandboxPausedError", "SandboxDeadError", "PayloadTooLargeError",

@@ -18,6 +18,7 @@ import threading
 
 from ._transport import DEFAULT_REQUEST_TIMEOUT
 from .sandbox import DEFAULT_TIMEOUT_S, Sandbox
+from .snapshots import Snapshot
 from .stateless import run as _run_sync
 
 
@@ -121,6 +122,16 @@ class AsyncSandbox:
 
     async def get_logs(self, limit=200):
         return await _thread(self.sync.get_logs, limit)
+
+    async def snapshot(self, name=None, metadata=None):
+        return await _thread(self.sync.snapshot, name=name, metadata=metadata)
+
+    async def fork(self, count=1, timeout_s=None, metadata=None):
+        forks = await _thread(self.sync.fork, count=count, timeout_s=timeout_s, metadata=metadata)
+        return [AsyncSandbox(f) if isinstance(f, Sandbox) else f for f in forks]
+
+    async def hibernate(self):
+        return await _thread(self.sync.hibernate)
 
     async def create_context(self, cwd=None, language=None):
         return await _thread(self.sync.create_context, cwd=cwd, language=language)
@@ -246,6 +257,28 @@ class AsyncCommandHandle:
 
     async def remove(self):
         return await _thread(self.sync.remove)
+
+
+class AsyncSnapshot:
+    """cellbox.Snapshot for asyncio: restore answers an AsyncSandbox."""
+
+    @staticmethod
+    async def list(sandbox_id=None, **connection):
+        return await _thread(Snapshot.list, sandbox_id=sandbox_id, **connection)
+
+    @staticmethod
+    async def get(snapshot_id, **connection):
+        return await _thread(Snapshot.get, snapshot_id, **connection)
+
+    @staticmethod
+    async def restore(snapshot_id, into=None, timeout_s=None, metadata=None, env=None, **connection):
+        return AsyncSandbox(await _thread(Snapshot.restore, snapshot_id, into=into,
+                                          timeout_s=timeout_s, metadata=metadata, env=env,
+                                          **connection))
+
+    @staticmethod
+    async def delete(snapshot_id, **connection):
+        return await _thread(Snapshot.delete, snapshot_id, **connection)
 
 
 async def run(code=None, language="python", **kwargs):

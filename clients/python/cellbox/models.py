@@ -238,8 +238,10 @@ class Context:
 
 @dataclass
 class SandboxInfo:
-    """A sandbox model: `state` is "running", "paused" or "dead" (`reason` says why);
-    `ends_at` is None when it never expires or while it is paused."""
+    """A sandbox model: `state` is "running", "paused", "hibernated" (kept only as the snapshot
+    `snapshot_id`, its memory freed; its next call wakes it) or "dead" (`reason` says why);
+    `ends_at` is None when it never expires or while it is paused. `restore`, on the answer of
+    a restore or a wake, says how each context came back."""
 
     id: str
     template: Optional[str] = None
@@ -252,6 +254,8 @@ class SandboxInfo:
     usage: Dict[str, Any] = field(default_factory=dict)
     contexts: List[Context] = field(default_factory=list)
     reason: Optional[str] = None
+    snapshot_id: Optional[str] = None
+    restore: Optional[Dict[str, Any]] = None
 
     @classmethod
     def from_model(cls, model):
@@ -262,6 +266,30 @@ class SandboxInfo:
     @property
     def sandbox_id(self):
         return self.id
+
+
+@dataclass
+class SnapshotInfo:
+    """A snapshot on the daemon's disk: the sandbox it was taken of, when, its size in bytes
+    ({"memory", "files", "namespace"}) and how each context is kept: `contexts` holds
+    {"context_id", "language", "carried": "process" | "python" | "restarted", "report"}."""
+
+    snapshot_id: str
+    sandbox_id: Optional[str] = None
+    name: Optional[str] = None
+    created_at: Optional[str] = None
+    metadata: Dict[str, str] = field(default_factory=dict)
+    template: Optional[str] = None
+    bytes: Dict[str, int] = field(default_factory=dict)
+    contexts: List[Dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def from_model(cls, model):
+        return cls(**_known(cls, model))
+
+    @property
+    def id(self):
+        return self.snapshot_id
 
 
 @dataclass

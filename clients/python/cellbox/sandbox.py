@@ -12,7 +12,8 @@ from ._transport import DEFAULT_REQUEST_TIMEOUT, Connection
 from .commands import Commands
 from .files import Files
 from .models import (Accounting, Context, Execution, ExecutionError, OutputMessage, Result,
-                     SandboxInfo)
+                     SandboxInfo, SnapshotInfo)
+from .snapshots import fork_results
 
 DEFAULT_TIMEOUT_S = 300   # a sandbox lives 5 minutes unless told otherwise (E2B's default)
 _STREAM_IDLE_S = 60       # the execution stream sends a keepalive every 5 s of quiet
@@ -43,6 +44,7 @@ class Sandbox:
         self.auto_resume = auto_resume
         self.files = Files(self)
         self.commands = Commands(self)
+        self.restore_report = None  # a restored sandbox's per-context report (Snapshot.restore)
 
     def __repr__(self):
         return f"Sandbox({self.id!r}, url={self.connection.url!r})"
@@ -116,12 +118,45 @@ class Sandbox:
         return SandboxInfo.from_model(self._call("POST", "pause"))
 
     def resume(self):
-        """Thaw a paused sandbox; its TTL starts again from timeout_s. Returns the model."""
+        """Thaw a paused sandbox, or wake a hibernated one from its snapshot; its TTL starts
+        again from timeout_s. Returns the model."""
         return SandboxInfo.from_model(self._call("POST", "resume"))
 
     def set_timeout(self, timeout_s):
         """Expire `timeout_s` seconds from now (0 = never). Returns the model."""
         return SandboxInfo.from_model(self._call("POST", "timeout", json_body={"timeout_s": timeout_s}))
+
+    # -- snapshots, forks, hibernation (cellbox.Snapshot holds the verbs of /v1/snapshots) --
+
+    def snapshot(self, name=None, metadata=None):
+        """Keep the sandbox's live state (every context's interpreter, its files) on the
+        daemon's disk and return the SnapshotInfo; the sandbox goes on running. ConflictError
+        while a cell runs or the sandbox is paused; InsufficientStorageError when the daemon's
+        disk is full (nothing of the sandbox is lost)."""
+        body = {}
+        if name is not None:
+            body["name"] = name
+        if metadata is not None:
+            body["metadata"] = metadata
+        return SnapshotInfo.from_model(self._call("POST", "snapshots", json_body=body))
+
+    def fork(self, count=1, timeout_s=None, metadata=None):
+        """`count` (1 to 16) new sandboxes, each a copy of this one's live state and files,
+        isolated from it and from each other. One entry per fork: a Sandbox, or the
+        CellboxError that kept that fork from starting."""
+        body = {"count": count}
+        if timeout_s is not None:
+            body["timeout"] = timeout_s
+        if metadata is not None:
+            body["metadata"] = metadata
+        return fork_results(self._call("POST", "fork", json_body=body), self.connection,
+                            self.auto_resume)
+
+    def hibernate(self):
+        """Keep the sandbox only as a snapshot on disk and free its memory; state becomes
+        "hibernated" (also across daemon restarts). resume(), or any call that needs it,
+        wakes it. Returns the model."""
+        return SandboxInfo.from_model(self._call("POST", "hibernate"))
 
     def get_logs(self, limit=200):
         """The sandbox's recent log entries, oldest first: dicts with timestamp, source
