@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/e2b_connection.h"
 #include "api/e2b_network.h"
 #include "api/e2b_snapshots.h"
 #include "api/e2b_volumes.h"
@@ -37,8 +38,6 @@
    gzip-compressed), 0.6.2 file metadata (X-Metadata-* headers), 0.6.3 watchDir's includeEntry,
    0.6.4 watchDir's allowNetworkMounts (taken: a sandbox has no network mounts). The process
    gates (0.3.0 stdin: false, 0.5.2 closeStdin) were open before; docs/api.md lists them all. */
-#define ENVD_VERSION "0.6.4"
-#define CLIENT_ID "cellbox"
 #define INTERPRETER_PORT "49999"
 #define DEFAULT_TIMEOUT_S 300 /* E2B's default sandbox lifetime */
 #define MAX_SEGMENTS 6
@@ -65,24 +64,6 @@ static const char *e2b_state(box *b)
                                                             : NULL;
 }
 
-/* What the SDK needs to reach a sandbox. envdAccessToken is the sandbox's own access token
-   (api/envd_access.h): the SDK sends it as X-Access-Token on every call into the sandbox and
-   signs file URLs with it. trafficAccessToken is the key the request came with (it was
-   admitted, so it is the daemon's token): the SDK sends it to the interpreter's contexts, which
-   carry no other credential. */
-json_t *e2b_connection_model(http_request *request, box *b)
-{
-    const char *key = http_header(request, "X-API-Key");
-    char token[ENVD_ACCESS_TOKEN_SIZE];
-    envd_access_token(b, token);
-    json_t *model = json_pack("{s:s, s:s, s:s, s:s, s:s}", "sandboxID", box_id(b), "templateID",
-                              kernel_spec(box_default_kernel(b))->name, "clientID", CLIENT_ID,
-                              "envdVersion", ENVD_VERSION, "domain", ports_domain());
-    json_object_set_new(model, "envdAccessToken", json_string(token));
-    json_object_set_new(model, "trafficAccessToken", key ? json_string(key) : json_null());
-    return model;
-}
-
 /* The CPUs a sandbox may use, whole: its limit, or the host's when it has none. */
 static int cpu_count(const sandbox_limits *limits)
 {
@@ -98,12 +79,12 @@ static json_t *listed_model(box *b)
     json_t *model = json_pack(
         "{s:s, s:s, s:s, s:s, s:O, s:O, s:i, s:I, s:I, s:O, s:s, s:s}", "sandboxID", box_id(b),
         "templateID", json_string_value(json_object_get(native, "template")), "alias",
-        json_string_value(json_object_get(native, "template")), "clientID", CLIENT_ID, "startedAt",
+        json_string_value(json_object_get(native, "template")), "clientID", E2B_CLIENT_ID, "startedAt",
         json_object_get(native, "started_at"), "endAt", json_object_get(native, "ends_at"),
         "cpuCount", cpu_count(limits), "memoryMB", (json_int_t)(limits->memory_bytes >> 20),
         "diskSizeMB", (json_int_t)(limits->disk_bytes >> 20), "metadata",
         json_object_get(native, "metadata"), "state", e2b_state(b) ? e2b_state(b) : "dead",
-        "envdVersion", ENVD_VERSION);
+        "envdVersion", E2B_ENVD_VERSION);
     json_object_set_new(model, "volumeMounts",
                         e2b_volumes_mounts_model(json_object_get(native, "volumes")));
     json_decref(native);

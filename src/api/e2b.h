@@ -29,8 +29,5 @@ bool e2b_serves_port(int port);
 /* A call into sandbox `id`'s port `port` (one e2b_serves_port names), as the headers
    E2b-Sandbox-Id and E2b-Sandbox-Port or a sandbox host (api/ports.h) name them. */
 void e2b_route_into_sandbox(http_request *request, const char *id, const char *port);
-/* What the SDK needs to reach sandbox b (a create's answer, E2B's Sandbox schema): its id,
-   template, envd version, domain and access tokens. */
-json_t *e2b_connection_model(http_request *request, box *b);
 
 #endif

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/e2b.h"
+#include "api/e2b_connection.h"
 #include "api/errors.h"
 #include "api/request.h"
 #include "api/v1_ready.h"

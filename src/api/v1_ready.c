@@ -3,11 +3,14 @@
 #include <stdlib.h>
 
 #include "api/errors.h"
-#include "api/routes.h"
 #include "common/log.h"
 #include "http/query.h"
 #include "model/pause.h"
 #include "model/snapshots.h"
+
+static void (*dispatch_again)(http_request *request);
+
+void v1_ready_set_dispatch(void (*dispatch)(http_request *request)) { dispatch_again = dispatch; }
 
 /* The hibernated sandbox woke (or could not): the request held for it runs now, from the top,
    as if it had just arrived. */
@@ -15,7 +18,7 @@ static void on_woken_for_request(void *arg, json_t *result, failure_kind failure
 {
     http_request *request = arg;
     if (result)
-        routes_dispatch(request);
+        dispatch_again(request);
     else
         http_respond_error(request, errors_status_of_failure(failure),
                            "the sandbox could not wake from hibernation: %s", why);

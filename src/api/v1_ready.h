@@ -18,6 +18,9 @@ bool v1_require_running(http_request *request, box *b);
    held meanwhile, dispatched again from the top once it is awake (an error if it cannot wake;
    503 with Retry-After for an upload whose body streams). Always false: answered later. */
 bool v1_wake_then_dispatch(http_request *request, box *b);
+/* Who dispatches a woken request again: routes_dispatch, handed over at start (daemon/main.c) so
+   that this module, which the routes reach, does not reach back to them. */
+void v1_ready_set_dispatch(void (*dispatch)(http_request *request));
 
 /* Answers a sandbox's creation with 201 and `answer` (stolen; NULL: the sandbox's model) once
    its kernel k has started, so that the client's next call finds it ready. */

@@ -17,6 +17,7 @@
 #include "api/ports.h"
 #include "sandbox/network.h"
 #include "api/routes.h"
+#include "api/v1_ready.h"
 #include "api/v1.h"
 #include "common/descriptors.h"
 #include "common/heap.h"
@@ -355,6 +356,7 @@ static int start_http(const config *cfg)
                      .max_age = cfg->max_age},
         },
         routes_dispatch);
+    v1_ready_set_dispatch(routes_dispatch);
 }
 
 static void log_sandbox_settings(const config *cfg, const uid_block *uids)

@@ -136,8 +136,11 @@ static void capture_now(pending_checkpoint *p, json_t *report)
     finish(p, &result, FAILURE_INTERNAL, NULL);
 }
 
-void kernel_checkpoint_frame(kernel *k, json_t *message)
+/* The kernel's "checkpoint_ready" or "checkpoint_refused" frame (kernel.c checked it). */
+static void on_checkpoint_frame(kernel *k, const char *channel, json_t *message)
 {
+    if (strcmp(channel, "cellbox") != 0)
+        return;
     pending_checkpoint *p = find_pending(k);
     const char *type = json_string_value(json_object_get(message, "type"));
     if (!p || !type)
@@ -167,7 +170,8 @@ static void on_answer_late(void *arg)
     finish(p, NULL, FAILURE_CONFLICT, why);
 }
 
-void kernel_checkpoint_forget(kernel *k)
+/* A kernel destroyed meanwhile: its checkpoint ends without calling its `done`. */
+static void forget_kernel(kernel *k)
 {
     pending_checkpoint *p = find_pending(k);
     if (!p)
@@ -217,6 +221,13 @@ int kernel_checkpoint(kernel *k, int image_fd, bool full, kernel_checkpoint_done
 {
     if (!can_checkpoint(k, failure, why, why_size))
         return -1;
+    static bool hooked; /* kernel.c hands this module its frames and its ends: it calls none of
+                           this module's verbs, so the arrow between them runs one way */
+    if (!hooked) {
+        kernel_add_message_handler(on_checkpoint_frame);
+        kernel_add_destroy_hook(forget_kernel);
+        hooked = true;
+    }
     pending_checkpoint *p = calloc(1, sizeof *p);
     if (!p)
         return refuse(failure, FAILURE_INTERNAL, why, why_size, "out of memory"), -1;

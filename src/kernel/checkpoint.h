@@ -52,10 +52,8 @@ typedef void (*kernel_checkpoint_done)(void *arg, const kernel_checkpoint_result
 int kernel_checkpoint(kernel *k, int image_fd, bool full, kernel_checkpoint_done done, void *arg,
                       failure_kind *failure, char *why, size_t why_size);
 
-/* kernel.c: the kernel's "checkpoint_ready" or "checkpoint_refused" frame (checked). */
-void kernel_checkpoint_frame(kernel *k, json_t *message);
-/* kernel_destroy: a checkpoint of k still in progress ends without calling its `done`. */
-void kernel_checkpoint_forget(kernel *k);
+/* A kernel destroyed while it is being checkpointed: its checkpoint ends without calling
+   `done` (a destroy hook this module adds). */
 
 /* Could the live zygote of `spec` restore this image (same build, same layout; a diff image
    also needs the very zygote process it was taken against)? false with `why` naming the

@@ -1249,20 +1249,16 @@ static void track_state(kernel *k, const char *type, json_t *message)
     }
 }
 
-/* A restored kernel's "restored" (its idle, next, makes it ready); the checkpoint's frames go
-   to their handler (kernel/checkpoint.c), never to a client. */
+/* A restored kernel's "restored" (its idle, next, makes it ready). The checkpoint's own frames
+   reach kernel/checkpoint.c as every cellbox frame reaches the message handlers, never a client. */
 static void handle_cellbox_frame(kernel *k, json_t *message)
 {
     const char *type = json_string_value(json_object_get(message, "type"));
-    if (strcmp(type, "restored") == 0) {
-        if (k->restore_state == KERNEL_RESTORING) {
-            k->restore_state = KERNEL_RESTORED;
-            json_decref(k->restore_report);
-            k->restore_report = json_incref(json_object_get(message, "report"));
-        }
-        return;
+    if (strcmp(type, "restored") == 0 && k->restore_state == KERNEL_RESTORING) {
+        k->restore_state = KERNEL_RESTORED;
+        json_decref(k->restore_report);
+        k->restore_report = json_incref(json_object_get(message, "report"));
     }
-    kernel_checkpoint_frame(k, message);
 }
 
 static void handle_kernel_message(kernel *k, const char *bytes, size_t length)
@@ -1926,7 +1922,6 @@ static void kernel_free(void *arg)
 
 void kernel_destroy(kernel *k)
 {
-    kernel_checkpoint_forget(k);
     for (int i = 0; i < MAX_DESTROY_HOOKS && destroy_hooks[i]; i++)
         destroy_hooks[i](k);
     stop_process(k);

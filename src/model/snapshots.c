@@ -544,7 +544,5 @@ int snapshots_init(const char *data_dir, char *why, size_t why_size)
         return -1;
     box_add_kernel_gone_hook(on_kernel_gone);
     box_add_box_gone_hook(on_box_gone);
-    snapshot_restore_init(data_dir);
-    hibernation_init();
     return 0;
 }

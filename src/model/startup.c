@@ -14,6 +14,7 @@
 #include "model/templates.h"
 #include "model/volumes.h"
 #include "model/sandbox_pieces.h"
+#include "model/snapshot_internal.h"
 #include "model/snapshots.h"
 #include "sandbox/volume_worker.h"
 
@@ -51,5 +52,7 @@ void startup_run(const manager_options *options)
     char why[512];
     if (snapshots_init(options->data_dir, why, sizeof why) < 0)
         die("snapshots: %s", why);
+    snapshot_restore_init(options->data_dir);
+    hibernation_init(); /* last: it restores hibernated sandboxes through the two above */
     snapshots_set_hibernate_idle(options->hibernate_idle);
 }
