@@ -336,6 +336,7 @@ static int start_http(const config *cfg)
     channels_init((size_t)cfg->max_message_size);
     jupyter_init(&(jupyter_options){.list_kernels = cfg->list_kernels});
     v1_init();
+    v1_ready_set_dispatch(routes_dispatch); /* a woken sandbox's held request goes round again */
     envd_access_init(cfg->token);
     return http_server_start(
         &(http_server_options){
@@ -356,7 +357,6 @@ static int start_http(const config *cfg)
                      .max_age = cfg->max_age},
         },
         routes_dispatch);
-    v1_ready_set_dispatch(routes_dispatch);
 }
 
 static void log_sandbox_settings(const config *cfg, const uid_block *uids)
