@@ -1908,6 +1908,44 @@ int kernel_restart(kernel *k, char *why, size_t why_size)
     return 0;
 }
 
+int kernel_restart_from_image(kernel *k, int image_fd, char *why, size_t why_size)
+{
+    if (k->sandbox.host || k->spec->argv || !k->spec->zygote) {
+        snprintf(why, why_size, "restore failed: only a Python kernel cloned from its zygote "
+                                "can be restarted from an image");
+        return -1;
+    }
+    int kept = fcntl(image_fd, F_DUPFD_CLOEXEC, 3);
+    if (kept < 0) {
+        snprintf(why, why_size, "restore failed: cannot keep the image: %s", strerror(errno));
+        return -1;
+    }
+    kernel_fail_running_cell(k, "KernelRestarted",
+                             "the kernel was restored from a snapshot while this cell ran: run "
+                             "the cell again once the kernel is idle");
+    stop_process(k);
+    emit(k, "iopub", message_status(k->session, NULL, "restarting"));
+    json_decref(k->restore_report);
+    k->restore_report = NULL;
+    k->sandbox.restore = true; /* spawn_process_with clears it once the clone has the image */
+    k->sandbox.restore_image_fd = kept;
+    if (restore_waits_for_zygote(k))
+        return 0;
+    if (spawn_process(k, why, why_size) < 0) {
+        if (k->sandbox.restore) {
+            close(k->sandbox.restore_image_fd);
+            k->sandbox.restore = false;
+            k->sandbox.restore_image_fd = -1;
+        }
+        k->restore_state = KERNEL_RESTORE_FAILED;
+        k->state = KERNEL_DEAD;
+        snprintf(k->death_reason, sizeof k->death_reason, "%.170s", why);
+        return -1;
+    }
+    kernel_touch(k);
+    return 0;
+}
+
 static void kernel_free(void *arg)
 {
     kernel *k = arg;

@@ -105,6 +105,13 @@ void kernel_set_working_directory(kernel *k, const char *path);
 void kernel_restore_working_directory(kernel *k, const char *path);
 const char *kernel_working_directory(const kernel *k); /* NULL: the sandbox's default */
 int kernel_restart(kernel *k, char *why, size_t why_size);
+/* Restarts k as the process image in image_fd (borrowed: duplicated) instead of a new
+   interpreter: the same kernel object, id, sandbox and channel ends, a new clone of its zygote
+   that enters the sandbox and puts the image back (kernel_sandbox.restore, kernel/checkpoint.h).
+   Waits for a zygote that is still starting. Its outcome is kernel_restore_state's once it left
+   "starting"; -1 with `why` ("restore failed: ...") when no clone could be asked for (k is then
+   dead, its state and death reason say so). Only for a Python kernel cloned from its zygote. */
+int kernel_restart_from_image(kernel *k, int image_fd, char *why, size_t why_size);
 void kernel_destroy(kernel *k); /* kills the process; freed after the current loop batch */
 
 /* For kernel/checkpoint.c: a kernel cloned from its zygote (else there is no image to take);

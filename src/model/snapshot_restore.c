@@ -6,7 +6,10 @@
  * put it back ("process": the kernel starts as that image, locked down before one restored
  * instruction runs, kernel/checkpoint.h), else a fresh kernel that loads the context's namespace
  * ("python": kernel_load_namespace reports name by name), else a fresh kernel ("restarted").
- * The default context comes first, with the sandbox; the others join it once it has started.
+ * A context whose clone could not put its fitting image back starts again as a new interpreter
+ * and loads the namespace. The default context comes first, with the sandbox (rewound in place:
+ * the same kernel restarted from its image, kernel_restart_from_image); the others join it once
+ * it has started.
  * Each context's outcome goes into the answer's "restore": {"contexts": [...]}. */
 #include <dirent.h>
 #include <errno.h>
@@ -177,6 +180,24 @@ static void load_namespace(restore_job *job)
     context_done(job, "restarted", NULL);
 }
 
+static void wait_for_context(restore_job *job);
+
+/* The image fitted the zygote but the clone could not put it back (a file it maps is not the
+   one recorded, the memory limit): the context starts again as a new interpreter, which loads
+   its namespace where the snapshot has one. */
+static void fall_back_from_image(restore_job *job)
+{
+    char why[512];
+    job->planned = json_object_get(context_entry(job, job->at), "namespace") ? "python"
+                                                                               : "restarted";
+    if (kernel_restart(job->current, why, sizeof why) < 0) {
+        json_object_set_new(job->plan_notes, "start", json_string(why));
+        context_done(job, "failed", NULL);
+        return;
+    }
+    wait_for_context(job);
+}
+
 /* The context's kernel left "starting": what became of the level planned for it. */
 static void context_started(void *arg)
 {
@@ -195,7 +216,7 @@ static void context_started(void *arg)
         }
         json_object_set_new(job->plan_notes, "process",
                             json_string(kernel_death_reason(job->current)));
-        context_done(job, "failed", NULL);
+        fall_back_from_image(job);
         return;
     }
     if (kernel_get_state(job->current) == KERNEL_DEAD) {
@@ -476,20 +497,18 @@ int snapshot_restore_in_place(const char *snapshot_id, box *b, bool keep_files, 
                                   &stats, why, why_size);
         release_files(mount_point);
     }
-    /* The default context restarts as a new interpreter: a process image can only be put back
-       into a new clone of the zygote, which kernel_restart does not make; its namespace is
-       loaded instead. */
-    json_t *entry = context_entry(job, 0);
-    plan_context(job, entry, kernel_spec(primary));
-    if (job->image_fd >= 0) {
+    /* The default context becomes its image again (the same kernel, a new clone of the zygote)
+       where the live zygote can put it back, else a new interpreter that loads its namespace. */
+    plan_context(job, context_entry(job, 0), kernel_spec(primary));
+    if (rc == 0 && job->image_fd >= 0 &&
+        kernel_restart_from_image(primary, job->image_fd, why, why_size) < 0) {
+        json_object_set_new(job->plan_notes, "process", json_string(why));
         close(job->image_fd);
         job->image_fd = -1;
-        json_object_set_new(job->plan_notes, "process",
-                            json_string("a sandbox rewound in place restarts its default context "
-                                        "as a new interpreter"));
-        job->planned = json_object_get(entry, "namespace") ? "python" : "restarted";
+        job->planned = json_object_get(context_entry(job, 0), "namespace") ? "python"
+                                                                           : "restarted";
     }
-    if (rc == 0)
+    if (rc == 0 && job->image_fd < 0)
         rc = kernel_restart(primary, why, why_size);
     if (rc < 0) {
         *failure = FAILURE_INTERNAL;

@@ -158,6 +158,51 @@ def test_a_hibernated_sandbox_survives_a_daemon_restart(make_daemon):
         assert second.finish() is None  # before the first's teardown removes the data dir
 
 
+# A generator mid-iteration and a file's offset: what only the process itself holds (dill carries
+# neither), so they are there after a wake only if the process image was put back.
+LIVE_PROCESS = r"""
+squares = (i * i for i in range(10))
+first = [next(squares), next(squares), next(squares)]
+notes = open("/workspace/notes.txt", "rb", buffering=0)  # the offset is the fd's
+head = notes.read(10)
+"""
+
+
+def wait_for_zygote(v1):
+    # An image is put back by a clone of the zygote: these sandboxes are made once it is ready.
+    wait_until(lambda: v1.get("api").json()["zygote_ready"], timeout=120, message="the zygote")
+
+
+def hold_live_process(v1, sid):
+    v1.write(sid, "notes.txt", "0123456789abcdefghij")
+    ev = v1.execute(sid, LIVE_PROCESS)
+    assert not ev.errors, ev.errors
+
+
+def wake_and_check_live_process(v1, sid):
+    r = v1.post(f"v1/sandboxes/{sid}/resume")
+    assert r.status_code == 200 and r.json()["state"] == "running", r.text
+    context = r.json()["restore"]["contexts"][0]
+    assert context["carried"] == "process", context.get("not_reached", context)
+    assert v1.value(sid, "first, next(squares)") == "([0, 1, 4], 9)"  # where it stopped
+    assert v1.value(sid, "head, notes.read(5)") == "(b'0123456789', b'abcde')"
+    assert any(f["path"] == "/workspace/notes.txt" and f["carried"] and f["offset"] == 10
+               for f in context["report"]["open_files"]), context["report"]
+
+
+def test_a_wake_puts_the_process_back_a_generator_and_a_files_offset_too(v1):
+    wait_for_zygote(v1)
+    sid = v1.create(timeout_s=0)["id"]
+    hold_live_process(v1, sid)
+    hibernate(v1, sid)
+    wake_and_check_live_process(v1, sid)
+    # the woken process goes on as a kernel: a second hibernation and wake carry it again
+    hibernate(v1, sid)
+    r = v1.post(f"v1/sandboxes/{sid}/resume")
+    assert r.status_code == 200 and r.json()["restore"]["contexts"][0]["carried"] == "process"
+    assert v1.value(sid, "next(squares), notes.read(5)") == "(16, b'fghij')"
+
+
 def carries_live_state(v1, sid):
     """Does this build carry a Python context's live state (its process or its namespace)?"""
     r = v1.post(f"v1/sandboxes/{sid}/snapshots", json={})

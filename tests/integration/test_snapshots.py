@@ -147,6 +147,28 @@ def test_a_rewind_in_place_keeps_the_id_and_puts_the_files_back(v1):
     assert v1.value(sid, "1 + 1") == "2"
 
 
+def test_a_rewind_puts_the_process_back_a_generator_and_a_files_offset_too(v1):
+    # An image is put back by a clone of the zygote: the sandbox is made once it is ready.
+    wait_until(lambda: v1.get("api").json()["zygote_ready"], timeout=120, message="the zygote")
+    sid = v1.create(timeout_s=0)["id"]
+    v1.write(sid, "notes.txt", "0123456789abcdefghij")
+    ev = v1.execute(sid, "squares = (i * i for i in range(10))\n"
+                         "first = [next(squares), next(squares), next(squares)]\n"
+                         "notes = open('/workspace/notes.txt', 'rb', buffering=0)\n"
+                         "head = notes.read(10)")
+    assert not ev.errors, ev.errors
+    taken = snapshot(v1, sid)
+    assert taken["contexts"][0]["carried"] == "process", taken["contexts"]
+    # the sandbox goes on past the snapshot ...
+    assert v1.value(sid, "next(squares), next(squares), notes.read(5)") == "(9, 16, b'abcde')"
+    rewound = restore(v1, taken["snapshot_id"], expect=200, sandbox_id=sid)
+    context = rewound["restore"]["contexts"][0]
+    assert context["carried"] == "process" and context["context_id"] == sid, context
+    # ... and is back where the snapshot took it: the generator and the offset too
+    assert v1.value(sid, "first, next(squares)") == "([0, 1, 4], 9)"
+    assert v1.value(sid, "head, notes.read(5)") == "(b'0123456789', b'abcde')"
+
+
 def test_a_rewind_names_only_the_snapshots_own_sandbox(v1):
     sid = v1.create(timeout_s=0)["id"]
     other = v1.create(timeout_s=0)["id"]
