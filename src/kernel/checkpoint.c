@@ -6,6 +6,7 @@
 #include "kernel/checkpoint.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,9 +267,15 @@ bool kernel_image_fits(const kernelspec *spec, int image_fd, char *why, size_t w
         }
     }
     if (fits) {
-        char maps[64];
+        /* A full image may map files the zygote does not (a module imported after the clone):
+           the restorer maps them itself, inside the sandbox, and the model falls back to the
+           namespace if one is not the recorded file (kernel_restore_state). */
+        char maps[64], exe_link[64], executable[PATH_MAX];
         snprintf(maps, sizeof maps, "/proc/%d/maps", (int)zygote_pid);
-        fits = process_image_fits(image, maps, why, why_size);
+        snprintf(exe_link, sizeof exe_link, "/proc/%d/exe", (int)zygote_pid);
+        ssize_t length = readlink(exe_link, executable, sizeof executable - 1);
+        executable[length > 0 ? length : 0] = '\0';
+        fits = process_image_fits_mapping_files(image, maps, executable, why, why_size);
     }
     process_image_free(image);
     return fits;

@@ -12,6 +12,8 @@
 
 #include <asm/prctl.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -19,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,12 +46,17 @@ typedef enum step_kind {
     STEP_MAP_IMAGE,     /* MAP_PRIVATE|MAP_FIXED from the image at file_offset */
     STEP_COPY,          /* pread from the image into place ([stack]) */
     STEP_PROTECT,       /* mprotect to the saved protection */
+    STEP_MAP_FILE,      /* a file the clone does not map there: opened by path, checked to be
+                           the recorded file (device, inode, size), mapped at file_offset */
 } step_kind;
 
 typedef struct step {
     step_kind kind;
     int prot;
     uint64_t address, length, file_offset;
+    uint32_t path_at;         /* STEP_MAP_FILE: its path, from the plan's start */
+    bool shared;              /* STEP_MAP_FILE: MAP_SHARED (read-only), else MAP_PRIVATE */
+    uint64_t device, inode, size; /* STEP_MAP_FILE: what fstat must say, as the planner saw it */
 } step;
 
 typedef struct plan {
@@ -62,6 +71,8 @@ typedef struct plan {
 typedef struct plan_builder {
     step *steps;
     size_t count, capacity;
+    char *paths;              /* STEP_MAP_FILE's paths, NUL-terminated, one after another */
+    size_t paths_length, paths_capacity;
 } plan_builder;
 
 static plan *scratch_plan; /* the planner's (child's) view of the shared scratch */
@@ -160,6 +171,58 @@ static void plan_stack(plan_builder *b, const process_image_mapping *m,
     }
 }
 
+/* A read-only file mapping of the image the clone lacks there (a full image: a module imported
+   after the kernel was cloned, or a zygote of another layout). The planner runs inside the
+   sandbox, locked down: it can open only what the sandbox may read. The file must be the one the
+   image recorded; the executing step checks the descriptor it maps again, so a file swapped in
+   between is refused too. */
+static void plan_file(plan_builder *b, const process_image_mapping *m)
+{
+    char why[512];
+    struct stat file;
+    int fd = open(m->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(why, sizeof why, "the image maps %.300s, which cannot be opened here: %s",
+                 m->path, strerror(errno));
+        fail(why);
+    }
+    unsigned int major_number = 0, minor_number = 0;
+    bool same = fstat(fd, &file) == 0 && sscanf(m->dev, "%x:%x", &major_number, &minor_number) == 2 &&
+                major(file.st_dev) == major_number && minor(file.st_dev) == minor_number &&
+                (unsigned long long)file.st_ino == m->inode &&
+                (unsigned long long)file.st_size == m->file_size && S_ISREG(file.st_mode);
+    close(fd);
+    if (!same) {
+        snprintf(why, sizeof why, "%.300s is not the file the image maps (its device, inode or "
+                 "size changed since the checkpoint)", m->path);
+        fail(why);
+    }
+    size_t length = strlen(m->path) + 1;
+    if (b->paths_length + length > b->paths_capacity) {
+        b->paths_capacity = 2 * (b->paths_length + length) + 4096;
+        if (!(b->paths = realloc(b->paths, b->paths_capacity)))
+            fail("out of memory planning the restore");
+    }
+    memcpy(b->paths + b->paths_length, m->path, length);
+    add_step(b, STEP_MAP_FILE, m->start, m->end - m->start, m->prot, m->offset);
+    step *s = &b->steps[b->count - 1];
+    s->path_at = (uint32_t)b->paths_length; /* made relative to the plan by write_plan */
+    s->shared = m->shared;
+    s->device = (uint64_t)file.st_dev;
+    s->inode = (uint64_t)file.st_ino;
+    s->size = (uint64_t)file.st_size;
+    b->paths_length += length;
+}
+
+static const process_image_mapping *live_same(const process_image_mapping *live, size_t count,
+                                              const process_image_mapping *m)
+{
+    for (size_t i = 0; i < count; i++)
+        if (process_image_same_file_mapping(&live[i], m))
+            return &live[i];
+    return NULL;
+}
+
 static void plan_mappings(plan_builder *b, const process_image *image,
                           const process_image_mapping *live, size_t live_count)
 {
@@ -169,6 +232,10 @@ static void plan_mappings(plan_builder *b, const process_image *image,
         const process_image_mapping *m = process_image_mapping_at(image, i);
         if (m->kind == PROCESS_IMAGE_STACK) {
             plan_stack(b, m, live_stack(live, live_count));
+            continue;
+        }
+        if (m->kind == PROCESS_IMAGE_FILE && !live_same(live, live_count, m)) {
+            plan_file(b, m);
             continue;
         }
         if (m->kind != PROCESS_IMAGE_DATA)
@@ -197,10 +264,16 @@ static void write_plan(const plan_builder *b, const process_image *image)
     uint64_t start = (uint64_t)(uintptr_t)scratch_plan;
     if (overlaps_image(start, start + SCRATCH_SIZE, image))
         fail("the restorer's scratch memory lies where the image has memory");
-    if (sizeof(plan) + b->count * sizeof(step) > SCRATCH_SIZE - SCRATCH_STACK_SIZE)
+    size_t paths_at = sizeof(plan) + b->count * sizeof(step);
+    if (paths_at + b->paths_length > SCRATCH_SIZE - SCRATCH_STACK_SIZE)
         fail("the image has too many mappings for the restorer's plan");
     scratch_plan->count = b->count;
     memcpy(scratch_plan->steps, b->steps, b->count * sizeof(step));
+    if (b->paths_length)
+        memcpy((char *)scratch_plan + paths_at, b->paths, b->paths_length);
+    for (size_t i = 0; i < b->count; i++)
+        if (scratch_plan->steps[i].kind == STEP_MAP_FILE)
+            scratch_plan->steps[i].path_at += (uint32_t)paths_at;
 }
 
 /* In the planner (a child): everything libc may be used for. Exits 0 with the plan written. */
@@ -210,7 +283,10 @@ static void __attribute__((noreturn)) make_plan(int image_fd)
     process_image *image = process_image_read_header(image_fd, why, sizeof why);
     if (!image)
         fail(why);
-    if (!process_image_fits(image, "/proc/self/maps", why, sizeof why))
+    char executable[PATH_MAX];
+    ssize_t length = readlink("/proc/self/exe", executable, sizeof executable - 1);
+    executable[length > 0 ? length : 0] = '\0';
+    if (!process_image_fits_mapping_files(image, "/proc/self/maps", executable, why, sizeof why))
         fail(why);
     size_t live_count = 0;
     process_image_mapping *live = process_image_maps("/proc/self/maps", &live_count, why, sizeof why);
@@ -264,6 +340,25 @@ static inline __attribute__((always_inline)) bool copy_into_place(const plan *p,
     return done == s->length;
 }
 
+/* The file opened again, checked to be the one the planner saw, and mapped. */
+static inline __attribute__((always_inline)) bool map_file_into_place(const plan *p, const step *s)
+{
+    long fd = raw_syscall(SYS_openat, AT_FDCWD, (long)((const char *)p + s->path_at),
+                          O_RDONLY | O_CLOEXEC, 0, 0, 0);
+    if (fd < 0)
+        return false;
+    struct stat file;
+    long rc = raw_syscall(SYS_fstat, fd, (long)&file, 0, 0, 0, 0);
+    bool same = rc == 0 && (uint64_t)file.st_dev == s->device &&
+                (uint64_t)file.st_ino == s->inode && (uint64_t)file.st_size == s->size;
+    if (same)
+        same = raw_syscall(SYS_mmap, (long)s->address, (long)s->length, s->prot,
+                           (s->shared ? MAP_SHARED : MAP_PRIVATE) | MAP_FIXED, fd,
+                           (long)s->file_offset) == (long)s->address;
+    raw_syscall(SYS_close, fd, 0, 0, 0, 0, 0);
+    return same;
+}
+
 static void __attribute__((noreturn, noinline, no_stack_protector)) execute_plan(plan *p)
 {
     for (size_t i = 0; i < p->count; i++) {
@@ -293,6 +388,10 @@ static void __attribute__((noreturn, noinline, no_stack_protector)) execute_plan
             break;
         case STEP_PROTECT:
             rc = raw_syscall(SYS_mprotect, (long)s->address, (long)s->length, s->prot, 0, 0, 0);
+            break;
+        case STEP_MAP_FILE:
+            if (!map_file_into_place(p, s))
+                DIE_RAW("restore failed: a file the image maps changed while it was restored\n");
             break;
         }
         if (rc < 0) /* memory is half the image's: nothing to go back to */

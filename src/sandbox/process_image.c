@@ -25,6 +25,7 @@
 #define MAX_MAPPINGS 65536
 #define PAGEMAP_PRESENT (1ull << 63)
 #define PAGEMAP_SWAPPED (1ull << 62)
+#define PAGEMAP_FILE (1ull << 61)     /* the page is the file's (or shared), not a private copy */
 #define PAGEMAP_PFN_MASK ((1ull << 55) - 1)
 #define COPY_CHUNK (4u << 20)         /* bytes read from the process per process_vm_readv */
 #define PAGEMAP_CHUNK 4096u           /* pagemap entries read at once */
@@ -301,10 +302,11 @@ static json_t *describe(const process_image *image)
                                                   (json_int_t)m->runs[r].pages,
                                                   (json_int_t)m->runs[r].file_offset));
         json_array_append_new(
-            mappings, json_pack("{s:I, s:I, s:i, s:b, s:I, s:s, s:I, s:s, s:s, s:o}", "start",
-                                (json_int_t)m->start, "end", (json_int_t)m->end, "prot", m->prot,
-                                "shared", m->shared, "offset", (json_int_t)m->offset, "dev", m->dev,
-                                "inode", (json_int_t)m->inode, "path", m->path, "kind",
+            mappings, json_pack("{s:I, s:I, s:i, s:b, s:I, s:s, s:I, s:I, s:s, s:s, s:o}",
+                                "start", (json_int_t)m->start, "end", (json_int_t)m->end, "prot",
+                                m->prot, "shared", m->shared, "offset", (json_int_t)m->offset,
+                                "dev", m->dev, "inode", (json_int_t)m->inode, "size",
+                                (json_int_t)m->file_size, "path", m->path, "kind",
                                 kind_name(m->kind), "runs", runs));
     }
     return json_pack("{s:i, s:s, s:b, s:I, s:o}", "version", 1, "generation", image->generation,
@@ -468,10 +470,53 @@ static void mark_new_files(process_image *image, pid_t base_pid, bool *new_file)
     free(base);
 }
 
+/* Has the process its own copy of any page of this read-only private file mapping? A library's
+   RELRO part is: the loader wrote its relocations, then made it read-only. Such a mapping is
+   the process's data, not the file's: a full image saves it whole, as it saves a writable one
+   (a restorer mapping the file there again would lose the relocations). */
+static bool has_private_copies(capture *c, const process_image_mapping *m)
+{
+    unsigned long long page = (unsigned long long)page_size();
+    size_t pages = (size_t)((m->end - m->start) / page);
+    for (size_t done = 0; done < pages;) {
+        size_t chunk = pages - done < PAGEMAP_CHUNK ? pages - done : PAGEMAP_CHUNK;
+        if (!read_pagemap(c->pagemap, m->start + done * page, chunk, c->entries))
+            return true; /* unknown: saved, which is never wrong */
+        for (size_t i = 0; i < chunk; i++)
+            if ((c->entries[i] & PAGEMAP_PRESENT) && !(c->entries[i] & PAGEMAP_FILE))
+                return true;
+        done += chunk;
+    }
+    return false;
+}
+
+/* Each read-only file mapping's file size, so that a restorer that maps the file itself (one
+   the zygote it restores into does not map there) can tell it is the same file. Read through
+   /proc/PID/map_files: the file the process mapped, whatever its path now names. */
+static void record_file_sizes(capture *c, process_image *image)
+{
+    for (size_t i = 0; i < image->count; i++) {
+        process_image_mapping *m = &image->mappings[i];
+        if (m->kind != PROCESS_IMAGE_FILE)
+            continue;
+        if (image->full && !m->shared && has_private_copies(c, m)) {
+            m->kind = PROCESS_IMAGE_DATA;
+            continue;
+        }
+        char link[96];
+        struct stat file;
+        snprintf(link, sizeof link, "/proc/%d/map_files/%llx-%llx", (int)c->pid, m->start, m->end);
+        if (stat(link, &file) == 0 && file.st_ino == m->inode)
+            m->file_size = (unsigned long long)file.st_size;
+    }
+}
+
 static int plan_image(capture *c, process_image *image, pid_t base_pid, char *why,
                       size_t why_size)
 {
     int rc = check_mappings(c, image, why, why_size);
+    if (rc == 0)
+        record_file_sizes(c, image);
     bool *new_file = calloc(image->count + 1, sizeof *new_file);
     if (!new_file)
         rc = -ENOMEM;
@@ -597,6 +642,7 @@ static bool read_mapping(json_t *entry, process_image_mapping *m, unsigned long 
     m->shared = json_is_true(json_object_get(entry, "shared"));
     m->offset = (unsigned long long)json_integer_value(json_object_get(entry, "offset"));
     m->inode = (unsigned long long)json_integer_value(json_object_get(entry, "inode"));
+    m->file_size = (unsigned long long)json_integer_value(json_object_get(entry, "size"));
     snprintf(m->dev, sizeof m->dev, "%s", json_string_value(json_object_get(entry, "dev")) ?: "");
     snprintf(m->path, sizeof m->path, "%s", json_string_value(json_object_get(entry, "path")) ?: "");
     m->kind = kind_from_name(json_string_value(json_object_get(entry, "kind")) ?: "");
@@ -698,6 +744,58 @@ static const process_image_mapping *find_same(const process_image_mapping *list,
         if (list[i].start == wanted->start && list[i].end == wanted->end)
             return &list[i];
     return NULL;
+}
+
+/* Does `wanted` lie over any mapping of `file` in list? */
+static bool overlaps_file(const process_image_mapping *list, size_t count,
+                          const process_image_mapping *wanted, const char *file)
+{
+    for (size_t i = 0; i < count; i++)
+        if (list[i].start < wanted->end && wanted->start < list[i].end &&
+            strcmp(list[i].path, file) == 0)
+            return true;
+    return false;
+}
+
+bool process_image_same_file_mapping(const process_image_mapping *a,
+                                     const process_image_mapping *b)
+{
+    return a->start == b->start && a->end == b->end && a->inode == b->inode &&
+           strcmp(a->dev, b->dev) == 0 && a->offset == b->offset && a->prot == b->prot;
+}
+
+bool process_image_fits_mapping_files(const process_image *image, const char *maps_path,
+                                      const char *executable, char *why, size_t why_size)
+{
+    if (!image->full)
+        return process_image_fits(image, maps_path, why, why_size);
+    size_t count = 0;
+    process_image_mapping *live = read_maps(maps_path, &count, why, why_size);
+    if (!live)
+        return false;
+    bool fits = true;
+    for (size_t i = 0; i < image->count && fits; i++) {
+        const process_image_mapping *m = &image->mappings[i];
+        const process_image_mapping *there = find_same(live, count, m);
+        bool same = there && process_image_same_file_mapping(there, m);
+        if (m->kind == PROCESS_IMAGE_SPECIAL && strcmp(m->path, "[vdso]") == 0 && !same) {
+            snprintf(why, why_size, "the kernel's [vdso] is not at 0x%llx", m->start);
+            fits = false;
+        } else if (m->kind != PROCESS_IMAGE_FILE || same) {
+            continue;
+        } else if (strcmp(m->path, executable) == 0 || overlaps_file(live, count, m, executable)) {
+            /* the restorer runs from the executable: it cannot be replaced under it */
+            snprintf(why, why_size, "the zygote's build changed: %s at 0x%llx is %s", m->path,
+                     m->start, there ? "another file" : "not mapped there");
+            fits = false;
+        } else if (m->file_size == 0 || m->path[0] != '/') {
+            snprintf(why, why_size, "the image does not say which file %s at 0x%llx is (an "
+                     "image from an older cellbox)", m->path, m->start);
+            fits = false;
+        }
+    }
+    free(live);
+    return fits;
 }
 
 bool process_image_fits(const process_image *image, const char *maps_path, char *why,

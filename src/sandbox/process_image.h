@@ -55,6 +55,14 @@ bool process_image_is_full(const process_image *image);
 bool process_image_fits(const process_image *image, const char *maps_path, char *why,
                         size_t why_size);
 
+/* The same for a full image, except that a read-only file mapping the process lacks there is
+   no difference: the restorer maps that file itself (runtime/restorer.c), after checking it is
+   the recorded one (device, inode, size). `executable` (the path the maps show for the process's
+   program: the restorer's own code) and [vdso] must still be the same. A diff image: exactly
+   process_image_fits. */
+bool process_image_fits_mapping_files(const process_image *image, const char *maps_path,
+                                      const char *executable, char *why, size_t why_size);
+
 /* The parsed description, for the restorer (runtime/restorer.c) and the tests. */
 typedef enum process_image_kind {
     PROCESS_IMAGE_DATA,    /* private memory the process wrote or owns: its pages are in the image */
@@ -77,6 +85,7 @@ typedef struct process_image_mapping {
     unsigned long long inode;
     char dev[16];                /* "fe:00", as /proc/PID/maps says it */
     char path[256];
+    unsigned long long file_size; /* a read-only file mapping's file size (0: not recorded) */
     process_image_kind kind;
     size_t run_count;
     process_image_run *runs;
@@ -90,5 +99,8 @@ process_image_mapping *process_image_maps(const char *maps_path, size_t *count, 
 size_t process_image_mapping_count(const process_image *image);
 const process_image_mapping *process_image_mapping_at(const process_image *image, size_t index);
 unsigned long long process_image_brk(const process_image *image);
+/* Are two file mappings the same file, place, offset and protection? */
+bool process_image_same_file_mapping(const process_image_mapping *a,
+                                     const process_image_mapping *b);
 
 #endif

@@ -203,6 +203,30 @@ def test_a_wake_puts_the_process_back_a_generator_and_a_files_offset_too(v1):
     assert v1.value(sid, "next(squares), notes.read(5)") == "(16, b'fghij')"
 
 
+def test_a_wake_after_a_daemon_restart_puts_the_process_back(make_daemon):
+    first = make_daemon()
+    v1 = V1(first)
+    wait_for_zygote(v1)
+    sid = v1.create(timeout_s=0)["id"]
+    hold_live_process(v1, sid)
+    hibernate(v1, sid)
+    first.stop()
+    second = make_daemon(start=False)
+    second.data_dir = first.data_dir
+    second.start()
+    v1 = V1(second)
+    try:
+        wait_for_zygote(v1)
+        wait_until(lambda: any(s["id"] == sid and s["state"] == "hibernated"
+                               for s in v1.sandboxes()), timeout=30,
+                   message="the hibernated sandbox to be listed again")
+        v1.created.append(sid)
+        wake_and_check_live_process(v1, sid)
+    finally:
+        v1.cleanup()
+        assert second.finish() is None  # before the first's teardown removes the data dir
+
+
 def carries_live_state(v1, sid):
     """Does this build carry a Python context's live state (its process or its namespace)?"""
     r = v1.post(f"v1/sandboxes/{sid}/snapshots", json={})

@@ -316,3 +316,40 @@ def test_a_snapshot_survives_a_daemon_restart(make_daemon):
     finally:
         v1.cleanup()
         assert second.finish() is None  # before the first's teardown removes the data dir
+
+
+def test_a_module_imported_after_the_start_is_restored_at_process_level(make_daemon):
+    """A full image maps files the zygote does not (a C extension a cell imported): the restorer
+    maps them itself, inside the sandbox, after checking they are the recorded files. A Shift JIS
+    decoder (C, from _codecs_jp, which the zygote does not preload) holding half a character
+    comes back after a daemon restart and finishes the character."""
+    first = make_daemon()
+    v1 = V1(first)
+    wait_until(lambda: v1.get("api").json()["zygote_ready"], timeout=120, message="the zygote")
+    sid = v1.create(timeout_s=0)["id"]
+    assert v1.value(sid, "import sys; '_codecs_jp' in sys.modules") == "False"  # not preloaded
+    ev = v1.execute(sid, "import codecs\n"
+                         "decoder = codecs.getincrementaldecoder('shift_jis')()\n"
+                         "assert decoder.decode(b'\\x82') == ''  # the first byte of one")
+    assert not ev.errors, ev.errors
+    taken = snapshot(v1, sid)
+    assert taken["contexts"][0]["carried"] == "process", taken["contexts"]
+    v1.cleanup()
+    first.stop()
+    second = make_daemon(start=False)
+    second.data_dir = first.data_dir
+    second.start()
+    v1 = V1(second)
+    try:
+        wait_until(lambda: v1.get("api").json()["zygote_ready"], timeout=120,
+                   message="the zygote")
+        restored = restore(v1, taken["snapshot_id"])
+        context = restored["restore"]["contexts"][0]
+        assert context["carried"] == "process", context.get("not_reached", context)
+        assert v1.value(restored["id"], "decoder.decode(b'\\xa0')") == "'あ'"
+        maps = v1.value(restored["id"], "sorted({l.split()[-1].rsplit('/', 1)[-1] for l in "
+                                         "open('/proc/self/maps') if '_codecs_jp' in l})")
+        assert "_codecs_jp" in maps, maps
+    finally:
+        v1.cleanup()
+        assert second.finish() is None  # before the first's teardown removes the data dir
