@@ -318,6 +318,28 @@ def test_a_snapshot_survives_a_daemon_restart(make_daemon):
         assert second.finish() is None  # before the first's teardown removes the data dir
 
 
+def test_an_image_whose_mapped_file_is_not_there_falls_back_to_the_namespace(v1):
+    """A kernel that maps a workspace file read-only: a new sandbox gets a copy of the file (another
+    inode), so the restorer refuses to map it in its place, and the context starts again as a new
+    interpreter with its namespace; the reason names the file."""
+    wait_until(lambda: v1.get("api").json()["zygote_ready"], timeout=120, message="the zygote")
+    sid = v1.create(timeout_s=0)["id"]
+    v1.write(sid, "data.bin", "x" * 8192)
+    ev = v1.execute(sid, "import mmap\n"
+                         "source = open('/workspace/data.bin', 'rb')\n"
+                         "view = mmap.mmap(source.fileno(), 0, access=mmap.ACCESS_READ)\n"
+                         "kept = 21")
+    assert not ev.errors, ev.errors
+    taken = snapshot(v1, sid)
+    assert taken["contexts"][0]["carried"] == "process", taken["contexts"]
+    restored = restore(v1, taken["snapshot_id"])
+    context = restored["restore"]["contexts"][0]
+    assert context["carried"] == "python", context
+    assert "/workspace/data.bin" in context["not_reached"]["process"], context["not_reached"]
+    assert v1.value(restored["id"], "kept * 2") == "42"
+    assert v1.value(sid, "view[:3]") == "b'xxx'"  # the original is untouched
+
+
 def test_a_module_imported_after_the_start_is_restored_at_process_level(make_daemon):
     """A full image maps files the zygote does not (a C extension a cell imported): the restorer
     maps them itself, inside the sandbox, after checking they are the recorded files. A Shift JIS
