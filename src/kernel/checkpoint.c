@@ -249,14 +249,25 @@ int kernel_checkpoint(kernel *k, int image_fd, bool full, kernel_checkpoint_done
 
 bool kernel_image_fits(const kernelspec *spec, int image_fd, char *why, size_t why_size)
 {
-    pid_t zygote_pid = zygote_process(spec->zygote);
-    if (zygote_pid <= 0) {
-        snprintf(why, why_size, "the zygote of %s is not running", spec->name);
+    if (!spec->zygote) {
+        snprintf(why, why_size, "%s has no zygote (--zygote=false): an image is a zygote "
+                 "clone's", spec->name);
         return false;
     }
     process_image *image = process_image_read_header(image_fd, why, why_size);
     if (!image)
         return false;
+    pid_t zygote_pid = zygote_process(spec->zygote);
+    if (zygote_pid <= 0) {
+        /* Still starting (a wake right after a daemon restart): the kernel waits for it
+           (kernel_start, kernel_restart_from_image) and the restorer checks a full image against
+           the clone's own mappings; a misfit there falls back to the namespace as here. */
+        bool full = process_image_is_full(image);
+        if (!full)
+            snprintf(why, why_size, "the image is a fork's, of a zygote that is gone");
+        process_image_free(image);
+        return full;
+    }
     bool fits = true;
     if (!process_image_is_full(image)) {
         char generation[64];

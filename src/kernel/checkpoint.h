@@ -58,7 +58,11 @@ int kernel_checkpoint(kernel *k, int image_fd, bool full, kernel_checkpoint_done
 /* Could the live zygote of `spec` restore this image (same build, same layout; a diff image
    also needs the very zygote process it was taken against)? false with `why` naming the
    difference ("the zygote's build changed: libpython3.11.so.1.0 is another file"); then the
-   model falls back to the Python level (kernel/namespace_transfer.h). */
+   model falls back to the Python level (kernel/namespace_transfer.h). A full image may map
+   files the zygote does not (the restorer maps them: sandbox/process_image.h). While the zygote
+   is still starting a full image is said to fit: the kernel started from it waits for the
+   zygote, and the restorer makes the same checks in the clone (a misfit: KERNEL_RESTORE_FAILED,
+   its death reason naming it). */
 bool kernel_image_fits(const kernelspec *spec, int image_fd, char *why, size_t why_size);
 
 typedef enum kernel_restore_outcome {
