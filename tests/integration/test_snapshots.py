@@ -311,7 +311,9 @@ def test_a_snapshot_survives_a_daemon_restart(make_daemon):
         restored = restore(v1, taken["snapshot_id"])
         assert v1.read(restored["id"], "a.txt") == b"across restarts"
         if carried != "restarted":  # its variables too, at the level it was taken
-            assert restored["restore"]["contexts"][0]["carried"] in ("process", "python")
+            # a full image fits the next daemon's zygote (its files mapped by the restorer
+            # where the new zygote's layout differs), also before that zygote is ready
+            assert restored["restore"]["contexts"][0]["carried"] == carried, restored["restore"]
             assert v1.value(restored["id"], "kept[0] * 6") == "42"
     finally:
         v1.cleanup()
