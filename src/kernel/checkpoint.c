@@ -250,8 +250,10 @@ int kernel_checkpoint(kernel *k, int image_fd, bool full, kernel_checkpoint_done
 bool kernel_image_fits(const kernelspec *spec, int image_fd, char *why, size_t why_size)
 {
     if (!spec->zygote) {
-        snprintf(why, why_size, "%s has no zygote (--zygote=false): an image is a zygote "
-                 "clone's", spec->name);
+        snprintf(why, why_size,
+                 "%s has no zygote (--zygote=false): an image is a zygote "
+                 "clone's",
+                 spec->name);
         return false;
     }
     process_image *image = process_image_read_header(image_fd, why, why_size);

@@ -1911,8 +1911,9 @@ int kernel_restart(kernel *k, char *why, size_t why_size)
 int kernel_restart_from_image(kernel *k, int image_fd, char *why, size_t why_size)
 {
     if (k->sandbox.host || k->spec->argv || !k->spec->zygote) {
-        snprintf(why, why_size, "restore failed: only a Python kernel cloned from its zygote "
-                                "can be restarted from an image");
+        snprintf(why, why_size,
+                 "restore failed: only a Python kernel cloned from its zygote "
+                 "can be restarted from an image");
         return -1;
     }
     int kept = fcntl(image_fd, F_DUPFD_CLOEXEC, 3);

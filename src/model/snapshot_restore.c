@@ -188,8 +188,8 @@ static void wait_for_context(restore_job *job);
 static void fall_back_from_image(restore_job *job)
 {
     char why[512];
-    job->planned = json_object_get(context_entry(job, job->at), "namespace") ? "python"
-                                                                               : "restarted";
+    job->planned =
+        json_object_get(context_entry(job, job->at), "namespace") ? "python" : "restarted";
     if (kernel_restart(job->current, why, sizeof why) < 0) {
         json_object_set_new(job->plan_notes, "start", json_string(why));
         context_done(job, "failed", NULL);
@@ -505,8 +505,7 @@ int snapshot_restore_in_place(const char *snapshot_id, box *b, bool keep_files, 
         json_object_set_new(job->plan_notes, "process", json_string(why));
         close(job->image_fd);
         job->image_fd = -1;
-        job->planned = json_object_get(context_entry(job, 0), "namespace") ? "python"
-                                                                           : "restarted";
+        job->planned = json_object_get(context_entry(job, 0), "namespace") ? "python" : "restarted";
     }
     if (rc == 0 && job->image_fd < 0)
         rc = kernel_restart(primary, why, why_size);

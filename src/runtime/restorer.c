@@ -22,8 +22,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,8 +54,8 @@ typedef struct step {
     step_kind kind;
     int prot;
     uint64_t address, length, file_offset;
-    uint32_t path_at;         /* STEP_MAP_FILE: its path, from the plan's start */
-    bool shared;              /* STEP_MAP_FILE: MAP_SHARED (read-only), else MAP_PRIVATE */
+    uint32_t path_at;             /* STEP_MAP_FILE: its path, from the plan's start */
+    bool shared;                  /* STEP_MAP_FILE: MAP_SHARED (read-only), else MAP_PRIVATE */
     uint64_t device, inode, size; /* STEP_MAP_FILE: what fstat must say, as the planner saw it */
 } step;
 
@@ -71,7 +71,7 @@ typedef struct plan {
 typedef struct plan_builder {
     step *steps;
     size_t count, capacity;
-    char *paths;              /* STEP_MAP_FILE's paths, NUL-terminated, one after another */
+    char *paths; /* STEP_MAP_FILE's paths, NUL-terminated, one after another */
     size_t paths_length, paths_capacity;
 } plan_builder;
 
@@ -182,19 +182,22 @@ static void plan_file(plan_builder *b, const process_image_mapping *m)
     struct stat file;
     int fd = open(m->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        snprintf(why, sizeof why, "the image maps %.300s, which cannot be opened here: %s",
-                 m->path, strerror(errno));
+        snprintf(why, sizeof why, "the image maps %.300s, which cannot be opened here: %s", m->path,
+                 strerror(errno));
         fail(why);
     }
     unsigned int major_number = 0, minor_number = 0;
-    bool same = fstat(fd, &file) == 0 && sscanf(m->dev, "%x:%x", &major_number, &minor_number) == 2 &&
+    bool same = fstat(fd, &file) == 0 &&
+                sscanf(m->dev, "%x:%x", &major_number, &minor_number) == 2 &&
                 major(file.st_dev) == major_number && minor(file.st_dev) == minor_number &&
                 (unsigned long long)file.st_ino == m->inode &&
                 (unsigned long long)file.st_size == m->file_size && S_ISREG(file.st_mode);
     close(fd);
     if (!same) {
-        snprintf(why, sizeof why, "%.300s is not the file the image maps (its device, inode or "
-                 "size changed since the checkpoint)", m->path);
+        snprintf(why, sizeof why,
+                 "%.300s is not the file the image maps (its device, inode or "
+                 "size changed since the checkpoint)",
+                 m->path);
         fail(why);
     }
     size_t length = strlen(m->path) + 1;

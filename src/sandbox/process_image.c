@@ -25,7 +25,7 @@
 #define MAX_MAPPINGS 65536
 #define PAGEMAP_PRESENT (1ull << 63)
 #define PAGEMAP_SWAPPED (1ull << 62)
-#define PAGEMAP_FILE (1ull << 61)     /* the page is the file's (or shared), not a private copy */
+#define PAGEMAP_FILE (1ull << 61) /* the page is the file's (or shared), not a private copy */
 #define PAGEMAP_PFN_MASK ((1ull << 55) - 1)
 #define COPY_CHUNK (4u << 20)         /* bytes read from the process per process_vm_readv */
 #define PAGEMAP_CHUNK 4096u           /* pagemap entries read at once */
@@ -302,12 +302,11 @@ static json_t *describe(const process_image *image)
                                                   (json_int_t)m->runs[r].pages,
                                                   (json_int_t)m->runs[r].file_offset));
         json_array_append_new(
-            mappings, json_pack("{s:I, s:I, s:i, s:b, s:I, s:s, s:I, s:I, s:s, s:s, s:o}",
-                                "start", (json_int_t)m->start, "end", (json_int_t)m->end, "prot",
-                                m->prot, "shared", m->shared, "offset", (json_int_t)m->offset,
-                                "dev", m->dev, "inode", (json_int_t)m->inode, "size",
-                                (json_int_t)m->file_size, "path", m->path, "kind",
-                                kind_name(m->kind), "runs", runs));
+            mappings, json_pack("{s:I, s:I, s:i, s:b, s:I, s:s, s:I, s:I, s:s, s:s, s:o}", "start",
+                                (json_int_t)m->start, "end", (json_int_t)m->end, "prot", m->prot,
+                                "shared", m->shared, "offset", (json_int_t)m->offset, "dev", m->dev,
+                                "inode", (json_int_t)m->inode, "size", (json_int_t)m->file_size,
+                                "path", m->path, "kind", kind_name(m->kind), "runs", runs));
     }
     return json_pack("{s:i, s:s, s:b, s:I, s:o}", "version", 1, "generation", image->generation,
                      "full", image->full, "brk", (json_int_t)image->brk, "mappings", mappings);
@@ -757,8 +756,7 @@ static bool overlaps_file(const process_image_mapping *list, size_t count,
     return false;
 }
 
-bool process_image_same_file_mapping(const process_image_mapping *a,
-                                     const process_image_mapping *b)
+bool process_image_same_file_mapping(const process_image_mapping *a, const process_image_mapping *b)
 {
     return a->start == b->start && a->end == b->end && a->inode == b->inode &&
            strcmp(a->dev, b->dev) == 0 && a->offset == b->offset && a->prot == b->prot;
@@ -789,8 +787,10 @@ bool process_image_fits_mapping_files(const process_image *image, const char *ma
                      m->start, there ? "another file" : "not mapped there");
             fits = false;
         } else if (m->file_size == 0 || m->path[0] != '/') {
-            snprintf(why, why_size, "the image does not say which file %s at 0x%llx is (an "
-                     "image from an older cellbox)", m->path, m->start);
+            snprintf(why, why_size,
+                     "the image does not say which file %s at 0x%llx is (an "
+                     "image from an older cellbox)",
+                     m->path, m->start);
             fits = false;
         }
     }
