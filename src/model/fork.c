@@ -1,9 +1,9 @@
 /* fork — box_fork (snapshots.h): N new sandboxes, each a copy of a running sandbox's live
  * Python process, isolated from it and from each other.
  *
- * The source's default context is imaged into a memfd (kernel_checkpoint, a diff image against
- * the live zygote: only the pages the kernel changed since it was cloned), which is sealed and
- * handed to N restores (manager_create_seeded): each maps the same image MAP_PRIVATE, so the
+ * The source's default context is imaged into a file in memory on 2 MiB pages
+ * (sandbox/image_memory.h; kernel_checkpoint, a diff image against the live zygote: only the
+ * pages the kernel changed since it was cloned), which is made read-only and handed to N restores (manager_create_seeded): each maps the same image MAP_PRIVATE, so the
  * forks share its pages copy-on-write until they write them. The source stands still only while
  * its memory is read; its workspace's files are then copied into each fork's new workspace
  * (manager_create_seeded: volume_copy_tree, links never followed), as they are at that moment.
@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/loop.h"
 #include "kernel/checkpoint.h"
@@ -27,9 +28,19 @@
 #include "model/manager.h"
 #include "model/snapshots.h"
 #include "model/ttl.h"
+#include "sandbox/image_memory.h"
 #include "sandbox/limits.h"
 
 #define MAX_FORKS 16
+
+struct fork_job;
+
+/* One fork's start, timed: its own callback argument, so the job knows which fork started. */
+typedef struct fork_slot {
+    struct fork_job *job;
+    int64_t created_us;          /* its sandbox made and the zygote asked (0: did not start) */
+    int64_t started_us;          /* its kernel ready (or dead, or deleted) */
+} fork_slot;
 
 typedef struct fork_job {
     char source_id[64];
@@ -45,6 +56,10 @@ typedef struct fork_job {
     json_t *other_contexts;      /* the source's contexts but the default, as box_contexts_model */
     char fork_ids[MAX_FORKS][64]; /* looked up again at the end: a fork may be deleted meanwhile */
     json_t *errors[MAX_FORKS];   /* {"failure": kind, "message"} for a fork that did not start */
+    fork_slot slots[MAX_FORKS];
+    int64_t asked_us;            /* the request came (clock_monotonic_us) */
+    int64_t imaged_us;           /* the source's image was taken */
+    int64_t forks_asked_us;      /* the forks' starts begin */
     snapshot_done done;
     void *arg;
     struct fork_job *next_imaging; /* while its source is being imaged: imaging_jobs */
@@ -107,6 +122,26 @@ static void restart_other_contexts(fork_job *job, box *b, json_t *contexts)
     }
 }
 
+static double elapsed_ms(int64_t from_us, int64_t to_us)
+{
+    return from_us && to_us > from_us ? (double)((to_us - from_us) / 100) / 10.0 : 0.0;
+}
+
+/* Where fork i's time went: "image" the source imaged (the request sent to the kernel, its
+   answer, its memory copied), "sandbox" this fork's sandbox made (uid, cgroup, workspace and
+   the source's files copied into it, the zygote asked: the forks are made one after another,
+   so it includes the forks made before it), "restore" from there to its kernel ready (the
+   zygote's clone, its lockdown, the restorer, the kernel's first answer), "total" the request
+   to its kernel ready. */
+static json_t *fork_timings(const fork_job *job, int i)
+{
+    const fork_slot *slot = &job->slots[i];
+    return json_pack("{s:f, s:f, s:f, s:f}", "image", elapsed_ms(job->asked_us, job->imaged_us),
+                     "sandbox", elapsed_ms(job->forks_asked_us, slot->created_us), "restore",
+                     elapsed_ms(slot->created_us, slot->started_us), "total",
+                     elapsed_ms(job->asked_us, slot->started_us));
+}
+
 static json_t *fork_entry(fork_job *job, int i)
 {
     if (job->errors[i])
@@ -127,7 +162,8 @@ static json_t *fork_entry(fork_job *job, int i)
                                  report ? report : job->report);
     restart_other_contexts(job, b, contexts);
     json_t *model = box_model(b);
-    json_object_set_new(model, "restore", json_pack("{s:o}", "contexts", contexts));
+    json_object_set_new(model, "restore", json_pack("{s:o, s:o}", "contexts", contexts,
+                                                    "timings_ms", fork_timings(job, i)));
     return json_pack("{s:o}", "sandbox", model);
 }
 
@@ -145,7 +181,9 @@ static void finish_job(void *arg)
 /* One fork left "starting" (ready, dead, or deleted): the answer goes once all have. */
 static void on_one_started(void *arg)
 {
-    fork_job *job = arg;
+    fork_slot *slot = arg;
+    fork_job *job = slot->job;
+    slot->started_us = clock_monotonic_us();
     if (--job->waiting == 0)
         loop_defer(finish_job, job); /* not from inside the kernel's message handling */
 }
@@ -174,6 +212,7 @@ static void start_forks(fork_job *job)
 {
     box *source = box_find(job->source_id);
     const char *files = source ? kernel_workspace(box_default_kernel(source)) : NULL;
+    job->forks_asked_us = clock_monotonic_us();
     for (int i = 0; i < job->count; i++) {
         failure_kind failure = FAILURE_CONFLICT;
         char why[512] = "the source sandbox is gone";
@@ -191,7 +230,8 @@ static void start_forks(fork_job *job)
         json_t *timeout = json_object_get(job->options, "timeout");
         box_configure(b, json_object_get(job->options, "metadata"), job->env,
                       json_is_integer(timeout) ? (int)json_integer_value(timeout) : 300);
-        if (box_when_started(k, on_one_started, job))
+        job->slots[i] = (fork_slot){.job = job, .created_us = clock_monotonic_us()};
+        if (box_when_started(k, on_one_started, &job->slots[i]))
             job->waiting++;
     }
     /* Every restore has its own copy of the descriptor now (kernel_start dups it). */
@@ -205,6 +245,7 @@ static void on_imaged(void *arg, const kernel_checkpoint_result *result, failure
                       const char *why)
 {
     fork_job *job = arg;
+    job->imaged_us = clock_monotonic_us();
     stop_imaging(job);
     if (!result || !box_find(job->source_id)) {
         char message[600];
@@ -218,7 +259,16 @@ static void on_imaged(void *arg, const kernel_checkpoint_result *result, failure
     log_info("sandbox %s: imaged for %d fork(s): %lld KiB in %.1f ms", job->source_id, job->count,
              result->image_bytes >> 10, result->paused_ms);
     /* The image is the forks' and no one else's: nothing may change it from here on. */
-    fcntl(job->image_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+    char reason[300];
+    job->image_fd = image_memory_freeze(job->image_fd, reason, sizeof reason);
+    if (job->image_fd < 0) {
+        char message[400];
+        snprintf(message, sizeof message, "sandbox %s cannot be forked: %s", job->source_id,
+                 reason);
+        job->done(job->arg, NULL, FAILURE_INTERNAL, message);
+        free_job(job);
+        return;
+    }
     start_forks(job);
 }
 
@@ -269,15 +319,15 @@ int box_fork(box *b, int count, json_t *options, snapshot_done done, void *arg,
     job->network = box_limits(b)->network;
     job->other_contexts = box_contexts_model(b);
     json_array_remove(job->other_contexts, 0); /* the default context, first: imaged */
+    job->asked_us = clock_monotonic_us();
     job->count = count;
     job->done = done;
     job->arg = arg;
     job->options = options ? json_incref(options) : json_object();
     job->env = json_incref(box_env(b));
-    job->image_fd = memfd_create("cellbox-fork-image", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    job->image_fd = image_memory_create(why, why_size);
     if (job->image_fd < 0) {
         *failure = FAILURE_INTERNAL;
-        snprintf(why, why_size, "cannot create the fork's image: %s", strerror(errno));
         free_job(job);
         return -1;
     }

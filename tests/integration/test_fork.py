@@ -230,6 +230,32 @@ def test_memory_only_read_is_not_copied_into_the_image(v1, source):
     assert len(sizes) == before + 1 and sizes[-1] < 512 * 1024, sizes
 
 
+def test_a_fork_says_where_its_time_went(v1, source):
+    """The answer names each stage of the fork (docs/api.md): the source imaged, the fork's
+    sandbox made, its kernel restored; the whole is the request to the fork's kernel ready."""
+    sid = source["id"]
+    v1.execute(sid, "x = 1")
+    (copy,) = fork(v1, sid)
+    timings = copy["restore"]["timings_ms"]
+    assert set(timings) == {"image", "sandbox", "restore", "total"}, timings
+    assert all(isinstance(ms, (int, float)) and ms >= 0 for ms in timings.values()), timings
+    assert timings["total"] >= max(timings["image"], timings["restore"]), timings
+
+
+def test_the_images_memory_is_mounted_nowhere(v1, source):
+    """A fork's image lives on a tmpfs of 2 MiB pages that the daemon made without attaching it
+    (sandbox/image_memory.h): no mount table of the host or the daemon shows it, before or after
+    a fork, and the fork still reads every page of its 100 MiB."""
+    sid = source["id"]
+    v1.execute(sid, "import numpy as np\nbig = np.arange(100 * 2**20 // 8, dtype=np.int64)")
+    (copy,) = fork(v1, sid)
+    assert value(v1, copy["id"], "int(big.sum()) == (len(big) - 1) * len(big) // 2") == "True"
+    for table in ("/proc/self/mountinfo", f"/proc/{v1.daemon.pid}/mountinfo"):
+        with open(table) as f:
+            huge = [line for line in f if "huge=" in line]
+        assert huge == [], (table, huge)
+
+
 def test_a_kernel_cannot_forge_the_checkpoint_exchange(v1, source):
     """checkpoint_ready or restored out of turn is ignored; a cellbox frame of another type is a
     protocol violation (the kernel is killed, the daemon and other sandboxes go on)."""
