@@ -207,6 +207,12 @@ static void write_plan(const plan_builder *b, const process_image *image)
 static void __attribute__((noreturn)) make_plan(int image_fd)
 {
     char why[512];
+    /* A fork's clone gets here while the daemon may still be writing the image (its sandbox was
+       made meanwhile): the planner waits for it, already forked, so that only planning is left. */
+    if (process_image_wait_written(image_fd) < 0) {
+        snprintf(why, sizeof why, "cannot wait for the image to be written: %s", strerror(errno));
+        fail(why);
+    }
     process_image *image = process_image_read_header(image_fd, why, sizeof why);
     if (!image)
         fail(why);

@@ -12,7 +12,7 @@
 
 #include "common/log.h"
 
-static int huge_mount_fd = -1; /* the detached tmpfs's root, O_PATH */
+static int huge_mount_fd = -1; /* the detached tmpfs's root */
 static bool huge_mount_tried;
 
 /* The tmpfs, made once: fsopen, its options, fsmount; never move_mount'ed, so it is in no
@@ -36,7 +36,13 @@ static int make_huge_mount(char *why, size_t why_size)
     return mount_fd;
 }
 
-int image_memory_create(char *why, size_t why_size)
+static int lock_whole(int fd, short type, int command)
+{
+    struct flock lock = {.l_type = type, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    return fcntl(fd, command, &lock);
+}
+
+static int new_file(char *why, size_t why_size)
 {
     if (!huge_mount_tried) {
         huge_mount_tried = true;
@@ -54,21 +60,38 @@ int image_memory_create(char *why, size_t why_size)
     return fd;
 }
 
-int image_memory_freeze(int fd, char *why, size_t why_size)
+int image_memory_create(int *reader, char *why, size_t why_size)
 {
-    int seals = fcntl(fd, F_GET_SEALS); /* a tmpfs file says F_SEAL_SEAL: it takes none */
-    if (seals >= 0 && !(seals & F_SEAL_SEAL)) {
-        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) == 0)
-            return fd;
-        snprintf(why, why_size, "cannot seal the image: %s", strerror(errno));
-        close(fd);
+    *reader = -1;
+    int writer = new_file(why, why_size);
+    if (writer < 0)
+        return -1;
+    /* Locked before the reader exists: no restore can find the file unlocked and empty. */
+    if (lock_whole(writer, F_WRLCK, F_OFD_SETLK) < 0) {
+        snprintf(why, why_size, "cannot lock the image while it is written: %s", strerror(errno));
+        close(writer);
         return -1;
     }
     char path[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    int read_only = open(path, O_RDONLY | O_CLOEXEC);
-    if (read_only < 0)
-        snprintf(why, why_size, "cannot reopen the image read-only: %s", strerror(errno));
-    close(fd);
-    return read_only;
+    snprintf(path, sizeof path, "/proc/self/fd/%d", writer);
+    *reader = open(path, O_RDONLY | O_CLOEXEC);
+    if (*reader < 0) {
+        snprintf(why, why_size, "cannot open the image read-only: %s", strerror(errno));
+        close(writer);
+        return -1;
+    }
+    return writer;
+}
+
+int image_memory_finish(int writer, char *why, size_t why_size)
+{
+    int rc = 0;
+    int seals = fcntl(writer, F_GET_SEALS); /* a tmpfs file says F_SEAL_SEAL: it takes none */
+    if (seals >= 0 && !(seals & F_SEAL_SEAL) &&
+        fcntl(writer, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+        snprintf(why, why_size, "cannot seal the image: %s", strerror(errno));
+        rc = -1;
+    }
+    close(writer); /* its lock goes with it */
+    return rc;
 }

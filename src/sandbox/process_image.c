@@ -560,6 +560,22 @@ int process_image_capture_at_most(pid_t pid, pid_t base_pid, const char *generat
 
 /* ---- reading it back ---- */
 
+#define WAIT_TRIES 64 /* EINTR retries of the lock wait */
+
+int process_image_wait_written(int fd)
+{
+    struct flock lock = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    for (int tries = 0; tries < WAIT_TRIES; tries++) {
+        if (fcntl(fd, F_OFD_SETLKW, &lock) == 0) {
+            lock.l_type = F_UNLCK;
+            return fcntl(fd, F_OFD_SETLK, &lock);
+        }
+        if (errno != EINTR)
+            return -1;
+    }
+    return -1;
+}
+
 static process_image_kind kind_from_name(const char *name)
 {
     if (strcmp(name, "file") == 0)

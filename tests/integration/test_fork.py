@@ -156,8 +156,11 @@ def test_a_kernel_with_threads_is_not_forked_and_says_why(v1, source):
                     "stop = threading.Event()\n"
                     "worker = threading.Thread(target=stop.wait)\n"
                     "worker.start()")
-    answer = fork(v1, sid, expect=409)
+    before = {model["id"] for model in v1.sandboxes()}
+    answer = fork(v1, sid, count=3, expect=409)
     assert "2 threads" in answer["message"], answer
+    # The forks' sandboxes were made while the kernel was asked: the refusal deleted them.
+    assert {model["id"] for model in v1.sandboxes()} == before
     v1.execute(sid, "stop.set(); worker.join()")
     (copy,) = fork(v1, sid)  # without the thread it can
     assert value(v1, copy["id"], "worker.is_alive()") == "False"
