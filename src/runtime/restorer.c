@@ -26,6 +26,7 @@
 #include "runtime/checkpoint_point.h"
 #include "sandbox/process_image.h"
 
+#define MAP_RUN_PAGES 16 /* a run this long or longer is mapped from the image, a shorter one copied */
 #define SCRATCH_STACK_SIZE (64u << 10)
 #define SCRATCH_SIZE (16ull << 20) /* the plan (~400 000 steps) and its stack; NORESERVE */
 #define SCRATCH_WHY_SIZE 512
@@ -40,7 +41,7 @@ typedef enum step_kind {
     STEP_UNMAP,         /* munmap: the clone has it, the image does not */
     STEP_MAP_ANONYMOUS, /* fresh zeroed memory where the image has holes */
     STEP_MAP_IMAGE,     /* MAP_PRIVATE|MAP_FIXED from the image at file_offset */
-    STEP_COPY,          /* pread from the image into place ([stack]) */
+    STEP_COPY,          /* pread from the image into place ([stack], short runs) */
     STEP_PROTECT,       /* mprotect to the saved protection */
 } step_kind;
 
@@ -174,9 +175,17 @@ static void plan_mappings(plan_builder *b, const process_image *image,
         if (m->kind != PROCESS_IMAGE_DATA)
             continue;
         plan_fresh_memory(b, m, full, live, live_count);
+        /* Short runs are copied into place, long ones mapped: each mapped run splits the
+           mapping it lands in, and a diff image's scattered pages made a fork of 679 mappings
+           one of ~2 600 (every later fork, image and exit of it paying for them); its long runs
+           (the data) stay shared with the image, read only when touched. A copy needs the
+           memory writable until the protections are put back below. */
+        if (!(m->prot & PROT_WRITE))
+            add_step(b, STEP_PROTECT, m->start, m->end - m->start, PROT_READ | PROT_WRITE, 0);
         for (size_t r = 0; r < m->run_count; r++)
-            add_step(b, STEP_MAP_IMAGE, m->start + m->runs[r].first_page * page,
-                     m->runs[r].pages * page, m->prot, m->runs[r].file_offset);
+            add_step(b, m->runs[r].pages < MAP_RUN_PAGES ? STEP_COPY : STEP_MAP_IMAGE,
+                     m->start + m->runs[r].first_page * page, m->runs[r].pages * page, m->prot,
+                     m->runs[r].file_offset);
         add_step(b, STEP_PROTECT, m->start, m->end - m->start, m->prot, 0);
     }
 }

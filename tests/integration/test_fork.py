@@ -259,6 +259,23 @@ def test_the_images_memory_is_mounted_nowhere(v1, source):
         assert huge == [], (table, huge)
 
 
+def test_a_fork_has_no_more_mappings_than_its_source(v1, source):
+    """The restorer copies a diff image's short runs instead of mapping each (a mapping split
+    per run made a fork of ~680 mappings one of ~2 600), and maps its long ones: a fork, and a
+    fork of it, hold about as many mappings as the source, and the data is all there."""
+    sid = source["id"]
+    count = "len(open('/proc/self/maps').readlines())"
+    v1.execute(sid, "import numpy as np\nbig = np.arange(4 * 2**20 // 8, dtype=np.int64)\n"
+                    "small = {i: str(i) for i in range(20000)}")
+    mappings = int(value(v1, sid, count))
+    (copy,) = fork(v1, sid)
+    (grandchild,) = fork(v1, copy["id"])
+    for sandbox in (copy["id"], grandchild["id"]):
+        assert int(value(v1, sandbox, count)) <= mappings + 64, (mappings, sandbox)
+        assert value(v1, sandbox, "int(big.sum()), small[19999]") == \
+            f"({(len_ := 4 * 2**20 // 8) * (len_ - 1) // 2}, '19999')"
+
+
 def test_a_kernel_cannot_forge_the_checkpoint_exchange(v1, source):
     """checkpoint_ready or restored out of turn is ignored; a cellbox frame of another type is a
     protocol violation (the kernel is killed, the daemon and other sandboxes go on)."""
