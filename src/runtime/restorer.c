@@ -12,6 +12,8 @@
 
 #include <asm/prctl.h>
 #include <errno.h>
+#include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -20,12 +22,15 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "runtime/checkpoint_point.h"
 #include "sandbox/process_image.h"
 
+#define PLANNER_WAIT_MS 120000 /* a planner still at work after this is taken for dead */
+#define PLANNER_POLL_MS 50       /* how soon a planner killed without a word is noticed */
+
+enum planner_state { PLANNER_WORKING, PLANNER_PLANNED, PLANNER_FAILED };
 #define MAP_RUN_PAGES 16 /* a run this long or longer is mapped from the image, a shorter one copied */
 #define SCRATCH_STACK_SIZE (64u << 10)
 #define SCRATCH_SIZE (16ull << 20) /* the plan (~400 000 steps) and its stack; NORESERVE */
@@ -54,6 +59,7 @@ typedef struct step {
 typedef struct plan {
     checkpoint_scratch_header header; /* first: checkpoint_point unmaps the scratch by it */
     char why[SCRATCH_WHY_SIZE];       /* the planner's reason, when it fails */
+    int planner_state;                /* PLANNER_WORKING, then _PLANNED or _FAILED (a futex) */
     int image_fd;
     const checkpoint_resume *resume;  /* read only after every step: then it is the image's */
     size_t count;
@@ -67,10 +73,18 @@ typedef struct plan_builder {
 
 static plan *scratch_plan; /* the planner's (child's) view of the shared scratch */
 
+/* The planner's end, told to the restoring process through the scratch (a futex word). */
+static void __attribute__((noreturn)) end_planner(int state)
+{
+    __atomic_store_n(&scratch_plan->planner_state, state, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &scratch_plan->planner_state, FUTEX_WAKE, 1, NULL, NULL, 0);
+    _exit(state == PLANNER_PLANNED ? 0 : 1);
+}
+
 static void __attribute__((noreturn)) fail(const char *why)
 {
     snprintf(scratch_plan->why, sizeof scratch_plan->why, "%s", why);
-    _exit(1);
+    end_planner(PLANNER_FAILED);
 }
 
 static void add_step(plan_builder *b, step_kind kind, uint64_t address, uint64_t length, int prot,
@@ -237,7 +251,7 @@ static void __attribute__((noreturn)) make_plan(int image_fd)
     plan_unmaps(&builder, image, live, live_count);
     plan_mappings(&builder, image, live, live_count);
     write_plan(&builder, image);
-    _exit(0);
+    end_planner(PLANNER_PLANNED);
 }
 
 /* ---- the point of no return: raw system calls only ---- */
@@ -319,6 +333,23 @@ static void __attribute__((noreturn, noinline, no_stack_protector)) execute_plan
     context_resume(&p->resume->context, (uint64_t)(uintptr_t)p);
 }
 
+/* Waits for the planner's word, up to PLANNER_WAIT_MS; a planner that died without one (killed)
+   is noticed within PLANNER_POLL_MS. */
+static bool planner_planned(plan *p, long planner)
+{
+    struct timespec poll = {.tv_nsec = PLANNER_POLL_MS * 1000000L};
+    for (int waited = 0; waited < PLANNER_WAIT_MS / PLANNER_POLL_MS; waited++) {
+        int state = __atomic_load_n(&p->planner_state, __ATOMIC_ACQUIRE);
+        if (state != PLANNER_WORKING)
+            return state == PLANNER_PLANNED;
+        raw_syscall(SYS_futex, (long)&p->planner_state, FUTEX_WAIT, PLANNER_WORKING, (long)&poll,
+                    0, 0);
+        if (raw_syscall(SYS_kill, planner, 0, 0, 0, 0, 0) == -ESRCH) /* gone, pid 1 reaped it */
+            return __atomic_load_n(&p->planner_state, __ATOMIC_ACQUIRE) == PLANNER_PLANNED;
+    }
+    return false;
+}
+
 static void __attribute__((noreturn)) run_on_scratch_stack(plan *p)
 {
     char *top = (char *)p + p->header.length; /* 16-byte aligned: a page boundary */
@@ -361,14 +392,16 @@ void restorer_run(int image_fd)
     if (!p)
         DIE_RAW("restore failed: no room for the restorer's scratch memory\n");
     p->header.length = SCRATCH_SIZE;
-    long planner = raw_syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0, 0);
+    /* The planner is pid 1's child (CLONE_PARENT: pid 1 reaps whatever ends), and this process
+       waits for its word in the scratch, not for its exit: its address space, a copy of this
+       one, is torn down meanwhile (~3.5 ms here). */
+    p->planner_state = PLANNER_WORKING;
+    long planner = raw_syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0, 0);
     if (planner == 0) {
         scratch_plan = p; /* the child's own copy of this static */
         make_plan(image_fd);
     }
-    int status = 0;
-    if (planner < 0 || raw_syscall(SYS_wait4, planner, (long)&status, 0, 0, 0, 0) != planner ||
-        !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    if (planner < 0 || !planner_planned(p, planner)) {
         size_t length = 0;
         while (length < sizeof p->why - 1 && p->why[length])
             length++;
