@@ -3,7 +3,10 @@
 On one sandbox whose Python context holds ~100 MiB of DataFrames (and a small workspace file):
 
 - fork: POST /v1/sandboxes/{id}/fork {count} -> the answer (every fork running), then the first
-  result of a cell in the fork (the copy serves: its DataFrames summed), for count 1 and 4;
+  result of a cell in the fork (the copy serves: its DataFrames summed), for count 1 and 4, with
+  the daemon's own breakdown of the first fork's time (its answer's restore.timings_ms: the source
+  imaged, the fork's sandbox made, its kernel restored, the whole; the first two overlap), medians;
+  and the same for a small kernel (one variable: what a fork costs whatever the data);
 - snapshot to disk: POST /v1/sandboxes/{id}/snapshots latency, and MiB/s over the bytes the
   snapshot holds (memory image + namespace + files);
 - restore from disk: POST /v1/snapshots/{sid}/restore -> the answer, then the first result in the
@@ -96,6 +99,34 @@ def folder_bytes(folder):
     return total
 
 
+def fork_figures(session, base, source, check_cell, count, samples, made):
+    """`samples` forks of `source` into `count` sandboxes each: the answer, the first result in
+    the first fork (check_cell prints True there), and the daemon's breakdown of the first fork's
+    time (medians)."""
+    answered, first_result, stages = [], [], {}
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        reply = session.post(f"{base}/v1/sandboxes/{source}/fork", json={"count": count},
+                             timeout=300)
+        t1 = time.perf_counter()
+        assert reply.status_code == 201, reply.text
+        forks = [entry["sandbox"]["id"] for entry in reply.json()]
+        assert len(forks) == count, reply.text
+        made += forks
+        assert stdout_of(session, base, forks[0], check_cell).strip() == "True"
+        t2 = time.perf_counter()
+        answered.append((t1 - t0) * 1000)
+        first_result.append((t2 - t0) * 1000)
+        for stage, ms in reply.json()[0]["sandbox"]["restore"].get("timings_ms", {}).items():
+            stages.setdefault(stage, []).append(ms)
+        for fork in forks:
+            session.delete(f"{base}/v1/sandboxes/{fork}", timeout=60)
+            made.remove(fork)
+    return {"answer_ms": median(answered), "first_result_in_fork_ms": median(first_result),
+            "stages_ms": {stage: median(values) for stage, values in stages.items()},
+            "samples": samples}
+
+
 def checkpoint_figures(start_cellbox, root, samples):
     figures = {"peer": {"e2b_pause_s_per_gib": E2B_PAUSE_S_PER_GIB, "e2b_resume_s": E2B_RESUME_S,
                         "source": "E2B docs, sandbox persistence (published figures)"}}
@@ -111,27 +142,14 @@ def checkpoint_figures(start_cellbox, root, samples):
         stdout_of(session, base, source, SETUP_CELL)
         assert stdout_of(session, base, source, CHECK_CELL).strip() == "True"
 
-        for count in (1, 4):
-            answered, first_result = [], []
-            for _ in range(samples):
-                t0 = time.perf_counter()
-                reply = session.post(f"{base}/v1/sandboxes/{source}/fork", json={"count": count},
-                                     timeout=300)
-                t1 = time.perf_counter()
-                assert reply.status_code == 201, reply.text
-                forks = [entry["sandbox"]["id"] for entry in reply.json()]
-                assert len(forks) == count, reply.text
-                made += forks
-                assert stdout_of(session, base, forks[0], CHECK_CELL).strip() == "True"
-                t2 = time.perf_counter()
-                answered.append((t1 - t0) * 1000)
-                first_result.append((t2 - t0) * 1000)
-                for fork in forks:
-                    session.delete(f"{base}/v1/sandboxes/{fork}", timeout=60)
-                    made.remove(fork)
-            figures[f"fork_{count}"] = {"answer_ms": median(answered),
-                                        "first_result_in_fork_ms": median(first_result),
-                                        "samples": samples}
+        small = session.post(base + "/v1/sandboxes", json={}, timeout=120).json()["id"]
+        made.append(small)
+        stdout_of(session, base, small, "x = 1")
+        for name, sandbox, check, counts in (("fork", source, CHECK_CELL, (1, 4)),
+                                             ("fork_small_kernel", small, "print(x == 1)", (1,))):
+            for count in counts:
+                figures[f"{name}_{count}"] = fork_figures(session, base, sandbox, check, count,
+                                                          samples, made)
 
         snap_ms, snap_mib_s, restore_ms, restore_first_ms, restore_mib_s, sizes = [], [], [], [], [], []
         for _ in range(max(2, samples // 2)):

@@ -17,6 +17,13 @@ int64_t clock_monotonic_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t clock_monotonic_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 void clock_format_iso(int64_t wall_us, char out[ISO_TIME_BUFFER])
 {
     time_t seconds = (time_t)(wall_us / 1000000);

@@ -10,6 +10,7 @@
 
 int64_t clock_wall_us(void);      /* microseconds since the epoch */
 int64_t clock_monotonic_ms(void); /* for timers and durations */
+int64_t clock_monotonic_us(void); /* for durations reported to a tenth of a millisecond */
 /* Jupyter Server's GatewayClient parses last_activity with %Y-%m-%dT%H:%M:%S.%fZ: always six
    fractional digits and a trailing Z. */
 void clock_format_iso(int64_t wall_us, char out[ISO_TIME_BUFFER]);

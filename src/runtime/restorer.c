@@ -14,6 +14,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -30,6 +32,11 @@
 #include "runtime/checkpoint_point.h"
 #include "sandbox/process_image.h"
 
+#define PLANNER_WAIT_MS 120000 /* a planner still at work after this is taken for dead */
+#define PLANNER_POLL_MS 50       /* how soon a planner killed without a word is noticed */
+
+enum planner_state { PLANNER_WORKING, PLANNER_PLANNED, PLANNER_FAILED };
+#define MAP_RUN_PAGES 16 /* a run this long or longer is mapped from the image, a shorter one copied */
 #define SCRATCH_STACK_SIZE (64u << 10)
 #define SCRATCH_SIZE (16ull << 20) /* the plan (~400 000 steps) and its stack; NORESERVE */
 #define SCRATCH_WHY_SIZE 512
@@ -44,7 +51,7 @@ typedef enum step_kind {
     STEP_UNMAP,         /* munmap: the clone has it, the image does not */
     STEP_MAP_ANONYMOUS, /* fresh zeroed memory where the image has holes */
     STEP_MAP_IMAGE,     /* MAP_PRIVATE|MAP_FIXED from the image at file_offset */
-    STEP_COPY,          /* pread from the image into place ([stack]) */
+    STEP_COPY,          /* pread from the image into place ([stack], short runs) */
     STEP_PROTECT,       /* mprotect to the saved protection */
     STEP_MAP_FILE,      /* a file the clone does not map there: opened by path, checked to be
                            the recorded file (device, inode, size), mapped at file_offset */
@@ -62,6 +69,7 @@ typedef struct step {
 typedef struct plan {
     checkpoint_scratch_header header; /* first: checkpoint_point unmaps the scratch by it */
     char why[SCRATCH_WHY_SIZE];       /* the planner's reason, when it fails */
+    int planner_state;                /* PLANNER_WORKING, then _PLANNED or _FAILED (a futex) */
     int image_fd;
     const checkpoint_resume *resume;  /* read only after every step: then it is the image's */
     size_t count;
@@ -77,10 +85,18 @@ typedef struct plan_builder {
 
 static plan *scratch_plan; /* the planner's (child's) view of the shared scratch */
 
+/* The planner's end, told to the restoring process through the scratch (a futex word). */
+static void __attribute__((noreturn)) end_planner(int state)
+{
+    __atomic_store_n(&scratch_plan->planner_state, state, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &scratch_plan->planner_state, FUTEX_WAKE, 1, NULL, NULL, 0);
+    _exit(state == PLANNER_PLANNED ? 0 : 1);
+}
+
 static void __attribute__((noreturn)) fail(const char *why)
 {
     snprintf(scratch_plan->why, sizeof scratch_plan->why, "%s", why);
-    _exit(1);
+    end_planner(PLANNER_FAILED);
 }
 
 static void add_step(plan_builder *b, step_kind kind, uint64_t address, uint64_t length, int prot,
@@ -244,9 +260,17 @@ static void plan_mappings(plan_builder *b, const process_image *image,
         if (m->kind != PROCESS_IMAGE_DATA)
             continue;
         plan_fresh_memory(b, m, full, live, live_count);
+        /* Short runs are copied into place, long ones mapped: each mapped run splits the
+           mapping it lands in, and a diff image's scattered pages made a fork of 679 mappings
+           one of ~2 600 (every later fork, image and exit of it paying for them); its long runs
+           (the data) stay shared with the image, read only when touched. A copy needs the
+           memory writable until the protections are put back below. */
+        if (!(m->prot & PROT_WRITE))
+            add_step(b, STEP_PROTECT, m->start, m->end - m->start, PROT_READ | PROT_WRITE, 0);
         for (size_t r = 0; r < m->run_count; r++)
-            add_step(b, STEP_MAP_IMAGE, m->start + m->runs[r].first_page * page,
-                     m->runs[r].pages * page, m->prot, m->runs[r].file_offset);
+            add_step(b, m->runs[r].pages < MAP_RUN_PAGES ? STEP_COPY : STEP_MAP_IMAGE,
+                     m->start + m->runs[r].first_page * page, m->runs[r].pages * page, m->prot,
+                     m->runs[r].file_offset);
         add_step(b, STEP_PROTECT, m->start, m->end - m->start, m->prot, 0);
     }
 }
@@ -283,6 +307,12 @@ static void write_plan(const plan_builder *b, const process_image *image)
 static void __attribute__((noreturn)) make_plan(int image_fd)
 {
     char why[512];
+    /* A fork's clone gets here while the daemon may still be writing the image (its sandbox was
+       made meanwhile): the planner waits for it, already forked, so that only planning is left. */
+    if (process_image_wait_written(image_fd) < 0) {
+        snprintf(why, sizeof why, "cannot wait for the image to be written: %s", strerror(errno));
+        fail(why);
+    }
     process_image *image = process_image_read_header(image_fd, why, sizeof why);
     if (!image)
         fail(why);
@@ -301,7 +331,7 @@ static void __attribute__((noreturn)) make_plan(int image_fd)
     plan_unmaps(&builder, image, live, live_count);
     plan_mappings(&builder, image, live, live_count);
     write_plan(&builder, image);
-    _exit(0);
+    end_planner(PLANNER_PLANNED);
 }
 
 /* ---- the point of no return: raw system calls only ---- */
@@ -406,6 +436,23 @@ static void __attribute__((noreturn, noinline, no_stack_protector)) execute_plan
     context_resume(&p->resume->context, (uint64_t)(uintptr_t)p);
 }
 
+/* Waits for the planner's word, up to PLANNER_WAIT_MS; a planner that died without one (killed)
+   is noticed within PLANNER_POLL_MS. */
+static bool planner_planned(plan *p, long planner)
+{
+    struct timespec poll = {.tv_nsec = PLANNER_POLL_MS * 1000000L};
+    for (int waited = 0; waited < PLANNER_WAIT_MS / PLANNER_POLL_MS; waited++) {
+        int state = __atomic_load_n(&p->planner_state, __ATOMIC_ACQUIRE);
+        if (state != PLANNER_WORKING)
+            return state == PLANNER_PLANNED;
+        raw_syscall(SYS_futex, (long)&p->planner_state, FUTEX_WAIT, PLANNER_WORKING, (long)&poll,
+                    0, 0);
+        if (raw_syscall(SYS_kill, planner, 0, 0, 0, 0, 0) == -ESRCH) /* gone, pid 1 reaped it */
+            return __atomic_load_n(&p->planner_state, __ATOMIC_ACQUIRE) == PLANNER_PLANNED;
+    }
+    return false;
+}
+
 static void __attribute__((noreturn)) run_on_scratch_stack(plan *p)
 {
     char *top = (char *)p + p->header.length; /* 16-byte aligned: a page boundary */
@@ -448,14 +495,16 @@ void restorer_run(int image_fd)
     if (!p)
         DIE_RAW("restore failed: no room for the restorer's scratch memory\n");
     p->header.length = SCRATCH_SIZE;
-    long planner = raw_syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0, 0);
+    /* The planner is pid 1's child (CLONE_PARENT: pid 1 reaps whatever ends), and this process
+       waits for its word in the scratch, not for its exit: its address space, a copy of this
+       one, is torn down meanwhile (~3.5 ms here). */
+    p->planner_state = PLANNER_WORKING;
+    long planner = raw_syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0, 0);
     if (planner == 0) {
         scratch_plan = p; /* the child's own copy of this static */
         make_plan(image_fd);
     }
-    int status = 0;
-    if (planner < 0 || raw_syscall(SYS_wait4, planner, (long)&status, 0, 0, 0, 0) != planner ||
-        !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    if (planner < 0 || !planner_planned(p, planner)) {
         size_t length = 0;
         while (length < sizeof p->why - 1 && p->why[length])
             length++;

@@ -10,12 +10,14 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <linux/magic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -352,21 +354,32 @@ static int copy_run(const capture *c, const process_image_mapping *m, const proc
     return 0;
 }
 
+/* A file in memory (a memfd, or image_memory's tmpfs file: nameless, on tmpfs) is written
+   through a shared mapping, one copy; a file on disk through pwrite. */
+static bool in_memory(int fd)
+{
+    struct statfs filesystem;
+    struct stat status;
+    return fstatfs(fd, &filesystem) == 0 && filesystem.f_type == TMPFS_MAGIC &&
+           fstat(fd, &status) == 0 && status.st_nlink == 0;
+}
+
 static int write_pages(const capture *c, const process_image *image, int out_fd,
                        unsigned long long data_start, char *why, size_t why_size)
 {
     unsigned long long total = data_start + c->data_size;
-    /* A memfd (it has seals): sized once and written through a mapping. */
-    bool memory = fcntl(out_fd, F_GET_SEALS) >= 0;
     char *window = NULL, *buffer = NULL;
-    if (memory && ftruncate(out_fd, (off_t)total) == 0) {
+    if (in_memory(out_fd) && ftruncate(out_fd, (off_t)total) == 0) {
         window = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, out_fd, 0);
         if (window == MAP_FAILED)
             window = NULL;
         /* Its pages allocated in one call rather than one fault each (~a third of the time the
-           copy took); without MADV_POPULATE_WRITE (Linux < 5.14) they fault in as copied. */
-        if (window)
-            madvise(window, total, MADV_POPULATE_WRITE);
+           copy took). A populate that fails (no room in the tmpfs, or Linux < 5.14) leaves the
+           copy to pwrite, which reports ENOSPC: through the mapping it would be a SIGBUS. */
+        if (window && madvise(window, total, MADV_POPULATE_WRITE) < 0) {
+            munmap(window, total);
+            window = NULL;
+        }
     }
     if (!window && !(buffer = malloc(COPY_CHUNK))) {
         snprintf(why, why_size, "out of memory for the copy buffer");
@@ -590,6 +603,22 @@ int process_image_capture_at_most(pid_t pid, pid_t base_pid, const char *generat
 }
 
 /* ---- reading it back ---- */
+
+#define WAIT_TRIES 64 /* EINTR retries of the lock wait */
+
+int process_image_wait_written(int fd)
+{
+    struct flock lock = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    for (int tries = 0; tries < WAIT_TRIES; tries++) {
+        if (fcntl(fd, F_OFD_SETLKW, &lock) == 0) {
+            lock.l_type = F_UNLCK;
+            return fcntl(fd, F_OFD_SETLK, &lock);
+        }
+        if (errno != EINTR)
+            return -1;
+    }
+    return -1;
+}
 
 static process_image_kind kind_from_name(const char *name)
 {

@@ -45,6 +45,11 @@ int process_image_capture_at_most(pid_t pid, pid_t base_pid, const char *generat
    for anything malformed: an image is only ever the daemon's own file, but a damaged one must
    fail cleanly, never map something half-read. */
 process_image *process_image_read_header(int fd, char *why, size_t why_size);
+
+/* Waits until no one holds a write lock on the image in fd (an open-file-description lock: a
+   fork's image is handed out while the daemon still writes it, sandbox/image_memory.h); at once
+   for an image no one locks. 0, or -1 with errno. */
+int process_image_wait_written(int fd);
 void process_image_free(process_image *image);
 const char *process_image_generation(const process_image *image); /* "" for a full image */
 bool process_image_is_full(const process_image *image);
