@@ -47,4 +47,25 @@ void volume_remove_leftover_templates(const char *folder);
    template is one volume_shutdown() removes too, and one this process may use. */
 void volume_note_template(const char *image, long long bytes);
 
+/* ---- volume_copy.c: a running sandbox's workspace copied (snapshots, forks) ---- */
+typedef struct volume_copy_stats {
+    long long bytes;      /* data copied (0 for a reflink: no data moved) */
+    long long files;      /* entries copied (tree copies) */
+    bool reflinked;       /* the image was cloned (FICLONE), sharing its extents */
+    long long elapsed_us; /* how long it took, the mount frozen for ext4 */
+} volume_copy_stats;
+/* Copies the workspace mounted at from_mount to `to`. ext4: from_image is its image, frozen
+   (FIFREEZE) while a reflink (FICLONE) or sparse copy of it is made into the new file `to`, then
+   thawed. tmpfs: the directory `to` is made and the tree copied into it, links never followed,
+   owners kept. 0, or -1 with errno and `why` (ENOSPC from a full disk as such); a failed ext4
+   copy leaves nothing, a failed tree copy leaves `to` for the caller to remove. */
+int volume_copy(volume_kind kind, const char *from_image, const char *from_mount, const char *to,
+                volume_copy_stats *stats, char *why, size_t why_size);
+/* Copies the tree in the directory from_dir into the existing directory to_dir: regular files,
+   directories and links (never followed); FIFOs, sockets and devices left out; set-id bits
+   dropped; everything owned by uid:gid ((uid_t)-1: the source's owners). Adds to `stats`. 0, or
+   -1 with errno and `why`. */
+int volume_copy_tree(const char *from_dir, const char *to_dir, uid_t uid, gid_t gid,
+                     volume_copy_stats *stats, char *why, size_t why_size);
+
 #endif
