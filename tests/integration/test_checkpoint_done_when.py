@@ -437,8 +437,13 @@ def test_tampered_snapshot_is_refused_and_starts_nothing(chain):
             assert sorted(os.listdir(os.path.join(chain.data_dir, "workspaces"))) == workspaces
         finally:
             put_back()
-    # put back, the same snapshot restores again: the refusals were the changed bytes'
-    again = restore(v1, sid)
+    # put back, the same snapshot restores again (here through POST /v1/sandboxes
+    # {"snapshot_id"}, the other way in): the refusals were the changed bytes'
+    r = v1.post("v1/sandboxes", json={"snapshot_id": sid, "timeout_s": 0}, timeout=180)
+    assert r.status_code == 201, f"POST /v1/sandboxes from the snapshot -> {r.status_code} {r.text[:600]}"
+    again = r.json()
+    v1.created.append(again["id"])
+    assert [c["carried"] for c in again["restore"]["contexts"]] == ["process"], again["restore"]
     assert printed(v1, again["id"], FINGERPRINT) == chain.before
     v1.remove(again["id"])
 
