@@ -19,11 +19,14 @@ import json
 import os
 import signal
 import subprocess
+import threading
 
 import pytest
 
+from helpers.asserts import assert_v1_error
 from helpers.daemon import Daemon
 from helpers.processes import start_time
+from helpers.snippets import release, wait_for_file
 from helpers.v1 import V1
 from helpers.wait import wait_until
 
@@ -574,4 +577,38 @@ def test_hibernated_sandbox_survives_a_daemon_restart(hibernation_daemons, stop)
     assert printed(v1, sid, FINGERPRINT) == before
     assert printed(v1, sid, CONTINUE) == CONTINUED
     assert v1.model(sid)["state"] == "running"
+    v1.remove(sid)
+
+
+def test_snapshot_of_a_busy_or_paused_sandbox_is_409_saying_what_to_do(hibernation_daemons):
+    d = start_daemon()
+    hibernation_daemons.append(d)
+    v1 = V1(d)
+    sid = v1.create(timeout_s=0)["id"]
+    v1.execute(sid, "kept = 42")
+    done = {}
+    cell = threading.Thread(target=lambda: done.update(
+        ev=V1(d).execute(sid, wait_for_file("go-busy", limit=90), timeout=120)))
+    cell.start()
+    try:
+        wait_until(lambda: v1.model(sid)["contexts"][0]["state"] == "busy", timeout=30,
+                   message="the cell to run")
+        assert_v1_error(v1.post(f"v1/sandboxes/{sid}/snapshots", json={}, timeout=60), 409)
+    finally:
+        release(d, sid, "go-busy")
+        cell.join(120)
+    assert "go seen" in done["ev"].stdout, done
+
+    assert v1.post(f"v1/sandboxes/{sid}/pause").status_code == 200
+    assert_v1_error(v1.post(f"v1/sandboxes/{sid}/snapshots", json={}, timeout=60), 409, "resume")
+    assert v1.post(f"v1/sandboxes/{sid}/resume").status_code == 200
+    # the refusals kept nothing; idle and running, the same sandbox snapshots
+    assert v1.get("v1/snapshots", params={"sandbox_id": sid}).json() == []
+    made = snapshot(v1, sid)
+    assert [x["snapshot_id"] for x in v1.get("v1/snapshots", params={"sandbox_id": sid}).json()] == [made["snapshot_id"]]
+    assert v1.value(sid, "kept") == "42"
+    r = v1.delete(f"v1/snapshots/{made['snapshot_id']}")
+    assert r.status_code == 204, f"DELETE the snapshot -> {r.status_code} {r.text[:300]}"
+    assert v1.get(f"v1/snapshots/{made['snapshot_id']}").status_code == 404
+    assert not os.path.exists(os.path.join(d.data_dir, "snapshots", made["snapshot_id"]))
     v1.remove(sid)
