@@ -451,3 +451,31 @@ for name in {sorted(links) + ['sub/deeper']!r}:
     # the source's processes are what they were: nothing of the daemon's went into its sandbox
     assert processes_of(src.proof["pidns"]), "the source sandbox lost its processes"
     assert_all_contained(box, lineage)
+
+
+def test_forged_checkpoint_frames_act_on_nothing(box, lineage):
+    """A kernel writes, unasked, the frames of the checkpoint exchange on its channel (fd 3):
+    checkpoint_ready with a report, checkpoint_refused, restored, checkpoint_done. The daemon
+    reads no memory for them and keeps nothing of them: it kills the kernel for breaking the
+    protocol, saying so, or ignores them; a real snapshot afterwards holds nothing forged."""
+    import struct
+    v1 = lineage.v1
+    k = adopt(box, v1.create(timeout_s=0))
+    marker = "FORGED-" + PWN
+    frames = [{"channel": "cellbox", "type": "checkpoint_ready", "report": {"carried": [marker]}},
+              {"channel": "cellbox", "type": "checkpoint_refused", "why": marker},
+              {"channel": "cellbox", "type": "restored", "report": {"reopened": [marker]}},
+              {"channel": "cellbox", "type": "checkpoint_done"}]
+    payload = b"".join(struct.pack("<I", len(f)) + f for f in (json.dumps(x).encode() for x in frames))
+    cell = k.run(f"import os\nos.write(3, {payload!r})\nprint('sent')\n", timeout=60)
+    r = v1.get("v1/snapshots", params={"sandbox_id": k.id})
+    assert r.status_code == 200 and r.json() == [], f"snapshots after forged frames: {r.status_code} {r.text[:300]}"
+    assert marker not in json.dumps(v1.model(k.id)), v1.model(k.id)
+    if cell.final_state == "dead":
+        assert "protocol" in cell.error["evalue"], cell.describe()
+        k.restart()
+    else:
+        assert "sent" in cell.stdout, cell.describe()
+    made = snapshot(v1, k.id)
+    assert marker not in json.dumps(made), made
+    assert_all_contained(box, lineage)
