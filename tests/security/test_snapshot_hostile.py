@@ -14,6 +14,7 @@ Every copy is proven sandboxed (seclib.SandboxKernel.prove) before it runs anyth
 import contextlib
 import json
 import os
+import struct
 
 import pytest
 
@@ -458,7 +459,6 @@ def test_forged_checkpoint_frames_act_on_nothing(box, lineage):
     checkpoint_ready with a report, checkpoint_refused, restored, checkpoint_done. The daemon
     reads no memory for them and keeps nothing of them: it kills the kernel for breaking the
     protocol, saying so, or ignores them; a real snapshot afterwards holds nothing forged."""
-    import struct
     v1 = lineage.v1
     k = adopt(box, v1.create(timeout_s=0))
     marker = "FORGED-" + PWN
