@@ -40,7 +40,7 @@ KERNEL_SRCS := $(filter-out src/runtime/init_main.c src/runtime/jupyter_bridge_m
                src/runtime/jupyter_wire.c,$(wildcard src/runtime/*.c))
 # The zygote enters sandboxes itself: it shares the daemon's sandbox code, built without sanitizers.
 KERNEL_SHARED := src/sandbox/sandbox.c src/sandbox/rootfs.c src/sandbox/landlock.c src/sandbox/seccomp_filter.c \
-                 src/sandbox/supervisor.c
+                 src/sandbox/supervisor.c src/sandbox/process_image.c
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 CLI_SRCS    := $(wildcard src/cli/*.c)
 CLI_LIBS     = $(call pkg_config,cli_libs,--libs libcurl jansson libarchive)

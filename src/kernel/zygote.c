@@ -15,6 +15,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/prctl.h>
+#include <sys/personality.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -60,7 +61,8 @@ struct zygote {
 struct zygote_spawn {
     zygote *owner;
     char *text;
-    int fds[4];
+    int fds[5];              /* stdin, stdout, stderr, channel; and a restore's image, or -1 */
+    int fd_count;            /* 4, or 5 for a restore (sandbox_spec.image_fd) */
     int64_t sent_at_ms;
     bool awaited;            /* zygote_spawn_abandon() waits: the answer stays here, not to done */
     bool answered;
@@ -69,6 +71,8 @@ struct zygote_spawn {
     void *arg;
     zygote_spawn *next;
 };
+
+pid_t zygote_process(const zygote *z) { return z && z->ready ? z->pid : 0; }
 
 bool zygote_is_ready(const zygote *z)
 {
@@ -252,6 +256,11 @@ static void exec_zygote(const zygote *z, int control_fd, const char *home_cgroup
     for (int i = 0; z->env && z->env[i] && i < ZYGOTE_MAX_TEMPLATE_ENV; i++)
         envp[envc++] = z->env[i];
     envp[envc] = NULL;
+    /* The same layout in every zygote of a build (docs/security.md, "Process images"): a full
+       process image is then restorable by the next daemon's zygote. Every sandbox shares its
+       zygote's layout anyway, so this takes nothing from the isolation between sandboxes. */
+    if (personality(ADDR_NO_RANDOMIZE) < 0)
+        _exit(127);
     execve(argv[0], argv, envp);
     _exit(127);
 }
@@ -326,8 +335,8 @@ static json_t *spawn_request_json(const sandbox_spec *spec, const char *for_kern
     for (char *const *entry = spec->envp; entry && *entry; entry++)
         json_array_append_new(env, json_string(*entry));
     const char *view = spec->root.template ? spec->root.template->view : NULL;
-    return json_pack("{s:s*, s:s, s:s, s:s, s:s, s:i, s:I, s:b, s:i, s:I, s:o, s:s*, s:o, s:o, s:s*}",
-                     "template_view", view, "kernel_id",
+    return json_pack("{s:b, s:s*, s:s, s:s, s:s, s:s, s:i, s:I, s:b, s:i, s:I, s:o, s:s*, s:o, s:o, s:s*}",
+                     "restore", spec->image_fd > 2, "template_view", view, "kernel_id",
                      for_kernel_id, "root_mount_point", spec->root.mount_point, "workspace",
                      spec->root.workspace, "runtime_dir", spec->root.runtime_dir, "uid",
                      (int)spec->root.uid, "tmp_bytes", (json_int_t)spec->root.tmp_bytes,
@@ -341,7 +350,7 @@ static json_t *spawn_request_json(const sandbox_spec *spec, const char *for_kern
 
 static void free_spawn(zygote_spawn *spawn)
 {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < spawn->fd_count; i++)
         if (spawn->fds[i] >= 0)
             close(spawn->fds[i]);
     free(spawn->text);
@@ -375,9 +384,9 @@ static void arm_timeout(zygote *z)
     }
 }
 
-static int send_request(zygote *z, const char *text, const int fds[4])
+static int send_request(zygote *z, const char *text, const int *fds, int fd_count)
 {
-    char control[CMSG_SPACE(sizeof(int) * 4)];
+    char control[CMSG_SPACE(sizeof(int) * 5)];
     memset(control, 0, sizeof control);
     struct iovec iov = {.iov_base = (void *)text, .iov_len = strlen(text)};
     struct msghdr header = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
@@ -385,8 +394,9 @@ static int send_request(zygote *z, const char *text, const int fds[4])
     struct cmsghdr *cmsg = CMSG_FIRSTHDR(&header);
     cmsg->cmsg_level = SOL_SOCKET;
     cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int) * 4);
-    memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * 4);
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)fd_count);
+    header.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)fd_count);
+    memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * (size_t)fd_count);
     return sendmsg(z->control_fd, &header, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 ? -1 : 0;
 }
 
@@ -409,12 +419,12 @@ static int send_queued(zygote *z, char *why, size_t why_size)
     for (int i = 0; i < z->spawns.in_flight && next; i++)
         next = next->next;
     for (; next && z->spawns.in_flight < MAX_IN_FLIGHT; next = next->next) {
-        if (send_request(z, next->text, next->fds) < 0) {
+        if (send_request(z, next->text, next->fds, next->fd_count) < 0) {
             snprintf(why, why_size, "cannot send the zygote a request: %s", strerror(errno));
             give_up_on_zygote(z, why);
             return -1;
         }
-        for (int i = 0; i < 4; i++) { /* the zygote has its own copies now */
+        for (int i = 0; i < next->fd_count; i++) { /* the zygote has its own copies now */
             close(next->fds[i]);
             next->fds[i] = -1;
         }
@@ -522,10 +532,12 @@ zygote_spawn *zygote_spawn_start(zygote *z, const sandbox_spec *spec, const char
     spawn->text = text;
     spawn->done = done;
     spawn->arg = arg;
-    for (int i = 0; i < 4; i++)
+    spawn->fd_count = spec->image_fd > 2 ? 5 : 4;
+    const int wanted[5] = {spec->fds[0], spec->fds[1], spec->fds[2], spec->fds[3], spec->image_fd};
+    for (int i = 0; i < 5; i++)
         spawn->fds[i] = -1;
-    for (int i = 0; i < 4; i++) { /* the caller closes its own as soon as we return */
-        spawn->fds[i] = fcntl(spec->fds[i], F_DUPFD_CLOEXEC, 3);
+    for (int i = 0; i < spawn->fd_count; i++) { /* the caller closes its own as soon as we return */
+        spawn->fds[i] = fcntl(wanted[i], F_DUPFD_CLOEXEC, 3);
         if (spawn->fds[i] < 0) {
             snprintf(why, why_size, "cannot keep the sandbox's descriptors: %s", strerror(errno));
             free_spawn(spawn);

@@ -22,6 +22,8 @@ typedef struct kernelspec kernelspec;
    the same root an exec'd kernel of that template gets. */
 zygote *zygote_start(const kernelspec *spec, const char *cache_dir, bool huge_code_pages);
 bool zygote_is_ready(const zygote *z); /* false for NULL: no zygote (--zygote=false) */
+/* The ready zygote's pid (a diff image's base: kernel/checkpoint.c), 0 when none is ready. */
+pid_t zygote_process(const zygote *z);
 typedef struct zygote_spawn zygote_spawn;
 /* A clone request's answer: `pid` > 0 is the new sandbox's first process (a child of the
    daemon's, thanks to CLONE_PARENT); -1 says `why` it failed (the zygote refused, ended, or did

@@ -4,12 +4,18 @@
  * murmur2_x86(code, seed): the hash in every cell's file name (/tmp/ipykernel_<pid>/<hash>.py,
  * ipykernel's naming, compiler.py). ipykernel computes it in Python, ~0.15 µs per byte: a
  * 2 KB cell paid ~300 µs before it ran. The same function in C, bit for bit (tests compare it
- * with ipykernel's own on random text). */
+ * with ipykernel's own on random text).
+ *
+ * checkpoint_point(channel_fd): the kernel stops at its checkpoint point (checkpoint_point.h);
+ * returns ("refused", why), ("goes_on", frame the daemon sent meanwhile or "") or ("restored",
+ * report as JSON text) in a restored copy. */
 #include <Python.h>
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "runtime/checkpoint_point.h"
 #include "runtime/kernel_runtime.h"
 
 #define MURMUR_M 0x5BD1E995u
@@ -57,7 +63,23 @@ static PyObject *native_murmur2_x86(PyObject *self, PyObject *args)
     return PyLong_FromUnsignedLong(murmur2_x86((const unsigned char *)utf8, (size_t)length, (uint32_t)seed));
 }
 
+static PyObject *native_checkpoint_point(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int channel_fd;
+    if (!PyArg_ParseTuple(args, "i:checkpoint_point", &channel_fd))
+        return NULL;
+    char *text = NULL;
+    checkpoint_outcome outcome = checkpoint_point(channel_fd, &text);
+    static const char *const names[] = {"refused", "goes_on", "restored"};
+    PyObject *result = Py_BuildValue("(ss)", names[outcome], text ? text : "");
+    free(text);
+    return result;
+}
+
 static PyMethodDef native_methods[] = {
+    {"checkpoint_point", native_checkpoint_point, METH_VARARGS,
+     "checkpoint_point(channel_fd) -> (outcome, text): stop here to be imaged (checkpoint_point.h)."},
     {"murmur2_x86", native_murmur2_x86, METH_VARARGS,
      "murmur2_x86(text, seed) -> int: ipykernel's cell-name hash of text's UTF-8 bytes."},
     {NULL, NULL, 0, NULL},

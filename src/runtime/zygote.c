@@ -7,7 +7,8 @@
  * Runs as root outside any sandbox and never runs user code. It starts Python, imports the
  * preload list, says {"ready": true} on the control socket (SOCK_SEQPACKET), then serves spawn
  * requests: a JSON sandbox description with four fds (SCM_RIGHTS: stdin, stdout, stderr,
- * channel). For each it clones itself into new namespaces with CLONE_PARENT — so the sandbox is
+ * channel), and a fifth, a process image, when the request says "restore": true (then the clone
+ * becomes that image's process instead of a new kernel: restorer.h). For each it clones itself into new namespaces with CLONE_PARENT — so the sandbox is
  * the daemon's child and the daemon waits for it as for any kernel — and answers {"pid": N}.
  * The clone shares the zygote's memory until it execs (vfork-like, so it costs no copy of the
  * zygote's page tables), enters the sandbox exactly as an exec'd kernel does (sandbox.c), forks
@@ -36,10 +37,12 @@
 #include "runtime/hot_pages.h"
 #include "runtime/huge_code.h"
 #include "runtime/kernel_runtime.h"
+#include "runtime/restorer.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/seccomp_filter.h"
 
 #define SPAWN_FDS 4
+#define RESTORE_SPAWN_FDS 5 /* ... and the process image to restore */
 #define MAX_REQUEST (256 << 10)
 #define PROBE_TIMEOUT_MS 30000
 
@@ -48,7 +51,9 @@ typedef struct spawn_request {
     sandbox_spec spec;
     rootfs_volumes volumes; /* the spec's root points here */
     rootfs_template template; /* and here: the template's view, as kernel/zygote.c sent it */
-    int fds[SPAWN_FDS];
+    int fds[RESTORE_SPAWN_FDS];
+    int fd_count;
+    bool restore;          /* fds[4] is a process image: restore it instead of a new kernel */
     size_t length;         /* bytes received into the buffer */
 } spawn_request;
 
@@ -185,11 +190,11 @@ static void close_fds(int *fds, int count)
             close(fds[i]);
 }
 
-/* Reads one request: the JSON and exactly four descriptors. 0 on EOF, -1 on a bad request
-   (answered), 1 when `request` is filled. */
+/* Reads one request: the JSON and exactly four descriptors (five for a restore). 0 on EOF, -1
+   on a bad request (answered), 1 when `request` is filled. */
 static int receive_request(int control_fd, char *buffer, spawn_request *request)
 {
-    char control[CMSG_SPACE(sizeof(int) * SPAWN_FDS)];
+    char control[CMSG_SPACE(sizeof(int) * RESTORE_SPAWN_FDS)];
     struct iovec iov = {.iov_base = buffer, .iov_len = MAX_REQUEST - 1};
     struct msghdr header = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
                             .msg_controllen = sizeof control};
@@ -201,20 +206,26 @@ static int receive_request(int control_fd, char *buffer, spawn_request *request)
         return 0;
     request->length = (size_t)n;
     buffer[n] = '\0';
-    for (int i = 0; i < SPAWN_FDS; i++)
+    for (int i = 0; i < RESTORE_SPAWN_FDS; i++)
         request->fds[i] = -1;
     struct cmsghdr *cmsg = CMSG_FIRSTHDR(&header);
     int received = 0;
     if (cmsg && cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
         received = (int)((cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-        memcpy(request->fds, CMSG_DATA(cmsg), sizeof(int) * (received < SPAWN_FDS ? received : SPAWN_FDS));
+        if (received > RESTORE_SPAWN_FDS)
+            received = RESTORE_SPAWN_FDS;
+        memcpy(request->fds, CMSG_DATA(cmsg), sizeof(int) * (size_t)received);
     }
+    request->fd_count = received;
     json_error_t error;
     request->json = json_loads(buffer, 0, &error);
-    if (received != SPAWN_FDS || !json_is_object(request->json)) {
-        close_fds(request->fds, received < SPAWN_FDS ? received : SPAWN_FDS);
+    request->restore = json_is_true(json_object_get(request->json, "restore"));
+    int wanted = request->restore ? RESTORE_SPAWN_FDS : SPAWN_FDS;
+    if (received != wanted || !json_is_object(request->json)) {
+        close_fds(request->fds, received);
         json_decref(request->json);
-        send_json(control_fd, json_pack("{s:s}", "error", "a spawn request needs a JSON object and 4 fds"));
+        send_json(control_fd, json_pack("{s:s}", "error", "a spawn request needs a JSON object and 4 fds "
+                                                         "(5 with \"restore\": the image)"));
         return -1;
     }
     return 1;
@@ -271,6 +282,7 @@ static void build_spec(spawn_request *request)
         .view = json_string_value(json_object_get(j, "template_view"))};
     spec->root.template = request->template.view ? &request->template : NULL;
     memcpy(spec->fds, request->fds, sizeof spec->fds);
+    spec->image_fd = request->restore ? request->fds[4] : 0;
 }
 
 /* The pages a kernel's start writes, learned from the probe (learn_from_probe): pinned, so that
@@ -359,6 +371,8 @@ static int become_kernel(void *argument)
        interpreter exactly as the zygote left it at PyOS_BeforeFork(). */
     sandbox_enter(&request->spec);
     sandbox_supervise(); /* returns in the kernel process: a plain fork(), its own memory */
+    if (request->restore) /* locked down already: uid, seccomp, Landlock, limits */
+        restorer_run(RESTORER_IMAGE_FD);
     run_kernel(json_object_get(request->json, "env"), string_field(request->json, "kernel_id"));
 }
 
@@ -551,7 +565,7 @@ static void serve(int control_fd)
             bool home = !entered || leave_memory_cgroup();
             int home_errno = errno;
             PyOS_AfterFork_Parent();
-            close_fds(request.fds, SPAWN_FDS);
+            close_fds(request.fds, request.fd_count);
             if (pid < 0)
                 send_json(control_fd, json_pack("{s:s}", "error", strerror(clone_errno)));
             else

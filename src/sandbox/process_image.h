@@ -49,4 +49,40 @@ bool process_image_is_full(const process_image *image);
 bool process_image_fits(const process_image *image, const char *maps_path, char *why,
                         size_t why_size);
 
+/* The parsed description, for the restorer (runtime/restorer.c) and the tests. */
+typedef enum process_image_kind {
+    PROCESS_IMAGE_DATA,    /* private memory the process wrote or owns: its pages are in the image */
+    PROCESS_IMAGE_FILE,    /* a read-only file mapping: only recorded, must be the same at restore */
+    PROCESS_IMAGE_SPECIAL, /* [vdso], [vvar], [vsyscall]: the kernel's, at the same address */
+    PROCESS_IMAGE_STACK,   /* [stack]: its pages are copied into place, never remapped */
+} process_image_kind;
+
+typedef struct process_image_run {
+    unsigned long long first_page; /* index of the first page in its mapping */
+    unsigned long long pages;
+    unsigned long long file_offset; /* of the data, from the image's start; page-aligned */
+} process_image_run;
+
+typedef struct process_image_mapping {
+    unsigned long long start, end;
+    int prot;                    /* PROT_READ | PROT_WRITE | PROT_EXEC */
+    bool shared;
+    unsigned long long offset;   /* in the backing file */
+    unsigned long long inode;
+    char dev[16];                /* "fe:00", as /proc/PID/maps says it */
+    char path[256];
+    process_image_kind kind;
+    size_t run_count;
+    process_image_run *runs;
+} process_image_mapping;
+
+/* Every mapping of a live process (maps_path: /proc/<pid>/maps), classified as an image would
+   (runs empty); free() the array. NULL with `why`. */
+process_image_mapping *process_image_maps(const char *maps_path, size_t *count, char *why,
+                                          size_t why_size);
+
+size_t process_image_mapping_count(const process_image *image);
+const process_image_mapping *process_image_mapping_at(const process_image *image, size_t index);
+unsigned long long process_image_brk(const process_image *image);
+
 #endif

@@ -41,6 +41,15 @@ static void setup_failed(const char *what, const char *detail)
     _exit(SANDBOX_SETUP_FAILED);
 }
 
+/* The restore image (sandbox_spec.image_fd) as fd 4, the only descriptor kept above the
+   channel: the restorer maps it and closes it before one restored instruction runs. */
+static void place_image_fd(int moved)
+{
+    if (moved < 0 || dup3(moved, 4, O_CLOEXEC) < 0)
+        setup_failed("cannot place the restore image", strerror(errno));
+    close(moved);
+}
+
 static void place_fds(const int fds[4])
 {
     int moved[4];
@@ -140,8 +149,9 @@ static void become_sandbox_user(const sandbox_spec *spec, bool dies_with_daemon)
     set_limit(RLIMIT_NOFILE, (rlim_t)spec->open_files);
     set_limit(RLIMIT_FSIZE, (rlim_t)spec->file_size);
     set_limit(RLIMIT_CORE, 0);
-    /* No descriptor of the daemon's survives (CVE-2024-21626: a leaked fd is a way out). */
-    syscall(SYS_close_range, 4, ~0U, 0);
+    /* No descriptor of the daemon's survives (CVE-2024-21626: a leaked fd is a way out), but
+       for a restore's image (fd 4, the sandbox's own memory, read-only to it). */
+    syscall(SYS_close_range, spec->image_fd > 2 ? 5 : 4, ~0U, 0);
     drop_privileges(spec->root.uid, spec->root.gid);
     /* Cleared by the uid change above, so set only now. */
     if (dies_with_daemon)
@@ -159,7 +169,11 @@ static void become_sandbox_user(const sandbox_spec *spec, bool dies_with_daemon)
    no_new_privs, Landlock, and seccomp last, right before the program runs. */
 void sandbox_enter(const sandbox_spec *spec)
 {
+    /* Out of the way first: the image may sit on a number place_fds fills, or on 4. */
+    int image = spec->image_fd > 2 ? fcntl(spec->image_fd, F_DUPFD_CLOEXEC, 10) : -1;
     place_fds(spec->fds);
+    if (spec->image_fd > 2)
+        place_image_fd(image);
     /* Before anything else runs: every page and process from here on is charged and limited. */
     if (join_cgroup(spec) < 0)
         setup_failed("cannot join the sandbox's cgroup", strerror(errno));

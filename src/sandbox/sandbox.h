@@ -28,6 +28,8 @@ typedef struct sandbox_spec {
     char *const *envp;
     int fds[4];              /* become the program's fds 0..3 (fds[3] may be -1); nothing else
                                 is inherited */
+    int image_fd;            /* > 2: a process image the program restores (runtime/restorer.h),
+                                kept as its fd 4 (close-on-exec: pid 1's exec drops it); 0: none */
     const char *cwd;         /* for sandbox_join: the working directory inside (NULL: /workspace) */
     /* cgroup.procs files the sandbox joins before running anything (NULL-terminated) */
     const char *cgroup_procs[SANDBOX_MAX_CGROUP_FILES + 1];

@@ -63,6 +63,14 @@ class Channel:
             self._switched = False
             self.on_switch()
 
+    @property
+    def fd(self):
+        return self._fd
+
+    def put_back(self, body):
+        """A frame read outside this object (the checkpoint point's) is the next one received."""
+        self._frames.appendleft(body)
+
     def send(self, body):
         self.send_all([body])
 

@@ -9,7 +9,7 @@ import os
 import traceback
 import uuid
 
-from . import stdio, user_site
+from . import checkpoint, stdio, user_site
 from .channel import MAX_FRAME, ChannelClosed
 from .requests import Requests
 from .session import MalformedMessage, Session, decode, encode, timestamp
@@ -206,12 +206,20 @@ class Kernel:
             else:
                 os.environ[name] = value
 
+    def _handle_internal(self, message):
+        """Commands from the daemon itself, by "type" (unknown types are ignored)."""
+        kind = message.get("type")
+        if kind == "environment":
+            self._apply_environment(message)
+        elif kind == "checkpoint":
+            checkpoint.take(self)
+
     @staticmethod
-    def _handle_internal(message):
-        """Commands from the daemon itself. "environment": a kernel handed out from the warm pool
-        gets the variables its request asked for (KERNEL_*), as if it had started with them, and
-        a "cwd" to work in (E2B's contexts start in the user's home)."""
-        if message.get("type") == "environment" and isinstance(message.get("set"), dict):
+    def _apply_environment(message):
+        """A kernel handed out from the warm pool gets the variables its request asked for
+        (KERNEL_*), as if it had started with them, and a "cwd" to work in (E2B's contexts start
+        in the user's home)."""
+        if isinstance(message.get("set"), dict):
             for name, value in message["set"].items():
                 if isinstance(name, str) and isinstance(value, str) and "=" not in name:
                     os.environ[name] = value

@@ -1,0 +1,337 @@
+/* restorer — see restorer.h. Two halves: plan_restore (ordinary C, libc allowed: the process is
+ * still the zygote's clone) and execute_plan (raw system calls on a scratch stack, touching only
+ * the plan: from its first step on, libc's memory is the image's, not the clone's). */
+#include "runtime/restorer.h"
+
+#include <asm/prctl.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "runtime/checkpoint_point.h"
+#include "sandbox/process_image.h"
+
+#define SCRATCH_STACK_SIZE (64u << 10)
+/* Where the scratch mapping is looked for: 1 GiB steps between 32 TiB and the top of the lower
+   half, well away from the zygote's mappings (near 0x55.. and 0x7f..). */
+#define SCRATCH_SEARCH_FROM 0x200000000000ull
+#define SCRATCH_SEARCH_TO 0x7e0000000000ull
+#define SCRATCH_SEARCH_STEP (1ull << 30)
+
+typedef enum step_kind {
+    STEP_BRK,           /* brk(address) */
+    STEP_UNMAP,         /* munmap: the clone has it, the image does not */
+    STEP_MAP_ANONYMOUS, /* fresh zeroed memory where the image has holes */
+    STEP_MAP_IMAGE,     /* MAP_PRIVATE|MAP_FIXED from the image at file_offset */
+    STEP_COPY,          /* pread from the image into place ([stack]) */
+    STEP_PROTECT,       /* mprotect to the saved protection */
+} step_kind;
+
+typedef struct step {
+    step_kind kind;
+    int prot;
+    uint64_t address, length, file_offset;
+} step;
+
+typedef struct plan {
+    checkpoint_scratch_header header; /* first: checkpoint_point unmaps the scratch by it */
+    int image_fd;
+    const checkpoint_resume *resume;  /* read only after every step: then it is the image's */
+    size_t count;
+    step steps[];
+} plan;
+
+typedef struct plan_builder {
+    step *steps;
+    size_t count, capacity;
+} plan_builder;
+
+static void __attribute__((noreturn)) fail(const char *why)
+{
+    dprintf(2, "restore failed: %s\n", why);
+    _exit(RESTORER_FAILED_STATUS);
+}
+
+static void add_step(plan_builder *b, step_kind kind, uint64_t address, uint64_t length, int prot,
+                     uint64_t file_offset)
+{
+    if (length == 0)
+        return;
+    if (b->count == b->capacity) {
+        b->capacity = b->capacity ? 2 * b->capacity : 256;
+        b->steps = realloc(b->steps, b->capacity * sizeof *b->steps);
+        if (!b->steps)
+            fail("out of memory planning the restore");
+    }
+    b->steps[b->count++] = (step){.kind = kind, .prot = prot, .address = address,
+                                  .length = length, .file_offset = file_offset};
+}
+
+/* What the clone has outside every mapping of the image goes (not the kernel's own). */
+static void plan_unmaps(plan_builder *b, const process_image *image,
+                        const process_image_mapping *live, size_t live_count)
+{
+    size_t image_count = process_image_mapping_count(image);
+    for (size_t i = 0; i < live_count; i++) {
+        if (live[i].kind == PROCESS_IMAGE_SPECIAL)
+            continue;
+        uint64_t cursor = live[i].start, end = live[i].end;
+        for (size_t j = 0; j < image_count && cursor < end; j++) {
+            const process_image_mapping *m = process_image_mapping_at(image, j);
+            if (m->end <= cursor || m->start >= end)
+                continue;
+            if (m->start > cursor)
+                add_step(b, STEP_UNMAP, cursor, m->start - cursor, 0, 0);
+            cursor = m->end > cursor ? m->end : cursor;
+        }
+        if (cursor < end)
+            add_step(b, STEP_UNMAP, cursor, end - cursor, 0, 0);
+    }
+}
+
+/* A diff image keeps the clone's pages (the zygote's) where the clone has memory: only the
+   parts of the mapping the clone lacks are made fresh. A full image replaces all of it. */
+static void plan_fresh_memory(plan_builder *b, const process_image_mapping *m, bool full,
+                              const process_image_mapping *live, size_t live_count)
+{
+    int prot = PROT_READ | PROT_WRITE;
+    if (full) {
+        add_step(b, STEP_MAP_ANONYMOUS, m->start, m->end - m->start, prot, 0);
+        return;
+    }
+    uint64_t cursor = m->start;
+    for (size_t i = 0; i < live_count && cursor < m->end; i++) {
+        if (live[i].end <= cursor || live[i].start >= m->end)
+            continue;
+        if (live[i].start > cursor)
+            add_step(b, STEP_MAP_ANONYMOUS, cursor, live[i].start - cursor, prot, 0);
+        cursor = live[i].end;
+    }
+    if (cursor < m->end)
+        add_step(b, STEP_MAP_ANONYMOUS, cursor, m->end - cursor, prot, 0);
+}
+
+static const process_image_mapping *live_stack(const process_image_mapping *live, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (live[i].kind == PROCESS_IMAGE_STACK)
+            return &live[i];
+    return NULL;
+}
+
+/* [stack] grows down: its vma is never replaced; its saved pages are copied into the part of it
+   the clone has (the zygote's main stack: the kernel runs on its own clone stack). */
+static void plan_stack(plan_builder *b, const process_image_mapping *m,
+                       const process_image_mapping *stack)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    for (size_t r = 0; stack && r < m->run_count; r++) {
+        uint64_t from = m->start + m->runs[r].first_page * page;
+        uint64_t to = from + m->runs[r].pages * page, offset = m->runs[r].file_offset;
+        if (from < stack->start) {
+            offset += stack->start - from;
+            from = stack->start;
+        }
+        if (to > stack->end)
+            to = stack->end;
+        if (from < to)
+            add_step(b, STEP_COPY, from, to - from, 0, offset);
+    }
+}
+
+static void plan_mappings(plan_builder *b, const process_image *image,
+                          const process_image_mapping *live, size_t live_count)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    bool full = process_image_is_full(image);
+    for (size_t i = 0; i < process_image_mapping_count(image); i++) {
+        const process_image_mapping *m = process_image_mapping_at(image, i);
+        if (m->kind == PROCESS_IMAGE_STACK) {
+            plan_stack(b, m, live_stack(live, live_count));
+            continue;
+        }
+        if (m->kind != PROCESS_IMAGE_DATA)
+            continue;
+        plan_fresh_memory(b, m, full, live, live_count);
+        for (size_t r = 0; r < m->run_count; r++)
+            add_step(b, STEP_MAP_IMAGE, m->start + m->runs[r].first_page * page,
+                     m->runs[r].pages * page, m->prot, m->runs[r].file_offset);
+        add_step(b, STEP_PROTECT, m->start, m->end - m->start, m->prot, 0);
+    }
+}
+
+static bool overlaps_any(uint64_t start, uint64_t end, const process_image_mapping *list,
+                         size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (list[i].start < end && start < list[i].end)
+            return true;
+    return false;
+}
+
+static bool overlaps_image(uint64_t start, uint64_t end, const process_image *image)
+{
+    for (size_t i = 0; i < process_image_mapping_count(image); i++) {
+        const process_image_mapping *m = process_image_mapping_at(image, i);
+        if (m->start < end && start < m->end)
+            return true;
+    }
+    return false;
+}
+
+/* The plan and its stack, at an address free in the clone and in the image. */
+static plan *place_plan(const plan_builder *b, const process_image *image,
+                        const process_image_mapping *live, size_t live_count)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t length = sizeof(plan) + b->count * sizeof(step);
+    length = (length + page - 1) / page * page + SCRATCH_STACK_SIZE;
+    for (uint64_t at = SCRATCH_SEARCH_FROM; at < SCRATCH_SEARCH_TO; at += SCRATCH_SEARCH_STEP) {
+        if (overlaps_any(at, at + length, live, live_count) || overlaps_image(at, at + length, image))
+            continue;
+        void *scratch = mmap((void *)(uintptr_t)at, length, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        if (scratch == MAP_FAILED)
+            continue;
+        plan *p = scratch;
+        p->header.length = length;
+        p->count = b->count;
+        memcpy(p->steps, b->steps, b->count * sizeof(step));
+        return p;
+    }
+    fail("no room for the restorer's scratch memory");
+}
+
+/* ---- the point of no return: raw system calls only ---- */
+
+#if CONTEXT_SWITCH_SUPPORTED
+static inline __attribute__((always_inline)) long raw_syscall(long number, long a, long b, long c,
+                                                              long d, long e, long f)
+{
+    long result;
+    register long r10 __asm__("r10") = d;
+    register long r8 __asm__("r8") = e;
+    register long r9 __asm__("r9") = f;
+    __asm__ volatile("syscall"
+                     : "=a"(result)
+                     : "a"(number), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
+    return result;
+}
+
+static inline __attribute__((always_inline)) void die_raw(const char *message, long length)
+{
+    raw_syscall(SYS_write, 2, (long)message, length, 0, 0, 0);
+    raw_syscall(SYS_exit_group, RESTORER_FAILED_STATUS, 0, 0, 0, 0, 0);
+    __builtin_unreachable();
+}
+
+#define DIE_RAW(text) die_raw(text, (long)sizeof(text) - 1)
+
+static inline __attribute__((always_inline)) bool copy_into_place(const plan *p, const step *s)
+{
+    uint64_t done = 0;
+    for (int tries = 0; done < s->length && tries < 1024; tries++) {
+        long n = raw_syscall(SYS_pread64, p->image_fd, (long)(s->address + done),
+                             (long)(s->length - done), (long)(s->file_offset + done), 0, 0);
+        if (n <= 0)
+            return false;
+        done += (uint64_t)n;
+    }
+    return done == s->length;
+}
+
+static void __attribute__((noreturn, noinline, no_stack_protector)) execute_plan(plan *p)
+{
+    for (size_t i = 0; i < p->count; i++) {
+        const step *s = &p->steps[i];
+        long rc = 0;
+        switch (s->kind) {
+        case STEP_BRK:
+            rc = raw_syscall(SYS_brk, (long)s->address, 0, 0, 0, 0, 0) == (long)s->address ? 0 : -1;
+            if (rc < 0)
+                DIE_RAW("restore failed: the heap could not be set to the image's size\n");
+            break;
+        case STEP_UNMAP:
+            rc = raw_syscall(SYS_munmap, (long)s->address, (long)s->length, 0, 0, 0, 0);
+            break;
+        case STEP_MAP_ANONYMOUS:
+            rc = raw_syscall(SYS_mmap, (long)s->address, (long)s->length, s->prot,
+                             MAP_PRIVATE | MAP_FIXED | MAP_ANONYMOUS, -1, 0);
+            rc = rc == (long)s->address ? 0 : -1;
+            break;
+        case STEP_MAP_IMAGE:
+            rc = raw_syscall(SYS_mmap, (long)s->address, (long)s->length, s->prot,
+                             MAP_PRIVATE | MAP_FIXED, p->image_fd, (long)s->file_offset);
+            rc = rc == (long)s->address ? 0 : -1;
+            break;
+        case STEP_COPY:
+            rc = copy_into_place(p, s) ? 0 : -1;
+            break;
+        case STEP_PROTECT:
+            rc = raw_syscall(SYS_mprotect, (long)s->address, (long)s->length, s->prot, 0, 0, 0);
+            break;
+        }
+        if (rc < 0) /* memory is half the image's: nothing to go back to */
+            DIE_RAW("restore failed: a mapping of the image could not be put in place (out of "
+                    "memory?)\n");
+    }
+    raw_syscall(SYS_arch_prctl, ARCH_SET_FS, (long)p->resume->fs_base, 0, 0, 0, 0);
+    raw_syscall(SYS_close, p->image_fd, 0, 0, 0, 0, 0);
+    context_resume(&p->resume->context, (uint64_t)(uintptr_t)p);
+}
+
+static void __attribute__((noreturn)) run_on_scratch_stack(plan *p)
+{
+    char *top = (char *)p + p->header.length; /* 16-byte aligned: a page boundary */
+    __asm__ volatile("movq %0, %%rsp\n\t"
+                     "xorl %%ebp, %%ebp\n\t"
+                     "call *%1\n\t"
+                     "ud2"
+                     :
+                     : "r"(top), "r"(execute_plan), "D"(p)
+                     : "memory");
+    __builtin_unreachable();
+}
+#endif
+
+void restorer_run(int image_fd)
+{
+#if !CONTEXT_SWITCH_SUPPORTED
+    (void)image_fd;
+    fail("process images are supported on x86_64 only");
+#else
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL); /* the checkpoint point puts the saved mask back */
+    char why[512];
+    process_image *image = process_image_read_header(image_fd, why, sizeof why);
+    if (!image)
+        fail(why);
+    if (!process_image_fits(image, "/proc/self/maps", why, sizeof why))
+        fail(why);
+    size_t live_count = 0;
+    process_image_mapping *live = process_image_maps("/proc/self/maps", &live_count, why, sizeof why);
+    if (!live)
+        fail(why);
+    plan_builder builder = {0};
+    if (process_image_brk(image))
+        add_step(&builder, STEP_BRK, process_image_brk(image), 1, 0, 0);
+    plan_unmaps(&builder, image, live, live_count);
+    plan_mappings(&builder, image, live, live_count);
+    plan *p = place_plan(&builder, image, live, live_count);
+    p->image_fd = image_fd;
+    p->resume = checkpoint_point_resume();
+    free(builder.steps);
+    free(live);
+    process_image_free(image);
+    run_on_scratch_stack(p);
+#endif
+}
