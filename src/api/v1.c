@@ -11,6 +11,7 @@
 #include "api/v1_files.h"
 #include "api/v1_ready.h"
 #include "api/v1_run.h"
+#include "api/v1_snapshots.h"
 #include "api/v1_template_build.h"
 #include "api/v1_templates.h"
 #include "api/v1_volumes.h"
@@ -46,10 +47,15 @@ bool v1_owns(const char *path)
 static void create_sandbox(http_request *request)
 {
     static const char *const fields[] = {"template", "timeout_s", "env", "metadata", "limits",
-                                         "network", "volumes", NULL};
+                                         "network", "volumes", "snapshot_id", NULL};
     json_t *body = request_parse_body(request, fields);
     if (!body)
         return;
+    if (json_object_get(body, "snapshot_id")) { /* the snapshot's sandbox, again */
+        v1_create_from_snapshot(request, body);
+        json_decref(body);
+        return;
+    }
     const char *template_name = manager_default_kernel();
     int timeout_s = 300;
     json_t *env = NULL, *metadata = NULL;
@@ -113,8 +119,9 @@ static void list_sandboxes(http_request *request)
 {
     const char *state = http_query(request, "state");
     if (state && strcmp(state, "running") != 0 && strcmp(state, "paused") != 0 &&
-        strcmp(state, "dead") != 0) {
-        http_respond_error(request, 400, "unknown state '%s': use running, paused or dead", state);
+        strcmp(state, "dead") != 0 && strcmp(state, "hibernated") != 0) {
+        http_respond_error(request, 400, "unknown state '%s': use running, paused, hibernated or "
+                           "dead", state);
         return;
     }
     json_t *filter = json_object();
@@ -156,6 +163,15 @@ static void sandbox_action(http_request *request, box *b, const char *action)
     if (box_get_state(b) == BOX_DEAD) {
         http_respond_error(request, 409, "sandbox %s is dead: %s", box_id(b),
                            kernel_death_reason(box_default_kernel(b)));
+        return;
+    }
+    if (box_get_state(b) == BOX_HIBERNATED) {
+        if (strcmp(action, "resume") == 0)
+            v1_wake_sandbox(request, b);
+        else
+            http_respond_error(request, 409, "sandbox %s is hibernated (its memory is on disk "
+                               "already): resume it with POST /v1/sandboxes/%s/resume", box_id(b),
+                               box_id(b));
         return;
     }
     int rc = strcmp(action, "pause") == 0 ? box_pause(b, why, sizeof why) : box_resume(b, why, sizeof why);
@@ -225,6 +241,13 @@ static void route_sandbox(http_request *request, box *b, char **s, int n)
     } else if (n == 4 && (strcmp(what, "timeout") == 0 || strcmp(what, "pause") == 0 ||
                           strcmp(what, "resume") == 0)) {
         sandbox_action(request, b, what);
+    } else if (n == 4 && (strcmp(what, "snapshots") == 0 || strcmp(what, "hibernate") == 0)) {
+        if (!http_method_is(request, "POST"))
+            http_respond_method_not_allowed(request, "POST");
+        else if (strcmp(what, "hibernate") == 0)
+            v1_hibernate_sandbox(request, b);
+        else
+            v1_snapshot_sandbox(request, b);
     } else if (n == 4 && strcmp(what, "network") == 0) {
         if (http_method_is(request, "PUT"))
             set_network(request, b);
@@ -278,6 +301,8 @@ void v1_dispatch(http_request *request)
             v1_run(request);
         else
             http_respond_method_not_allowed(request, "POST");
+    } else if (n >= 2 && n <= 4 && strcmp(s[1], "snapshots") == 0) {
+        v1_snapshots_route(request, s, n);
     } else if ((n == 2 || n == 3) && strcmp(s[1], "volumes") == 0) {
         v1_volumes_route(request, n == 3 ? s[2] : NULL);
     } else if (n == 2 && strcmp(s[1], "sandboxes") == 0) {

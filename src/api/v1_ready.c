@@ -2,9 +2,48 @@
 
 #include <stdlib.h>
 
+#include "api/errors.h"
+#include "api/routes.h"
 #include "common/log.h"
 #include "http/query.h"
 #include "model/pause.h"
+#include "model/snapshots.h"
+
+/* The hibernated sandbox woke (or could not): the request held for it runs now, from the top,
+   as if it had just arrived. */
+static void on_woken_for_request(void *arg, json_t *result, failure_kind failure, const char *why)
+{
+    http_request *request = arg;
+    if (result)
+        routes_dispatch(request);
+    else
+        http_respond_error(request, errors_status_of_failure(failure),
+                           "the sandbox could not wake from hibernation: %s", why);
+}
+
+/* A call into a hibernated sandbox wakes it first: the request waits (its connection asleep)
+   and is dispatched again once the sandbox's contexts are back. An upload whose body streams
+   cannot wait for that: it is answered 503 with Retry-After while the sandbox wakes. */
+static bool wake_then_dispatch(http_request *request, box *b)
+{
+    char why[512];
+    failure_kind failure;
+    bool streamed = http_body_is_streamed(request);
+    if (!streamed)
+        http_respond_later(request);
+    if (box_wake(b, streamed ? NULL : on_woken_for_request, streamed ? NULL : request, &failure,
+                 why, sizeof why) < 0) {
+        http_respond_error(request, errors_status_of_failure(failure),
+                           "sandbox %s is hibernated and cannot wake: %s", box_id(b), why);
+        return false;
+    }
+    if (streamed) {
+        http_add_response_header(request, "Retry-After", "1");
+        http_respond_error(request, 503, "sandbox %s is waking from hibernation: send the "
+                           "upload again in a moment", box_id(b));
+    }
+    return false;
+}
 
 bool v1_require_running(http_request *request, box *b)
 {
@@ -26,6 +65,7 @@ bool v1_require_running(http_request *request, box *b)
                            "/v1/sandboxes/%s/resume, or pass ?auto_resume=true",
                            box_id(b), box_id(b));
         return false;
+    case BOX_HIBERNATED: return wake_then_dispatch(request, b);
     case BOX_DEAD:
         box_describe_death(b, why, sizeof why);
         http_respond_error(request, 409,

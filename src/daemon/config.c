@@ -37,6 +37,7 @@ static const option_spec options[] = {
     {"cull-interval", OPT_INT, FIELD(cull_interval), "300", "seconds between culling passes"},
     {"cull-connected", OPT_BOOL, FIELD(cull_connected), "false", "also cull idle kernels that have open WebSockets"},
     {"cull-busy", OPT_BOOL, FIELD(cull_busy), "false", "also cull kernels that are busy"},
+    {"hibernate-idle", OPT_INT, FIELD(hibernate_idle), "0", "seconds a sandbox's contexts are idle (no client connected) before it hibernates: its memory to a snapshot on disk, woken by its next request; 0 = never"},
     {"allow-origin", OPT_STRING, FIELD(allow_origin), "", "CORS Access-Control-Allow-Origin"},
     {"allow-headers", OPT_STRING, FIELD(allow_headers), "", "CORS Access-Control-Allow-Headers"},
     {"allow-methods", OPT_STRING, FIELD(allow_methods), "", "CORS Access-Control-Allow-Methods"},

@@ -17,6 +17,7 @@ typedef struct config {
     char *default_kernel;
     int cull_idle_timeout, cull_interval;
     bool cull_connected, cull_busy;
+    int hibernate_idle;     /* seconds idle before a sandbox hibernates; 0 = never */
     char *allow_origin, *allow_headers, *allow_methods, *expose_headers;
     bool allow_credentials;
     int max_age;

@@ -302,6 +302,7 @@ static void start_sandboxes(const config *cfg, volume_kind workspace_kind, const
         .allow_network = cfg->allow_network,
         .workspace_kind = workspace_kind,
         .first_uid = uids->first,
+        .hibernate_idle = cfg->hibernate_idle,
     });
     culling_start(&(culling_options){.idle_timeout = cfg->cull_idle_timeout,
                                      .interval = cfg->cull_interval,

@@ -139,6 +139,13 @@ void box_init(void) { kernel_add_message_handler(on_kernel_message); }
 
 /* ---- the record ---- */
 
+static int (*timeout_pause_action)(box *b, char *why, size_t why_size) = box_pause;
+
+void box_set_timeout_pause_action(int (*action)(box *b, char *why, size_t why_size))
+{
+    timeout_pause_action = action;
+}
+
 box *box_of(kernel *k)
 {
     box *b = kernel_box(k);
@@ -151,7 +158,7 @@ box *box_of(kernel *k)
     b->metadata = json_object();
     b->env = json_object();
     b->started_at_us = clock_wall_us();
-    b->pause = box_pause;
+    b->pause = timeout_pause_action;
     kernel_set_box(k, b);
     box_log_event(b, "sandbox %s started", kernel_id(k));
     return b;
@@ -173,8 +180,25 @@ const sandbox_limits *box_limits(const box *b) { return kernel_limits(b->primary
 json_t *box_env(const box *b) { return b->env; }
 struct command **box_commands_slot(box *b) { return &b->commands; }
 
+void box_set_hibernation(box *b, const char *snapshot_id)
+{
+    free(b->hibernation_snapshot);
+    b->hibernation_snapshot = NULL;
+    if (snapshot_id && !(b->hibernation_snapshot = strdup(snapshot_id)))
+        die("out of memory");
+    if (snapshot_id)
+        box_log_event(b, "hibernated (snapshot %s)", snapshot_id);
+    else
+        box_log_event(b, "woken from hibernation");
+    manager_record(b->primary);
+}
+
+const char *box_hibernation_snapshot(const box *b) { return b->hibernation_snapshot; }
+
 box_state box_get_state(const box *b)
 {
+    if (b->hibernation_snapshot) /* its kernels are dead on purpose */
+        return BOX_HIBERNATED;
     if (kernel_get_state(b->primary) == KERNEL_DEAD)
         return BOX_DEAD;
     return b->paused ? BOX_PAUSED : BOX_RUNNING;
@@ -186,6 +210,7 @@ const char *box_state_name(box_state state)
     case BOX_RUNNING: return "running";
     case BOX_PAUSED: return "paused";
     case BOX_DEAD: return "dead";
+    case BOX_HIBERNATED: return "hibernated";
     }
     return "unknown";
 }
@@ -274,8 +299,8 @@ kernel *box_find_context(box *b, const char *context_id)
     return NULL;
 }
 
-kernel *box_add_context(box *b, const kernelspec *spec, const char *cwd, failure_kind *failure,
-                        char *why, size_t why_size)
+static kernel *add_context(box *b, const kernelspec *spec, const char *cwd, int restore_image_fd,
+                           failure_kind *failure, char *why, size_t why_size)
 {
     *failure = FAILURE_EXHAUSTED;
     if (!descriptors_available(CONTEXT_DESCRIPTORS, why, why_size))
@@ -287,6 +312,8 @@ kernel *box_add_context(box *b, const kernelspec *spec, const char *cwd, failure
     kernel_sandbox sandbox = *kernel_get_sandbox(b->primary);
     sandbox.host = b->primary;
     sandbox.cwd = c->cwd;
+    sandbox.restore = restore_image_fd >= 0;
+    sandbox.restore_image_fd = restore_image_fd;
     char id[UUID_STRING_LENGTH + 1];
     id_uuid4(id);
     /* Another language's context is another kernel in the same sandbox: same files, same
@@ -304,6 +331,19 @@ kernel *box_add_context(box *b, const kernelspec *spec, const char *cwd, failure
     box_log_event(b, "context %s started", id);
     manager_record(b->primary); /* a context outlives the daemon with its sandbox */
     return c->k;
+}
+
+kernel *box_add_context(box *b, const kernelspec *spec, const char *cwd, failure_kind *failure,
+                        char *why, size_t why_size)
+{
+    return add_context(b, spec, cwd, -1, failure, why, why_size);
+}
+
+kernel *box_add_restored_context(box *b, const kernelspec *spec, const char *cwd,
+                                 int restore_image_fd, failure_kind *failure, char *why,
+                                 size_t why_size)
+{
+    return add_context(b, spec, cwd, restore_image_fd, failure, why, why_size);
 }
 
 const kernelspec *box_spec_for_language(box *b, const char *language)
@@ -454,6 +494,8 @@ json_t *box_model(box *b)
         usage_model(b), "contexts", box_contexts_model(b));
     if (state == BOX_DEAD)
         json_object_set_new(model, "reason", text_json_string(kernel_death_reason(b->primary)));
+    if (state == BOX_HIBERNATED)
+        json_object_set_new(model, "snapshot_id", json_string(b->hibernation_snapshot));
     json_t *volumes = json_object(); /* named volumes (volumes.h): name -> path inside */
     const rootfs_volumes *mounts = &kernel_get_sandbox(b->primary)->volumes;
     for (int i = 0; i < mounts->count; i++)
@@ -512,6 +554,11 @@ static int open_root(box *b, char *why, size_t why_size)
 
 bool box_open_files(box *b, confined *c, char *why, size_t why_size)
 {
+    if (b->hibernation_snapshot) { /* no process: no root to resolve paths in */
+        snprintf(why, why_size, "sandbox %s is hibernated: wake it (POST /v1/sandboxes/%s/resume) "
+                 "and try again", box_id(b), box_id(b));
+        return false;
+    }
     if (box_get_state(b) == BOX_DEAD) {
         box_describe_death(b, why, why_size);
         return false;
@@ -562,6 +609,7 @@ void box_kernel_deleted(kernel *k)
     kernel_set_box(k, NULL);
     json_decref(b->metadata);
     json_decref(b->env);
+    free(b->hibernation_snapshot);
     box_log_free(b);
     free(b);
 }

@@ -21,7 +21,9 @@
 
 typedef struct box box;
 
-typedef enum box_state { BOX_RUNNING, BOX_PAUSED, BOX_DEAD } box_state;
+/* HIBERNATED: its processes ended and its memory freed, its live state kept in a snapshot it
+   wakes from (model/snapshots.h); its files stay where they are. */
+typedef enum box_state { BOX_RUNNING, BOX_PAUSED, BOX_DEAD, BOX_HIBERNATED } box_state;
 
 void box_init(void);
 /* The box of a kernel's sandbox (its default context), made on first use. */
@@ -53,12 +55,25 @@ typedef struct box_usage_sample {
 } box_usage_sample;
 void box_sample_usage(box *b, box_usage_sample *out);
 
+/* Hibernation's mark (model/snapshots.h sets it): the snapshot a hibernated box wakes from, or
+   NULL (awake). Shown in its model as "snapshot_id", kept in its record. */
+void box_set_hibernation(box *b, const char *snapshot_id);
+const char *box_hibernation_snapshot(const box *b);
+/* What the TTL of a box with E2B's onTimeout 'pause' does at its end instead of box_pause
+   (snapshots.c sets hibernation: the memory freed, not kept). Set once at start. */
+void box_set_timeout_pause_action(int (*action)(box *b, char *why, size_t why_size));
+
 /* Contexts: the default one (id = the box's) and others, each a kernel in the same sandbox. */
 kernel *box_find_context(box *b, const char *context_id);
 /* NULL with `why` and what went wrong: exhausted near the daemon's open-file budget, internal
    otherwise. */
 kernel *box_add_context(box *b, const kernelspec *spec, const char *cwd, failure_kind *failure,
                         char *why, size_t why_size);
+/* The same, the kernel being the process image in restore_image_fd (borrowed) put back
+   (kernel_sandbox.restore; a snapshot's context, model/snapshots.h). */
+kernel *box_add_restored_context(box *b, const kernelspec *spec, const char *cwd,
+                                 int restore_image_fd, failure_kind *failure, char *why,
+                                 size_t why_size);
 /* The kernelspec that runs `language` in this sandbox ("python" is its own template when that
    is Python, else python3; kernelspec_for_language for the rest), or NULL. */
 const kernelspec *box_spec_for_language(box *b, const char *language);

@@ -43,6 +43,7 @@ struct box {
     /* box_pause, given by box.c: how ttl.c pauses the box at its timeout without calling up
        into pause.c, which calls ttl.c */
     int (*pause)(box *b, char *why, size_t why_size);
+    char *hibernation_snapshot; /* hibernated: the snapshot it wakes from; NULL: awake */
     int64_t cpu_sampled_at_us; /* the last box_sample_usage (0: none yet) */
     long long cpu_sampled_us;  /* the group's CPU time then */
     box_context *contexts;     /* the contexts other than the default one */

@@ -5,6 +5,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "model/box.h"
 #include "model/manager.h"
 
 static culling_options options;
@@ -13,6 +14,8 @@ static void schedule_pass(void);
 
 static bool should_cull(const kernel *k, int64_t now_us)
 {
+    if (kernel_box(k) && box_hibernation_snapshot(kernel_box(k)))
+        return false; /* dead on purpose: it lives on as its snapshot */
     if (kernel_get_state(k) == KERNEL_DEAD)
         return true;
     int64_t idle_us = now_us - kernel_last_activity_us(k);

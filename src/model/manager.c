@@ -158,9 +158,9 @@ static int take_from_pool(const kernelspec *spec, json_t *env, const sandbox_lim
     return 0;
 }
 
-kernel *manager_create(const char *spec_name, json_t *env, json_t *requested_limits,
-                       json_t *network, const rootfs_volumes *volumes, failure_kind *failure,
-                       char *why, size_t why_size)
+static kernel *create(const char *spec_name, json_t *env, json_t *requested_limits,
+                      json_t *network, const rootfs_volumes *volumes, const manager_seed *seed,
+                      failure_kind *failure, char *why, size_t why_size)
 {
     const kernelspec *spec = kernelspec_find(spec_name ? spec_name : options.default_kernel);
     if (!spec) {
@@ -192,7 +192,8 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *requested_lim
        too. */
     bool poolable = spec->pool_size > 0 &&
                     limits_equal(&limits, &options.default_limits, LIMITS_ALL & ~LIMITS_NETWORK) &&
-                    !options.default_limits.network && (!volumes || volumes->count == 0);
+                    !options.default_limits.network && (!volumes || volumes->count == 0) &&
+                    !seed;
     sandbox_pieces pieces;
     kernel *k = NULL;
     if (poolable && take_from_pool(spec, env, &limits, &pieces, &k, why, why_size) < 0) {
@@ -201,7 +202,9 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *requested_lim
     }
     bool pooled = k != NULL;
     if (!pooled)
-        k = prepared_start_kernel(spec, env, &limits, volumes, &pieces, why, why_size);
+        k = prepared_start_kernel(spec, env, &limits, volumes, seed ? seed->id : NULL,
+                                  seed ? seed->workspace_from : NULL,
+                                  seed ? seed->restore_image_fd : -1, &pieces, why, why_size);
     if (!k) {
         *failure = FAILURE_INTERNAL;
         return NULL;
@@ -210,6 +213,20 @@ kernel *manager_create(const char *spec_name, json_t *env, json_t *requested_lim
     log_info("kernel %s %s (%s, uid %d)", kernel_id(k), pooled ? "taken from the warm pool" : "started",
              spec->name, (int)sandbox_pieces_uid(&pieces));
     return k;
+}
+
+kernel *manager_create(const char *spec_name, json_t *env, json_t *limits, json_t *network,
+                       const rootfs_volumes *volumes, failure_kind *failure, char *why,
+                       size_t why_size)
+{
+    return create(spec_name, env, limits, network, volumes, NULL, failure, why, why_size);
+}
+
+kernel *manager_create_seeded(const char *spec_name, json_t *env, json_t *limits, json_t *network,
+                              const manager_seed *seed, failure_kind *failure, char *why,
+                              size_t why_size)
+{
+    return create(spec_name, env, limits, network, NULL, seed, failure, why, why_size);
 }
 
 void manager_delete(kernel *k)
@@ -257,8 +274,13 @@ static void discard_made_ahead(void)
     pool_discard_all();
 }
 
+static bool ending; /* manager_shutdown_all has begun */
+
+bool manager_is_ending(void) { return ending; }
+
 void manager_shutdown_all(void)
 {
+    ending = true;
     discard_made_ahead();
     while (kernel_count > 0)
         manager_delete(kernels[kernel_count - 1]);
@@ -279,6 +301,16 @@ void manager_detach_all(void)
 
 bool manager_uid_available(uid_t uid) { return sandbox_pieces_uid_available(uid); }
 void manager_sandbox_base(kernel_sandbox *base) { sandbox_pieces_base(base); }
+bool manager_workspace_volume(const kernel *k, volume_kind *kind, const char **image)
+{
+    sandbox_pieces *pieces = pieces_of(k);
+    if (!pieces)
+        return false;
+    *kind = options.workspace_kind;
+    *image = pieces->image;
+    return true;
+}
+
 char *manager_workspace_of(const char *id) { return sandbox_pieces_path("workspaces", id, ""); }
 int manager_open_volume_views(const char *id, uid_t uid, rootfs_volumes *volumes, char *why,
                               size_t why_size)

@@ -24,6 +24,7 @@ typedef struct manager_options {
     bool allow_network;         /* may a sandbox ask for network access at all */
     volume_kind workspace_kind; /* what /workspace is made of */
     uid_t first_uid;            /* of the daemon's block of UID_BLOCK_SIZE sandbox uids */
+    int hibernate_idle;         /* seconds idle before a sandbox hibernates (snapshots.h); 0: never */
 } manager_options;
 
 /* Called once at start, first of startup_run's steps (startup.h): the data directory's folders,
@@ -42,6 +43,20 @@ bool manager_has_room(size_t pooled);
 kernel *manager_create(const char *spec_name, json_t *env, json_t *limits, json_t *network,
                        const rootfs_volumes *volumes, failure_kind *failure, char *why,
                        size_t why_size);
+/* What a sandbox made from a snapshot or a fork starts with (model/snapshots.h): the files of
+   `workspace_from` (a host directory, read as root, links never followed) copied into its new
+   workspace, owned by its user, before its kernel starts; and with restore_image_fd >= 0 a
+   kernel that is that process image put back (kernel_sandbox.restore; the fd is borrowed).
+   Such a sandbox never comes from the warm pool. */
+typedef struct manager_seed {
+    const char *id;             /* the sandbox's id (NULL: a new one): a hibernated sandbox an
+                                   earlier daemon left keeps its own */
+    const char *workspace_from;
+    int restore_image_fd;
+} manager_seed;
+kernel *manager_create_seeded(const char *spec_name, json_t *env, json_t *limits, json_t *network,
+                              const manager_seed *seed, failure_kind *failure, char *why,
+                              size_t why_size);
 kernel *manager_find(const char *id);
 void manager_delete(kernel *k);
 size_t manager_count(void);
@@ -62,12 +77,16 @@ int manager_set_egress(kernel *k, json_t *allow_out, json_t *deny_out, char *why
    ones paused, for the next daemon on the data directory to adopt; warm-pool kernels and prepared
    pieces end. */
 void manager_shutdown_all(void);
+/* Has manager_shutdown_all begun (a box going away now ends with the daemon, not deleted)? */
+bool manager_is_ending(void);
 void manager_detach_all(void);
 
 /* ---- for adoption.c, at start: taking over what a previous daemon left ---- */
 bool manager_uid_available(uid_t uid);          /* one of this daemon's block, and free */
 void manager_sandbox_base(kernel_sandbox *base); /* its root mount point and runtime directory */
-char *manager_workspace_of(const char *id);     /* DATA_DIR/workspaces/<id>, malloc'd */
+char *manager_workspace_of(const char *id);
+/* A handed-out kernel's workspace volume: its kind and (ext4) its image. false for others. */
+bool manager_workspace_volume(const kernel *k, volume_kind *kind, const char **image);     /* DATA_DIR/workspaces/<id>, malloc'd */
 /* Its volumes' id-mapped views (sandbox_pieces.h), kept if still mounted. 0, or -1 + why. */
 int manager_open_volume_views(const char *id, uid_t uid, rootfs_volumes *volumes, char *why,
                               size_t why_size);

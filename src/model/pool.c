@@ -65,7 +65,8 @@ static void refill_one(void *arg)
     }
     char why[512];
     sandbox_pieces pieces;
-    kernel *k = prepared_start_kernel(spec, NULL, &options.default_limits, NULL, &pieces, why, sizeof why);
+    kernel *k = prepared_start_kernel(spec, NULL, &options.default_limits, NULL, NULL, NULL, -1, &pieces,
+                                      why, sizeof why);
     if (!k) {
         log_warn("warm pool of %s: cannot start a kernel: %s", spec->name, why);
         schedule_refill(1000);

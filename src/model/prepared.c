@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "model/templates.h"
+#include "sandbox/volume.h"
 #include "sandbox/volume_worker.h"
 
 #define PREPARED_AHEAD 2
@@ -152,28 +153,43 @@ static int make_pieces(const char *id, const sandbox_limits *limits, sandbox_pie
     return sandbox_pieces_build(id, limits, pieces, workspace, why, why_size);
 }
 
+/* A snapshot's or a fork's files, given to the new sandbox's user. */
+static int seed_files(const char *from, const char *workspace, uid_t uid, char *why,
+                      size_t why_size)
+{
+    volume_copy_stats stats = {0};
+    return volume_copy_tree(from, workspace, uid, (gid_t)uid, &stats, why, why_size);
+}
+
 kernel *prepared_start_kernel(const kernelspec *spec, json_t *env, const sandbox_limits *limits,
-                              const rootfs_volumes *volumes,
-                              sandbox_pieces *pieces, char *why, size_t why_size)
+                              const rootfs_volumes *volumes, const char *seed_id,
+                              const char *seed_workspace,
+                              int restore_image_fd, sandbox_pieces *pieces, char *why,
+                              size_t why_size)
 {
     char id[UUID_STRING_LENGTH + 1];
     *pieces = SANDBOX_PIECES_NONE;
-    bool ready = take_prepared(limits, id, pieces);
-    if (!ready)
+    bool ready = !seed_id && take_prepared(limits, id, pieces);
+    if (seed_id)
+        snprintf(id, sizeof id, "%s", seed_id);
+    else if (!ready)
         id_uuid4(id);
     char *workspace = sandbox_pieces_path("workspaces", id, "");
     kernel *k = NULL;
     if (ready || make_pieces(id, limits, pieces, workspace, why, why_size) == 0) {
         kernel_sandbox sandbox = {.uid = sandbox_pieces_uid(pieces),
                                   .cgroup = pieces->cgroup,
-                                  .limits = *limits};
+                                  .limits = *limits,
+                                  .restore = restore_image_fd >= 0,
+                                  .restore_image_fd = restore_image_fd};
         if (volumes)
             sandbox.volumes = *volumes;
         sandbox_pieces_base(&sandbox);
         if (sandbox_pieces_open_volume_views(id, sandbox.uid, &sandbox.volumes, why, why_size) == 0 &&
-            (!spec->template.view ||
+            (!spec->template.view || seed_workspace || /* the snapshot's files hold the template's */
              templates_seed_workspace(spec->template.view, workspace, sandbox.uid, why,
-                                      why_size) == 0))
+                                      why_size) == 0) &&
+            (!seed_workspace || seed_files(seed_workspace, workspace, sandbox.uid, why, why_size) == 0))
             k = kernel_start(id, spec, workspace, env, &sandbox, why, why_size);
     }
     if (!k)

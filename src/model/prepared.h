@@ -24,10 +24,14 @@ void prepared_init(const sandbox_limits *default_limits, volume_kind workspace_k
                    bool keep_workspaces);
 /* During a create or a pool refill: starts a kernel of `spec` in a new sandbox, on a prepared
    set when one fits `limits`, on pieces made now otherwise; its pieces into `pieces`. NULL with
-   `why`, nothing left behind. */
+   `why`, nothing left behind. seed_id (may be NULL): the sandbox's id; seed_workspace (may be NULL): a tree copied into the workspace
+   before the kernel starts; restore_image_fd >= 0: the kernel is that process image put back
+   (manager.h's manager_seed). */
 kernel *prepared_start_kernel(const kernelspec *spec, json_t *env, const sandbox_limits *limits,
-                              const rootfs_volumes *volumes,
-                              sandbox_pieces *pieces, char *why, size_t why_size);
+                              const rootfs_volumes *volumes, const char *seed_id,
+                              const char *seed_workspace,
+                              int restore_image_fd, sandbox_pieces *pieces, char *why,
+                              size_t why_size);
 /* At the end (shutdown or detach): no more sets are made, and those made are removed. */
 void prepared_discard_all(void);
 

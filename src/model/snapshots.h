@@ -75,5 +75,8 @@ int box_hibernate(box *b, snapshot_done done, void *arg, failure_kind *failure, 
 int box_wake(box *b, snapshot_done done, void *arg, failure_kind *failure, char *why,
              size_t why_size);
 bool box_is_hibernated(const box *b);
+/* --hibernate-idle=SECONDS: a running sandbox whose contexts have all been idle that long, with
+   no client connected, hibernates (0: never, the default). Called once at start. */
+void snapshots_set_hibernate_idle(int seconds);
 
 #endif

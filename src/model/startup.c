@@ -14,6 +14,7 @@
 #include "model/templates.h"
 #include "model/volumes.h"
 #include "model/sandbox_pieces.h"
+#include "model/snapshots.h"
 #include "sandbox/volume_worker.h"
 
 /* What a restart keeps of a handed-out kernel's box (metadata, env, TTL, pause) and of its
@@ -45,4 +46,10 @@ void startup_run(const manager_options *options)
                               .keep_workspaces = options->keep_workspaces,
                               .room_for_another = manager_has_room});
     prepared_init(&options->default_limits, options->workspace_kind, options->keep_workspaces);
+    /* after the sweep of what a dead daemon left: a hibernated sandbox is made again from its
+       snapshot, under its own id */
+    char why[512];
+    if (snapshots_init(options->data_dir, why, sizeof why) < 0)
+        die("snapshots: %s", why);
+    snapshots_set_hibernate_idle(options->hibernate_idle);
 }

@@ -41,11 +41,13 @@ static int make_filesystem(const char *image, char *why, size_t why_size)
     return 0;
 }
 
-/* Attaches the image to a free loop device that detaches itself on unmount, and mounts it. */
-int volume_mount_image(const char *image, const char *mount_point, char *why, size_t why_size)
+/* Attaches the image to a free loop device that detaches itself on unmount, and mounts it;
+   read_only: the device too, so that not one byte of the image changes (a sealed snapshot's). */
+static int mount_image(const char *image, const char *mount_point, bool read_only, char *why,
+                       size_t why_size)
 {
     int control = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
-    int backing = open(image, O_RDWR | O_CLOEXEC);
+    int backing = open(image, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
     if (control < 0 || backing < 0) {
         snprintf(why, why_size, "cannot open %s: %s", control < 0 ? "/dev/loop-control" : image,
                  strerror(errno));
@@ -58,8 +60,9 @@ int volume_mount_image(const char *image, const char *mount_point, char *why, si
         int loop = number < 0 ? -1 : open(device, O_RDWR | O_CLOEXEC);
         if (loop < 0)
             continue;
-        struct loop_config config = {.fd = (unsigned)backing,
-                                     .info = {.lo_flags = LO_FLAGS_AUTOCLEAR}};
+        struct loop_config config = {
+            .fd = (unsigned)backing,
+            .info = {.lo_flags = LO_FLAGS_AUTOCLEAR | (read_only ? LO_FLAGS_READ_ONLY : 0)}};
         if (ioctl(loop, LOOP_CONFIGURE, &config) < 0) {
             close(loop);
             if (errno == EBUSY)
@@ -67,7 +70,8 @@ int volume_mount_image(const char *image, const char *mount_point, char *why, si
             snprintf(why, why_size, "cannot attach %s to %s: %s", image, device, strerror(errno));
             goto fail;
         }
-        int rc = mount(device, mount_point, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, "");
+        unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOATIME | (read_only ? MS_RDONLY : 0);
+        int rc = mount(device, mount_point, "ext4", flags, read_only ? "noload" : "");
         int saved = errno;
         close(loop); /* the mount holds it now; AUTOCLEAR frees it on unmount */
         if (rc < 0) {
@@ -85,6 +89,17 @@ fail:
     if (backing >= 0)
         close(backing);
     return -1;
+}
+
+int volume_mount_image(const char *image, const char *mount_point, char *why, size_t why_size)
+{
+    return mount_image(image, mount_point, false, why, why_size);
+}
+
+int volume_mount_image_read_only(const char *image, const char *mount_point, char *why,
+                                 size_t why_size)
+{
+    return mount_image(image, mount_point, true, why, why_size);
 }
 
 /* ---- templates: mkfs once per size, then copy ---- */

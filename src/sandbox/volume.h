@@ -24,6 +24,9 @@ int volume_create(volume_kind kind, const char *image, const char *mount_point, 
 /* Mounts an existing ext4 image (nosuid, nodev, noatime) at mount_point, an existing directory,
    through a loop device that detaches itself on unmount. 0, or -1 + why. */
 int volume_mount_image(const char *image, const char *mount_point, char *why, size_t why_size);
+/* The same, read-only down to the loop device (a snapshot's image, read for a restore). */
+int volume_mount_image_read_only(const char *image, const char *mount_point, char *why,
+                                 size_t why_size);
 void volume_destroy(const char *image, const char *mount_point, int keep);
 typedef struct volume_usage {
     long long bytes_total, bytes_free;   /* free = what the sandbox user can still write */

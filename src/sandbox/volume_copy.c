@@ -25,6 +25,39 @@
 #define COPY_MAX_DEPTH 256        /* deeper trees are refused (each level holds a descriptor) */
 #define COPY_MAX_ENTRIES 1000000  /* a tmpfs volume holds one inode per 16 KiB at most */
 
+/* Copies `length` bytes at `offset` of src to the same offset of dst: copy_file_range (in the
+   kernel, shared extents where the filesystem can), or read and write where the two files are
+   on filesystems that do not copy between each other. Stops early at the end of src (a file
+   that shrank while it was read). `copied` grows by what was written. 0, or -1 with errno. */
+static int copy_range(int src, int dst, off_t offset, off_t length, long long *copied)
+{
+    loff_t in = offset, out = offset, end = offset + length;
+    bool in_kernel = true;
+    static char chunk[1 << 16]; /* the loop's thread only */
+    while (in < end) {
+        size_t want = (size_t)(end - in);
+        ssize_t n = -1;
+        if (in_kernel) {
+            n = copy_file_range(src, &in, dst, &out, want, 0);
+            if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == EOPNOTSUPP ||
+                          errno == ENOSYS)) {
+                in_kernel = false;
+                continue;
+            }
+        } else {
+            n = pread(src, chunk, want < sizeof chunk ? want : sizeof chunk, in);
+            if (n > 0 && (n = pwrite(dst, chunk, (size_t)n, out)) > 0)
+                in += n, out += n;
+        }
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            return 0;
+        *copied += n;
+    }
+    return 0;
+}
+
 /* ---- ext4: the image ---- */
 
 /* Copies the data extents of src into dst (same size, sparse); `copied` gets their bytes. */
@@ -33,24 +66,14 @@ static int copy_data_extents(int src, int dst, long long *copied, char *why, siz
     *copied = 0;
     for (off_t offset = 0;;) {
         off_t data = lseek(src, offset, SEEK_DATA);
-        if (data < 0)
-            return errno == ENXIO ? 0 : (snprintf(why, why_size, "cannot find the data of the "
-                                                  "workspace image: %s", strerror(errno)), -1);
-        off_t hole = lseek(src, data, SEEK_HOLE);
-        if (hole < 0) {
-            snprintf(why, why_size, "cannot find the data of the workspace image: %s", strerror(errno));
+        if (data < 0 && errno == ENXIO)
+            return 0; /* no data past offset */
+        off_t hole = data < 0 ? -1 : lseek(src, data, SEEK_HOLE);
+        if (hole < 0 || copy_range(src, dst, data, hole - data, copied) < 0) {
+            int error = errno;
+            snprintf(why, why_size, "cannot copy the workspace image: %s", strerror(error));
+            errno = error;
             return -1;
-        }
-        loff_t in = data, out = data;
-        while (in < hole) {
-            ssize_t n = copy_file_range(src, &in, dst, &out, (size_t)(hole - in), 0);
-            if (n <= 0) {
-                int error = n < 0 ? errno : EIO;
-                snprintf(why, why_size, "cannot copy the workspace image: %s", strerror(error));
-                errno = error;
-                return -1;
-            }
-            *copied += n;
         }
         offset = hole;
     }
@@ -156,23 +179,7 @@ static void set_owner_and_times(tree_copy *t, int fd, const struct stat *st)
 
 static int copy_file_data(int src, int dst, long long size, tree_copy *t, const char *name)
 {
-    loff_t in = 0, out = 0;
-    while (in < size) {
-        ssize_t n = copy_file_range(src, &in, dst, &out, (size_t)(size - in), 0);
-        if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == EOPNOTSUPP || errno == ENOSYS)) {
-            char chunk[65536]; /* filesystems that do not copy between each other */
-            ssize_t got = pread(src, chunk, sizeof chunk, in);
-            n = got <= 0 ? got : pwrite(dst, chunk, (size_t)got, out);
-            if (n > 0)
-                in += n, out += n;
-        } else if (n == 0) {
-            break; /* the file shrank while it was read: what was there is copied */
-        }
-        if (n < 0)
-            return tree_fail(t, "writing", name);
-        t->stats->bytes += n > 0 ? n : 0;
-    }
-    return 0;
+    return copy_range(src, dst, 0, size, &t->stats->bytes) < 0 ? tree_fail(t, "writing", name) : 0;
 }
 
 static int copy_entry(tree_copy *t, int from_dir, int to_dir, const char *name, int depth);

@@ -1,0 +1,562 @@
+/* snapshot_restore — a sandbox made from a snapshot (a new one, or the snapshot's own sandbox
+ * rewound in place; hibernate.c's wake is the latter, files kept).
+ *
+ * The seal is checked before anything is read (snapshot_store.h). Then, for each context, the
+ * level the live zygote allows: its process image when kernel_image_fits says this zygote can
+ * put it back ("process": the kernel starts as that image, locked down before one restored
+ * instruction runs, kernel/checkpoint.h), else a fresh kernel that loads the context's namespace
+ * ("python": kernel_load_namespace reports name by name), else a fresh kernel ("restarted").
+ * The default context comes first, with the sandbox; the others join it once it has started.
+ * Each context's outcome goes into the answer's "restore": {"contexts": [...]}. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/fs.h"
+#include "common/log.h"
+#include "common/loop.h"
+#include "kernel/checkpoint.h"
+#include "kernel/namespace_transfer.h"
+#include "model/manager.h"
+#include "model/snapshot_internal.h"
+#include "model/snapshot_store.h"
+#include "model/ttl.h"
+#include "sandbox/volume.h"
+
+static char *mounts_folder; /* DATA_DIR/snapshot-mounts: snapshots' images, read-only, briefly */
+
+typedef struct restore_job restore_job;
+struct restore_job {
+    char snapshot_id[64];
+    json_t *description;    /* the snapshot's (sealed) */
+    box *b;                 /* NULL once it went away */
+    size_t at;              /* the context being started */
+    kernel *current;        /* its kernel; NULL once gone */
+    const char *planned;    /* its level: "process", "python" or "restarted" */
+    json_t *plan_notes;     /* why a level was not reached */
+    int image_fd;           /* its image while its kernel starts from it */
+    json_t *reports;        /* each context's outcome */
+    box_start_wait *wait;
+    snapshot_done done;
+    void *arg;
+    restore_job *next;
+};
+
+static restore_job *restores;
+
+static json_t *context_entry(restore_job *job, size_t index)
+{
+    return json_array_get(json_object_get(job->description, "contexts"), index);
+}
+
+static bool snapshot_file(restore_job *job, const char *name, char *out, size_t size)
+{
+    return name && snapshot_store_path(job->snapshot_id, name, out, size);
+}
+
+static void forget_restore(restore_job *job)
+{
+    for (restore_job **at = &restores; *at; at = &(*at)->next)
+        if (*at == job) {
+            *at = job->next;
+            break;
+        }
+    if (job->wait)
+        box_start_wait_cancel(job->wait);
+    if (job->image_fd >= 0)
+        close(job->image_fd);
+    json_decref(job->description);
+    json_decref(job->reports);
+    json_decref(job->plan_notes);
+    free(job);
+}
+
+static void finish_restore(restore_job *job, failure_kind failure, const char *why)
+{
+    if (why) {
+        job->done(job->arg, NULL, failure, why);
+    } else {
+        json_t *answer = box_model(job->b);
+        json_object_set_new(answer, "restore",
+                            json_pack("{s:s, s:O}", "snapshot_id", job->snapshot_id, "contexts",
+                                      job->reports));
+        job->done(job->arg, answer, FAILURE_INTERNAL, NULL);
+        json_decref(answer);
+    }
+    forget_restore(job);
+}
+
+/* ---- the level of one context ---- */
+
+/* Opens the context's image if the live zygote can put it back; else notes why not. */
+static int open_fitting_image(restore_job *job, json_t *entry, const kernelspec *spec)
+{
+    char path[4400], why[512];
+    if (!snapshot_file(job, json_string_value(json_object_get(entry, "image")), path, sizeof path))
+        return -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        json_object_set_new(job->plan_notes, "process", json_sprintf("cannot open %s: %s", path,
+                                                                     strerror(errno)));
+        return -1;
+    }
+    if (!kernel_image_fits(spec, fd, why, sizeof why)) {
+        json_object_set_new(job->plan_notes, "process", json_string(why));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void plan_context(restore_job *job, json_t *entry, const kernelspec *spec)
+{
+    json_decref(job->plan_notes);
+    job->plan_notes = json_object();
+    if (job->image_fd >= 0)
+        close(job->image_fd);
+    job->image_fd = open_fitting_image(job, entry, spec);
+    job->planned = job->image_fd >= 0                       ? "process"
+                   : json_object_get(entry, "namespace") ? "python"
+                                                            : "restarted";
+}
+
+static void start_next_context(restore_job *job);
+
+static void context_done(restore_job *job, const char *carried, json_t *report)
+{
+    json_t *entry = context_entry(job, job->at);
+    json_t *outcome = json_pack("{s:s, s:O, s:O, s:s, s:o}", "context_id",
+                                job->current ? kernel_id(job->current) : "", "from_context_id",
+                                json_object_get(entry, "context_id"), "language",
+                                json_object_get(entry, "language"), "carried", carried, "report",
+                                report ? report : json_object());
+    if (json_object_size(job->plan_notes) > 0)
+        json_object_set(outcome, "not_reached", job->plan_notes);
+    json_array_append_new(job->reports, outcome);
+    job->at++;
+    start_next_context(job);
+}
+
+static void on_namespace_loaded(void *arg, json_t *report, failure_kind failure, const char *why)
+{
+    restore_job *job = arg;
+    close(job->image_fd);
+    job->image_fd = -1;
+    if (report) {
+        context_done(job, "python", json_deep_copy(report));
+        return;
+    }
+    json_object_set_new(job->plan_notes, "python", json_string(why));
+    context_done(job, "restarted", NULL);
+}
+
+static void load_namespace(restore_job *job)
+{
+    char path[4400], why[512];
+    failure_kind failure;
+    json_t *entry = context_entry(job, job->at);
+    if (!snapshot_file(job, json_string_value(json_object_get(entry, "namespace")), path,
+                       sizeof path)) {
+        context_done(job, "restarted", NULL);
+        return;
+    }
+    job->image_fd = open(path, O_RDONLY | O_CLOEXEC); /* the namespace file, while it loads */
+    if (job->image_fd >= 0 && kernel_load_namespace(job->current, job->image_fd, on_namespace_loaded,
+                                                    job, &failure, why, sizeof why) == 0)
+        return;
+    if (job->image_fd < 0)
+        snprintf(why, sizeof why, "cannot open %.300s: %s", path, strerror(errno));
+    json_object_set_new(job->plan_notes, "python", json_string(why));
+    context_done(job, "restarted", NULL);
+}
+
+/* The context's kernel left "starting": what became of the level planned for it. */
+static void context_started(void *arg)
+{
+    restore_job *job = arg;
+    if (!job->b || !job->current) {
+        finish_restore(job, FAILURE_CONFLICT, "the sandbox was deleted while it was restored");
+        return;
+    }
+    if (strcmp(job->planned, "process") == 0) {
+        close(job->image_fd);
+        job->image_fd = -1;
+        if (kernel_restore_state(job->current) == KERNEL_RESTORED) {
+            json_t *report = kernel_restore_report(job->current);
+            context_done(job, "process", report ? json_deep_copy(report) : NULL);
+            return;
+        }
+        json_object_set_new(job->plan_notes, "process",
+                            json_string(kernel_death_reason(job->current)));
+        context_done(job, "failed", NULL);
+        return;
+    }
+    if (kernel_get_state(job->current) == KERNEL_DEAD) {
+        json_object_set_new(job->plan_notes, "start", json_string(kernel_death_reason(job->current)));
+        context_done(job, "failed", NULL);
+    } else if (strcmp(job->planned, "python") == 0) {
+        load_namespace(job);
+    } else {
+        context_done(job, "restarted", NULL);
+    }
+}
+
+static void on_context_started(void *arg)
+{
+    restore_job *job = arg;
+    job->wait = NULL;
+    loop_defer(context_started, job); /* not from inside the kernel's message handling */
+}
+
+static void wait_for_context(restore_job *job)
+{
+    job->wait = box_when_started(job->current, on_context_started, job);
+    if (!job->wait)
+        loop_defer(context_started, job); /* it started already (or died) */
+}
+
+/* The contexts after the default one join the sandbox it made. */
+static void start_next_context(restore_job *job)
+{
+    if (!job->b) {
+        finish_restore(job, FAILURE_CONFLICT, "the sandbox was deleted while it was restored");
+        return;
+    }
+    json_t *entry = context_entry(job, job->at);
+    if (!entry) {
+        log_info("sandbox %s restored from snapshot %s", box_id(job->b), job->snapshot_id);
+        finish_restore(job, FAILURE_INTERNAL, NULL);
+        return;
+    }
+    const kernelspec *spec = kernelspec_find(json_string_value(json_object_get(entry, "kernelspec")));
+    const char *cwd = json_string_value(json_object_get(entry, "cwd"));
+    char why[512];
+    failure_kind failure;
+    if (!spec) {
+        json_object_set_new(job->plan_notes = json_object(), "start",
+                            json_string("its kernelspec is not installed any more"));
+        job->current = NULL;
+        context_done(job, "failed", NULL);
+        return;
+    }
+    plan_context(job, entry, spec);
+    job->current = box_add_restored_context(job->b, spec, cwd ? cwd : "/workspace", job->image_fd,
+                                            &failure, why, sizeof why);
+    if (!job->current) {
+        json_object_set_new(job->plan_notes, "start", json_string(why));
+        context_done(job, "failed", NULL);
+        return;
+    }
+    wait_for_context(job);
+}
+
+/* ---- the files ---- */
+
+/* The snapshot's workspace as a tree to copy from: its folder (tmpfs), or its image mounted
+   read-only (ext4) in `mount_point`, which the caller unmounts with release_files. */
+static int open_files(restore_job *job, char *tree, size_t tree_size, char *mount_point,
+                      size_t mount_size, char *why, size_t why_size)
+{
+    json_t *workspace = json_object_get(job->description, "workspace");
+    const char *file = json_string_value(json_object_get(workspace, "file"));
+    const char *kind = json_string_value(json_object_get(workspace, "kind"));
+    mount_point[0] = '\0';
+    if (!snapshot_file(job, file, tree, tree_size) || !kind) {
+        snprintf(why, why_size, "snapshot %s has no workspace", job->snapshot_id);
+        return -1;
+    }
+    if (strcmp(kind, "ext4") != 0)
+        return 0;
+    static unsigned serial;
+    snprintf(mount_point, mount_size, "%s/%s-%u", mounts_folder, job->snapshot_id, ++serial);
+    char image[4400];
+    snprintf(image, sizeof image, "%s", tree);
+    int rc = -1;
+    if (fs_mkdir_p(mount_point, 0700) < 0)
+        snprintf(why, why_size, "cannot create %s: %s", mount_point, strerror(errno));
+    else
+        rc = volume_mount_image_read_only(image, mount_point, why, why_size);
+    if (rc < 0) {
+        rmdir(mount_point);
+        mount_point[0] = '\0';
+        return -1;
+    }
+    snprintf(tree, tree_size, "%s", mount_point);
+    return 0;
+}
+
+static void release_files(const char *mount_point)
+{
+    if (!mount_point[0])
+        return;
+    if (umount2(mount_point, 0) < 0 && umount2(mount_point, MNT_DETACH) < 0)
+        log_warn("cannot unmount %s: %s", mount_point, strerror(errno));
+    rmdir(mount_point);
+}
+
+/* Every entry of the workspace removed (links removed, never followed), as root. */
+static int empty_workspace(const char *workspace, char *why, size_t why_size)
+{
+    DIR *dir = opendir(workspace);
+    if (!dir) {
+        snprintf(why, why_size, "cannot open the workspace %s: %s", workspace, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    for (struct dirent *entry; (entry = readdir(dir));) {
+        if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0)
+            continue;
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", workspace, entry->d_name);
+        if (fs_remove_tree(path) < 0 && errno != ENOENT) {
+            snprintf(why, why_size, "cannot empty the workspace: %s: %s", path, strerror(errno));
+            rc = -1;
+            break;
+        }
+    }
+    closedir(dir);
+    return rc;
+}
+
+/* ---- starting ---- */
+
+static restore_job *new_restore(const char *snapshot_id, snapshot_done done, void *arg,
+                                failure_kind *failure, char *why, size_t why_size)
+{
+    json_t *description = snapshot_store_load(snapshot_id, true, failure, why, why_size);
+    if (!description)
+        return NULL;
+    restore_job *job = calloc(1, sizeof *job);
+    if (!job)
+        die("out of memory");
+    snprintf(job->snapshot_id, sizeof job->snapshot_id, "%s", snapshot_id);
+    job->description = description;
+    job->image_fd = -1;
+    job->reports = json_array();
+    job->plan_notes = json_object();
+    job->done = done;
+    job->arg = arg;
+    job->next = restores;
+    restores = job;
+    return job;
+}
+
+/* The request's limits, as limits_from_request reads them, from the snapshot's. */
+static json_t *limits_request(json_t *saved)
+{
+    static const char *const names[][2] = {
+        {"memory_bytes", "memory"}, {"pids", "pids"},       {"cpus", "cpus"},
+        {"disk_bytes", "disk"},     {"open_files", "open_files"}, {"timeout_s", "timeout"},
+        {"output_bytes", "output"},
+    };
+    json_t *request = json_object();
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        json_t *value = json_object_get(saved, names[i][0]);
+        if (json_number_value(value) > 0)
+            json_object_set(request, names[i][1], value);
+    }
+    return request;
+}
+
+int snapshot_restore_new(const char *snapshot_id, const char *sandbox_id, json_t *options,
+                         snapshot_done done, void *arg, failure_kind *failure, char *why,
+                         size_t why_size)
+{
+    restore_job *job = new_restore(snapshot_id, done, arg, failure, why, why_size);
+    if (!job)
+        return -1;
+    json_t *settings = json_object_get(job->description, "sandbox");
+    json_t *entry = context_entry(job, 0);
+    const char *template = json_string_value(json_object_get(settings, "template"));
+    const kernelspec *spec = template ? kernelspec_find(template) : NULL;
+    if (!spec || !entry) {
+        *failure = FAILURE_NOT_FOUND;
+        snprintf(why, why_size, "the template '%s' of snapshot %s is not installed any more",
+                 template ? template : "?", snapshot_id);
+        forget_restore(job);
+        return -1;
+    }
+    json_t *env = json_deep_copy(json_object_get(settings, "env"));
+    if (!json_is_object(env)) {
+        json_decref(env);
+        env = json_object();
+    }
+    json_object_update(env, json_object_get(options, "env"));
+    json_t *metadata = json_deep_copy(json_object_get(settings, "metadata"));
+    if (!json_is_object(metadata)) {
+        json_decref(metadata);
+        metadata = json_object();
+    }
+    json_object_update(metadata, json_object_get(options, "metadata"));
+    json_t *limits = limits_request(json_object_get(settings, "limits"));
+    json_t *network = json_is_true(json_object_get(settings, "network")) ? json_true() : NULL;
+    char tree[4400], mount_point[4400];
+    int rc = open_files(job, tree, sizeof tree, mount_point, sizeof mount_point, why, why_size);
+    kernel *k = NULL;
+    if (rc == 0) {
+        plan_context(job, entry, spec);
+        manager_seed seed = {.id = sandbox_id, .workspace_from = tree,
+                             .restore_image_fd = job->image_fd};
+        k = manager_create_seeded(template, env, limits, network, &seed, failure, why, why_size);
+    } else {
+        *failure = FAILURE_INTERNAL;
+    }
+    release_files(mount_point);
+    json_decref(limits);
+    if (!k) {
+        json_decref(env);
+        json_decref(metadata);
+        forget_restore(job);
+        return -1;
+    }
+    job->b = box_of(k);
+    job->current = k;
+    json_t *timeout = json_object_get(options, "timeout");
+    if (!json_is_integer(timeout))
+        timeout = json_object_get(settings, "timeout_s");
+    box_configure(job->b, metadata, env, (int)json_integer_value(timeout));
+    json_decref(env);
+    json_decref(metadata);
+    json_t *allow_out = json_object_get(settings, "allowOut"), *deny_out = json_object_get(settings, "denyOut");
+    char egress_why[512];
+    if ((allow_out || deny_out) &&
+        manager_set_egress(k, allow_out, deny_out, egress_why, sizeof egress_why) < 0)
+        json_object_set_new(job->plan_notes, "network", json_string(egress_why));
+    const char *working_directory = json_string_value(json_object_get(settings, "working_directory"));
+    if (working_directory)
+        kernel_set_working_directory(k, working_directory);
+    wait_for_context(job);
+    return 0;
+}
+
+int snapshot_restore_in_place(const char *snapshot_id, box *b, bool keep_files,
+                              snapshot_done done, void *arg, failure_kind *failure, char *why,
+                              size_t why_size)
+{
+    restore_job *job = new_restore(snapshot_id, done, arg, failure, why, why_size);
+    if (!job)
+        return -1;
+    kernel *primary = box_default_kernel(b);
+    /* Every context ends first: nothing may write the files while they are replaced. */
+    json_t *contexts = box_contexts_model(b);
+    for (size_t i = 1; i < json_array_size(contexts); i++) {
+        const char *id = json_string_value(json_object_get(json_array_get(contexts, i), "id"));
+        kernel *context = box_find_context(b, id);
+        if (context)
+            box_delete_context(b, context);
+    }
+    json_decref(contexts);
+    if (kernel_get_sandbox(primary)->cgroup)
+        cgroup_kill_all(kernel_get_sandbox(primary)->cgroup);
+    char tree[4400], mount_point[4400] = "";
+    int rc = 0;
+    if (!keep_files) {
+        rc = open_files(job, tree, sizeof tree, mount_point, sizeof mount_point, why, why_size);
+        if (rc == 0)
+            rc = empty_workspace(kernel_workspace(primary), why, why_size);
+        volume_copy_stats stats = {0};
+        if (rc == 0)
+            rc = volume_copy_tree(tree, kernel_workspace(primary), box_uid(b), (gid_t)box_uid(b),
+                                  &stats, why, why_size);
+        release_files(mount_point);
+    }
+    /* The default context restarts as a new interpreter: a process image can only be put back
+       into a new clone of the zygote, which kernel_restart does not make; its namespace is
+       loaded instead. */
+    json_t *entry = context_entry(job, 0);
+    plan_context(job, entry, kernel_spec(primary));
+    if (job->image_fd >= 0) {
+        close(job->image_fd);
+        job->image_fd = -1;
+        json_object_set_new(job->plan_notes, "process",
+                            json_string("a sandbox rewound in place restarts its default context "
+                                        "as a new interpreter"));
+        job->planned = json_object_get(entry, "namespace") ? "python" : "restarted";
+    }
+    if (rc == 0)
+        rc = kernel_restart(primary, why, why_size);
+    if (rc < 0) {
+        *failure = FAILURE_INTERNAL;
+        forget_restore(job);
+        return -1;
+    }
+    job->b = b;
+    job->current = primary;
+    wait_for_context(job);
+    return 0;
+}
+
+int snapshot_restore(const char *snapshot_id, json_t *options, snapshot_done done, void *arg,
+                     failure_kind *failure, char *why, size_t why_size)
+{
+    const char *sandbox_id = json_string_value(json_object_get(options, "sandbox_id"));
+    if (!sandbox_id)
+        return snapshot_restore_new(snapshot_id, NULL, options, done, arg, failure, why, why_size);
+    json_t *model = snapshot_get(snapshot_id);
+    const char *own = json_string_value(json_object_get(model, "sandbox_id"));
+    box *b = box_find(sandbox_id);
+    int rc = -1;
+    if (!model) {
+        *failure = FAILURE_NOT_FOUND;
+        snprintf(why, why_size, "snapshot %.64s does not exist (see GET /v1/snapshots)", snapshot_id);
+    } else if (!own || strcmp(own, sandbox_id) != 0) {
+        *failure = FAILURE_INVALID;
+        snprintf(why, why_size, "snapshot %s is of sandbox %s, not %.64s: only its own sandbox can "
+                 "be rewound to it (leave out sandbox_id for a new sandbox)", snapshot_id,
+                 own ? own : "?", sandbox_id);
+    } else if (!b) {
+        *failure = FAILURE_NOT_FOUND;
+        snprintf(why, why_size, "sandbox %.64s does not exist any more: leave out sandbox_id to "
+                 "restore the snapshot into a new sandbox", sandbox_id);
+    } else if (box_get_state(b) == BOX_HIBERNATED || box_get_state(b) == BOX_PAUSED) {
+        *failure = FAILURE_CONFLICT;
+        snprintf(why, why_size, "sandbox %s is %s: resume it (POST /v1/sandboxes/%s/resume) "
+                 "before rewinding it", sandbox_id, box_state_name(box_get_state(b)), sandbox_id);
+    } else {
+        rc = snapshot_restore_in_place(snapshot_id, b, false, done, arg, failure, why, why_size);
+    }
+    json_decref(model);
+    return rc;
+}
+
+/* ---- the gone hooks ---- */
+
+static void on_kernel_gone(kernel *k)
+{
+    for (restore_job *job = restores; job; job = job->next)
+        if (job->current == k)
+            job->current = NULL; /* its start wait ends with it: context_started sees NULL */
+}
+
+static void on_box_gone(box *b)
+{
+    for (restore_job *job = restores; job; job = job->next)
+        if (job->b == b)
+            job->b = NULL;
+}
+
+void snapshot_restore_init(const char *data_dir)
+{
+    if (asprintf(&mounts_folder, "%s/snapshot-mounts", data_dir) < 0)
+        die("out of memory");
+    /* mounts a dead daemon left: read-only images, unmounted and removed */
+    DIR *dir = opendir(mounts_folder);
+    for (struct dirent *entry; dir && (entry = readdir(dir));) {
+        if (entry->d_name[0] == '.')
+            continue;
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", mounts_folder, entry->d_name);
+        release_files(path);
+    }
+    if (dir)
+        closedir(dir);
+    fs_mkdir_p(mounts_folder, 0700);
+    box_add_kernel_gone_hook(on_kernel_gone);
+    box_add_box_gone_hook(on_box_gone);
+}

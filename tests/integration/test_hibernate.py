@@ -1,0 +1,160 @@
+"""Hibernation (issue 24): a sandbox kept only as its snapshot and its files. Hibernating ends
+every process of the sandbox (its memory freed) and lists it "hibernated" with its snapshot's id;
+the next /v1 call that needs it wakes it first (same id, same files); the snapshot it needs cannot
+be deleted; it survives a daemon restart; --hibernate-idle hibernates an idle sandbox; deleting a
+hibernated sandbox removes its snapshot."""
+import os
+
+import pytest
+
+from helpers.daemon import Daemon
+from helpers.v1 import V1
+from helpers.wait import wait_until
+
+pytestmark = pytest.mark.cellbox_only
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    d = Daemon().start()
+    yield d
+    problem = d.finish()
+    if problem:
+        pytest.fail(problem, pytrace=False)
+
+
+@pytest.fixture
+def v1(daemon):
+    client = V1(daemon)
+    yield client
+    client.cleanup()
+
+
+def hibernate(v1, sid):
+    r = v1.post(f"v1/sandboxes/{sid}/hibernate")
+    assert r.status_code == 200, f"hibernate -> {r.status_code} {r.text[:500]}"
+    model = r.json()
+    assert model["state"] == "hibernated" and model["snapshot_id"], model
+    return model
+
+
+def processes_of_uid(uid):
+    """Pids on the host running as `uid` (the sandbox user)."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as f:
+                for line in f:
+                    if line.startswith("Uid:"):
+                        if int(line.split()[1]) == uid:
+                            pids.append(int(name))
+                        break
+        except OSError:
+            continue
+    return pids
+
+
+def test_a_hibernated_sandbox_has_no_process_and_keeps_its_files(v1, daemon):
+    sid = v1.create(timeout_s=0)["id"]
+    uid = int(v1.value(sid, "import os; os.getuid()"))
+    v1.write(sid, "kept.txt", "still here")
+    v1.background(sid, "sleep 1000")
+    assert processes_of_uid(uid)
+    model = hibernate(v1, sid)
+    wait_until(lambda: not processes_of_uid(uid), timeout=10,
+               message="every process of the hibernated sandbox to end")
+    listed = {s["id"]: s for s in v1.sandboxes(state="hibernated")}
+    assert listed[sid]["snapshot_id"] == model["snapshot_id"]
+    assert os.path.isdir(os.path.join(daemon.data_dir, "snapshots", model["snapshot_id"]))
+    # its workspace is still on disk, where it was
+    with open(os.path.join(daemon.workspace(sid), "kept.txt")) as f:
+        assert f.read() == "still here"
+
+
+def test_the_next_call_wakes_it_with_the_same_id_and_files(v1, daemon):
+    sid = v1.create(timeout_s=0)["id"]
+    v1.write(sid, "kept.txt", "still here")
+    model = hibernate(v1, sid)
+    ev = v1.execute(sid, "print(open('/workspace/kept.txt').read())")
+    assert ev.stdout == "still here\n"
+    awake = v1.model(sid)
+    assert awake["state"] == "running" and "snapshot_id" not in awake
+    # the snapshot it woke from is gone: its state is live again
+    assert not os.path.exists(os.path.join(daemon.data_dir, "snapshots", model["snapshot_id"]))
+    assert v1.get(f"v1/snapshots/{model['snapshot_id']}").status_code == 404
+
+
+def test_files_and_resume_wake_it_too(v1):
+    sid = v1.create(timeout_s=0)["id"]
+    v1.write(sid, "a.txt", "A")
+    hibernate(v1, sid)
+    assert v1.read(sid, "a.txt") == b"A"  # the files route woke it
+    assert v1.model(sid)["state"] == "running"
+    hibernate(v1, sid)
+    r = v1.post(f"v1/sandboxes/{sid}/resume")
+    assert r.status_code == 200 and r.json()["state"] == "running", r.text
+    assert r.json()["restore"]["contexts"][0]["from_context_id"] == sid
+    assert v1.value(sid, "6 * 7") == "42"
+
+
+def test_its_snapshot_cannot_be_deleted_and_pause_is_refused(v1):
+    sid = v1.create(timeout_s=0)["id"]
+    model = hibernate(v1, sid)
+    r = v1.delete(f"v1/snapshots/{model['snapshot_id']}")
+    assert r.status_code == 409 and "hibernated sandbox" in r.json()["message"]
+    r = v1.post(f"v1/sandboxes/{sid}/pause")
+    assert r.status_code == 409 and "is hibernated" in r.json()["message"]
+    r = v1.post(f"v1/sandboxes/{sid}/snapshots", json={})
+    assert r.status_code == 409 and "is hibernated" in r.json()["message"]
+    # hibernating again answers the same sandbox, still hibernated
+    assert hibernate(v1, sid)["snapshot_id"] == model["snapshot_id"]
+
+
+def test_deleting_a_hibernated_sandbox_removes_its_snapshot(v1, daemon):
+    sid = v1.create(timeout_s=0)["id"]
+    model = hibernate(v1, sid)
+    assert v1.remove(sid).status_code == 204
+    assert not os.path.exists(os.path.join(daemon.data_dir, "snapshots", model["snapshot_id"]))
+    assert v1.get(f"v1/sandboxes/{sid}").status_code == 404
+
+
+def test_a_hibernated_sandbox_survives_a_daemon_restart(make_daemon):
+    first = make_daemon()
+    v1 = V1(first)
+    sid = v1.create(timeout_s=0, metadata={"owner": "ana"})["id"]
+    v1.write(sid, "kept.txt", "across restarts")
+    model = hibernate(v1, sid)
+    first.stop()
+    second = make_daemon(start=False)
+    second.data_dir = first.data_dir
+    second.start()
+    v1 = V1(second)
+    try:
+        wait_until(lambda: any(s["id"] == sid and s["state"] == "hibernated"
+                               for s in v1.sandboxes()), timeout=30,
+                   message="the hibernated sandbox to be listed again")
+        again = v1.model(sid)
+        assert again["snapshot_id"] == model["snapshot_id"]
+        assert again["metadata"] == {"owner": "ana"}
+        ev = v1.execute(sid, "print(open('/workspace/kept.txt').read())")
+        assert ev.stdout == "across restarts\n"
+        assert v1.model(sid)["state"] == "running"
+        v1.created.append(sid)
+    finally:
+        v1.cleanup()
+        assert second.finish() is None  # before the first's teardown removes the data dir
+
+
+def test_hibernate_idle_hibernates_an_idle_sandbox(make_daemon):
+    d = make_daemon(args=["--hibernate-idle", "1"])
+    v1 = V1(d)
+    try:
+        sid = v1.create(timeout_s=0)["id"]
+        assert v1.value(sid, "1") == "1"
+        wait_until(lambda: v1.model(sid)["state"] == "hibernated", timeout=30,
+                   message="the idle sandbox to hibernate")
+        assert v1.value(sid, "2") == "2"  # and a call wakes it
+    finally:
+        v1.cleanup()
