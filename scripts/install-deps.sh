@@ -18,12 +18,14 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 # libzmq3-dev: cellbox-kernel's Jupyter bridge (runtime/jupyter_bridge.c) speaks ZMQ to any installed
 # Jupyter kernel. nodejs, node-acorn (a cell's top-level declarations and await are rewritten on
 # its syntax tree), node-typescript: the JavaScript and TypeScript kernels. r-cran-irkernel: R.
+# python3-dill: a Python kernel's variables are carried name by name where its process image
+# cannot be restored (runtime/python/cellbox_kernel/namespace.py).
 # procps, git: a sandbox's commands run the host's /usr, and `ps` and `git` are ones every agent
 # expects (E2B's sandbox.git.* runs git through commands; a bare Debian has neither).
 run_pkgs=(build-essential pkg-config libmicrohttpd-dev libwslay-dev libjansson-dev libssl-dev
   libseccomp-dev libpython3.11-dev libcurl4-openssl-dev libarchive-dev zlib1g-dev e2fsprogs tar python3-ipython python3-numpy python3-pandas
   python3-matplotlib python3-matplotlib-inline procps git libnftables-dev libnl-route-3-dev iproute2 dnsmasq-base
-  libzmq3-dev nodejs node-acorn node-typescript r-cran-irkernel)
+  libzmq3-dev nodejs node-acorn node-typescript r-cran-irkernel python3-dill)
 # nodejs, npm: make bench times E2B's npm SDK beside /v1 (tests/clients/node/e2b_bench.mjs).
 bench_pkgs=(python3-websocket python3-requests jupyter-server python3-jupyter-server
   python3-jupyter-client python3-ipykernel nodejs npm ca-certificates)

@@ -9,7 +9,7 @@ import os
 import traceback
 import uuid
 
-from . import checkpoint, stdio, user_site
+from . import checkpoint, namespace, stdio, user_site
 from .channel import MAX_FRAME, ChannelClosed
 from .requests import Requests
 from .session import MalformedMessage, Session, decode, encode, timestamp
@@ -158,6 +158,7 @@ class Kernel:
     def _handle(self, message, aborting):
         channel = message["channel"]
         if channel == "cellbox":
+            namespace.handle(self, message)  # save_namespace, load_namespace (namespace.py)
             self._handle_internal(message)  # unknown types are ignored
             return
         if channel not in ("shell", "control"):
