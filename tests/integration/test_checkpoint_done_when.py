@@ -17,6 +17,7 @@ test is a tmpfs this test mounts and unmounts.
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -101,6 +102,9 @@ print(json.dumps({'gen': [next(gen), next(gen)], 'counter': counter(), 'deposit'
 """
 CONTINUED = {"gen": [4, 9], "counter": 107, "deposit": 43, "text_line": LINES[2],
              "raw_read": CONTENT[RAW_OFFSET:RAW_OFFSET + 40].decode()}
+
+# What the daemon logs when it starts a kernel or restores a sandbox.
+STARTED_RE = re.compile(r"kernel \S+ started|taken from the warm pool|restored from snapshot")
 
 THREADS = "print(open('/proc/self/status').read().split('Threads:')[1].split()[0])"
 
@@ -223,6 +227,18 @@ def cgroups_of(pids, sid):
     return {g for g in groups if os.path.isdir(g) and sid in g}
 
 
+def cgroups_named_for(sid, top="/sys/fs/cgroup", depth=8):
+    """Every cgroup directory, in any hierarchy, whose name holds the sandbox's id."""
+    found = []
+    base = top.count("/")
+    for root, dirs, _ in os.walk(top):
+        if root.count("/") - base >= depth:
+            dirs[:] = []
+            continue
+        found += [os.path.join(root, n) for n in dirs if sid in n]
+    return found
+
+
 def processes_left(groups):
     """Pids still in these cgroups (a removed cgroup holds none)."""
     left = []
@@ -278,7 +294,9 @@ def chain():
     c = Chain()
     daemons = []
     try:
-        first = start_daemon()
+        # no warm pool: a pool refilling by itself would start kernels while the tampered
+        # snapshot's test checks that a refused restore starts none
+        first = start_daemon(args=["--pool-size=0"])
         daemons.append(first)
         v1 = V1(first)
         source = v1.create(timeout_s=0)
@@ -292,7 +310,7 @@ def chain():
         c.source_after_snapshot = printed(v1, c.source_id, FINGERPRINT)
         kill_hard(first)
 
-        second = start_daemon(data_dir=first.data_dir)
+        second = start_daemon(data_dir=first.data_dir, args=["--pool-size=0"])
         daemons.append(second)
         c.daemon, c.data_dir = second, second.data_dir
         c.v1 = V1(second)
@@ -419,6 +437,18 @@ def test_forks_and_source_see_none_of_each_others_processes(chain, forks):
             v1.execute(sid, "_marked.kill(); _marked.wait()", expect_status=None)
 
 
+def test_post_sandboxes_with_a_snapshot_id_restores_it_too(chain):
+    v1, sid = chain.v1, chain.snapshot["snapshot_id"]
+    r = v1.post("v1/sandboxes", json={"snapshot_id": sid, "timeout_s": 0}, timeout=180)
+    assert r.status_code == 201, f"POST /v1/sandboxes from the snapshot -> {r.status_code} {r.text[:600]}"
+    made = r.json()
+    v1.created.append(made["id"])
+    assert made["id"] not in (chain.source_id, chain.restored_id)
+    assert [c["carried"] for c in made["restore"]["contexts"]] == ["process"], made["restore"]
+    assert printed(v1, made["id"], FINGERPRINT) == chain.before
+    v1.remove(made["id"])
+
+
 # ------------------------------------------------------------------ a tampered snapshot
 
 def test_tampered_snapshot_is_refused_and_starts_nothing(chain):
@@ -427,8 +457,8 @@ def test_tampered_snapshot_is_refused_and_starts_nothing(chain):
     assert any(os.path.basename(p) == "seal" for p in files), files
     assert any(os.path.basename(p) == "snapshot.json" for p in files), files
     sandboxes, kernels = sandbox_ids(v1), kernel_ids(v1)
-    workspaces = sorted(os.listdir(os.path.join(chain.data_dir, "workspaces")))
     for path in files:
+        log_before = len(chain.daemon.log_text())
         put_back = flip_byte(path)
         try:
             r = v1.post(f"v1/snapshots/{sid}/restore", json={}, timeout=180)
@@ -437,16 +467,13 @@ def test_tampered_snapshot_is_refused_and_starts_nothing(chain):
             assert r.status_code == 403, f"{os.path.relpath(path, chain.data_dir)} changed: restore -> {r.status_code} {r.text[:300]}"
             assert "seal" in r.json()["message"], r.text[:300]
             assert sandbox_ids(v1) == sandboxes and kernel_ids(v1) == kernels
-            assert sorted(os.listdir(os.path.join(chain.data_dir, "workspaces"))) == workspaces
+            started = STARTED_RE.findall(chain.daemon.log_text()[log_before:])
+            assert not started, f"a refused restore started something: {started}"
         finally:
             put_back()
-    # put back, the same snapshot restores again (here through POST /v1/sandboxes
-    # {"snapshot_id"}, the other way in): the refusals were the changed bytes'
-    r = v1.post("v1/sandboxes", json={"snapshot_id": sid, "timeout_s": 0}, timeout=180)
-    assert r.status_code == 201, f"POST /v1/sandboxes from the snapshot -> {r.status_code} {r.text[:600]}"
-    again = r.json()
-    v1.created.append(again["id"])
-    assert [c["carried"] for c in again["restore"]["contexts"]] == ["process"], again["restore"]
+    # every byte put back, the same snapshot restores again: the refusals were the changed
+    # bytes' (a copy of the data directory that allocates a hole differently is not a change)
+    again = restore(v1, sid)
     assert printed(v1, again["id"], FINGERPRINT) == chain.before
     v1.remove(again["id"])
 
@@ -574,6 +601,12 @@ def test_hibernated_sandbox_survives_a_daemon_restart(hibernation_daemons, stop)
     assert model["state"] == "hibernated" and model["snapshot_id"] == snapshot_id, model
     assert model["metadata"] == {"keep": "me"}, model
     assert sid in [m["id"] for m in v1.sandboxes()]
+    # still asleep once the new daemon has done other work: nothing woke it but a request
+    other = v1.create(timeout_s=0)["id"]
+    assert v1.value(other, "6 * 7") == "42"
+    v1.remove(other)
+    assert v1.model(sid)["state"] == "hibernated", v1.model(sid)
+    assert processes_left(cgroups_named_for(sid)) == [], "the hibernated sandbox has processes again"
     assert printed(v1, sid, FINGERPRINT) == before
     assert printed(v1, sid, CONTINUE) == CONTINUED
     assert v1.model(sid)["state"] == "running"
