@@ -9,6 +9,7 @@
 #include "api/v1_contexts.h"
 #include "api/v1_execute.h"
 #include "api/v1_files.h"
+#include "api/v1_fork.h"
 #include "api/v1_ready.h"
 #include "api/v1_run.h"
 #include "api/v1_snapshots.h"
@@ -275,6 +276,11 @@ static void route_sandbox(http_request *request, box *b, char **s, int n)
     } else if (strcmp(what, "files") == 0 && n <= 5) {
         if (v1_require_running(request, b))
             v1_files_route(request, b, files_rest(http_path(request)));
+    } else if (strcmp(what, "fork") == 0 && n == 4) {
+        if (!http_method_is(request, "POST"))
+            http_respond_method_not_allowed(request, "POST");
+        else if (v1_require_running(request, b))
+            v1_fork(request, b);
     } else if (strcmp(what, "commands") == 0 && n <= 6) {
         v1_commands_route(request, b, s + 3, n - 3);
     } else {

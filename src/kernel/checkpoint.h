@@ -52,6 +52,11 @@ typedef void (*kernel_checkpoint_done)(void *arg, const kernel_checkpoint_result
 int kernel_checkpoint(kernel *k, int image_fd, bool full, kernel_checkpoint_done done, void *arg,
                       failure_kind *failure, char *why, size_t why_size);
 
+/* kernel.c: the kernel's "checkpoint_ready" or "checkpoint_refused" frame (checked). */
+void kernel_checkpoint_frame(kernel *k, json_t *message);
+/* kernel_destroy: a checkpoint of k still in progress ends without calling its `done`. */
+void kernel_checkpoint_forget(kernel *k);
+
 /* Could the live zygote of `spec` restore this image (same build, same layout; a diff image
    also needs the very zygote process it was taken against)? false with `why` naming the
    difference ("the zygote's build changed: libpython3.11.so.1.0 is another file"); then the

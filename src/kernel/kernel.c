@@ -28,6 +28,7 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/volume.h"
 #include "kernel/zygote.h"
+#include "kernel/checkpoint.h"
 
 #define READ_CHUNK 65536
 #define MAX_READ_PER_WAKEUP (1u << 20) /* one noisy kernel must not starve the others */
@@ -117,6 +118,10 @@ struct kernel {
     int connections;
     struct channel_connection *subscribers; /* api/channels.c's list */
     struct box *box;                        /* model/box.c's record */
+    bool cloned;                    /* its process is a clone of the zygote (imageable) */
+    bool requests_held;             /* kernel_hold_requests: kernel_send queues, sends nothing */
+    kernel_restore_outcome restore_state; /* a kernel started from a process image */
+    json_t *restore_report;         /* its "restored" frame's report */
 };
 
 #define MAX_MESSAGE_HANDLERS 8
@@ -149,6 +154,9 @@ void kernel_add_message_handler(kernel_message_handler handler)
 }
 
 const kernel_sandbox *kernel_get_sandbox(const kernel *k) { return &k->sandbox; }
+kernel_restore_outcome kernel_restore_state(const kernel *k) { return k->restore_state; }
+json_t *kernel_restore_report(const kernel *k) { return k->restore_report; }
+bool kernel_is_zygote_clone(const kernel *k) { return k->cloned; }
 json_t *kernel_request_env(const kernel *k) { return k->env; }
 
 void kernel_egress_lists(const kernel *k, json_t **allow_out, json_t **deny_out)
@@ -459,6 +467,7 @@ static void describe_kernel_sandbox(const kernel *k, char *const *argv, char *co
         .fds = {d->devnull, d->out[1], d->err[1], d->channel[1]},
         .cwd = k->sandbox.cwd,
         .outlives_daemon = keeper_running(), /* another context: adopted as the sandbox is */
+        .image_fd = k->sandbox.restore ? k->sandbox.restore_image_fd : 0,
     };
     cgroup_procs_files(k->sandbox.cgroup, spec->cgroup_procs, SANDBOX_MAX_CGROUP_FILES);
     spec->memory_cgroup_procs = cgroup_memory_procs_file(k->sandbox.cgroup);
@@ -474,9 +483,12 @@ static bool start_by_zygote(kernel *k, sandbox_spec *spec, environment *env, cha
 {
     set_setup_window(k, true);
     k->spawn = zygote_spawn_start(k->spec->zygote, spec, k->id, on_zygote_answer, k, why, why_size);
+    k->cloned = k->spawn != NULL;
     if (k->spawn)
         return true;
     set_setup_window(k, false);
+    if (k->sandbox.restore) /* an image is a zygote's clone's or nothing */
+        return false;
     log_warn("kernel %s: %s; starting it by exec", k->id, why);
     environment_free(env);
     *env = (environment){0};
@@ -795,6 +807,16 @@ static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t wh
        of a running sandbox starts by exec inside its namespaces. */
     bool via_zygote = allow_zygote && !k->sandbox.host && !k->spec->argv &&
                       zygote_is_ready(k->spec->zygote);
+    k->cloned = false;
+    if (k->sandbox.restore && !via_zygote) {
+        snprintf(why, why_size, "restore failed: %s",
+                 zygote_is_ready(k->spec->zygote) ? "only a Python kernel's image can be restored"
+                                                  : "the zygote is not ready (it is starting): "
+                                                    "try again in a few seconds");
+        close(d.devnull), close(d.out[0]), close(d.out[1]), close(d.err[0]), close(d.err[1]);
+        close(d.channel[0]), close(d.channel[1]);
+        return -1;
+    }
     environment env = {0};
     build_environment(&env, k, !via_zygote);
     sandbox_spec spec;
@@ -802,7 +824,7 @@ static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t wh
     int pidfd = -1;
     if (via_zygote)
         via_zygote = start_by_zygote(k, &spec, &env, why, why_size);
-    pid_t pid = via_zygote ? 0 : start_by_exec(k, &spec, &pidfd, why, why_size);
+    pid_t pid = via_zygote ? 0 : k->sandbox.restore ? -1 : start_by_exec(k, &spec, &pidfd, why, why_size);
     environment_free(&env);
     close(d.devnull);
     close(d.out[1]);
@@ -813,6 +835,14 @@ static int spawn_process_with(kernel *k, bool allow_zygote, char *why, size_t wh
         return -1;
     }
     watch_started_kernel(k, pid, pidfd, &d);
+    if (k->sandbox.restore) { /* once: a later restart starts a new interpreter */
+        k->restore_state = KERNEL_RESTORING;
+        k->sandbox.restore = false;
+        close(k->sandbox.restore_image_fd);
+        k->sandbox.restore_image_fd = -1;
+        return 0; /* its variables and directory are the image's */
+    }
+    k->restore_state = KERNEL_NOT_RESTORED;
     /* a clone of the zygote has none of its request's variables yet; an exec'd kernel has */
     send_settings(k, via_zygote ? k->env : NULL);
     if (pid > 0)
@@ -933,9 +963,20 @@ static void flush_output(output_pipe *p, int final)
             length--;
         log_warn("kernel %s: %s: %.*s", p->owner->id, p->name, length, buffer_head(&text));
         static const char marker[] = SANDBOX_SETUP_FAILED_PREFIX;
+        static const char restore_marker[] = "restore failed: "; /* runtime/restorer.c */
         if ((size_t)length > sizeof marker - 1 && memcmp(buffer_head(&text), marker, sizeof marker - 1) == 0)
             snprintf(p->owner->setup_failure, sizeof p->owner->setup_failure, "%.*s",
                      length - (int)(sizeof marker - 1), buffer_head(&text) + sizeof marker - 1);
+        const char *restore_line = memmem(buffer_head(&text), (size_t)length, restore_marker,
+                                          sizeof restore_marker - 1);
+        if (restore_line && p->owner->restore_state == KERNEL_RESTORING) {
+            int offset = (int)(restore_line - buffer_head(&text)) + (int)sizeof restore_marker - 1;
+            int end = offset;
+            while (end < length && buffer_head(&text)[end] != '\n')
+                end++;
+            snprintf(p->owner->setup_failure, sizeof p->owner->setup_failure, "%.*s",
+                     end - offset, buffer_head(&text) + offset);
+        }
     }
     if (buffer_size(&text) > 0)
         publish_text(p->owner, p->name, buffer_head(&text), buffer_size(&text));
@@ -1192,6 +1233,22 @@ static void track_state(kernel *k, const char *type, json_t *message)
     }
 }
 
+/* A restored kernel's "restored" (its idle, next, makes it ready); the checkpoint's frames go
+   to their handler (kernel/checkpoint.c), never to a client. */
+static void handle_cellbox_frame(kernel *k, json_t *message)
+{
+    const char *type = json_string_value(json_object_get(message, "type"));
+    if (strcmp(type, "restored") == 0) {
+        if (k->restore_state == KERNEL_RESTORING) {
+            k->restore_state = KERNEL_RESTORED;
+            json_decref(k->restore_report);
+            k->restore_report = json_incref(json_object_get(message, "report"));
+        }
+        return;
+    }
+    kernel_checkpoint_frame(k, message);
+}
+
 static void handle_kernel_message(kernel *k, const char *bytes, size_t length)
 {
     char why[160];
@@ -1203,6 +1260,11 @@ static void handle_kernel_message(kernel *k, const char *bytes, size_t length)
         return;
     }
     const char *channel = json_string_value(json_object_get(message, "channel"));
+    if (strcmp(channel, "cellbox") == 0) { /* to the daemon itself: kernel/checkpoint.c */
+        handle_cellbox_frame(k, message);
+        json_decref(message);
+        return;
+    }
     const char *type = message_type(message);
     if (strcmp(channel, "control") == 0 && strcmp(type, "shutdown_reply") == 0)
         k->shutdown_replied = true;
@@ -1386,8 +1448,36 @@ int kernel_send(kernel *k, json_t *message)
     buffer_append_u32le(&k->channel_out, (unsigned)length);
     buffer_append(&k->channel_out, text, length);
     free(text);
-    if (!k->spawn) /* else it waits for the zygote's answer (on_zygote_answer) */
+    if (!k->spawn && !k->requests_held) /* else it waits: the zygote's answer, a checkpoint */
         flush_channel(k);
+    return 0;
+}
+
+void kernel_hold_requests(kernel *k, bool hold)
+{
+    k->requests_held = hold;
+    if (!hold && !k->spawn && k->channel_fd >= 0)
+        flush_channel(k);
+}
+
+int kernel_send_now(kernel *k, json_t *message)
+{
+    if (k->state == KERNEL_DEAD || k->channel_fd < 0 || k->spawn)
+        return -1;
+    char *text = json_dumps(message, JSON_COMPACT);
+    if (!text)
+        die("out of memory encoding a message");
+    size_t length = strlen(text);
+    /* Ahead of anything held: what is queued waits behind this frame. */
+    buffer held = k->channel_out;
+    k->channel_out = (buffer){0};
+    buffer_append_u32le(&k->channel_out, (unsigned)length);
+    buffer_append(&k->channel_out, text, length);
+    free(text);
+    flush_channel(k);
+    if (buffer_size(&held))
+        buffer_append(&k->channel_out, buffer_head(&held), buffer_size(&held));
+    buffer_free(&held);
     return 0;
 }
 
@@ -1411,6 +1501,12 @@ static void describe_exit(kernel *k, const siginfo_t *info)
 {
     if (k->death_reason[0])
         return; /* already named: protocol violation or timeout */
+    if (k->restore_state == KERNEL_RESTORING) {
+        k->restore_state = KERNEL_RESTORE_FAILED;
+        snprintf(k->death_reason, sizeof k->death_reason, "restore failed: %s",
+                 k->setup_failure[0] ? k->setup_failure : "the restored process exited before it served");
+        return;
+    }
     char size[32];
     limits_format_size(k->sandbox.limits.memory_bytes, size, sizeof size);
     if (current_oom_kills(k) > k->oom_kills_at_start) {
@@ -1591,6 +1687,17 @@ static void on_zygote_answer(void *arg, pid_t pid, const char *why)
         kill(-pid, SIGKILL);
         waitpid(pid, NULL, 0);
     }
+    if (k->restore_state == KERNEL_RESTORING) { /* an image has no exec to fall back on */
+        release_process(k);
+        k->restore_state = KERNEL_RESTORE_FAILED;
+        k->state = KERNEL_DEAD;
+        snprintf(k->death_reason, sizeof k->death_reason, "restore failed: %s",
+                 pid > 0 ? "cannot watch its clone" : why);
+        log_warn("kernel %s: %s", k->id, k->death_reason);
+        emit(k, "iopub", message_status(k->session, NULL, "dead"));
+        fail_contexts_awaiting(k, k->death_reason);
+        return;
+    }
     log_warn("kernel %s: %s; starting it by exec", k->id, pid > 0 ? "cannot watch its clone" : why);
     int strongest = k->signal_on_spawn;
     buffer waiting = k->channel_out; /* kept across the restart of the channel */
@@ -1653,6 +1760,13 @@ kernel *kernel_start(const char *id, const kernelspec *spec, const char *workspa
     id_uuid4(k->session);
     k->spec = spec;
     k->sandbox = *sandbox;
+    if (sandbox->restore &&
+        (k->sandbox.restore_image_fd = fcntl(sandbox->restore_image_fd, F_DUPFD_CLOEXEC, 3)) < 0) {
+        snprintf(why, why_size, "restore failed: cannot keep the image: %s", strerror(errno));
+        free(k->workspace);
+        free(k);
+        return NULL;
+    }
     k->env = env ? json_incref(env) : json_object();
     k->pidfd = k->channel_fd = k->out.fd = k->err.fd = k->network_slot = -1;
     k->old_channel_fd = k->new_channel_for_kernel = -1;
@@ -1661,6 +1775,8 @@ kernel *kernel_start(const char *id, const kernelspec *spec, const char *workspa
     if (spec->workdir && !(k->working_directory = strdup(spec->workdir)))
         die("out of memory");
     if (spawn_process(k, why, why_size) < 0) {
+        if (k->sandbox.restore)
+            close(k->sandbox.restore_image_fd);
         free(k->working_directory);
         json_decref(k->env);
         free(k->workspace);
@@ -1730,6 +1846,7 @@ static void kernel_free(void *arg)
     json_decref(k->env);
     json_decref(k->allow_out);
     json_decref(k->deny_out);
+    json_decref(k->restore_report);
     free(k->workspace);
     free(k->working_directory);
     free(k);
@@ -1737,6 +1854,7 @@ static void kernel_free(void *arg)
 
 void kernel_destroy(kernel *k)
 {
+    kernel_checkpoint_forget(k);
     stop_process(k);
     k->state = KERNEL_DEAD;
     loop_defer(kernel_free, k);

@@ -104,6 +104,13 @@ const char *kernel_working_directory(const kernel *k); /* NULL: the sandbox's de
 int kernel_restart(kernel *k, char *why, size_t why_size);
 void kernel_destroy(kernel *k); /* kills the process; freed after the current loop batch */
 
+/* For kernel/checkpoint.c: a kernel cloned from its zygote (else there is no image to take);
+   requests held (kernel_send queues them) while the kernel stands at its checkpoint point,
+   released (and flushed) afterwards; a frame sent past the hold. */
+bool kernel_is_zygote_clone(const kernel *k);
+void kernel_hold_requests(kernel *k, bool hold);
+int kernel_send_now(kernel *k, json_t *message);
+
 /* The environment every process of a kernel's sandbox starts with (nothing of the daemon's),
    plus `extra` (borrowed, may be NULL): a NULL-terminated array for execve, freed with
    kernel_environment_free. */

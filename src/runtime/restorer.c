@@ -1,6 +1,13 @@
-/* restorer — see restorer.h. Two halves: plan_restore (ordinary C, libc allowed: the process is
- * still the zygote's clone) and execute_plan (raw system calls on a scratch stack, touching only
- * the plan: from its first step on, libc's memory is the image's, not the clone's). */
+/* restorer — see restorer.h. Two halves: the plan (ordinary C, libc allowed) and execute_plan
+ * (raw system calls on a scratch stack, touching only the plan: from its first step on, libc's
+ * memory is the image's, not the clone's).
+ *
+ * The plan is made in a child process (a raw clone: no atfork handlers), which writes it into a
+ * shared scratch mapping and exits. The restoring process itself must not write its heap: a diff
+ * image leaves out every page the kernel had not written since it was cloned, and the restore
+ * keeps the clone's page there. A malloc in the clone (a FILE, jansson's objects) rewrites free
+ * chunks' links in such pages, which the restored heap then finds corrupted ("corrupted
+ * double-linked list", seen). */
 #include "runtime/restorer.h"
 
 #include <asm/prctl.h>
@@ -13,16 +20,19 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "runtime/checkpoint_point.h"
 #include "sandbox/process_image.h"
 
 #define SCRATCH_STACK_SIZE (64u << 10)
-/* Where the scratch mapping is looked for: 1 GiB steps between 32 TiB and the top of the lower
-   half, well away from the zygote's mappings (near 0x55.. and 0x7f..). */
+#define SCRATCH_SIZE (16ull << 20) /* the plan (~400 000 steps) and its stack; NORESERVE */
+#define SCRATCH_WHY_SIZE 512
+/* Where the scratch mapping is looked for: 1 GiB steps from 32 TiB, well away from the zygote's
+   mappings (near 0x55.. and 0x7f..); the planner checks it is free in the image too. */
 #define SCRATCH_SEARCH_FROM 0x200000000000ull
-#define SCRATCH_SEARCH_TO 0x7e0000000000ull
+#define SCRATCH_SEARCH_TRIES 64
 #define SCRATCH_SEARCH_STEP (1ull << 30)
 
 typedef enum step_kind {
@@ -42,6 +52,7 @@ typedef struct step {
 
 typedef struct plan {
     checkpoint_scratch_header header; /* first: checkpoint_point unmaps the scratch by it */
+    char why[SCRATCH_WHY_SIZE];       /* the planner's reason, when it fails */
     int image_fd;
     const checkpoint_resume *resume;  /* read only after every step: then it is the image's */
     size_t count;
@@ -53,10 +64,12 @@ typedef struct plan_builder {
     size_t count, capacity;
 } plan_builder;
 
+static plan *scratch_plan; /* the planner's (child's) view of the shared scratch */
+
 static void __attribute__((noreturn)) fail(const char *why)
 {
-    dprintf(2, "restore failed: %s\n", why);
-    _exit(RESTORER_FAILED_STATUS);
+    snprintf(scratch_plan->why, sizeof scratch_plan->why, "%s", why);
+    _exit(1);
 }
 
 static void add_step(plan_builder *b, step_kind kind, uint64_t address, uint64_t length, int prot,
@@ -79,8 +92,9 @@ static void plan_unmaps(plan_builder *b, const process_image *image,
                         const process_image_mapping *live, size_t live_count)
 {
     size_t image_count = process_image_mapping_count(image);
+    uint64_t scratch = (uint64_t)(uintptr_t)scratch_plan;
     for (size_t i = 0; i < live_count; i++) {
-        if (live[i].kind == PROCESS_IMAGE_SPECIAL)
+        if (live[i].kind == PROCESS_IMAGE_SPECIAL || live[i].start == scratch)
             continue;
         uint64_t cursor = live[i].start, end = live[i].end;
         for (size_t j = 0; j < image_count && cursor < end; j++) {
@@ -167,15 +181,6 @@ static void plan_mappings(plan_builder *b, const process_image *image,
     }
 }
 
-static bool overlaps_any(uint64_t start, uint64_t end, const process_image_mapping *list,
-                         size_t count)
-{
-    for (size_t i = 0; i < count; i++)
-        if (list[i].start < end && start < list[i].end)
-            return true;
-    return false;
-}
-
 static bool overlaps_image(uint64_t start, uint64_t end, const process_image *image)
 {
     for (size_t i = 0; i < process_image_mapping_count(image); i++) {
@@ -186,27 +191,38 @@ static bool overlaps_image(uint64_t start, uint64_t end, const process_image *im
     return false;
 }
 
-/* The plan and its stack, at an address free in the clone and in the image. */
-static plan *place_plan(const plan_builder *b, const process_image *image,
-                        const process_image_mapping *live, size_t live_count)
+/* The plan into the scratch mapping, which must be free in the image too. */
+static void write_plan(const plan_builder *b, const process_image *image)
 {
-    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    uint64_t length = sizeof(plan) + b->count * sizeof(step);
-    length = (length + page - 1) / page * page + SCRATCH_STACK_SIZE;
-    for (uint64_t at = SCRATCH_SEARCH_FROM; at < SCRATCH_SEARCH_TO; at += SCRATCH_SEARCH_STEP) {
-        if (overlaps_any(at, at + length, live, live_count) || overlaps_image(at, at + length, image))
-            continue;
-        void *scratch = mmap((void *)(uintptr_t)at, length, PROT_READ | PROT_WRITE,
-                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-        if (scratch == MAP_FAILED)
-            continue;
-        plan *p = scratch;
-        p->header.length = length;
-        p->count = b->count;
-        memcpy(p->steps, b->steps, b->count * sizeof(step));
-        return p;
-    }
-    fail("no room for the restorer's scratch memory");
+    uint64_t start = (uint64_t)(uintptr_t)scratch_plan;
+    if (overlaps_image(start, start + SCRATCH_SIZE, image))
+        fail("the restorer's scratch memory lies where the image has memory");
+    if (sizeof(plan) + b->count * sizeof(step) > SCRATCH_SIZE - SCRATCH_STACK_SIZE)
+        fail("the image has too many mappings for the restorer's plan");
+    scratch_plan->count = b->count;
+    memcpy(scratch_plan->steps, b->steps, b->count * sizeof(step));
+}
+
+/* In the planner (a child): everything libc may be used for. Exits 0 with the plan written. */
+static void __attribute__((noreturn)) make_plan(int image_fd)
+{
+    char why[512];
+    process_image *image = process_image_read_header(image_fd, why, sizeof why);
+    if (!image)
+        fail(why);
+    if (!process_image_fits(image, "/proc/self/maps", why, sizeof why))
+        fail(why);
+    size_t live_count = 0;
+    process_image_mapping *live = process_image_maps("/proc/self/maps", &live_count, why, sizeof why);
+    if (!live)
+        fail(why);
+    plan_builder builder = {0};
+    if (process_image_brk(image))
+        add_step(&builder, STEP_BRK, process_image_brk(image), 1, 0, 0);
+    plan_unmaps(&builder, image, live, live_count);
+    plan_mappings(&builder, image, live, live_count);
+    write_plan(&builder, image);
+    _exit(0);
 }
 
 /* ---- the point of no return: raw system calls only ---- */
@@ -302,36 +318,54 @@ static void __attribute__((noreturn)) run_on_scratch_stack(plan *p)
 }
 #endif
 
+/* A shared mapping the planner writes and this process reads: placed before the planner looks
+   at /proc/self/maps, so it is in the plan's view (and never unmapped by it). */
+static plan *map_scratch(void)
+{
+    for (int i = 0; i < SCRATCH_SEARCH_TRIES; i++) {
+        void *at = (void *)(uintptr_t)(SCRATCH_SEARCH_FROM + (uint64_t)i * SCRATCH_SEARCH_STEP);
+        void *scratch = mmap(at, SCRATCH_SIZE, PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+        if (scratch != MAP_FAILED)
+            return scratch;
+    }
+    return NULL;
+}
+
 void restorer_run(int image_fd)
 {
 #if !CONTEXT_SWITCH_SUPPORTED
-    (void)image_fd;
-    fail("process images are supported on x86_64 only");
+    (void)image_fd, (void)map_scratch, (void)make_plan;
+    dprintf(2, "restore failed: process images are supported on x86_64 only\n");
+    _exit(RESTORER_FAILED_STATUS);
 #else
     sigset_t all;
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, NULL); /* the checkpoint point puts the saved mask back */
-    char why[512];
-    process_image *image = process_image_read_header(image_fd, why, sizeof why);
-    if (!image)
-        fail(why);
-    if (!process_image_fits(image, "/proc/self/maps", why, sizeof why))
-        fail(why);
-    size_t live_count = 0;
-    process_image_mapping *live = process_image_maps("/proc/self/maps", &live_count, why, sizeof why);
-    if (!live)
-        fail(why);
-    plan_builder builder = {0};
-    if (process_image_brk(image))
-        add_step(&builder, STEP_BRK, process_image_brk(image), 1, 0, 0);
-    plan_unmaps(&builder, image, live, live_count);
-    plan_mappings(&builder, image, live, live_count);
-    plan *p = place_plan(&builder, image, live, live_count);
+    plan *p = map_scratch();
+    if (!p)
+        DIE_RAW("restore failed: no room for the restorer's scratch memory\n");
+    p->header.length = SCRATCH_SIZE;
+    long planner = raw_syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0, 0);
+    if (planner == 0) {
+        scratch_plan = p; /* the child's own copy of this static */
+        make_plan(image_fd);
+    }
+    int status = 0;
+    if (planner < 0 || raw_syscall(SYS_wait4, planner, (long)&status, 0, 0, 0, 0) != planner ||
+        !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        size_t length = 0;
+        while (length < sizeof p->why - 1 && p->why[length])
+            length++;
+        raw_syscall(SYS_write, 2, (long)"restore failed: ", 16, 0, 0, 0);
+        if (length == 0)
+            raw_syscall(SYS_write, 2, (long)"the planner did not finish", 26, 0, 0, 0);
+        raw_syscall(SYS_write, 2, (long)p->why, (long)length, 0, 0, 0);
+        raw_syscall(SYS_write, 2, (long)"\n", 1, 0, 0, 0);
+        raw_syscall(SYS_exit_group, RESTORER_FAILED_STATUS, 0, 0, 0, 0, 0);
+    }
     p->image_fd = image_fd;
     p->resume = checkpoint_point_resume();
-    free(builder.steps);
-    free(live);
-    process_image_free(image);
     run_on_scratch_stack(p);
 #endif
 }

@@ -166,7 +166,7 @@ static bool page_wanted(const capture *c, const process_image_mapping *m, size_t
     uint64_t entry = c->entries[index];
     bool here = entry & (PAGEMAP_PRESENT | PAGEMAP_SWAPPED);
     if (c->base_pagemap < 0 || always)
-        return here || (m->inode != 0 && m->kind == PROCESS_IMAGE_DATA);
+        return here || m->inode != 0; /* an untouched page of a file is the file's */
     uint64_t base = c->base_entries[index];
     bool base_here = base & (PAGEMAP_PRESENT | PAGEMAP_SWAPPED);
     if (!here && !base_here)
@@ -386,9 +386,40 @@ static int check_mappings(capture *c, const process_image *image, char *why, siz
     return 0;
 }
 
-static int plan_image(capture *c, process_image *image, char *why, size_t why_size)
+static const process_image_mapping *find_same(const process_image_mapping *list, size_t count,
+                                              const process_image_mapping *wanted);
+
+/* A diff image: a read-only file mapping the base does not have at the same place (a library the
+   kernel loaded after it was cloned) is saved whole, as data: the restoring clone, a copy of the
+   base, has nothing there to keep. */
+static void mark_new_files(process_image *image, pid_t base_pid, bool *new_file)
+{
+    char maps_path[64], why[256];
+    snprintf(maps_path, sizeof maps_path, "/proc/%d/maps", (int)base_pid);
+    size_t count = 0;
+    process_image_mapping *base = read_maps(maps_path, &count, why, sizeof why);
+    for (size_t i = 0; base && i < image->count; i++) {
+        process_image_mapping *m = &image->mappings[i];
+        if (m->kind != PROCESS_IMAGE_FILE)
+            continue;
+        const process_image_mapping *there = find_same(base, count, m);
+        if (!there || there->inode != m->inode || there->offset != m->offset) {
+            m->kind = PROCESS_IMAGE_DATA;
+            new_file[i] = true;
+        }
+    }
+    free(base);
+}
+
+static int plan_image(capture *c, process_image *image, pid_t base_pid, char *why,
+                      size_t why_size)
 {
     int rc = check_mappings(c, image, why, why_size);
+    bool *new_file = calloc(image->count + 1, sizeof *new_file);
+    if (!new_file)
+        rc = -ENOMEM;
+    if (rc == 0 && base_pid > 0)
+        mark_new_files(image, base_pid, new_file);
     for (size_t i = 0; i < image->count && rc == 0; i++) {
         process_image_mapping *m = &image->mappings[i];
         if (strcmp(m->path, "[heap]") == 0 && m->end > image->brk)
@@ -397,9 +428,10 @@ static int plan_image(capture *c, process_image *image, char *why, size_t why_si
             continue;
         if (!(m->prot & PROT_READ))
             continue; /* a guard or reservation: nothing readable to keep */
-        rc = plan_runs(c, m, always_kept(c, m, i > 0 ? &image->mappings[i - 1] : NULL), why,
-                       why_size);
+        bool always = new_file[i] || always_kept(c, m, i > 0 ? &image->mappings[i - 1] : NULL);
+        rc = plan_runs(c, m, always, why, why_size);
     }
+    free(new_file);
     return rc;
 }
 
@@ -424,7 +456,7 @@ int process_image_capture(pid_t pid, pid_t base_pid, const char *generation, int
     if (rc == 0 && base_pid > 0 && (c.base_pagemap = open_pagemap(base_pid, why, why_size)) < 0)
         rc = -EIO;
     if (rc == 0)
-        rc = plan_image(&c, image, why, why_size);
+        rc = plan_image(&c, image, base_pid, why, why_size);
     unsigned long long data_start = 0;
     if (rc == 0) {
         json_t *description = describe(image);
