@@ -353,7 +353,7 @@ def test_restore_report_says_process_for_the_context(chain):
     assert r["id"] != chain.source_id, "a restore without sandbox_id makes a new sandbox"
     assert r["state"] == "running", r
     contexts = r["restore"]["contexts"]
-    assert len(contexts) == 1 and contexts[0]["carried"] == "process", r["restore"]
+    assert len(contexts) == 1 and contexts[0]["carried"] == "process", json.dumps(r["restore"])
 
 
 def test_every_object_is_equal_after_restore(chain):
