@@ -27,6 +27,7 @@
 #include "kernel/kernelspec.h"
 #include "model/manager.h"
 #include "model/pause.h"
+#include "model/snapshots.h"
 #include "model/ttl.h"
 
 /* The SDK gates features on the envd version a sandbox reports; 0.6.4 is its last gate, and
@@ -53,11 +54,14 @@ static bool url_decode(char *text)
 
 /* ---- the control plane: sandboxes ---- */
 
-/* E2B names its sandboxes' states running and paused; a dead cellbox sandbox is neither. */
+/* E2B names its sandboxes' states running and paused; a dead cellbox sandbox is neither. A
+   hibernated one is E2B's paused (its state saved, resumed by connect or a call). */
 static const char *e2b_state(box *b)
 {
     box_state state = box_get_state(b);
-    return state == BOX_RUNNING ? "running" : state == BOX_PAUSED ? "paused" : NULL;
+    return state == BOX_RUNNING                                ? "running"
+           : state == BOX_PAUSED || state == BOX_HIBERNATED ? "paused"
+                                                            : NULL;
 }
 
 /* What the SDK needs to reach a sandbox. envdAccessToken is the sandbox's own access token
@@ -382,6 +386,33 @@ static int body_timeout(http_request *request, json_t *body)
 
 /* POST /sandboxes/{id}/connect (and the older /resume): resumes a paused sandbox; 201 when it
    was resumed, 200 when it was running. */
+/* Sandbox.connect() of a hibernated sandbox: answered 201 once it woke, its timeout set then
+   (the wake puts back the one it had). */
+typedef struct connect_wake {
+    http_request *request;
+    int timeout_s; /* -1: as it was */
+} connect_wake;
+
+static void on_woken_for_connect(void *arg, json_t *result, failure_kind failure, const char *why)
+{
+    connect_wake *wake = arg;
+    http_request *request = wake->request;
+    int timeout_s = wake->timeout_s;
+    free(wake);
+    if (!result) {
+        errors_respond_e2b(request, errors_status_of_failure(failure),
+                           "the sandbox could not wake from hibernation: %s", why);
+        return;
+    }
+    box *b = box_find(json_string_value(json_object_get(result, "id")));
+    if (b && timeout_s >= 0)
+        box_set_timeout(b, timeout_s);
+    if (b)
+        http_respond_json(request, 201, connection_model(request, b));
+    else
+        errors_respond_e2b(request, 404, "the sandbox was deleted while it woke");
+}
+
 static void connect_sandbox(http_request *request, box *b)
 {
     json_t *body = request_parse_body(request, REQUEST_ANY_FIELD);
@@ -402,6 +433,20 @@ static void connect_sandbox(http_request *request, box *b)
             return;
         }
         status = 201;
+    }
+    if (box_get_state(b) == BOX_HIBERNATED) {
+        failure_kind failure;
+        connect_wake *wake = malloc(sizeof *wake);
+        if (!wake)
+            die("out of memory");
+        *wake = (connect_wake){.request = request, .timeout_s = timeout_s};
+        if (box_wake(b, on_woken_for_connect, wake, &failure, why, sizeof why) < 0) {
+            free(wake);
+            errors_respond_e2b(request, errors_status_of_failure(failure), "%s", why);
+        } else {
+            http_respond_later(request);
+        }
+        return;
     }
     if (timeout_s >= 0)
         box_set_timeout(b, timeout_s);
@@ -699,7 +744,9 @@ bool e2b_serves_port(int port)
 static bool resumed_for_call(http_request *request, box *b)
 {
     char why[256];
-    if (box_get_state(b) != BOX_PAUSED)
+    if (box_get_state(b) == BOX_HIBERNATED && box_resumes_on_call(b))
+        return v1_wake_then_dispatch(request, b);
+    if (box_get_state(b) != BOX_PAUSED && box_get_state(b) != BOX_HIBERNATED)
         return true;
     if (!box_resumes_on_call(b)) {
         errors_respond_e2b(request, 502,

@@ -24,7 +24,7 @@ static void on_woken_for_request(void *arg, json_t *result, failure_kind failure
 /* A call into a hibernated sandbox wakes it first: the request waits (its connection asleep)
    and is dispatched again once the sandbox's contexts are back. An upload whose body streams
    cannot wait for that: it is answered 503 with Retry-After while the sandbox wakes. */
-static bool wake_then_dispatch(http_request *request, box *b)
+bool v1_wake_then_dispatch(http_request *request, box *b)
 {
     char why[512];
     failure_kind failure;
@@ -65,7 +65,7 @@ bool v1_require_running(http_request *request, box *b)
                            "/v1/sandboxes/%s/resume, or pass ?auto_resume=true",
                            box_id(b), box_id(b));
         return false;
-    case BOX_HIBERNATED: return wake_then_dispatch(request, b);
+    case BOX_HIBERNATED: return v1_wake_then_dispatch(request, b);
     case BOX_DEAD:
         box_describe_death(b, why, sizeof why);
         http_respond_error(request, 409,

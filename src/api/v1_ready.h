@@ -14,6 +14,11 @@
    else 409 names the state (as for a dead one). False after answering. */
 bool v1_require_running(http_request *request, box *b);
 
+/* A call into a hibernated sandbox (model/snapshots.h): the sandbox is woken and the request,
+   held meanwhile, dispatched again from the top once it is awake (an error if it cannot wake;
+   503 with Retry-After for an upload whose body streams). Always false: answered later. */
+bool v1_wake_then_dispatch(http_request *request, box *b);
+
 /* Answers a sandbox's creation with 201 and `answer` (stolen; NULL: the sandbox's model) once
    its kernel k has started, so that the client's next call finds it ready. */
 void v1_respond_when_ready(http_request *request, kernel *k, json_t *answer);

@@ -130,6 +130,20 @@ static void (*started_hook)(kernel *k);
 
 void kernel_set_started_hook(void (*hook)(kernel *k)) { started_hook = hook; }
 
+#define MAX_DESTROY_HOOKS 4
+static void (*destroy_hooks[MAX_DESTROY_HOOKS])(kernel *k);
+
+void kernel_add_destroy_hook(void (*hook)(kernel *k))
+{
+    for (int i = 0; i < MAX_DESTROY_HOOKS; i++) {
+        if (!destroy_hooks[i]) {
+            destroy_hooks[i] = hook;
+            return;
+        }
+    }
+    die("BUG: too many kernel destroy hooks");
+}
+
 static void announce_started(kernel *k)
 {
     if (started_hook)
@@ -1260,8 +1274,11 @@ static void handle_kernel_message(kernel *k, const char *bytes, size_t length)
         return;
     }
     const char *channel = json_string_value(json_object_get(message, "channel"));
-    if (strcmp(channel, "cellbox") == 0) { /* to the daemon itself: kernel/checkpoint.c */
+    if (strcmp(channel, "cellbox") == 0) { /* to the daemon itself: checkpoint.c's frames are
+                                              handled here, every one reaches the handlers
+                                              (namespace_transfer.c's) */
         handle_cellbox_frame(k, message);
+        deliver(k, channel, message);
         json_decref(message);
         return;
     }
@@ -1855,6 +1872,8 @@ static void kernel_free(void *arg)
 void kernel_destroy(kernel *k)
 {
     kernel_checkpoint_forget(k);
+    for (int i = 0; i < MAX_DESTROY_HOOKS && destroy_hooks[i]; i++)
+        destroy_hooks[i](k);
     stop_process(k);
     k->state = KERNEL_DEAD;
     loop_defer(kernel_free, k);

@@ -78,6 +78,9 @@ typedef struct kernel_adoption {
 kernel *kernel_adopt(const kernel_adoption *adoption, char *why, size_t why_size);
 /* Called whenever a kernel's process has its pid (started, restarted, cloned by the zygote). */
 void kernel_set_started_hook(void (*hook)(kernel *k));
+/* Each hook is called by kernel_destroy, before anything of k goes: work that holds k (a
+   namespace transfer) ends there rather than reach k once it is freed. */
+void kernel_add_destroy_hook(void (*hook)(kernel *k));
 /* The daemon's ends of its channel, stdout and stderr (-1 where closed): for the keeper. */
 void kernel_daemon_fds(const kernel *k, int fds[3]);
 json_t *kernel_request_env(const kernel *k); /* borrowed: the variables it was created with */

@@ -133,22 +133,18 @@ message_frame_status message_frame_next(const unsigned char *data, size_t size,
     return size - 4 < length ? MESSAGE_FRAME_INCOMPLETE : MESSAGE_FRAME_READY;
 }
 
-/* The kernel's few words to the daemon itself (docs/kernel-protocol.md, "Checkpoints"):
-   {"channel": "cellbox", "type": one of these}. true for one; false with `why` empty for any
-   other channel, false with `why` for a cellbox frame of another type. */
-static bool cellbox_frame_from_kernel(json_t *message, char *why, size_t why_size)
+/* The kernel's answers to the daemon's own frames ({"channel": "cellbox", "type": ...},
+   docs/kernel-protocol.md) carry no Jupyter header: a string "type" names them. */
+static bool is_cellbox_frame(json_t *message, char *why, size_t why_size, bool *valid)
 {
-    static const char *const types[] = {"checkpoint_ready", "checkpoint_refused", "restored", NULL};
-    why[0] = '\0';
     const char *channel = json_string_value(json_object_get(message, "channel"));
     if (!json_is_object(message) || !channel || strcmp(channel, "cellbox") != 0)
         return false;
     const char *type = json_string_value(json_object_get(message, "type"));
-    for (const char *const *t = types; type && *t; t++)
-        if (strcmp(type, *t) == 0)
-            return true;
-    snprintf(why, why_size, "a cellbox frame of unknown type '%.40s'", type ? type : "");
-    return false;
+    *valid = type && *type;
+    if (!*valid)
+        snprintf(why, why_size, "a cellbox frame needs a non-empty string 'type'");
+    return true;
 }
 
 json_t *message_from_kernel(const char *bytes, size_t length, char *why, size_t why_size)
@@ -161,9 +157,14 @@ json_t *message_from_kernel(const char *bytes, size_t length, char *why, size_t 
         snprintf(why, why_size, "invalid JSON: %.*s", text_utf8_prefix(error.text, 100), error.text);
         return NULL;
     }
-    if (cellbox_frame_from_kernel(message, why, why_size))
-        return message;
-    if (why[0] || !message_check(message, kernel_channels, why, why_size)) {
+    bool valid;
+    if (is_cellbox_frame(message, why, why_size, &valid)) {
+        if (valid)
+            return message;
+        json_decref(message);
+        return NULL;
+    }
+    if (!message_check(message, kernel_channels, why, why_size)) {
         json_decref(message);
         return NULL;
     }

@@ -43,7 +43,8 @@ typedef enum message_frame_status {
 } message_frame_status;
 message_frame_status message_frame_next(const unsigned char *data, size_t size,
                                         size_t *payload_length);
-/* A frame's JSON parsed and checked (message_check, with a kernel's channels): NULL with why. */
+/* A frame's JSON parsed and checked (message_check, with a kernel's channels; a "cellbox" frame,
+   the kernel's answer to one of the daemon's, needs only a string "type"): NULL with why. */
 json_t *message_from_kernel(const char *bytes, size_t length, char *why, size_t why_size);
 
 /* Requests whose traffic does not count as activity for idle culling (jupyter_server's list). */

@@ -3,7 +3,8 @@
  * changed since the checkpoint), reporting name by name what was and was not carried.
  *
  * Verbs: kernel_save_namespace (the kernel pickles each name of its user namespace into a file
- * the daemon keeps), kernel_load_namespace (a new kernel loads them back). */
+ * the daemon keeps), kernel_load_namespace (a new kernel loads them back). The bytes cross the sandbox's edge in memfds the kernel makes and
+ * the daemon takes with pidfd_getfd (docs/kernel-protocol.md, "Namespace transfer"). */
 #ifndef CELLBOX_KERNEL_NAMESPACE_TRANSFER_H
 #define CELLBOX_KERNEL_NAMESPACE_TRANSFER_H
 

@@ -37,6 +37,10 @@ typedef struct waiter {
 typedef struct transition {
     box *b;        /* NULL once it went away */
     bool waking;
+    /* started by the daemon (TTL, idle), not a client: only if every context's live state is
+       carried; otherwise the snapshot is dropped and the box left as it was (`declined`) */
+    bool only_if_whole;
+    void (*declined)(box *b);
     waiter *waiters;
     struct transition *next;
 } transition;
@@ -139,10 +143,35 @@ static void end_processes(box *b, const char *snapshot_id)
         cgroup_kill_all(sandbox->cgroup);
 }
 
+/* Did the snapshot carry every context's live state (its process or its namespace)? */
+static bool carries_every_context(json_t *snapshot)
+{
+    size_t i;
+    json_t *context;
+    json_array_foreach(json_object_get(snapshot, "contexts"), i, context)
+    {
+        const char *carried = json_string_value(json_object_get(context, "carried"));
+        if (!carried || strcmp(carried, "restarted") == 0)
+            return false;
+    }
+    return true;
+}
+
 static void on_hibernation_snapshot(void *arg, json_t *snapshot, failure_kind failure,
                                     const char *why)
 {
     transition *t = arg;
+    if (snapshot && t->b && t->only_if_whole && !carries_every_context(snapshot)) {
+        /* the daemon's own decision must never lose a variable: the box stays as it was */
+        snapshot_store_remove(json_string_value(json_object_get(snapshot, "snapshot_id")));
+        log_info("sandbox %s not hibernated: a context's live state cannot be carried",
+                 box_id(t->b));
+        if (t->declined)
+            t->declined(t->b);
+        end_transition(t, NULL, FAILURE_CONFLICT,
+                       "a context's live state cannot be carried: it was not hibernated");
+        return;
+    }
     if (!snapshot || !t->b) {
         if (snapshot) /* the box went away meanwhile: its snapshot is nobody's */
             snapshot_store_remove(json_string_value(json_object_get(snapshot, "snapshot_id")));
@@ -158,8 +187,8 @@ static void on_hibernation_snapshot(void *arg, json_t *snapshot, failure_kind fa
     json_decref(model);
 }
 
-int box_hibernate(box *b, snapshot_done done, void *arg, failure_kind *failure, char *why,
-                  size_t why_size)
+static int hibernate(box *b, bool only_if_whole, void (*declined)(box *b), snapshot_done done,
+                     void *arg, failure_kind *failure, char *why, size_t why_size)
 {
     transition *t = transition_of(b);
     if (t && !t->waking) { /* already on its way: one more waiter */
@@ -177,12 +206,20 @@ int box_hibernate(box *b, snapshot_done done, void *arg, failure_kind *failure, 
         return 0;
     }
     t = begin_transition(b, false, done, arg);
+    t->only_if_whole = only_if_whole;
+    t->declined = declined;
     if (snapshot_take(b, NULL, NULL, true, on_hibernation_snapshot, t, failure, why, why_size) < 0) {
         t->waiters->done = NULL; /* answered by the -1 */
         end_transition(t, NULL, *failure, why);
         return -1;
     }
     return 0;
+}
+
+int box_hibernate(box *b, snapshot_done done, void *arg, failure_kind *failure, char *why,
+                  size_t why_size)
+{
+    return hibernate(b, false, NULL, done, arg, failure, why, why_size);
 }
 
 /* ---- waking ---- */
@@ -247,19 +284,19 @@ int box_wake(box *b, snapshot_done done, void *arg, failure_kind *failure, char 
 
 static void log_outcome(void *arg, json_t *result, failure_kind failure, const char *why)
 {
-    if (!result)
+    if (!result && failure != FAILURE_CONFLICT)
         log_warn("sandbox %s could not hibernate: %s", (char *)arg, why);
     free(arg);
 }
 
-static int hibernate_in_background(box *b)
+static int hibernate_in_background(box *b, void (*declined)(box *b))
 {
     char why[512];
     failure_kind failure;
     char *id = strdup(box_id(b));
     if (!id)
         die("out of memory");
-    if (box_hibernate(b, log_outcome, id, &failure, why, sizeof why) < 0) {
+    if (hibernate(b, true, declined, log_outcome, id, &failure, why, sizeof why) < 0) {
         log_warn("sandbox %s could not hibernate: %s", id, why);
         free(id);
         return -1;
@@ -267,14 +304,27 @@ static int hibernate_in_background(box *b)
     return 0;
 }
 
+/* Its TTL ended but its live state cannot be carried: frozen, as before hibernation. */
+static void freeze_instead(box *b)
+{
+    char why[256];
+    if (box_pause(b, why, sizeof why) < 0)
+        log_warn("sandbox %s could not be paused at its timeout: %s", box_id(b), why);
+}
+
 /* E2B's onTimeout 'pause' hibernates: the memory is freed, not kept in a frozen cgroup. A
-   sandbox that cannot (a cell running) is paused as before. */
+   sandbox that cannot be (a cell running, a context whose state cannot be carried) is frozen as
+   before. */
 static int pause_at_timeout(box *b, char *why, size_t why_size)
 {
-    if (hibernate_in_background(b) == 0)
+    if (hibernate_in_background(b, freeze_instead) == 0)
         return 0;
     return box_pause(b, why, why_size);
 }
+
+/* Idle, but its live state cannot be carried: left running, its idle time counted again from
+   now (not tried again every second). */
+static void stay_awake(box *b) { kernel_touch(box_default_kernel(b)); }
 
 static bool is_idle_enough(box *b, int64_t now_us)
 {
@@ -299,7 +349,8 @@ static void check_idle(void *arg)
         box *b = kernel_box(manager_at(i));
         if (b && is_idle_enough(b, now)) {
             log_info("sandbox %s idle for %d s: hibernating", box_id(b), idle_seconds);
-            hibernate_in_background(b);
+            if (hibernate_in_background(b, stay_awake) < 0)
+                stay_awake(b);
         }
     }
     idle_timer = loop_timer_add(IDLE_CHECK_MS, check_idle, NULL);

@@ -129,6 +129,9 @@ KERNEL_FRAMES = {
                                                       "parent_header": {}, "metadata": {}, "content": {}},
                                                      ensure_ascii=False).encode(),
                                           "kernel died: it broke the protocol (unknown channel 'a\u00e9"),
+    # the kernel's own answers to the daemon carry a "type" instead of a Jupyter header
+    "cellbox-without-type": (json.dumps({"channel": "cellbox", "fd": 3}).encode(),
+                             "kernel died: it broke the protocol (a cellbox frame needs a non-empty string 'type'"),
     "nul-in-json": (b'{"channel": "iopub", "header": {"msg_type": "st\\u0000ream"}, "parent_header": {}, '
                     b'"metadata": {}, "content": {}}', "kernel died: it broke the protocol (invalid JSON"),
 }
@@ -180,6 +183,24 @@ def test_kernel_forging_messages_for_another_kernel(box, fresh):
     nb.ws.inbox.clear()
     assert not leaked, f"the neighbour's client received forged messages: {leaked}"
     assert nb.model()["execution_state"] == "idle"
+    box.assert_contained()
+
+
+def test_kernel_answering_namespace_transfers_nobody_asked_for_is_ignored(box, fresh):
+    """A kernel writes the answers of a namespace transfer (docs/kernel-protocol.md) that the
+    daemon never started, naming its channel and a missing fd: no transfer takes them, nothing
+    of the kernel's is taken out of it, and it goes on serving."""
+    k = fresh()
+    frames = [{"channel": "cellbox", "type": "namespace_saved", "fd": 3, "bytes": 10,
+               "report": {"carried": ["x"], "not_carried": [], "bytes": 10}},
+              {"channel": "cellbox", "type": "namespace_buffer", "fd": 999},
+              {"channel": "cellbox", "type": "namespace_loaded", "why": "x" * 100000},
+              {"channel": "cellbox", "type": "checkpoint_ready", "report": [1, 2]}]
+    payload = b"".join(struct.pack("<I", len(f)) + f for f in (json.dumps(x).encode() for x in frames))
+    cell = k.run(f"import os\nos.write(3, {payload!r})\nprint('sent')\n")
+    assert cell.final_state == "idle" and "sent" in cell.stdout, cell.describe()
+    k.ok("print('still serving')")
+    assert k.model()["execution_state"] == "idle"
     box.assert_contained()
 
 

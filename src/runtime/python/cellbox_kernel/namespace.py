@@ -43,6 +43,7 @@ import fcntl
 import importlib
 import io
 import json
+import mmap
 import os
 import re
 import struct
@@ -396,10 +397,11 @@ class _RecordReader:
         self.at = end
         return chunk
 
-    def readinto(self, buffer):
-        chunk = self.read(len(buffer))
-        buffer[:len(chunk)] = chunk
-        return len(chunk)
+    def readinto(self, buffer):  # large bytes and arrays: one copy, straight into place
+        size = min(len(buffer), len(self.data) - self.at)
+        memoryview(buffer).cast("B")[:size] = self.data[self.at:self.at + size]
+        self.at += size
+        return size
 
     def readline(self):
         end = bytes(self.data[self.at:self.at + 65536]).find(b"\n")
@@ -435,10 +437,22 @@ def _unpickler(reader, main_module, memo=None, memo_end=0):
     return unpickler
 
 
+def _mapped(file):
+    """The file's bytes from its start: mapped where it is a file with a descriptor (a memfd:
+    one copy of a large namespace less), else read."""
+    try:
+        size = os.fstat(file.fileno()).st_size
+        if size:
+            return memoryview(mmap.mmap(file.fileno(), size, prot=mmap.PROT_READ))
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass
+    return memoryview(file.read())
+
+
 def load(file, shell):
-    """Loads a container (a binary file, from its position) into `shell`'s namespace; returns
+    """Loads a container (a binary file, from its start) into `shell`'s namespace; returns
     the report. A container that is not whole loads nothing (CorruptContainer)."""
-    data = memoryview(file.read())
+    data = _mapped(file)
     records = read_records(data)
     main_module = _main_module(shell)
     reader = _RecordReader()
