@@ -117,7 +117,8 @@ int namespace_take_fd(int process_pidfd, json_t *fd_value, char *why, size_t why
 
 /* A memfd is a regular file of the kernel's internal shmem mount: fstatfs says tmpfs, and
    F_GET_SEALS works (on other files it fails with EINVAL). A regular file on disk, a FIFO or a
-   device cannot pass, so reading or writing it never blocks and never reaches a file by path. */
+   device cannot pass, so reading or writing it never blocks. A tmpfs file passes this much too
+   (the kernel's own, with its own access): the seals tell it from a memfd, below. */
 static int memfd_seals(int fd, struct stat *st, char *why, size_t why_size)
 {
     struct statfs fs;
@@ -159,8 +160,10 @@ int namespace_check_empty_buffer(int fd, char *why, size_t why_size)
     int seals = memfd_seals(fd, &st, why, why_size);
     if (seals < 0)
         return -1;
-    if (seals & (F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_FUTURE_WRITE)) {
-        snprintf(why, why_size, "the kernel's buffer memfd is sealed against writing");
+    /* No seal at all, not even F_SEAL_SEAL: which only a memfd made with MFD_ALLOW_SEALING has
+       (every other shmem file, a tmpfs file of the sandbox's included, carries F_SEAL_SEAL). */
+    if (seals != 0) {
+        snprintf(why, why_size, "the kernel's buffer is not an unsealed memfd");
         return -1;
     }
     if (st.st_size != 0) {

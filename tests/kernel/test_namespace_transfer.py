@@ -233,3 +233,16 @@ def test_a_load_with_a_size_other_than_the_buffer_holds_is_refused(kernels, save
     assert "not the" in answer["why"]
     assert not os.path.exists(f"/proc/{target.proc.pid}/fd/{buffer['fd']}") or \
         "cellbox-namespace" not in os.readlink(f"/proc/{target.proc.pid}/fd/{buffer['fd']}")
+
+
+def test_a_failure_inside_the_transfer_is_answered_and_the_kernel_goes_on(kernels):
+    target = kernels()
+    run(target, "from cellbox_kernel import namespace\n"
+                "def broken(kernel, message):\n    raise ZeroDivisionError('a bug')\n"
+                "namespace._answer_save = broken\n")
+    cellbox_frame(target, {"type": "save_namespace", "max_bytes": 1000})
+    answer = next_cellbox_frame(target, "namespace_saved")
+    assert answer["why"] == "ZeroDivisionError: a bug"
+    cellbox_frame(target, {"type": "namespace_filled", "bytes": 3})  # no load_namespace before
+    assert next_cellbox_frame(target, "namespace_loaded")["why"] == "no load_namespace came before"
+    assert run(target, "print('still serving')").strip() == "still serving"

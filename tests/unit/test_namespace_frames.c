@@ -70,8 +70,22 @@ static void test_a_load_buffer_must_be_an_empty_writable_memfd(void)
     close(empty);
     int sealed = sealed_memfd("", 0, F_SEAL_WRITE);
     CHECK(namespace_check_empty_buffer(sealed, why, sizeof why) < 0);
-    CHECK(strstr(why, "sealed against writing") != NULL);
+    CHECK_STR(why, "the kernel's buffer is not an unsealed memfd");
     close(sealed);
+    int unsealable = memfd_create("test-buffer", MFD_CLOEXEC); /* carries F_SEAL_SEAL */
+    CHECK(namespace_check_empty_buffer(unsealable, why, sizeof why) < 0);
+    close(unsealable);
+    /* an empty file of a tmpfs (the sandbox's /tmp is one): the kernel's, but no memfd */
+    char path[] = "/dev/shm/cellbox-test-namespace-XXXXXX";
+    int tmpfs_file = mkstemp(path);
+    if (tmpfs_file >= 0) {
+        unlink(path);
+        CHECK(namespace_check_empty_buffer(tmpfs_file, why, sizeof why) < 0);
+        CHECK_STR(why, "the kernel's buffer is not an unsealed memfd");
+        long long size;
+        CHECK(namespace_check_sealed(tmpfs_file, 100, &size, why, sizeof why) < 0);
+        close(tmpfs_file);
+    }
 }
 
 static void test_a_descriptor_is_taken_only_by_a_small_number_the_process_holds(void)

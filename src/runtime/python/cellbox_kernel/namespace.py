@@ -50,6 +50,8 @@ import struct
 import sys
 import types
 
+from . import stdio
+from .channel import ChannelClosed
 
 MAGIC = b"CBXNS01\n"
 _RECORD_VALUE = b"v"
@@ -81,24 +83,37 @@ class _Transfer:
     held = None   # the last saved container's memfd, kept open until the daemon has taken it
 
 
+# frame type -> (the function that answers it, the type of its answer)
+_FRAMES = {
+    "save_namespace": ("_answer_save", "namespace_saved"),
+    "namespace_release": ("_release", None),
+    "load_namespace": ("_answer_buffer", "namespace_loaded"),
+    "namespace_filled": ("_answer_load", "namespace_loaded"),
+}
+
+
 def handle(kernel, message):
-    """The daemon's namespace frames ({"channel": "cellbox", "type": ...}); others are ignored."""
-    kind = message.get("type")
-    if kind == "save_namespace":
-        _answer_save(kernel, message)
-    elif kind == "namespace_release":
-        _release()
-    elif kind == "load_namespace":
-        _answer_buffer(kernel)
-    elif kind == "namespace_filled":
-        _answer_load(kernel, message)
+    """The daemon's namespace frames ({"channel": "cellbox", "type": ...}); others are ignored.
+    Whatever goes wrong is answered (the daemon waits for an answer), never raised into the
+    kernel's loop."""
+    function, answer = _FRAMES.get(message.get("type"), (None, None))
+    if function is None:
+        return
+    try:
+        globals()[function](kernel, message)
+    except ChannelClosed:
+        raise
+    except Exception as error:  # noqa: BLE001 (a bug here must not end the kernel)
+        stdio.log(f"{message.get('type')} failed: {type(error).__name__}: {error}")
+        if answer:
+            _send(kernel, {"type": answer, "why": f"{type(error).__name__}: {error}"})
 
 
 def _send(kernel, body):
     kernel.channel.send(json.dumps(dict(body, channel="cellbox")).encode("utf-8"))
 
 
-def _release():
+def _release(_kernel=None, _message=None):
     if _Transfer.held is not None:
         os.close(_Transfer.held)
         _Transfer.held = None
@@ -129,10 +144,11 @@ def _answer_save(kernel, message):
                    "report": report})
 
 
-def _answer_buffer(kernel):
+def _answer_buffer(kernel, _message):
     _release()
     try:
-        fd = os.memfd_create("cellbox-namespace", os.MFD_CLOEXEC)
+        # Sealing allowed, none set: the daemon tells a memfd from a tmpfs file by that.
+        fd = os.memfd_create("cellbox-namespace", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     except OSError as error:
         _send(kernel, {"type": "namespace_loaded", "why": f"cannot make a memfd: {error}"})
         return
