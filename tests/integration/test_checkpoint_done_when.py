@@ -645,3 +645,33 @@ def test_snapshot_of_a_busy_or_paused_sandbox_is_409_saying_what_to_do(hibernati
     assert v1.get(f"v1/snapshots/{made['snapshot_id']}").status_code == 404
     assert not os.path.exists(os.path.join(d.data_dir, "snapshots", made["snapshot_id"]))
     v1.remove(sid)
+
+
+def test_a_context_carried_at_the_python_level_leaves_the_workspace_files_as_they_were():
+    """Where the process cannot be imaged (a daemon without a zygote execs its kernels), the
+    context is carried at the Python level; files it wrote, with a writer still open or
+    already closed, are in the restored sandbox as they were, not reopened for writing."""
+    d = Daemon(args=["--zygote=false", "--pool-size=0"]).start()
+    try:
+        v1 = V1(d)
+        sid = v1.create(timeout_s=0)["id"]
+        ev = v1.execute(sid, "with open('/workspace/closed.txt', 'w') as closed_writer:\n"
+                             "    closed_writer.write('written and closed')\n"
+                             "open_writer = open('/workspace/open.txt', 'w')\n"
+                             "open_writer.write('written, still open'); open_writer.flush()\n"
+                             "kept = 'kept'")
+        assert not ev.errors, ev.errors
+        made = snapshot(v1, sid)
+        assert [c["carried"] for c in made["contexts"]] == ["python"], made["contexts"]
+        restored = restore(v1, made["snapshot_id"])
+        assert restored["restore"]["contexts"][0]["carried"] == "python", restored["restore"]
+        assert v1.value(restored["id"], "kept") == "'kept'"
+        for which, sandbox in (("restored", restored["id"]), ("source", sid)):
+            for path, content in (("/workspace/closed.txt", b"written and closed"),
+                                  ("/workspace/open.txt", b"written, still open")):
+                got = v1.read(sandbox, path)
+                assert got == content, f"{path} in the {which} sandbox is {got!r}"
+        v1.cleanup()
+    finally:
+        problem = d.finish()
+    assert problem is None, problem
