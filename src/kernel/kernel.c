@@ -82,6 +82,8 @@ struct kernel {
     output_pipe out, err;
     loop_timer_id output_timer; /* publishes pending output shortly */
     loop_timer_id hangup_timer; /* kills a kernel that closed its channel but did not exit */
+    loop_timer_id zygote_wait;  /* a restore waiting for its zygote to be ready */
+    int64_t zygote_wait_since_ms;
     json_t *current_request;    /* header of the request the kernel said it is busy with */
     json_int_t execution_count; /* last seen, for replies the daemon writes */
     char death_reason[192];
@@ -1742,6 +1744,12 @@ static void on_zygote_answer(void *arg, pid_t pid, const char *why)
 /* Stops the process without reporting a death: used by restart and delete. */
 static void stop_process(kernel *k)
 {
+    if (k->zygote_wait) { /* a restore that never started: its image goes */
+        loop_timer_cancel(k->zygote_wait);
+        k->zygote_wait = 0;
+        close(k->sandbox.restore_image_fd);
+        k->sandbox.restore = false;
+    }
     cancel_execution_timer(k);
     k->execution.active = false;
     if (k->spawn) {
@@ -1767,6 +1775,53 @@ static void stop_process(kernel *k)
 
 /* ---- life cycle ---- */
 
+/* A restore needs the zygote (an image is a clone's): one that is still starting (its imports, a
+   second or two after the daemon starts) is waited for, up to RESTORE_ZYGOTE_WAIT_MS. */
+#define RESTORE_ZYGOTE_WAIT_MS 60000
+#define RESTORE_ZYGOTE_POLL_MS 100
+
+static void fail_restore(kernel *k, const char *why)
+{
+    if (k->sandbox.restore) {
+        close(k->sandbox.restore_image_fd);
+        k->sandbox.restore = false;
+    }
+    k->restore_state = KERNEL_RESTORE_FAILED;
+    k->state = KERNEL_DEAD;
+    snprintf(k->death_reason, sizeof k->death_reason, "restore failed: %.170s", why);
+    log_warn("kernel %s: %s", k->id, k->death_reason);
+    emit(k, "iopub", message_status(k->session, NULL, "dead"));
+    fail_contexts_awaiting(k, k->death_reason);
+}
+
+static void on_zygote_wait(void *arg)
+{
+    kernel *k = arg;
+    k->zygote_wait = 0;
+    if (!zygote_is_ready(k->spec->zygote)) {
+        if (clock_monotonic_ms() - k->zygote_wait_since_ms < RESTORE_ZYGOTE_WAIT_MS) {
+            k->zygote_wait = loop_timer_add(RESTORE_ZYGOTE_POLL_MS, on_zygote_wait, k);
+            return;
+        }
+        fail_restore(k, "the zygote did not become ready within 60 s");
+        return;
+    }
+    char why[160];
+    if (spawn_process(k, why, sizeof why) < 0)
+        fail_restore(k, why);
+}
+
+static bool restore_waits_for_zygote(kernel *k)
+{
+    if (!k->sandbox.restore || k->spec->argv || !k->spec->zygote || zygote_is_ready(k->spec->zygote))
+        return false;
+    k->state = KERNEL_STARTING;
+    k->restore_state = KERNEL_RESTORING;
+    k->zygote_wait_since_ms = clock_monotonic_ms();
+    k->zygote_wait = loop_timer_add(RESTORE_ZYGOTE_POLL_MS, on_zygote_wait, k);
+    return true;
+}
+
 kernel *kernel_start(const char *id, const kernelspec *spec, const char *workspace, json_t *env,
                      const kernel_sandbox *sandbox, char *why, size_t why_size)
 {
@@ -1791,7 +1846,7 @@ kernel *kernel_start(const char *id, const kernelspec *spec, const char *workspa
     /* A template's WORKDIR: where its kernels start, as a later cd would put them. */
     if (spec->workdir && !(k->working_directory = strdup(spec->workdir)))
         die("out of memory");
-    if (spawn_process(k, why, why_size) < 0) {
+    if (!restore_waits_for_zygote(k) && spawn_process(k, why, why_size) < 0) {
         if (k->sandbox.restore)
             close(k->sandbox.restore_image_fd);
         free(k->working_directory);

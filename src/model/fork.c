@@ -8,7 +8,9 @@
  * its memory is read; its workspace's files are then copied into each fork's new workspace
  * (manager_create_seeded: volume_copy_tree, links never followed), as they are at that moment.
  * Nothing is written to the daemon's disk but the forks' own workspaces. Only the default
- * context is carried: the source's other contexts are not started in the forks yet. */
+ * context's process is carried: the source's other contexts (other languages, or Python started
+ * by exec inside the running sandbox: no zygote clone to image) start afresh in each fork,
+ * "restarted", with their files kept. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -20,6 +22,7 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "kernel/checkpoint.h"
+#include "kernel/kernelspec.h"
 #include "model/box.h"
 #include "model/manager.h"
 #include "model/snapshots.h"
@@ -39,6 +42,7 @@ typedef struct fork_job {
     json_t *options;             /* {"timeout", "metadata"}, owned */
     json_t *env;                 /* the source's variables, owned */
     json_t *report;              /* the source's checkpoint report, owned */
+    json_t *other_contexts;      /* the source's contexts but the default, as box_contexts_model */
     kernel *forks[MAX_FORKS];
     box_start_wait *waits[MAX_FORKS];
     json_t *errors[MAX_FORKS];   /* {"failure": kind, "message"} for a fork that did not start */
@@ -54,6 +58,7 @@ static void free_job(fork_job *job)
     json_decref(job->env);
     json_decref(job->report);
     json_decref(job->limits);
+    json_decref(job->other_contexts);
     for (int i = 0; i < job->count; i++)
         json_decref(job->errors[i]);
     free(job);
@@ -62,6 +67,30 @@ static void free_job(fork_job *job)
 static json_t *error_entry(failure_kind failure, const char *message)
 {
     return json_pack("{s:{s:i, s:s}}", "error", "failure", (int)failure, "message", message);
+}
+
+/* The source's other contexts, started again in fork b: their entries for "restore". */
+static void restart_other_contexts(fork_job *job, box *b, json_t *contexts)
+{
+    size_t i;
+    json_t *context;
+    json_array_foreach(job->other_contexts, i, context) {
+        const char *name = json_string_value(json_object_get(context, "kernelspec"));
+        const kernelspec *spec = name ? kernelspec_find(name) : NULL;
+        failure_kind failure;
+        char why[300] = "its kernelspec is gone";
+        kernel *k = spec ? box_add_context(b, spec, json_string_value(json_object_get(context, "cwd")),
+                                           &failure, why, sizeof why)
+                         : NULL;
+        json_t *entry = json_pack("{s:O, s:s, s:{s:s}}", "language",
+                                  json_object_get(context, "language"), "carried", "restarted",
+                                  "report", "why",
+                                  k ? "only a zygote's clone can be imaged: a new kernel, the files kept"
+                                    : why);
+        if (k)
+            json_object_set_new(entry, "context_id", json_string(kernel_id(k)));
+        json_array_append_new(contexts, entry);
+    }
 }
 
 static json_t *fork_entry(fork_job *job, int i)
@@ -76,12 +105,13 @@ static json_t *fork_entry(fork_job *job, int i)
         return error_entry(FAILURE_INTERNAL, message);
     }
     box *b = box_of(k);
-    json_t *model = box_model(b);
     json_t *report = kernel_restore_report(k);
-    json_t *context = json_pack("{s:s, s:s, s:s, s:O}", "context_id", box_id(b), "language",
-                                "python", "carried", "process", "report",
-                                report ? report : job->report);
-    json_object_set_new(model, "restore", json_pack("{s:[o]}", "contexts", context));
+    json_t *contexts = json_pack("[{s:s, s:s, s:s, s:O}]", "context_id", box_id(b), "language",
+                                 "python", "carried", "process", "report",
+                                 report ? report : job->report);
+    restart_other_contexts(job, b, contexts);
+    json_t *model = box_model(b);
+    json_object_set_new(model, "restore", json_pack("{s:o}", "contexts", contexts));
     return json_pack("{s:o}", "sandbox", model);
 }
 
@@ -215,6 +245,8 @@ int box_fork(box *b, int count, json_t *options, snapshot_done done, void *arg,
              kernel_spec(box_default_kernel(b))->name);
     job->limits = limits_request(box_limits(b));
     job->network = box_limits(b)->network;
+    job->other_contexts = box_contexts_model(b);
+    json_array_remove(job->other_contexts, 0); /* the default context, first: imaged */
     job->count = count;
     job->done = done;
     job->arg = arg;

@@ -157,14 +157,51 @@ static bool read_pagemap(int fd, unsigned long long start, size_t pages, uint64_
     return true;
 }
 
+/* The frame of the kernel's shared zero page (what a read of untouched anonymous memory maps),
+   learned once from a page of our own; 0 when unknown. A process can map terabytes of it for
+   the price of its page tables: saved, it would fill the daemon's memory with zeros. */
+static uint64_t zero_page_frame(void)
+{
+    static uint64_t frame;
+    static bool known;
+    if (known)
+        return frame;
+    known = true;
+    volatile char *page = mmap(NULL, (size_t)page_size(), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED)
+        return 0;
+    (void)page[0];
+    int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    uint64_t entry = 0;
+    if (fd >= 0 && read_pagemap(fd, (unsigned long long)(uintptr_t)page, 1, &entry) &&
+        (entry & PAGEMAP_PRESENT))
+        frame = entry & PAGEMAP_PFN_MASK;
+    if (fd >= 0)
+        close(fd);
+    munmap((void *)page, (size_t)page_size());
+    return frame;
+}
+
+static bool is_zero_page(uint64_t entry)
+{
+    uint64_t zero = zero_page_frame();
+    return zero && (entry & PAGEMAP_PRESENT) && (entry & PAGEMAP_PFN_MASK) == zero;
+}
+
 /* Is this page to be saved? A full image: every present page, and every page of a private file
    mapping (unwritten, it is the file's, which a full image does not rely on). A diff image:
-   every page that is not the base's very page (same frame) and not untouched in both. */
+   every page that is not the base's very page (same frame) and not untouched in both. A page
+   that is the shared zero page is a hole, but in a diff image where the base has a page there
+   (the clone keeps the base's page in a hole). */
 static bool page_wanted(const capture *c, const process_image_mapping *m, size_t index,
                         bool always)
 {
     uint64_t entry = c->entries[index];
-    bool here = entry & (PAGEMAP_PRESENT | PAGEMAP_SWAPPED);
+    bool here = (entry & (PAGEMAP_PRESENT | PAGEMAP_SWAPPED)) && !is_zero_page(entry);
+    if (m->inode == 0 && is_zero_page(entry) && c->base_pagemap >= 0 &&
+        (c->base_entries[index] & (PAGEMAP_PRESENT | PAGEMAP_SWAPPED)) &&
+        !is_zero_page(c->base_entries[index]))
+        return true;
     if (c->base_pagemap < 0 || always)
         return here || m->inode != 0; /* an untouched page of a file is the file's */
     uint64_t base = c->base_entries[index];
@@ -313,6 +350,10 @@ static int write_pages(const capture *c, const process_image *image, int out_fd,
         window = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, out_fd, 0);
         if (window == MAP_FAILED)
             window = NULL;
+        /* Its pages allocated in one call rather than one fault each (~a third of the time the
+           copy took); without MADV_POPULATE_WRITE (Linux < 5.14) they fault in as copied. */
+        if (window)
+            madvise(window, total, MADV_POPULATE_WRITE);
     }
     if (!window && !(buffer = malloc(COPY_CHUNK))) {
         snprintf(why, why_size, "out of memory for the copy buffer");

@@ -196,3 +196,53 @@ def test_a_library_loaded_after_the_kernel_started_is_in_the_fork(v1, source):
     (copy,) = fork(v1, sid)
     assert value(v1, copy["id"], "len(lzma.decompress(packed)), _curses.version") == \
         value(v1, sid, "len(lzma.decompress(packed)), _curses.version")
+
+
+def test_the_sources_other_contexts_start_again_in_the_fork(v1, source):
+    """A bash context is exec'd, not a zygote's clone: the fork starts a new one ("restarted")
+    beside the imaged default context."""
+    sid = source["id"]
+    r = v1.post(f"v1/sandboxes/{sid}/contexts", json={"language": "bash"})
+    assert r.status_code == 201, r.text
+    v1.execute(sid, "x = 1")
+    (copy,) = fork(v1, sid)
+    carried = {c["language"]: c["carried"] for c in copy["restore"]["contexts"]}
+    assert carried == {"python": "process", "bash": "restarted"}, copy["restore"]
+    bash = next(c for c in copy["restore"]["contexts"] if c["language"] == "bash")
+    listed = v1.get(f"v1/sandboxes/{copy['id']}/contexts").json()
+    assert bash["context_id"] in [c["id"] for c in listed]
+    ev = v1.execute(copy["id"], "echo $((40 + 2))", language="bash")
+    assert ev.stdout.strip() == "42", ev
+
+
+def test_memory_only_read_is_not_copied_into_the_image(v1, source):
+    """Reading untouched memory maps the kernel's one zero page: 2 GiB of it cost the sandbox
+    only page tables, and must not cost the daemon 2 GiB of copies."""
+    import re
+    sid = source["id"]
+    v1.execute(sid, "import mmap\n"
+                    "region = mmap.mmap(-1, 2 << 30, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)\n"
+                    "total = sum(region[i] for i in range(0, 2 << 30, 4096))")
+    before = len(re.findall(r"imaged for \d+ fork", v1.daemon.log_text()))
+    (copy,) = fork(v1, sid)
+    assert value(v1, copy["id"], "total, region[12345], len(region)") == f"(0, 0, {2 << 30})"
+    sizes = [int(kib) for kib in re.findall(r"imaged for \d+ fork\(s\): (\d+) KiB", v1.daemon.log_text())]
+    assert len(sizes) == before + 1 and sizes[-1] < 512 * 1024, sizes
+
+
+def test_a_kernel_cannot_forge_the_checkpoint_exchange(v1, source):
+    """checkpoint_ready or restored out of turn is ignored; a cellbox frame of another type is a
+    protocol violation (the kernel is killed, the daemon and other sandboxes go on)."""
+    sid = source["id"]
+    send = ("import json, os\n"
+            "def frame(message):\n"
+            "    body = json.dumps(message).encode()\n"
+            "    os.write(3, len(body).to_bytes(4, 'little') + body)\n")
+    v1.execute(sid, send + "frame({'channel': 'cellbox', 'type': 'checkpoint_ready', 'report': {}})\n"
+                           "frame({'channel': 'cellbox', 'type': 'restored', 'report': {}})")
+    assert value(v1, sid, "1 + 1") == "2"
+    (copy,) = fork(v1, sid)  # the exchange still works afterwards
+    assert value(v1, copy["id"], "2 + 2") == "4"
+    ev = v1.execute(copy["id"], "frame({'channel': 'cellbox', 'type': 'become_root'})")
+    assert any("protocol" in e.get("value", "") for e in ev.errors), ev
+    assert value(v1, sid, "3 + 3") == "6"
