@@ -96,15 +96,16 @@ static void restore(http_request *request, const char *snapshot_id, json_t *body
         !request_optional_string_map(request, body, "env", &env))
         return;
     if (sandbox_id && (timeout >= 0 || metadata || env)) {
-        http_respond_error(request, 400, "a rewind in place (sandbox_id) keeps the sandbox's "
+        http_respond_error(request, 400,
+                           "a rewind in place (sandbox_id) keeps the sandbox's "
                            "timeout, metadata and env: leave them out, or leave out sandbox_id "
                            "for a new sandbox");
         return;
     }
     char why[600];
     failure_kind failure;
-    int rc = snapshot_restore(snapshot_id, body, sandbox_id ? answer_ok : answer, request,
-                              &failure, why, sizeof why);
+    int rc = snapshot_restore(snapshot_id, body, sandbox_id ? answer_ok : answer, request, &failure,
+                              why, sizeof why);
     start_or_refuse(request, rc, failure, why);
 }
 
@@ -124,15 +125,17 @@ void v1_create_from_snapshot(http_request *request, json_t *body)
         for (int i = 0; allowed[i]; i++)
             known = known || strcmp(allowed[i], key) == 0;
         if (!known) {
-            http_respond_error(request, 400, "'%s' cannot be given with 'snapshot_id': the "
+            http_respond_error(request, 400,
+                               "'%s' cannot be given with 'snapshot_id': the "
                                "sandbox is the snapshot's (template, limits, network); use "
-                               "timeout_s, metadata and env", key);
+                               "timeout_s, metadata and env",
+                               key);
             return;
         }
     }
-    json_t *options = json_pack("{s:O*, s:O*, s:O*}", "timeout", json_object_get(body, "timeout_s"),
-                                "metadata", json_object_get(body, "metadata"), "env",
-                                json_object_get(body, "env"));
+    json_t *options =
+        json_pack("{s:O*, s:O*, s:O*}", "timeout", json_object_get(body, "timeout_s"), "metadata",
+                  json_object_get(body, "metadata"), "env", json_object_get(body, "env"));
     char why[600];
     failure_kind failure;
     int rc = snapshot_restore(snapshot_id, options, answer, request, &failure, why, sizeof why);
@@ -153,8 +156,8 @@ void v1_snapshots_route(http_request *request, char **s, int n)
         if (model)
             http_respond_json(request, 200, model);
         else
-            http_respond_error(request, 404, "snapshot %.64s does not exist (see GET /v1/snapshots)",
-                               snapshot_id);
+            http_respond_error(
+                request, 404, "snapshot %.64s does not exist (see GET /v1/snapshots)", snapshot_id);
     } else if (n == 3 && http_method_is(request, "DELETE")) {
         char why[600];
         failure_kind failure;

@@ -35,7 +35,7 @@ typedef struct waiter {
 
 /* A hibernation or a wake under way, with whoever waits for it. */
 typedef struct transition {
-    box *b;        /* NULL once it went away */
+    box *b; /* NULL once it went away */
     bool waking;
     /* started by the daemon (TTL, idle), not a client: only if every context's live state is
        carried; otherwise the snapshot is dropped and the box left as it was (`declined`) */
@@ -49,7 +49,10 @@ static transition *transitions;
 static int idle_seconds;
 static loop_timer_id idle_timer;
 
-bool box_is_hibernated(const box *b) { return box_hibernation_snapshot(b) != NULL; }
+bool box_is_hibernated(const box *b)
+{
+    return box_hibernation_snapshot(b) != NULL;
+}
 
 static transition *transition_of(box *b)
 {
@@ -208,7 +211,8 @@ static int hibernate(box *b, bool only_if_whole, void (*declined)(box *b), snaps
     t = begin_transition(b, false, done, arg);
     t->only_if_whole = only_if_whole;
     t->declined = declined;
-    if (snapshot_take(b, NULL, NULL, true, on_hibernation_snapshot, t, failure, why, why_size) < 0) {
+    if (snapshot_take(b, NULL, NULL, true, on_hibernation_snapshot, t, failure, why, why_size) <
+        0) {
         t->waiters->done = NULL; /* answered by the -1 */
         end_transition(t, NULL, *failure, why);
         return -1;
@@ -239,8 +243,8 @@ static void on_woken(void *arg, json_t *restored, failure_kind failure, const ch
     snprintf(snapshot_id, sizeof snapshot_id, "%s", box_hibernation_snapshot(t->b));
     failure_kind load_failure;
     char load_why[300];
-    json_t *description = snapshot_store_load(snapshot_id, false, &load_failure, load_why,
-                                              sizeof load_why);
+    json_t *description =
+        snapshot_store_load(snapshot_id, false, &load_failure, load_why, sizeof load_why);
     json_t *settings = json_object_get(description, "sandbox");
     box_set_hibernation(t->b, NULL);
     box_set_timeout(t->b, (int)json_integer_value(json_object_get(settings, "timeout_s")));
@@ -271,8 +275,8 @@ int box_wake(box *b, snapshot_done done, void *arg, failure_kind *failure, char 
         return 0;
     }
     t = begin_transition(b, true, done, arg);
-    if (snapshot_restore_in_place(box_hibernation_snapshot(b), b, true, on_woken, t, failure,
-                                  why, why_size) < 0) {
+    if (snapshot_restore_in_place(box_hibernation_snapshot(b), b, true, on_woken, t, failure, why,
+                                  why_size) < 0) {
         t->waiters->done = NULL;
         end_transition(t, NULL, *failure, why);
         return -1;
@@ -324,7 +328,10 @@ static int pause_at_timeout(box *b, char *why, size_t why_size)
 
 /* Idle, but its live state cannot be carried: left running, its idle time counted again from
    now (not tried again every second). */
-static void stay_awake(box *b) { kernel_touch(box_default_kernel(b)); }
+static void stay_awake(box *b)
+{
+    kernel_touch(box_default_kernel(b));
+}
 
 static bool is_idle_enough(box *b, int64_t now_us)
 {
@@ -399,8 +406,7 @@ static void relist(const char *snapshot_id, json_t *description, void *arg)
 {
     json_t *model = json_object_get(description, "model");
     const char *sandbox_id = json_string_value(json_object_get(model, "sandbox_id"));
-    if (!json_is_true(json_object_get(model, "hibernation")) || !sandbox_id ||
-        box_find(sandbox_id))
+    if (!json_is_true(json_object_get(model, "hibernation")) || !sandbox_id || box_find(sandbox_id))
         return;
     char why[512];
     failure_kind failure;

@@ -13,9 +13,8 @@
 
 /* snapshot_create's work; `hibernation` marks the snapshot as the one a hibernated sandbox
    wakes from (shown in its model; removed once it woke). */
-int snapshot_take(box *b, const char *name, json_t *metadata, bool hibernation,
-                  snapshot_done done, void *arg, failure_kind *failure, char *why,
-                  size_t why_size);
+int snapshot_take(box *b, const char *name, json_t *metadata, bool hibernation, snapshot_done done,
+                  void *arg, failure_kind *failure, char *why, size_t why_size);
 
 /* snapshot_restore.c: called once by snapshots_init. */
 void snapshot_restore_init(const char *data_dir);
@@ -23,9 +22,8 @@ void snapshot_restore_init(const char *data_dir);
    replaced by the snapshot's unless `keep_files` (a hibernated box's files never left), its
    default context restarts and the others are started again, each carried as the snapshot and
    the live zygote allow. `done` as for snapshot_restore. */
-int snapshot_restore_in_place(const char *snapshot_id, box *b, bool keep_files,
-                              snapshot_done done, void *arg, failure_kind *failure, char *why,
-                              size_t why_size);
+int snapshot_restore_in_place(const char *snapshot_id, box *b, bool keep_files, snapshot_done done,
+                              void *arg, failure_kind *failure, char *why, size_t why_size);
 /* A new sandbox from snapshot_id with id `sandbox_id` (NULL: a new one), as snapshot_restore;
    hibernate.c gives the id of a hibernated sandbox an earlier daemon left. */
 int snapshot_restore_new(const char *snapshot_id, const char *sandbox_id, json_t *options,

@@ -34,14 +34,14 @@ static char *mounts_folder; /* DATA_DIR/snapshot-mounts: snapshots' images, read
 typedef struct restore_job restore_job;
 struct restore_job {
     char snapshot_id[64];
-    json_t *description;    /* the snapshot's (sealed) */
-    box *b;                 /* NULL once it went away */
-    size_t at;              /* the context being started */
-    kernel *current;        /* its kernel; NULL once gone */
-    const char *planned;    /* its level: "process", "python" or "restarted" */
-    json_t *plan_notes;     /* why a level was not reached */
-    int image_fd;           /* its image while its kernel starts from it */
-    json_t *reports;        /* each context's outcome */
+    json_t *description; /* the snapshot's (sealed) */
+    box *b;              /* NULL once it went away */
+    size_t at;           /* the context being started */
+    kernel *current;     /* its kernel; NULL once gone */
+    const char *planned; /* its level: "process", "python" or "restarted" */
+    json_t *plan_notes;  /* why a level was not reached */
+    int image_fd;        /* its image while its kernel starts from it */
+    json_t *reports;     /* each context's outcome */
     box_start_wait *wait;
     snapshot_done done;
     void *arg;
@@ -83,9 +83,9 @@ static void finish_restore(restore_job *job, failure_kind failure, const char *w
         job->done(job->arg, NULL, failure, why);
     } else {
         json_t *answer = box_model(job->b);
-        json_object_set_new(answer, "restore",
-                            json_pack("{s:s, s:O}", "snapshot_id", job->snapshot_id, "contexts",
-                                      job->reports));
+        json_object_set_new(
+            answer, "restore",
+            json_pack("{s:s, s:O}", "snapshot_id", job->snapshot_id, "contexts", job->reports));
         job->done(job->arg, answer, FAILURE_INTERNAL, NULL);
         json_decref(answer);
     }
@@ -102,8 +102,8 @@ static int open_fitting_image(restore_job *job, json_t *entry, const kernelspec 
         return -1;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        json_object_set_new(job->plan_notes, "process", json_sprintf("cannot open %s: %s", path,
-                                                                     strerror(errno)));
+        json_object_set_new(job->plan_notes, "process",
+                            json_sprintf("cannot open %s: %s", path, strerror(errno)));
         return -1;
     }
     if (!kernel_image_fits(spec, fd, why, sizeof why)) {
@@ -121,9 +121,9 @@ static void plan_context(restore_job *job, json_t *entry, const kernelspec *spec
     if (job->image_fd >= 0)
         close(job->image_fd);
     job->image_fd = open_fitting_image(job, entry, spec);
-    job->planned = job->image_fd >= 0                       ? "process"
+    job->planned = job->image_fd >= 0                    ? "process"
                    : json_object_get(entry, "namespace") ? "python"
-                                                            : "restarted";
+                                                         : "restarted";
 }
 
 static void start_next_context(restore_job *job);
@@ -167,8 +167,9 @@ static void load_namespace(restore_job *job)
         return;
     }
     job->image_fd = open(path, O_RDONLY | O_CLOEXEC); /* the namespace file, while it loads */
-    if (job->image_fd >= 0 && kernel_load_namespace(job->current, job->image_fd, on_namespace_loaded,
-                                                    job, &failure, why, sizeof why) == 0)
+    if (job->image_fd >= 0 &&
+        kernel_load_namespace(job->current, job->image_fd, on_namespace_loaded, job, &failure, why,
+                              sizeof why) == 0)
         return;
     if (job->image_fd < 0)
         snprintf(why, sizeof why, "cannot open %.300s: %s", path, strerror(errno));
@@ -198,7 +199,8 @@ static void context_started(void *arg)
         return;
     }
     if (kernel_get_state(job->current) == KERNEL_DEAD) {
-        json_object_set_new(job->plan_notes, "start", json_string(kernel_death_reason(job->current)));
+        json_object_set_new(job->plan_notes, "start",
+                            json_string(kernel_death_reason(job->current)));
         context_done(job, "failed", NULL);
     } else if (strcmp(job->planned, "python") == 0) {
         load_namespace(job);
@@ -234,12 +236,15 @@ static void start_next_context(restore_job *job)
         finish_restore(job, FAILURE_INTERNAL, NULL);
         return;
     }
-    const kernelspec *spec = kernelspec_find(json_string_value(json_object_get(entry, "kernelspec")));
+    const kernelspec *spec =
+        kernelspec_find(json_string_value(json_object_get(entry, "kernelspec")));
     const char *cwd = json_string_value(json_object_get(entry, "cwd"));
     char why[512];
     failure_kind failure;
     if (!spec) {
-        json_object_set_new(job->plan_notes = json_object(), "start",
+        json_decref(job->plan_notes);
+        job->plan_notes = json_object();
+        json_object_set_new(job->plan_notes, "start",
                             json_string("its kernelspec is not installed any more"));
         job->current = NULL;
         context_done(job, "failed", NULL);
@@ -351,8 +356,12 @@ static restore_job *new_restore(const char *snapshot_id, snapshot_done done, voi
 static json_t *limits_request(json_t *saved)
 {
     static const char *const names[][2] = {
-        {"memory_bytes", "memory"}, {"pids", "pids"},       {"cpus", "cpus"},
-        {"disk_bytes", "disk"},     {"open_files", "open_files"}, {"timeout_s", "timeout"},
+        {"memory_bytes", "memory"},
+        {"pids", "pids"},
+        {"cpus", "cpus"},
+        {"disk_bytes", "disk"},
+        {"open_files", "open_files"},
+        {"timeout_s", "timeout"},
         {"output_bytes", "output"},
     };
     json_t *request = json_object();
@@ -401,8 +410,8 @@ int snapshot_restore_new(const char *snapshot_id, const char *sandbox_id, json_t
     kernel *k = NULL;
     if (rc == 0) {
         plan_context(job, entry, spec);
-        manager_seed seed = {.id = sandbox_id, .workspace_from = tree,
-                             .restore_image_fd = job->image_fd};
+        manager_seed seed = {
+            .id = sandbox_id, .workspace_from = tree, .restore_image_fd = job->image_fd};
         k = manager_create_seeded(template, env, limits, network, &seed, failure, why, why_size);
     } else {
         *failure = FAILURE_INTERNAL;
@@ -423,21 +432,22 @@ int snapshot_restore_new(const char *snapshot_id, const char *sandbox_id, json_t
     box_configure(job->b, metadata, env, (int)json_integer_value(timeout));
     json_decref(env);
     json_decref(metadata);
-    json_t *allow_out = json_object_get(settings, "allowOut"), *deny_out = json_object_get(settings, "denyOut");
+    json_t *allow_out = json_object_get(settings, "allowOut"),
+           *deny_out = json_object_get(settings, "denyOut");
     char egress_why[512];
     if ((allow_out || deny_out) &&
         manager_set_egress(k, allow_out, deny_out, egress_why, sizeof egress_why) < 0)
         json_object_set_new(job->plan_notes, "network", json_string(egress_why));
-    const char *working_directory = json_string_value(json_object_get(settings, "working_directory"));
+    const char *working_directory =
+        json_string_value(json_object_get(settings, "working_directory"));
     if (working_directory)
         kernel_set_working_directory(k, working_directory);
     wait_for_context(job);
     return 0;
 }
 
-int snapshot_restore_in_place(const char *snapshot_id, box *b, bool keep_files,
-                              snapshot_done done, void *arg, failure_kind *failure, char *why,
-                              size_t why_size)
+int snapshot_restore_in_place(const char *snapshot_id, box *b, bool keep_files, snapshot_done done,
+                              void *arg, failure_kind *failure, char *why, size_t why_size)
 {
     restore_job *job = new_restore(snapshot_id, done, arg, failure, why, why_size);
     if (!job)
@@ -504,20 +514,26 @@ int snapshot_restore(const char *snapshot_id, json_t *options, snapshot_done don
     int rc = -1;
     if (!model) {
         *failure = FAILURE_NOT_FOUND;
-        snprintf(why, why_size, "snapshot %.64s does not exist (see GET /v1/snapshots)", snapshot_id);
+        snprintf(why, why_size, "snapshot %.64s does not exist (see GET /v1/snapshots)",
+                 snapshot_id);
     } else if (!own || strcmp(own, sandbox_id) != 0) {
         *failure = FAILURE_INVALID;
-        snprintf(why, why_size, "snapshot %s is of sandbox %s, not %.64s: only its own sandbox can "
-                 "be rewound to it (leave out sandbox_id for a new sandbox)", snapshot_id,
-                 own ? own : "?", sandbox_id);
+        snprintf(why, why_size,
+                 "snapshot %s is of sandbox %s, not %.64s: only its own sandbox can "
+                 "be rewound to it (leave out sandbox_id for a new sandbox)",
+                 snapshot_id, own ? own : "?", sandbox_id);
     } else if (!b) {
         *failure = FAILURE_NOT_FOUND;
-        snprintf(why, why_size, "sandbox %.64s does not exist any more: leave out sandbox_id to "
-                 "restore the snapshot into a new sandbox", sandbox_id);
+        snprintf(why, why_size,
+                 "sandbox %.64s does not exist any more: leave out sandbox_id to "
+                 "restore the snapshot into a new sandbox",
+                 sandbox_id);
     } else if (box_get_state(b) == BOX_HIBERNATED || box_get_state(b) == BOX_PAUSED) {
         *failure = FAILURE_CONFLICT;
-        snprintf(why, why_size, "sandbox %s is %s: resume it (POST /v1/sandboxes/%s/resume) "
-                 "before rewinding it", sandbox_id, box_state_name(box_get_state(b)), sandbox_id);
+        snprintf(why, why_size,
+                 "sandbox %s is %s: resume it (POST /v1/sandboxes/%s/resume) "
+                 "before rewinding it",
+                 sandbox_id, box_state_name(box_get_state(b)), sandbox_id);
     } else {
         rc = snapshot_restore_in_place(snapshot_id, b, false, done, arg, failure, why, why_size);
     }

@@ -19,7 +19,7 @@
 
 #define KEY_BYTES 32
 #define SEAL_BYTES 32
-#define SEAL_MAX_DEPTH 64        /* a workspace tree deeper than this is refused when sealed */
+#define SEAL_MAX_DEPTH 64 /* a workspace tree deeper than this is refused when sealed */
 #define SEAL_CHUNK (1 << 20)
 
 static char *folder; /* DATA_DIR/snapshots */
@@ -67,8 +67,10 @@ static int load_key(const char *data_dir, char *why, size_t why_size)
     bool read_whole = private && read(fd, key, KEY_BYTES) == KEY_BYTES;
     close(fd);
     if (!read_whole) {
-        snprintf(why, why_size, "the snapshot key %s must be %d bytes, the daemon's and mode 0600; "
-                 "remove it to make a new one (existing snapshots are then refused)", path, KEY_BYTES);
+        snprintf(why, why_size,
+                 "the snapshot key %s must be %d bytes, the daemon's and mode 0600; "
+                 "remove it to make a new one (existing snapshots are then refused)",
+                 path, KEY_BYTES);
         return -1;
     }
     return 0;
@@ -159,8 +161,9 @@ static int seal_tree(seal_context *s, int dir_fd, const char *relative, int dept
         } else if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
             int flags = S_ISDIR(st.st_mode) ? O_RDONLY | O_DIRECTORY : O_RDONLY;
             int fd = openat(dir_fd, name, flags | O_NOFOLLOW | O_CLOEXEC);
-            rc = fd < 0 ? -1
-                        : S_ISDIR(st.st_mode) ? seal_tree(s, fd, path, depth + 1) : seal_file(s, fd);
+            rc = fd < 0                ? -1
+                 : S_ISDIR(st.st_mode) ? seal_tree(s, fd, path, depth + 1)
+                                       : seal_file(s, fd);
             if (fd >= 0)
                 close(fd);
         }
@@ -328,7 +331,8 @@ json_t *snapshot_store_load(const char *id, bool verify, failure_kind *failure, 
     char dir[4200], path[4300];
     *failure = FAILURE_NOT_FOUND;
     if (!snapshot_store_path(id, NULL, dir, sizeof dir)) {
-        snprintf(why, why_size, "snapshot %.64s does not exist (see GET /v1/snapshots)", id ? id : "");
+        snprintf(why, why_size, "snapshot %.64s does not exist (see GET /v1/snapshots)",
+                 id ? id : "");
         return NULL;
     }
     snprintf(path, sizeof path, "%s/%s", dir, SNAPSHOT_DESCRIPTION);
@@ -348,7 +352,8 @@ json_t *snapshot_store_load(const char *id, bool verify, failure_kind *failure, 
     if (!read_seal || compute_seal(dir, expected) < 0 ||
         CRYPTO_memcmp(expected, found, SEAL_BYTES) != 0) {
         *failure = FAILURE_FORBIDDEN;
-        snprintf(why, why_size, "the snapshot's seal does not match: snapshot %s was changed "
+        snprintf(why, why_size,
+                 "the snapshot's seal does not match: snapshot %s was changed "
                  "outside cellbox, and is refused whole; delete it (DELETE /v1/snapshots/%s)",
                  id, id);
         json_decref(description);

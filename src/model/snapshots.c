@@ -33,15 +33,15 @@
 typedef struct snapshot_job snapshot_job;
 struct snapshot_job {
     char id[UUID_STRING_LENGTH + 1];
-    char dir[4200];                /* the partial folder */
-    box *b;                        /* NULL once it went away: the snapshot fails */
+    char dir[4200];                          /* the partial folder */
+    box *b;                                  /* NULL once it went away: the snapshot fails */
     kernel *contexts[SNAPSHOT_MAX_CONTEXTS]; /* the default context first; NULL once gone */
-    json_t *entries;               /* each context's description, in that order */
-    size_t count, at;              /* contexts, and the one being taken */
-    int fd;                        /* the file being written for it */
+    json_t *entries;                         /* each context's description, in that order */
+    size_t count, at;                        /* contexts, and the one being taken */
+    int fd;                                  /* the file being written for it */
     char *name;
     json_t *metadata;
-    bool hibernation;              /* taken for box_hibernate: kept while the box sleeps */
+    bool hibernation; /* taken for box_hibernate: kept while the box sleeps */
     long long memory_bytes, namespace_bytes;
     snapshot_done done;
     void *arg;
@@ -80,7 +80,10 @@ static void fail_job(snapshot_job *job, failure_kind failure, const char *why)
 
 static void take_context(snapshot_job *job);
 
-static json_t *entry_of(snapshot_job *job) { return json_array_get(job->entries, job->at); }
+static json_t *entry_of(snapshot_job *job)
+{
+    return json_array_get(job->entries, job->at);
+}
 
 static int open_context_file(snapshot_job *job, const char *suffix, char *name, size_t size)
 {
@@ -157,8 +160,8 @@ static void save_namespace(snapshot_job *job)
     context_taken(job);
 }
 
-static void on_checkpointed(void *arg, const kernel_checkpoint_result *result,
-                            failure_kind failure, const char *why)
+static void on_checkpointed(void *arg, const kernel_checkpoint_result *result, failure_kind failure,
+                            const char *why)
 {
     snapshot_job *job = arg;
     char name[64];
@@ -247,11 +250,11 @@ static json_t *sandbox_settings(box *b)
     json_t *allow_out = NULL, *deny_out = NULL;
     kernel_egress_lists(primary, &allow_out, &deny_out);
     json_t *model = box_model(b);
-    json_t *settings = json_pack(
-        "{s:s, s:s, s:o, s:O, s:O, s:O, s:b}", "id", box_id(b), "template",
-        kernel_spec(primary)->name, "limits", limits_to_json(box_limits(b)), "env", box_env(b),
-        "metadata", json_object_get(model, "metadata"), "timeout_s",
-        json_object_get(model, "timeout_s"), "network", box_limits(b)->network);
+    json_t *settings =
+        json_pack("{s:s, s:s, s:o, s:O, s:O, s:O, s:b}", "id", box_id(b), "template",
+                  kernel_spec(primary)->name, "limits", limits_to_json(box_limits(b)), "env",
+                  box_env(b), "metadata", json_object_get(model, "metadata"), "timeout_s",
+                  json_object_get(model, "timeout_s"), "network", box_limits(b)->network);
     json_decref(model);
     if (allow_out)
         json_object_set(settings, "allowOut", allow_out);
@@ -317,16 +320,15 @@ static void copy_workspace_then_commit(snapshot_job *job)
         fail_job(job, full ? FAILURE_EXHAUSTED : FAILURE_INTERNAL, reason);
         return;
     }
-    log_info("sandbox %s: workspace copied for snapshot %s (%lld bytes%s, %lld us)",
-             box_id(job->b), job->id, stats.bytes, stats.reflinked ? ", reflinked" : "",
-             stats.elapsed_us);
+    log_info("sandbox %s: workspace copied for snapshot %s (%lld bytes%s, %lld us)", box_id(job->b),
+             job->id, stats.bytes, stats.reflinked ? ", reflinked" : "", stats.elapsed_us);
     json_t *settings = sandbox_settings(job->b);
     json_t *model = snapshot_model_of(job, settings, stats.bytes);
-    json_t *description = json_pack(
-        "{s:i, s:O, s:o, s:O, s:{s:s, s:s, s:I}}", "version", 1, "model", model, "sandbox",
-        settings, "contexts", job->entries, "workspace", "kind",
-        kind == VOLUME_EXT4 ? "ext4" : "tmpfs", "file", workspace_name, "copy_us",
-        (json_int_t)stats.elapsed_us);
+    json_t *description =
+        json_pack("{s:i, s:O, s:o, s:O, s:{s:s, s:s, s:I}}", "version", 1, "model", model,
+                  "sandbox", settings, "contexts", job->entries, "workspace", "kind",
+                  kind == VOLUME_EXT4 ? "ext4" : "tmpfs", "file", workspace_name, "copy_us",
+                  (json_int_t)stats.elapsed_us);
     if (snapshot_store_commit(job->id, description, why, sizeof why) < 0) {
         json_decref(description);
         json_decref(model);
@@ -342,7 +344,10 @@ static void copy_workspace_then_commit(snapshot_job *job)
 
 /* ---- starting one ---- */
 
-static void start_job(void *arg) { take_context(arg); }
+static void start_job(void *arg)
+{
+    take_context(arg);
+}
 
 /* Can b be snapshotted now? Its contexts gathered into the job, the default one first. */
 static int gather_contexts(box *b, snapshot_job *job, failure_kind *failure, char *why,
@@ -352,8 +357,10 @@ static int gather_contexts(box *b, snapshot_job *job, failure_kind *failure, cha
     switch (box_get_state(b)) {
     case BOX_DEAD: box_describe_death(b, why, why_size); return -1;
     case BOX_PAUSED:
-        snprintf(why, why_size, "sandbox %s is paused: resume it (POST /v1/sandboxes/%s/resume), "
-                 "then snapshot it", box_id(b), box_id(b));
+        snprintf(why, why_size,
+                 "sandbox %s is paused: resume it (POST /v1/sandboxes/%s/resume), "
+                 "then snapshot it",
+                 box_id(b), box_id(b));
         return -1;
     case BOX_HIBERNATED:
         snprintf(why, why_size, "sandbox %s is hibernated: its snapshot %s holds its state already",
@@ -370,14 +377,18 @@ static int gather_contexts(box *b, snapshot_job *job, failure_kind *failure, cha
         kernel *k = box_find_context(b, id);
         const char *state = k ? kernel_state_name(kernel_get_state(k)) : "gone";
         if (job->count == SNAPSHOT_MAX_CONTEXTS) {
-            snprintf(why, why_size, "sandbox %s has more than %d contexts: delete some, then "
-                     "snapshot it", box_id(b), SNAPSHOT_MAX_CONTEXTS);
+            snprintf(why, why_size,
+                     "sandbox %s has more than %d contexts: delete some, then "
+                     "snapshot it",
+                     box_id(b), SNAPSHOT_MAX_CONTEXTS);
             json_decref(contexts);
             return -1;
         }
         if (!k || kernel_get_state(k) != KERNEL_IDLE) {
-            snprintf(why, why_size, "context %s of sandbox %s is %s: wait until it is idle (or "
-                     "interrupt it), then snapshot the sandbox", id, box_id(b), state);
+            snprintf(why, why_size,
+                     "context %s of sandbox %s is %s: wait until it is idle (or "
+                     "interrupt it), then snapshot the sandbox",
+                     id, box_id(b), state);
             json_decref(contexts);
             return -1;
         }
@@ -392,9 +403,8 @@ static int gather_contexts(box *b, snapshot_job *job, failure_kind *failure, cha
     return 0;
 }
 
-int snapshot_take(box *b, const char *name, json_t *metadata, bool hibernation,
-                  snapshot_done done, void *arg, failure_kind *failure, char *why,
-                  size_t why_size)
+int snapshot_take(box *b, const char *name, json_t *metadata, bool hibernation, snapshot_done done,
+                  void *arg, failure_kind *failure, char *why, size_t why_size)
 {
     snapshot_job *job = calloc(1, sizeof *job);
     if (!job)
@@ -510,16 +520,18 @@ int snapshot_delete(const char *snapshot_id, failure_kind *failure, char *why, s
         const char *needed = b ? box_hibernation_snapshot(b) : NULL;
         if (needed && strcmp(needed, snapshot_id) == 0) {
             *failure = FAILURE_CONFLICT;
-            snprintf(why, why_size, "snapshot %s holds hibernated sandbox %s: wake the sandbox "
-                     "(POST /v1/sandboxes/%s/resume) or delete it first", snapshot_id, box_id(b),
-                     box_id(b));
+            snprintf(why, why_size,
+                     "snapshot %s holds hibernated sandbox %s: wake the sandbox "
+                     "(POST /v1/sandboxes/%s/resume) or delete it first",
+                     snapshot_id, box_id(b), box_id(b));
             return -1;
         }
     }
     if (snapshot_store_remove(snapshot_id) < 0) {
         *failure = errno == ENOENT ? FAILURE_NOT_FOUND : FAILURE_INTERNAL;
-        snprintf(why, why_size, errno == ENOENT ? "snapshot %.64s does not exist"
-                                                : "cannot delete snapshot %.64s: %s",
+        snprintf(why, why_size,
+                 errno == ENOENT ? "snapshot %.64s does not exist"
+                                 : "cannot delete snapshot %.64s: %s",
                  snapshot_id, strerror(errno));
         return -1;
     }

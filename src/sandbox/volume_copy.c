@@ -22,8 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define COPY_MAX_DEPTH 256        /* deeper trees are refused (each level holds a descriptor) */
-#define COPY_MAX_ENTRIES 1000000  /* a tmpfs volume holds one inode per 16 KiB at most */
+#define COPY_MAX_DEPTH 256       /* deeper trees are refused (each level holds a descriptor) */
+#define COPY_MAX_ENTRIES 1000000 /* a tmpfs volume holds one inode per 16 KiB at most */
 
 /* Copies `length` bytes at `offset` of src to the same offset of dst: copy_file_range (in the
    kernel, shared extents where the filesystem can), or read and write where the two files are
@@ -39,8 +39,8 @@ static int copy_range(int src, int dst, off_t offset, off_t length, long long *c
         ssize_t n = -1;
         if (in_kernel) {
             n = copy_file_range(src, &in, dst, &out, want, 0);
-            if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == EOPNOTSUPP ||
-                          errno == ENOSYS)) {
+            if (n < 0 &&
+                (errno == EXDEV || errno == EINVAL || errno == EOPNOTSUPP || errno == ENOSYS)) {
                 in_kernel = false;
                 continue;
             }
@@ -84,12 +84,13 @@ static int copy_image(const char *from_image, const char *to_image, volume_copy_
 {
     int src = open(from_image, O_RDONLY | O_CLOEXEC);
     if (src < 0) {
-        snprintf(why, why_size, "cannot open the workspace image %s: %s", from_image, strerror(errno));
+        snprintf(why, why_size, "cannot open the workspace image %s: %s", from_image,
+                 strerror(errno));
         return -1;
     }
     struct stat st;
-    int dst = fstat(src, &st) < 0 ? -1
-                                  : open(to_image, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int dst =
+        fstat(src, &st) < 0 ? -1 : open(to_image, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (dst < 0) {
         snprintf(why, why_size, "cannot create %s: %s", to_image, strerror(errno));
         close(src);
@@ -298,7 +299,7 @@ int volume_copy(volume_kind kind, const char *from_image, const char *from_mount
         rc = volume_copy_tree(from_mount, to, (uid_t)-1, (gid_t)-1, stats, why, why_size);
     }
     clock_gettime(CLOCK_MONOTONIC, &ended);
-    stats->elapsed_us = (ended.tv_sec - started.tv_sec) * 1000000LL +
-                        (ended.tv_nsec - started.tv_nsec) / 1000;
+    stats->elapsed_us =
+        (ended.tv_sec - started.tv_sec) * 1000000LL + (ended.tv_nsec - started.tv_nsec) / 1000;
     return rc;
 }

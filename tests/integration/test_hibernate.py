@@ -76,9 +76,13 @@ def test_a_hibernated_sandbox_has_no_process_and_keeps_its_files(v1, daemon):
 def test_the_next_call_wakes_it_with_the_same_id_and_files(v1, daemon):
     sid = v1.create(timeout_s=0)["id"]
     v1.write(sid, "kept.txt", "still here")
+    assert v1.value(sid, "squares = {n: n * n for n in range(5)}; len(squares)") == "5"
     model = hibernate(v1, sid)
+    carried = v1.get(f"v1/snapshots/{model['snapshot_id']}").json()["contexts"][0]["carried"]
     ev = v1.execute(sid, "print(open('/workspace/kept.txt').read())")
     assert ev.stdout == "still here\n"
+    if carried != "restarted":
+        assert v1.value(sid, "squares[4]") == "16"
     awake = v1.model(sid)
     assert awake["state"] == "running" and "snapshot_id" not in awake
     # the snapshot it woke from is gone: its state is live again
@@ -125,7 +129,10 @@ def test_a_hibernated_sandbox_survives_a_daemon_restart(make_daemon):
     v1 = V1(first)
     sid = v1.create(timeout_s=0, metadata={"owner": "ana"})["id"]
     v1.write(sid, "kept.txt", "across restarts")
+    assert v1.value(sid, "kept = [7]; len(kept)") == "1"
     model = hibernate(v1, sid)
+    snapshot = v1.get(f"v1/snapshots/{model['snapshot_id']}").json()
+    carried = snapshot["contexts"][0]["carried"]
     first.stop()
     second = make_daemon(start=False)
     second.data_dir = first.data_dir
@@ -141,6 +148,8 @@ def test_a_hibernated_sandbox_survives_a_daemon_restart(make_daemon):
         ev = v1.execute(sid, "print(open('/workspace/kept.txt').read())")
         assert ev.stdout == "across restarts\n"
         assert v1.model(sid)["state"] == "running"
+        if carried != "restarted":  # its variables woke with it
+            assert v1.value(sid, "kept[0] * 6") == "42"
         v1.created.append(sid)
     finally:
         v1.cleanup()

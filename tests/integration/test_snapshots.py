@@ -9,12 +9,15 @@ settings, the per-context report, the seal and the store."""
 import contextlib
 import os
 import subprocess
+import threading
 import uuid
 
 import pytest
 
 from helpers.daemon import Daemon
+from helpers.snippets import release, wait_for_file
 from helpers.v1 import V1
+from helpers.wait import wait_until
 
 pytestmark = pytest.mark.cellbox_only
 
@@ -209,6 +212,25 @@ def test_a_busy_or_paused_sandbox_is_not_snapshotted(v1):
     assert r.status_code == 400
 
 
+def test_a_sandbox_running_a_cell_is_not_snapshotted(v1, daemon):
+    sid = v1.create(timeout_s=0)["id"]
+    done = {}
+    cell = wait_for_file("go", before="open('/workspace/running', 'w').close()")
+    runner = threading.Thread(target=lambda: done.update(ev=v1.execute(sid, cell)))
+    runner.start()
+    try:
+        wait_until(lambda: os.path.exists(os.path.join(daemon.workspace(sid), "running")),
+                   timeout=30, message="the cell to start")
+        r = v1.post(f"v1/sandboxes/{sid}/snapshots", json={})
+        assert r.status_code == 409, r.text
+        assert "is busy" in r.json()["message"] and "wait until it is idle" in r.json()["message"]
+        assert v1.get("v1/snapshots", params={"sandbox_id": sid}).json() == []
+    finally:
+        release(daemon, sid, "go")
+        runner.join(timeout=60)
+    assert done["ev"].stdout == "go seen\n"  # the cell ran on, undisturbed
+
+
 @contextlib.contextmanager
 def small_filesystem_at(path, size):
     """A tmpfs of `size` mounted at `path` (made if needed); unmounted and removed after."""
@@ -253,7 +275,9 @@ def test_a_snapshot_survives_a_daemon_restart(make_daemon):
     v1 = V1(first)
     sid = v1.create(timeout_s=0)["id"]
     v1.write(sid, "a.txt", "across restarts")
+    assert v1.value(sid, "kept = [7]; len(kept)") == "1"
     taken = snapshot(v1, sid)
+    carried = taken["contexts"][0]["carried"]
     v1.cleanup()
     first.stop()
     second = make_daemon(start=False)
@@ -264,6 +288,9 @@ def test_a_snapshot_survives_a_daemon_restart(make_daemon):
         assert [s["snapshot_id"] for s in v1.get("v1/snapshots").json()] == [taken["snapshot_id"]]
         restored = restore(v1, taken["snapshot_id"])
         assert v1.read(restored["id"], "a.txt") == b"across restarts"
+        if carried != "restarted":  # its variables too, at the level it was taken
+            assert restored["restore"]["contexts"][0]["carried"] in ("process", "python")
+            assert v1.value(restored["id"], "kept[0] * 6") == "42"
     finally:
         v1.cleanup()
         assert second.finish() is None  # before the first's teardown removes the data dir
