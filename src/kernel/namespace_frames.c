@@ -187,9 +187,8 @@ static json_t *bounded_string(json_t *value, size_t limit)
 
 static int rebuild_names(json_t *carried, json_t *out, json_int_t *unlisted)
 {
-    size_t i;
-    json_t *name;
-    json_array_foreach(carried, i, name) {
+    for (size_t i = 0; i < json_array_size(carried); i++) {
+        json_t *name = json_array_get(carried, i);
         if (!json_is_string(name))
             return -1;
         if (json_array_size(out) < MAX_REPORTED)
@@ -202,9 +201,8 @@ static int rebuild_names(json_t *carried, json_t *out, json_int_t *unlisted)
 
 static int rebuild_refusals(json_t *not_carried, json_t *out, json_int_t *unlisted)
 {
-    size_t i;
-    json_t *entry;
-    json_array_foreach(not_carried, i, entry) {
+    for (size_t i = 0; i < json_array_size(not_carried); i++) {
+        json_t *entry = json_array_get(not_carried, i);
         json_t *name = json_object_get(entry, "name"), *reason = json_object_get(entry, "why");
         if (!json_is_string(name) || !json_is_string(reason))
             return -1;
@@ -226,8 +224,9 @@ json_t *namespace_report_from_kernel(json_t *report, char *why, size_t why_size)
     json_t *unlisted_value = json_object_get(report, "unlisted");
     if (!json_is_array(carried) || !json_is_array(not_carried) || !json_is_integer(bytes) ||
         json_integer_value(bytes) < 0) {
-        snprintf(why, why_size, "the kernel's report is not {\"carried\": [...], \"not_carried\": "
-                                "[...], \"bytes\": N}");
+        snprintf(why, why_size,
+                 "the kernel's report is not {\"carried\": [...], \"not_carried\": "
+                 "[...], \"bytes\": N}");
         return NULL;
     }
     json_int_t unlisted = json_is_integer(unlisted_value) && json_integer_value(unlisted_value) > 0

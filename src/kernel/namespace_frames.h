@@ -32,7 +32,8 @@ int namespace_take_fd(int process_pidfd, json_t *fd_value, char *why, size_t why
 /* A save's container: a memfd sealed against writing, growing and shrinking (what the daemon
    copies cannot change under it; only a memfd can be so sealed), of at most max_bytes; its size
    in *size. -1 with `why`. */
-int namespace_check_sealed(int fd, long long max_bytes, long long *size, char *why, size_t why_size);
+int namespace_check_sealed(int fd, long long max_bytes, long long *size, char *why,
+                           size_t why_size);
 
 /* A load's buffer: an empty memfd made with MFD_ALLOW_SEALING and carrying no seal (a file of a
    tmpfs always carries F_SEAL_SEAL, so it cannot pass), open for writing. -1 with `why`. */

@@ -51,22 +51,22 @@ typedef enum transfer_step {
 } transfer_step;
 
 typedef struct namespace_transfer {
-    kernel *k;                   /* used only while the transfer is listed (see above) */
-    char kernel_id[UUID_STRING_LENGTH + 1]; /* frames from another kernel are not its answers */
-    transfer_step step;
-    int file_fd;                 /* the caller's: out_fd or in_fd, never closed here */
-    long long max_bytes;         /* save: the container's limit */
-    int supervisor_pidfd;        /* a copy of the kernel's, watched: its process ended */
-    loop_watch supervisor_watch;
-    int memfd;                   /* the kernel's memfd, taken (-1 until then) */
-    long long size, copied;
-    loop_timer_id time_limit;
-    json_t *report;              /* the kernel's, rebuilt */
-    kernel_namespace_done done;
-    void *arg;
-    failure_kind failure;
-    char why[256];               /* set: it failed */
-    struct namespace_transfer *next;
+    kernel *k;                              /* used only while the transfer is listed (see above) */
+    char kernel_id[UUID_STRING_LENGTH + 1]; /* whose answers it takes */
+    transfer_step step;                     /* what it waits for */
+    int file_fd;                            /* the caller's: out_fd or in_fd, never closed here */
+    long long max_bytes;                    /* save: the container's limit */
+    int supervisor_pidfd;                   /* a copy of the kernel's, watched: its process ended */
+    loop_watch supervisor_watch;            /* on supervisor_pidfd */
+    int memfd;                              /* the kernel's memfd, taken (-1 until then) */
+    long long size, copied;                 /* bytes to copy, and copied so far */
+    loop_timer_id time_limit;               /* ends the whole transfer */
+    json_t *report;                         /* the kernel's, rebuilt */
+    kernel_namespace_done done;             /* the caller's, called once from the loop */
+    void *arg;                              /* done's */
+    failure_kind failure;                   /* with why */
+    char why[256];                          /* set: it failed */
+    struct namespace_transfer *next;        /* the list of transfers under way */
 } namespace_transfer;
 
 static namespace_transfer *transfers;
@@ -170,8 +170,9 @@ static bool can_transfer(kernel *k, const char *verb, failure_kind *failure, cha
 {
     if (kernel_spec(k)->argv) {
         *failure = FAILURE_INVALID;
-        snprintf(why, why_size, "kernel %s is a %s kernel: only Python kernels' variables can be "
-                 "%s", kernel_id(k), kernel_spec(k)->language, verb);
+        snprintf(why, why_size,
+                 "kernel %s is a %s kernel: only Python kernels' variables can be %s", kernel_id(k),
+                 kernel_spec(k)->language, verb);
         return false;
     }
     const char *problem = NULL;
@@ -184,7 +185,7 @@ static bool can_transfer(kernel *k, const char *verb, failure_kind *failure, cha
     if (!problem && transfer_of(k))
         problem = "is already saving or loading its namespace: wait for it";
     if (!problem && count_transfers() >= MAX_TRANSFERS)
-        problem = "cannot start a namespace transfer: " "64 are under way; try again shortly";
+        problem = "cannot start a namespace transfer: 64 are under way; try again shortly";
     if (!problem && kernel_pidfd(k) < 0)
         problem = "has no process yet: wait for it";
     if (problem) {
@@ -250,10 +251,10 @@ int kernel_save_namespace(kernel *k, int out_fd, long long max_bytes, kernel_nam
     }
     if (!can_transfer(k, "saved", failure, why, why_size))
         return -1;
-    json_t *frame = json_pack("{s:s, s:I}", "type", "save_namespace", "max_bytes",
-                              (json_int_t)max_bytes);
-    namespace_transfer *t = start(k, AWAITING_SAVED, out_fd, frame, done, arg, failure, why,
-                                  why_size);
+    json_t *frame =
+        json_pack("{s:s, s:I}", "type", "save_namespace", "max_bytes", (json_int_t)max_bytes);
+    namespace_transfer *t =
+        start(k, AWAITING_SAVED, out_fd, frame, done, arg, failure, why, why_size);
     if (!t)
         return -1;
     t->max_bytes = max_bytes;
@@ -272,8 +273,8 @@ int kernel_load_namespace(kernel *k, int in_fd, kernel_namespace_done done, void
     if (!can_transfer(k, "loaded", failure, why, why_size))
         return -1;
     json_t *frame = json_pack("{s:s}", "type", "load_namespace");
-    namespace_transfer *t = start(k, AWAITING_BUFFER, in_fd, frame, done, arg, failure, why,
-                                  why_size);
+    namespace_transfer *t =
+        start(k, AWAITING_BUFFER, in_fd, frame, done, arg, failure, why, why_size);
     if (!t)
         return -1;
     t->size = st.st_size;
@@ -302,7 +303,7 @@ static int copy_some(namespace_transfer *t, int from, int to, bool *writing)
     long long slice_end = t->copied + COPY_SLICE_BYTES;
     while (t->copied < t->size && t->copied < slice_end) {
         size_t want = (size_t)(t->size - t->copied < COPY_BUFFER_BYTES ? t->size - t->copied
-                                                                         : COPY_BUFFER_BYTES);
+                                                                       : COPY_BUFFER_BYTES);
         *writing = false;
         ssize_t got = pread(from, slice, want, t->copied);
         if (got <= 0) {
@@ -382,8 +383,9 @@ static int take_memfd(namespace_transfer *t, json_t *answer)
 {
     char why[200];
     int process = namespace_open_kernel_process(kernel_pid(t->k), why, sizeof why);
-    int memfd = process < 0 ? -1 : namespace_take_fd(process, json_object_get(answer, "fd"), why,
-                                                     sizeof why);
+    int memfd = process < 0
+                    ? -1
+                    : namespace_take_fd(process, json_object_get(answer, "fd"), why, sizeof why);
     if (process >= 0)
         close(process);
     if (memfd < 0)

@@ -42,6 +42,13 @@ offset = 100
 def shifted(x):
     return x + offset
 
+class Registry(type):
+    pass
+class Shape(metaclass=Registry):
+    sides = 4
+shape = Shape()
+aliases = {"shape": shape, "frame": frame}
+
 generator = (i for i in range(10))
 next(generator)
 listener = socket.socket()
@@ -70,6 +77,8 @@ result = {
     "point": point,
     "globals_are_the_namespace": shifted(1),
     "np_is_numpy": np.__name__,
+    "shared_across_names": aliases["shape"] is shape and aliases["frame"] is frame,
+    "class_with_a_metaclass": isinstance(shape, Shape) and shape.sides == 4,
 }
 print("RESULT " + json.dumps(result))
 '''
@@ -163,7 +172,8 @@ def test_each_kind_of_value_is_carried_equal_to_a_new_kernel(kernels, saved):
         "frame": True, "array": True, "coefficients": [2.0, 1.0], "model": 25.0,
         "model_class": "Model", "same_object": True, "instance_of_its_class": True,
         "counter": [42, 43], "square": 144, "point": {"x": 1, "tags": ["a", "b"]},
-        "globals_are_the_namespace": 2, "np_is_numpy": "numpy",
+        "globals_are_the_namespace": 2, "np_is_numpy": "numpy", "shared_across_names": True,
+        "class_with_a_metaclass": True,
     }
 
 

@@ -199,17 +199,16 @@ static void test_the_report_is_rebuilt_bounded(void)
     json_t *carried = json_array();
     for (int i = 0; i < 1500; i++)
         json_array_append_new(carried, json_string(i == 0 ? long_name : "df"));
-    json_t *report = json_pack("{s:o, s:[{s:s, s:s}], s:i, s:s}", "carried", carried,
-                               "not_carried", "name", "gen", "why", "cannot pickle 'generator'",
-                               "bytes", 42, "extra", "dropped");
+    json_t *report =
+        json_pack("{s:o, s:[{s:s, s:s}], s:i, s:s}", "carried", carried, "not_carried", "name",
+                  "gen", "why", "cannot pickle 'generator'", "bytes", 42, "extra", "dropped");
     json_t *rebuilt = namespace_report_from_kernel(report, why, sizeof why);
     CHECK(rebuilt != NULL);
     CHECK(json_array_size(json_object_get(rebuilt, "carried")) == 1000);
     CHECK(json_integer_value(json_object_get(rebuilt, "unlisted")) == 500);
     CHECK(strlen(json_string_value(json_array_get(json_object_get(rebuilt, "carried"), 0))) == 200);
-    CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(rebuilt,
-                                                                               "not_carried"), 0),
-                                                "why")),
+    CHECK_STR(json_string_value(json_object_get(
+                  json_array_get(json_object_get(rebuilt, "not_carried"), 0), "why")),
               "cannot pickle 'generator'");
     CHECK(json_object_get(rebuilt, "extra") == NULL);
     json_decref(rebuilt);

@@ -20,8 +20,10 @@ The container (a file the daemon keeps, written from offset 0; integers little-e
       shares   u32 count, then that many u32: the earlier records (numbered from 0) whose
                objects this one refers to
 
-Every value record is one whole pickle made by one dill Pickler whose memo is kept from record
-to record, and the records are loaded in order by unpicklers that share one memo: two names
+Every value record is one whole pickle, made by CPython's C pickler (fast on many small objects,
+a column of strings) or, for what only dill pickles right (what the namespace itself defines:
+its functions, classes and their instances, taken by value), by dill's; one memo is kept from
+record to record, and the records are loaded in order by unpicklers that share one memo: two names
 bound to one object are one object again after a load, and an instance of a class defined in a
 cell still is an instance of that (one) class. A record that fails to pickle is cut off the file
 and the memo put back as it was before it, so it leaves no trace. A record that fails to load
@@ -45,6 +47,7 @@ import io
 import json
 import mmap
 import os
+import pickle
 import re
 import struct
 import sys
@@ -199,10 +202,11 @@ class _BoundedWriter:
         self.file = file
         self.limit = limit
 
-    def write(self, data):
-        if self.file.tell() + len(data) > self.limit:
-            raise NamespaceTooLarge
-        return self.file.write(data)
+    def write(self, data):  # bytes, or a PickleBuffer (the C pickler's large buffers, in place)
+        with memoryview(data) as view:
+            if self.file.tell() + view.nbytes > self.limit:
+                raise NamespaceTooLarge
+            return self.file.write(view)
 
 
 class _SharingMemo(dict):
@@ -227,6 +231,30 @@ class _SharingMemo(dict):
 
     def copy(self):
         return _SharingMemo(self)
+
+
+class _NeedsDill(Exception):
+    """An object the namespace itself defines: the C pickler would take it by reference."""
+
+
+class _FastPickler(pickle.Pickler):
+    """The C pickler, noting which objects of earlier records a record refers to (`hits` of the
+    memo it starts from) and refusing the objects only dill pickles right. persistent_id is
+    called for every object, before the memo is looked at; it never names one (None)."""
+
+    def __init__(self, file, earlier):
+        super().__init__(file, protocol=5)
+        self.earlier = earlier
+
+    def persistent_id(self, obj):
+        if type(obj).__module__ == "__main__" or (
+                isinstance(obj, _BY_VALUE_KINDS) and getattr(obj, "__module__", None) == "__main__"):
+            raise _NeedsDill
+        self.earlier.get(id(obj))  # _SharingMemo.get notes a hit on an earlier record's object
+        return None
+
+
+_BY_VALUE_KINDS = (types.FunctionType, type)
 
 
 class _Saver:
@@ -290,6 +318,15 @@ class _Saver:
     def _pickle(self, value):
         data_start = self.file.tell()
         try:
+            self._dump_fast(value)
+            return
+        except NamespaceTooLarge:
+            raise
+        except Exception:  # noqa: BLE001 (dill's turn: it pickles what the C pickler cannot)
+            self.file.seek(data_start)
+            self.file.truncate()
+            self.memo.hits = set()
+        try:
             self._dump(value, recurse=False)
             return
         except NamespaceTooLarge:
@@ -308,6 +345,18 @@ class _Saver:
             raise
         except Exception:  # noqa: BLE001 (the first error says more: it is the usual path's)
             raise error from None
+
+    def _dump_fast(self, value):
+        """CPython's C pickler, with the same memo: some 20 times dill's speed on many small
+        objects (a column of strings). It would take what the namespace itself defines (its
+        functions, classes and their instances: module __main__) by reference to a name that
+        a load has not made yet, so those go to dill, by value."""
+        pickler = _FastPickler(self.writer, self.memo)
+        pickler.memo = self.memo
+        pickler.dump(value)
+        memo = _SharingMemo(pickler.memo.copy())
+        memo.floor, memo.hits = self.memo.floor, self.memo.hits
+        self.memo = memo
 
     def _memo_before_record(self):
         memo = _SharingMemo({key: entry for key, entry in self.memo.items()
