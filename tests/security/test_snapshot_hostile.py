@@ -499,3 +499,33 @@ def test_forged_checkpoint_frames_act_on_nothing(box, lineage):
     made = snapshot(v1, k.id)
     assert marker not in json.dumps(made), made
     assert_all_contained(box, lineage)
+
+
+def test_shared_memory_of_the_source_is_not_shared_with_its_copies(box, lineage):
+    """The source holds an anonymous MAP_SHARED mapping (the one kind of memory a fork(2)
+    would share). A snapshot and a fork either refuse it, saying so, or give each copy memory
+    of its own: a write in a copy never reaches the source or another copy."""
+    v1 = lineage.v1
+    src = adopt(box, v1.create(timeout_s=0))
+    src.ok("import mmap\nSHARED = mmap.mmap(-1, 1 << 20, flags=mmap.MAP_SHARED)\nSHARED[:6] = b'source'")
+    probe = "_result = bytes(SHARED[:6]).decode() if 'SHARED' in globals() else None"
+    copies = []
+    r = v1.post(f"v1/sandboxes/{src.id}/snapshots", json={}, timeout=180)
+    if r.status_code == 201:
+        copies.append(adopt(box, restore(v1, r.json()["snapshot_id"])))
+    else:
+        assert r.status_code in (409, 422) and "shared" in r.json()["message"].lower(), r.text[:400]
+    r = v1.post(f"v1/sandboxes/{src.id}/fork", json={"count": 2}, timeout=180)
+    if r.status_code == 201:
+        copies += [adopt(box, e["sandbox"]) for e in r.json() if "sandbox" in e]
+    elif box.mode == "exec":
+        assert "zygote" in r.json()["message"], r.text[:400]
+    else:
+        assert r.status_code in (409, 422) and "shared" in r.json()["message"].lower(), r.text[:400]
+    for i, k in enumerate(copies):
+        if k.json(probe) is not None:
+            k.ok(f"SHARED[:6] = b'copy-{i}'")
+    assert src.json(probe) == "source"
+    for i, k in enumerate(copies):
+        assert k.json(probe) in (f"copy-{i}", None), f"copy {i} sees another's write"
+    assert_all_contained(box, lineage)
