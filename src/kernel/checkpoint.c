@@ -91,6 +91,14 @@ static void zygote_generation(pid_t zygote_pid, char *into, size_t size)
     snprintf(into, size, "%d:%lld", (int)zygote_pid, kernel_process_start_time(zygote_pid));
 }
 
+/* What one image may hold: the sandbox's memory limit, and as much again for the files it maps
+   privately (counted whole: a library it loaded, a file it mapped); unlimited memory, 16 GiB. */
+static long long image_limit(const kernel *k)
+{
+    long long memory = kernel_limits(k)->memory_bytes;
+    return memory > 0 ? 2 * memory + (256ll << 20) : 16ll << 30;
+}
+
 static void capture_now(pending_checkpoint *p, json_t *report)
 {
     char why[512] = "";
@@ -106,11 +114,14 @@ static void capture_now(pending_checkpoint *p, json_t *report)
     if (base > 0)
         zygote_generation(base, generation, sizeof generation);
     process_image_stats stats = {0};
-    int rc = process_image_capture(pid, base, generation, p->image_fd, &stats, why, sizeof why);
+    int rc = process_image_capture_at_most(pid, base, generation, p->image_fd,
+                                           image_limit(p->k), &stats, why, sizeof why);
     release_kernel(p);
     if (rc < 0) {
         log_warn("kernel %s: checkpoint failed: %s", kernel_id(p->k), why);
-        finish(p, NULL, rc == -ENOSPC ? FAILURE_EXHAUSTED : FAILURE_INTERNAL, why);
+        finish(p, NULL, rc == -ENOSPC ? FAILURE_EXHAUSTED : rc == -EFBIG ? FAILURE_CONFLICT
+                                                                           : FAILURE_INTERNAL,
+               why);
         return;
     }
     kernel_checkpoint_result result = {
@@ -147,8 +158,13 @@ static void on_answer_late(void *arg)
     pending_checkpoint *p = arg;
     p->timer = 0;
     release_kernel(p);
-    finish(p, NULL, FAILURE_CONFLICT,
-           "the kernel did not reach its checkpoint point within 5 s: try again when it is idle");
+    char why[300];
+    if (kernel_get_state(p->k) == KERNEL_DEAD)
+        snprintf(why, sizeof why, "died before its checkpoint point: %s", kernel_death_reason(p->k));
+    else
+        snprintf(why, sizeof why, "did not reach its checkpoint point within 5 s: try again when "
+                 "it is idle");
+    finish(p, NULL, FAILURE_CONFLICT, why);
 }
 
 void kernel_checkpoint_forget(kernel *k)

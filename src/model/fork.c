@@ -3,7 +3,7 @@
  *
  * The source's default context is imaged into a memfd (kernel_checkpoint, a diff image against
  * the live zygote: only the pages the kernel changed since it was cloned), which is sealed and
- * handed to N restores (manager_create_restored): each maps the same image MAP_PRIVATE, so the
+ * handed to N restores (manager_create_seeded): each maps the same image MAP_PRIVATE, so the
  * forks share its pages copy-on-write until they write them. The source stands still only while
  * its memory is read; its workspace's files are then copied into each fork's new workspace
  * (manager_create_seeded: volume_copy_tree, links never followed), as they are at that moment.
@@ -43,12 +43,26 @@ typedef struct fork_job {
     json_t *env;                 /* the source's variables, owned */
     json_t *report;              /* the source's checkpoint report, owned */
     json_t *other_contexts;      /* the source's contexts but the default, as box_contexts_model */
-    kernel *forks[MAX_FORKS];
-    box_start_wait *waits[MAX_FORKS];
+    char fork_ids[MAX_FORKS][64]; /* looked up again at the end: a fork may be deleted meanwhile */
     json_t *errors[MAX_FORKS];   /* {"failure": kind, "message"} for a fork that did not start */
     snapshot_done done;
     void *arg;
+    struct fork_job *next_imaging; /* while its source is being imaged: imaging_jobs */
 } fork_job;
+
+/* Jobs whose source is being imaged: a source deleted meanwhile ends them (its checkpoint ends
+   without a word: kernel_checkpoint_forget). */
+static fork_job *imaging_jobs;
+static bool gone_hook_added;
+
+static void stop_imaging(fork_job *job)
+{
+    for (fork_job **at = &imaging_jobs; *at; at = &(*at)->next_imaging)
+        if (*at == job) {
+            *at = job->next_imaging;
+            return;
+        }
+}
 
 static void free_job(fork_job *job)
 {
@@ -95,9 +109,11 @@ static void restart_other_contexts(fork_job *job, box *b, json_t *contexts)
 
 static json_t *fork_entry(fork_job *job, int i)
 {
-    kernel *k = job->forks[i];
-    if (!k)
+    if (job->errors[i])
         return json_incref(job->errors[i]);
+    kernel *k = manager_find(job->fork_ids[i]);
+    if (!k)
+        return error_entry(FAILURE_CONFLICT, "the fork was deleted before it started");
     if (kernel_get_state(k) == KERNEL_DEAD) {
         char message[300];
         snprintf(message, sizeof message, "the fork could not start: %s", kernel_death_reason(k));
@@ -126,17 +142,10 @@ static void finish_job(void *arg)
     free_job(job);
 }
 
-typedef struct fork_wait {
-    fork_job *job;
-    int index;
-} fork_wait;
-
+/* One fork left "starting" (ready, dead, or deleted): the answer goes once all have. */
 static void on_one_started(void *arg)
 {
-    fork_wait *wait = arg;
-    fork_job *job = wait->job;
-    job->waits[wait->index] = NULL;
-    free(wait);
+    fork_job *job = arg;
     if (--job->waiting == 0)
         loop_defer(finish_job, job); /* not from inside the kernel's message handling */
 }
@@ -177,20 +186,13 @@ static void start_forks(fork_job *job)
             job->errors[i] = error_entry(failure, why);
             continue;
         }
-        job->forks[i] = k;
+        snprintf(job->fork_ids[i], sizeof job->fork_ids[i], "%s", kernel_id(k));
         box *b = box_of(k);
         json_t *timeout = json_object_get(job->options, "timeout");
         box_configure(b, json_object_get(job->options, "metadata"), job->env,
                       json_is_integer(timeout) ? (int)json_integer_value(timeout) : 300);
-        fork_wait *wait = malloc(sizeof *wait);
-        if (!wait)
-            continue;
-        *wait = (fork_wait){.job = job, .index = i};
-        job->waits[i] = box_when_started(k, on_one_started, wait);
-        if (job->waits[i])
+        if (box_when_started(k, on_one_started, job))
             job->waiting++;
-        else
-            free(wait); /* it started (or died) already */
     }
     /* Every restore has its own copy of the descriptor now (kernel_start dups it). */
     close(job->image_fd);
@@ -203,6 +205,7 @@ static void on_imaged(void *arg, const kernel_checkpoint_result *result, failure
                       const char *why)
 {
     fork_job *job = arg;
+    stop_imaging(job);
     if (!result || !box_find(job->source_id)) {
         char message[600];
         snprintf(message, sizeof message, "sandbox %s cannot be forked: its kernel %s",
@@ -219,9 +222,28 @@ static void on_imaged(void *arg, const kernel_checkpoint_result *result, failure
     start_forks(job);
 }
 
+static void on_box_gone(box *b)
+{
+    for (fork_job *job = imaging_jobs, *next; job; job = next) {
+        next = job->next_imaging;
+        if (strcmp(job->source_id, box_id(b)) != 0)
+            continue;
+        stop_imaging(job);
+        char message[200];
+        snprintf(message, sizeof message, "sandbox %s was deleted while it was being forked",
+                 job->source_id);
+        job->done(job->arg, NULL, FAILURE_CONFLICT, message);
+        free_job(job);
+    }
+}
+
 int box_fork(box *b, int count, json_t *options, snapshot_done done, void *arg,
              failure_kind *failure, char *why, size_t why_size)
 {
+    if (!gone_hook_added) {
+        box_add_box_gone_hook(on_box_gone);
+        gone_hook_added = true;
+    }
     if (count < 1 || count > MAX_FORKS) {
         *failure = FAILURE_INVALID;
         snprintf(why, why_size, "'count' must be 1 to %d", MAX_FORKS);
@@ -266,5 +288,7 @@ int box_fork(box *b, int count, json_t *options, snapshot_done done, void *arg,
         free_job(job);
         return -1;
     }
+    job->next_imaging = imaging_jobs;
+    imaging_jobs = job;
     return 0;
 }

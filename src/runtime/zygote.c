@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/personality.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -597,6 +598,13 @@ int zygote_main(int argc, char **argv)
         return 2;
     }
     int control_fd = atoi(control);
+    /* The daemon exec'd us with ADDR_NO_RANDOMIZE: our layout, fixed at that exec, is every
+       zygote's of this build (process images rely on it). The flag itself would pass to every
+       program a sandbox runs (personality survives fork and exec): cleared, their layouts are
+       randomized again, ours stays as it is. */
+    int persona = personality(0xffffffff);
+    if (persona != -1 && (persona & ADDR_NO_RANDOMIZE))
+        personality((unsigned long)persona & ~(unsigned long)ADDR_NO_RANDOMIZE);
     const char *host_namespace = option(argc, argv, "--host-mount-namespace-fd");
     if (host_namespace)
         host_mount_namespace = atoi(host_namespace);

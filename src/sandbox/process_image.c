@@ -27,6 +27,7 @@
 #define PAGEMAP_SWAPPED (1ull << 62)
 #define PAGEMAP_PFN_MASK ((1ull << 55) - 1)
 #define COPY_CHUNK (4u << 20)         /* bytes read from the process per process_vm_readv */
+#define PAGEMAP_CHUNK 4096u           /* pagemap entries read at once */
 
 struct process_image {
     char generation[128];
@@ -140,8 +141,8 @@ typedef struct capture {
     int pagemap, base_pagemap;    /* base_pagemap -1: a full image */
     char binary[256];             /* cellbox-kernel's path in the maps: its .data/.bss always kept */
     unsigned long long data_size; /* page data planned so far */
-    uint64_t *entries, *base_entries; /* one mapping's pagemap entries */
-    size_t entries_capacity;
+    long long max_bytes;          /* of page data, 0: no limit */
+    uint64_t entries[PAGEMAP_CHUNK], base_entries[PAGEMAP_CHUNK]; /* one chunk's pagemap */
 } capture;
 
 static bool read_pagemap(int fd, unsigned long long start, size_t pages, uint64_t *into)
@@ -227,47 +228,58 @@ static bool always_kept(const capture *c, const process_image_mapping *m,
            previous->end == m->start;
 }
 
-static int plan_runs(capture *c, process_image_mapping *m, bool always, char *why, size_t why_size)
+/* Adds page `index` of m to the image: the last run grows, or a new one starts. */
+static int add_page(capture *c, process_image_mapping *m, size_t index, size_t *capacity)
 {
-    size_t pages = (size_t)((m->end - m->start) / (unsigned long long)page_size());
-    if (pages > c->entries_capacity) {
-        free(c->entries), free(c->base_entries);
-        c->entries = malloc(pages * sizeof *c->entries);
-        c->base_entries = malloc(pages * sizeof *c->base_entries);
-        c->entries_capacity = pages;
-        if (!c->entries || !c->base_entries) {
-            c->entries_capacity = 0;
-            snprintf(why, why_size, "out of memory for the pagemap of %zu pages", pages);
-            return -ENOMEM;
-        }
-    }
-    if (!read_pagemap(c->pagemap, m->start, pages, c->entries)) {
-        snprintf(why, why_size, "cannot read the process's pagemap: %s", strerror(errno));
-        return -EIO;
-    }
-    if (c->base_pagemap >= 0 && !read_pagemap(c->base_pagemap, m->start, pages, c->base_entries))
-        memset(c->base_entries, 0, pages * sizeof *c->base_entries); /* not mapped there */
-    size_t capacity = 0;
-    for (size_t index = 0; index < pages;) {
-        if (!page_wanted(c, m, index, always)) {
-            index++;
-            continue;
-        }
-        size_t first = index;
-        while (index < pages && page_wanted(c, m, index, always))
-            index++;
-        if (m->run_count == capacity) {
-            capacity = capacity ? capacity * 2 : 16;
-            process_image_run *bigger = realloc(m->runs, capacity * sizeof *bigger);
-            if (!bigger) {
-                snprintf(why, why_size, "out of memory for the image's runs");
+    unsigned long long page = (unsigned long long)page_size();
+    process_image_run *last = m->run_count ? &m->runs[m->run_count - 1] : NULL;
+    if (last && last->first_page + last->pages == index &&
+        last->file_offset + last->pages * page == c->data_size) {
+        last->pages++;
+    } else {
+        if (m->run_count == *capacity) {
+            *capacity = *capacity ? *capacity * 2 : 16;
+            process_image_run *bigger = realloc(m->runs, *capacity * sizeof *bigger);
+            if (!bigger)
                 return -ENOMEM;
-            }
             m->runs = bigger;
         }
         m->runs[m->run_count++] = (process_image_run){
-            .first_page = first, .pages = index - first, .file_offset = c->data_size};
-        c->data_size += (unsigned long long)(index - first) * (unsigned long long)page_size();
+            .first_page = index, .pages = 1, .file_offset = c->data_size};
+    }
+    c->data_size += page;
+    return 0;
+}
+
+/* The mapping's pagemap is read PAGEMAP_CHUNK pages at a time: a process may map terabytes
+   (reserved, never touched) and the daemon must not allocate in proportion. */
+static int plan_runs(capture *c, process_image_mapping *m, bool always, char *why, size_t why_size)
+{
+    size_t pages = (size_t)((m->end - m->start) / (unsigned long long)page_size());
+    size_t capacity = 0;
+    for (size_t done = 0; done < pages; done += PAGEMAP_CHUNK) {
+        size_t count = pages - done < PAGEMAP_CHUNK ? pages - done : PAGEMAP_CHUNK;
+        unsigned long long from = m->start + (unsigned long long)done * (unsigned long long)page_size();
+        if (!read_pagemap(c->pagemap, from, count, c->entries)) {
+            snprintf(why, why_size, "cannot read the process's pagemap: %s", strerror(errno));
+            return -EIO;
+        }
+        if (c->base_pagemap >= 0 && !read_pagemap(c->base_pagemap, from, count, c->base_entries))
+            memset(c->base_entries, 0, count * sizeof *c->base_entries); /* not mapped there */
+        for (size_t i = 0; i < count; i++) {
+            if (!page_wanted(c, m, i, always))
+                continue;
+            if (add_page(c, m, done + i, &capacity) < 0) {
+                snprintf(why, why_size, "out of memory for the image's runs");
+                return -ENOMEM;
+            }
+            if (c->max_bytes > 0 && c->data_size > (unsigned long long)c->max_bytes) {
+                snprintf(why, why_size, "its memory image would be over %lld MiB (the sandbox's "
+                         "memory, and every page of the files it maps privately): unmap large "
+                         "files and free memory, then try again", c->max_bytes >> 20);
+                return -EFBIG;
+            }
+        }
     }
     return 0;
 }
@@ -430,9 +442,10 @@ static int check_mappings(capture *c, const process_image *image, char *why, siz
 static const process_image_mapping *find_same(const process_image_mapping *list, size_t count,
                                               const process_image_mapping *wanted);
 
-/* A diff image: a read-only file mapping the base does not have at the same place (a library the
-   kernel loaded after it was cloned) is saved whole, as data: the restoring clone, a copy of the
-   base, has nothing there to keep. */
+/* A diff image: a file mapping the base does not have at the same place is saved whole (as
+   data), every page, touched or not: the restoring clone, a copy of the base, has nothing of
+   that file there to keep. A library a cell imported after the clone; the image a restored
+   kernel's memory is mapped from, when that kernel is forked in turn. */
 static void mark_new_files(process_image *image, pid_t base_pid, bool *new_file)
 {
     char maps_path[64], why[256];
@@ -441,10 +454,13 @@ static void mark_new_files(process_image *image, pid_t base_pid, bool *new_file)
     process_image_mapping *base = read_maps(maps_path, &count, why, sizeof why);
     for (size_t i = 0; base && i < image->count; i++) {
         process_image_mapping *m = &image->mappings[i];
-        if (m->kind != PROCESS_IMAGE_FILE)
+        bool file_backed = m->kind == PROCESS_IMAGE_FILE ||
+                           (m->kind == PROCESS_IMAGE_DATA && m->inode != 0);
+        if (!file_backed)
             continue;
         const process_image_mapping *there = find_same(base, count, m);
-        if (!there || there->inode != m->inode || there->offset != m->offset) {
+        if (!there || there->inode != m->inode || there->offset != m->offset ||
+            strcmp(there->dev, m->dev) != 0) {
             m->kind = PROCESS_IMAGE_DATA;
             new_file[i] = true;
         }
@@ -479,25 +495,34 @@ static int plan_image(capture *c, process_image *image, pid_t base_pid, char *wh
 int process_image_capture(pid_t pid, pid_t base_pid, const char *generation, int out_fd,
                           process_image_stats *stats, char *why, size_t why_size)
 {
+    return process_image_capture_at_most(pid, base_pid, generation, out_fd, 0, stats, why,
+                                         why_size);
+}
+
+int process_image_capture_at_most(pid_t pid, pid_t base_pid, const char *generation, int out_fd,
+                                  long long max_bytes, process_image_stats *stats, char *why,
+                                  size_t why_size)
+{
     char maps_path[64];
     snprintf(maps_path, sizeof maps_path, "/proc/%d/maps", (int)pid);
     process_image *image = calloc(1, sizeof *image);
-    capture c = {.pid = pid, .pagemap = -1, .base_pagemap = -1};
-    int rc = -ENOMEM;
-    if (!image) {
+    capture *c = calloc(1, sizeof *c); /* its pagemap buffers: 64 KiB */
+    if (!image || !c) {
+        free(image), free(c);
         snprintf(why, why_size, "out of memory");
-        return rc;
+        return -ENOMEM;
     }
+    *c = (capture){.pid = pid, .pagemap = -1, .base_pagemap = -1, .max_bytes = max_bytes};
     image->full = base_pid <= 0;
     snprintf(image->generation, sizeof image->generation, "%s", image->full ? "" : generation);
     image->mappings = read_maps(maps_path, &image->count, why, why_size);
-    rc = image->mappings ? 0 : -EIO;
-    if (rc == 0 && (c.pagemap = open_pagemap(pid, why, why_size)) < 0)
+    int rc = image->mappings ? 0 : -EIO;
+    if (rc == 0 && (c->pagemap = open_pagemap(pid, why, why_size)) < 0)
         rc = -EIO;
-    if (rc == 0 && base_pid > 0 && (c.base_pagemap = open_pagemap(base_pid, why, why_size)) < 0)
+    if (rc == 0 && base_pid > 0 && (c->base_pagemap = open_pagemap(base_pid, why, why_size)) < 0)
         rc = -EIO;
     if (rc == 0)
-        rc = plan_image(&c, image, base_pid, why, why_size);
+        rc = plan_image(c, image, base_pid, why, why_size);
     unsigned long long data_start = 0;
     if (rc == 0) {
         json_t *description = describe(image);
@@ -505,17 +530,17 @@ int process_image_capture(pid_t pid, pid_t base_pid, const char *generation, int
         json_decref(description);
     }
     if (rc == 0)
-        rc = write_pages(&c, image, out_fd, data_start, why, why_size);
+        rc = write_pages(c, image, out_fd, data_start, why, why_size);
     if (rc == 0 && stats) {
         stats->mappings = image->count;
-        stats->bytes = (long long)c.data_size;
-        stats->pages = (long long)(c.data_size / (unsigned long long)page_size());
+        stats->bytes = (long long)c->data_size;
+        stats->pages = (long long)(c->data_size / (unsigned long long)page_size());
     }
-    if (c.pagemap >= 0)
-        close(c.pagemap);
-    if (c.base_pagemap >= 0)
-        close(c.base_pagemap);
-    free(c.entries), free(c.base_entries);
+    if (c->pagemap >= 0)
+        close(c->pagemap);
+    if (c->base_pagemap >= 0)
+        close(c->base_pagemap);
+    free(c);
     process_image_free(image);
     return rc;
 }

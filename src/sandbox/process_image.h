@@ -34,6 +34,12 @@ typedef struct process_image_stats {
 int process_image_capture(pid_t pid, pid_t base_pid, const char *generation, int out_fd,
                           process_image_stats *stats, char *why, size_t why_size);
 
+/* The same, refused (-EFBIG, `why` saying so) once the page data would pass max_bytes (> 0):
+   mapped files count whole, and a process may map far more than its memory limit. */
+int process_image_capture_at_most(pid_t pid, pid_t base_pid, const char *generation, int out_fd,
+                                  long long max_bytes, process_image_stats *stats, char *why,
+                                  size_t why_size);
+
 /* Reads and checks the header of the image in fd (magic, version, sizes within the file,
    mappings sorted and not overlapping, runs inside their mappings and the file). NULL with `why`
    for anything malformed: an image is only ever the daemon's own file, but a damaged one must

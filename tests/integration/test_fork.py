@@ -246,3 +246,70 @@ def test_a_kernel_cannot_forge_the_checkpoint_exchange(v1, source):
     ev = v1.execute(copy["id"], "frame({'channel': 'cellbox', 'type': 'become_root'})")
     assert any("protocol" in e.get("value", "") for e in ev.errors), ev
     assert value(v1, sid, "3 + 3") == "6"
+
+
+def test_an_image_larger_than_the_sandbox_could_hold_is_refused(v1, source):
+    """A private mapping of a file counts whole (its pages are the file's until written): 4 GiB
+    of /dev/zero would make the daemon copy 4 GiB for a sandbox of 1 GiB. The fork is refused,
+    and the original goes on."""
+    sid = source["id"]
+    v1.execute(sid, "import mmap\n"
+                    "zeros = open('/dev/zero', 'rb')\n"
+                    "big = mmap.mmap(zeros.fileno(), 4 << 30, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)")
+    answer = fork(v1, sid, expect=409)
+    assert "would be over" in answer["message"], answer
+    assert value(v1, sid, "len(big)") == str(4 << 30)
+
+
+def test_a_fork_of_a_fork_has_the_state_of_both(v1, source):
+    """A fork's memory is mapped from its image: forked in turn, those pages (touched or not)
+    must be carried again, since the next clone has nothing of that image."""
+    sid = source["id"]
+    v1.execute(sid, "import numpy as np\nbase = np.arange(4 << 20)\ntag = 'first'")
+    (child,) = fork(v1, sid)
+    v1.execute(child["id"], "tag = 'second'\nextra = list(range(1000))")
+    (grandchild,) = fork(v1, child["id"])
+    assert value(v1, grandchild["id"], "tag, int(base.sum()), len(extra)") == \
+        f"('second', {sum(range(4 << 20))}, 1000)"
+    assert value(v1, child["id"], "tag") == "'second'"
+    assert value(v1, sid, "tag") == "'first'"
+
+
+def test_a_fork_is_interrupted_like_any_kernel(v1, source):
+    """Its signal handlers are the original's, put back: a cell past its time limit is
+    interrupted as the original's is, and the fork keeps its state."""
+    sid = source["id"]
+    v1.execute(sid, "kept = 'yes'")
+    (copy,) = fork(v1, sid)
+    endless = "import time\nwhile True:\n    time.sleep(0.05)"
+    in_fork = v1.execute(copy["id"], endless, timeout_s=1)
+    in_original = v1.execute(sid, endless, timeout_s=1)
+    assert [e["name"] for e in in_fork.errors] == [e["name"] for e in in_original.errors], \
+        (in_fork.errors, in_original.errors)
+    assert in_fork.errors and "died" not in in_fork.errors[0]["value"], in_fork.errors
+    assert value(v1, copy["id"], "kept") == "'yes'"
+
+
+LIBPYTHON_FUNCTION = ("import ctypes\n"
+                      "ctypes.cast(ctypes.pythonapi.Py_GetVersion, ctypes.c_void_p).value")
+
+
+def test_zygotes_of_a_build_share_one_layout_and_programs_stay_randomized(make_daemon):
+    """Zygotes start without address randomization, so the next daemon's zygote maps libpython
+    where the last one did (a full image fits it); the programs a sandbox runs are randomized as
+    ever (the zygote drops the flag once its own layout is fixed)."""
+    addresses, personalities = [], []
+    for _ in range(2):
+        d = make_daemon(args=["--pool-size", "0"])
+        client = V1(d)
+        wait_until(lambda: client.get("api").json()["zygote_ready"], timeout=120,
+                   message="the zygote")
+        sid = client.create(timeout_s=0)["id"]
+        addresses.append(value(client, sid, LIBPYTHON_FUNCTION))
+        personalities.append(value(client, sid, "import subprocess\n"
+                                                "subprocess.run(['cat', '/proc/self/personality'], "
+                                                "capture_output=True, text=True).stdout.strip()"))
+        client.remove(sid)
+        d.finish()
+    assert addresses[0] == addresses[1], addresses
+    assert personalities == ["'00000000'", "'00000000'"], personalities
