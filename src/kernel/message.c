@@ -133,17 +133,26 @@ message_frame_status message_frame_next(const unsigned char *data, size_t size,
     return size - 4 < length ? MESSAGE_FRAME_INCOMPLETE : MESSAGE_FRAME_READY;
 }
 
-/* The kernel's answers to the daemon's own frames ({"channel": "cellbox", "type": ...},
-   docs/kernel-protocol.md) carry no Jupyter header: a string "type" names them. */
+/* The kernel's few words to the daemon itself ({"channel": "cellbox", "type": ...},
+   docs/kernel-protocol.md: the checkpoint exchange and the namespace transfer) carry no Jupyter
+   header: a string "type", one of these, names them. true for such a frame (*valid false, with
+   `why`, for an unknown type: a protocol violation); false for any other channel. */
 static bool is_cellbox_frame(json_t *message, char *why, size_t why_size, bool *valid)
 {
+    static const char *const types[] = {"checkpoint_ready", "checkpoint_refused", "restored",
+                                         "namespace_saved", "namespace_buffer",
+                                         "namespace_loaded", NULL};
     const char *channel = json_string_value(json_object_get(message, "channel"));
     if (!json_is_object(message) || !channel || strcmp(channel, "cellbox") != 0)
         return false;
     const char *type = json_string_value(json_object_get(message, "type"));
-    *valid = type && *type;
-    if (!*valid)
+    *valid = false;
+    for (const char *const *t = types; type && *t && !*valid; t++)
+        *valid = strcmp(type, *t) == 0;
+    if (!type || !*type)
         snprintf(why, why_size, "a cellbox frame needs a non-empty string 'type'");
+    else if (!*valid)
+        snprintf(why, why_size, "a cellbox frame of unknown type '%.40s'", type);
     return true;
 }
 

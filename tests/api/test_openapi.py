@@ -128,6 +128,12 @@ def test_status_codes_of_the_contract_are_declared():
         ("/v1/sandboxes/{id}/commands/{cid}", "delete"): {"204"},
         ("/v1/sandboxes/{id}/commands/{cid}", "get"): {"200", "404"},
         ("/v1/run", "post"): {"200", "400"},
+        ("/v1/sandboxes/{id}/snapshots", "post"): {"201", "400", "404", "409", "507"},
+        ("/v1/sandboxes/{id}/hibernate", "post"): {"200", "404", "409", "507"},
+        ("/v1/snapshots", "get"): {"200"},
+        ("/v1/snapshots/{sid}", "get"): {"200", "404"},
+        ("/v1/snapshots/{sid}", "delete"): {"204", "404", "409"},
+        ("/v1/snapshots/{sid}/restore", "post"): {"200", "201", "400", "403", "404", "409"},
     }
     for (template, method), codes in want.items():
         declared = set(map(str, SPEC.doc["paths"][template][method]["responses"]))
@@ -275,6 +281,37 @@ def test_volumes(api):
     api.remove(m["id"])
     assert_v1_error(api.delete("v1/volumes/no-such"), 404)
     assert api.delete("v1/volumes/openapi-vol").status_code == 204
+
+
+def test_snapshots_and_hibernation(api):
+    m = api.create(timeout_s=0)
+    sid = m["id"]
+    snap = expect(api.post(f"v1/sandboxes/{sid}/snapshots", json={"name": "openapi"}), 201).json()
+    assert_v1_error(api.post(f"v1/sandboxes/{sid}/snapshots", json={"bogus": 1}), 400)
+    expect(api.get("v1/snapshots"), 200)
+    expect(api.get("v1/snapshots", params={"sandbox_id": sid}), 200)
+    expect(api.get(f"v1/snapshots/{snap['snapshot_id']}"), 200)
+    restored = expect(api.post(f"v1/snapshots/{snap['snapshot_id']}/restore", json={}), 201).json()
+    api.created.append(restored["id"])
+    expect(api.post(f"v1/snapshots/{snap['snapshot_id']}/restore", json={"sandbox_id": sid}), 200)
+    assert_v1_error(api.post(f"v1/snapshots/{snap['snapshot_id']}/restore",
+                             json={"sandbox_id": restored["id"]}), 400)
+    from_create = api.create(snapshot_id=snap["snapshot_id"], timeout_s=0)
+    assert from_create["restore"]["snapshot_id"] == snap["snapshot_id"]
+    hibernated = expect(api.post(f"v1/sandboxes/{sid}/hibernate"), 200).json()
+    expect(api.get("v1/sandboxes", params={"state": "hibernated"}), 200)
+    assert_v1_error(api.delete(f"v1/snapshots/{hibernated['snapshot_id']}"), 409)
+    assert_v1_error(api.post(f"v1/sandboxes/{sid}/snapshots", json={}), 409)
+    expect(api.post(f"v1/sandboxes/{sid}/resume"), 200)
+    assert api.delete(f"v1/snapshots/{snap['snapshot_id']}").status_code == 204
+    bogus = str(uuid.uuid4())
+    assert_v1_error(api.get(f"v1/snapshots/{bogus}"), 404)
+    assert_v1_error(api.delete(f"v1/snapshots/{bogus}"), 404)
+    assert_v1_error(api.post(f"v1/snapshots/{bogus}/restore", json={}), 404)
+    assert_v1_error(api.post(f"v1/sandboxes/{bogus}/snapshots", json={}), 404)
+    assert_v1_error(api.post(f"v1/sandboxes/{bogus}/hibernate"), 404)
+    for model in (m, restored, from_create):
+        api.remove(model["id"])
 
 
 def test_dead_sandbox_model(api):

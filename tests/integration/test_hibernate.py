@@ -3,9 +3,11 @@ every process of the sandbox (its memory freed) and lists it "hibernated" with i
 the next /v1 call that needs it wakes it first (same id, same files); the snapshot it needs cannot
 be deleted; it survives a daemon restart; --hibernate-idle hibernates an idle sandbox; deleting a
 hibernated sandbox removes its snapshot."""
+import json
 import os
 
 import pytest
+import requests
 
 from helpers.daemon import Daemon
 from helpers.v1 import V1
@@ -195,5 +197,43 @@ def test_an_idle_sandbox_whose_state_cannot_be_carried_stays_awake(make_daemon):
                    message="the idle check to decline the sandbox")
         assert v1.model(sid)["state"] == "running"
         assert v1.get("v1/snapshots").json() == []  # its declined snapshot is gone
+    finally:
+        v1.cleanup()
+
+
+def test_e2b_on_timeout_pause_hibernates_and_a_call_wakes_it(daemon):
+    """E2B's lifecycle {onTimeout: 'pause', autoResume: true}: at its timeout the sandbox is
+    hibernated (E2B lists it paused) when its state can be carried, frozen otherwise; a call into
+    it (the code interpreter's /execute) wakes it, its variables there."""
+    api = {"X-API-Key": daemon.token}
+    v1 = V1(daemon)
+
+    def into(sid, method, path, **kw):
+        headers = {**api, "E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49999"}
+        return requests.request(method, daemon.origin + path, headers=headers, timeout=60, **kw)
+
+    def value(sid, code):
+        r = into(sid, "POST", "/execute", json={"code": code})
+        assert r.status_code == 200, r.text
+        return [e["text"] for e in map(json.loads, r.text.splitlines()) if e["type"] == "result"]
+
+    r = requests.post(daemon.origin + "/v2/sandboxes", headers=api, timeout=60,
+                      json={"timeout": 3600, "autoPause": True, "autoResume": {"enabled": True}})
+    assert r.status_code == 201, r.text
+    sid = r.json()["sandboxID"]
+    v1.created.append(sid)
+    try:
+        assert value(sid, "kept = 6; kept") == ["6"]
+        carried = carries_live_state(v1, sid)
+        r = requests.post(f"{daemon.origin}/sandboxes/{sid}/timeout", headers=api, timeout=60,
+                          json={"timeout": 1})
+        assert r.status_code == 204, r.text
+        wanted = "hibernated" if carried else "paused"
+        wait_until(lambda: v1.model(sid)["state"] == wanted, timeout=30,
+                   message=f"the sandbox to be {wanted} at its timeout")
+        info = requests.get(f"{daemon.origin}/sandboxes/{sid}", headers=api, timeout=60).json()
+        assert info["state"] == "paused", info  # E2B's name for both
+        assert value(sid, "kept * 7") == ["42"]
+        assert v1.model(sid)["state"] == "running"
     finally:
         v1.cleanup()
