@@ -42,6 +42,9 @@ TEMPLATE_VIEW_RE = re.compile(r"/templates/views/[A-Za-z0-9._-]+/[A-Za-z0-9._/-]
 # A build step's writable view (model/templates.h, templates_mount_build_view), which a daemon
 # building a template mounts under its data directory's templates/ while the step runs.
 TEMPLATE_BUILD_RE = re.compile(r"/data/templates/[a-z]+/[0-9a-f]{16}/[A-Za-z0-9._/-]+$")
+# A test's small snapshot store: the full-disk tests of snapshots (tests/integration) mount a
+# tmpfs of a few MiB at a test daemon's DATA_DIR/snapshots, another test's on this shared machine.
+SNAPSHOT_STORE_RE = re.compile(r"/cellbox-test-cellboxd-[A-Za-z0-9_]+/data/snapshots$")
 # A name no host path has; attacks use it for the files they try to create outside.
 PWN = "cellbox-pwned-" + secrets.token_hex(4)
 
@@ -202,7 +205,7 @@ class HostState:
         # (another test's daemon on this shared machine, started while this module runs).
         foreign = [m for m in added
                    if not (m[2] == "ext4" and (WORKSPACE_MOUNT_RE.search(m[1]) or VOLUME_MOUNT_RE.search(m[1])))
-                   and not (m[2] == "tmpfs" and WORKSPACE_MOUNT_RE.search(m[1]))
+                   and not (m[2] == "tmpfs" and (WORKSPACE_MOUNT_RE.search(m[1]) or SNAPSHOT_STORE_RE.search(m[1])))
                    and not (m[2] == "nsfs" and m[1].startswith("/run/netns/"))
                    and not (TEMPLATE_VIEW_RE.search(m[1]) and "ro" in m[3].split(","))
                    and not (m[2] == "overlay" and TEMPLATE_BUILD_RE.search(m[1]))]
