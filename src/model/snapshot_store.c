@@ -290,17 +290,13 @@ static int sync_tree(const char *dir)
     return rc;
 }
 
-int snapshot_store_commit(const char *id, json_t *description, char *why, size_t why_size)
+int snapshot_store_commit(const char *id, const char *description, char *why, size_t why_size)
 {
     char partial[4200], path[4300], final[4200];
     snprintf(partial, sizeof partial, "%s/%s.partial", folder, id);
     snprintf(final, sizeof final, "%s/%s", folder, id);
-    char *text = json_dumps(description, JSON_INDENT(1) | JSON_SORT_KEYS);
-    if (!text)
-        die("out of memory");
     snprintf(path, sizeof path, "%s/%s", partial, SNAPSHOT_DESCRIPTION);
-    int rc = write_file_synced(path, text, strlen(text));
-    free(text);
+    int rc = write_file_synced(path, description, strlen(description));
     unsigned char seal[SEAL_BYTES];
     if (rc == 0)
         rc = compute_seal(partial, seal);
@@ -320,7 +316,6 @@ int snapshot_store_commit(const char *id, json_t *description, char *why, size_t
     int saved = errno;
     snprintf(why, why_size, "%s while writing the snapshot %s in %s",
              saved == ENOSPC ? "no space left on the daemon's disk" : strerror(saved), id, folder);
-    snapshot_store_abort(id);
     errno = saved;
     return -1;
 }
