@@ -336,25 +336,33 @@ json_t *snapshot_store_load(const char *id, bool verify, failure_kind *failure, 
         snprintf(why, why_size, "snapshot %s does not exist (see GET /v1/snapshots)", id);
         return NULL;
     }
-    if (!verify)
-        return description;
+    if (verify && snapshot_store_check_seal(id, why, why_size) < 0) {
+        *failure = FAILURE_FORBIDDEN;
+        json_decref(description);
+        return NULL;
+    }
+    return description;
+}
+
+int snapshot_store_check_seal(const char *id, char *why, size_t why_size)
+{
+    char dir[4200], path[4300];
+    if (!snapshot_store_path(id, NULL, dir, sizeof dir))
+        return -1;
     unsigned char expected[SEAL_BYTES], found[SEAL_BYTES];
     snprintf(path, sizeof path, "%s/%s", dir, SNAPSHOT_SEAL);
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     bool read_seal = fd >= 0 && read(fd, found, SEAL_BYTES) == SEAL_BYTES;
     if (fd >= 0)
         close(fd);
-    if (!read_seal || compute_seal(dir, expected) < 0 ||
-        CRYPTO_memcmp(expected, found, SEAL_BYTES) != 0) {
-        *failure = FAILURE_FORBIDDEN;
-        snprintf(why, why_size,
-                 "the snapshot's seal does not match: snapshot %s was changed "
-                 "outside cellbox, and is refused whole; delete it (DELETE /v1/snapshots/%s)",
-                 id, id);
-        json_decref(description);
-        return NULL;
-    }
-    return description;
+    if (read_seal && compute_seal(dir, expected) == 0 &&
+        CRYPTO_memcmp(expected, found, SEAL_BYTES) == 0)
+        return 0;
+    snprintf(why, why_size,
+             "the snapshot's seal does not match: snapshot %s was changed "
+             "outside cellbox, and is refused whole; delete it (DELETE /v1/snapshots/%s)",
+             id, id);
+    return -1;
 }
 
 void snapshot_store_each(void (*visit)(const char *id, json_t *description, void *arg), void *arg)

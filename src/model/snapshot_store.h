@@ -44,6 +44,11 @@ bool snapshot_store_path(const char *id, const char *name, char *out, size_t siz
    FAILURE_FORBIDDEN when it does not match. NULL with FAILURE_NOT_FOUND for no such snapshot. */
 json_t *snapshot_store_load(const char *id, bool verify, failure_kind *failure, char *why,
                             size_t why_size);
+/* Does the snapshot's seal match its files? 0, or -1 with `why` (a snapshot changed outside
+   cellbox, or removed meanwhile). It reads every file through the HMAC, so a restore runs it on
+   a worker thread (common/worker.h): like snapshot_store_commit, it touches only the files, the
+   key and its own memory. */
+int snapshot_store_check_seal(const char *id, char *why, size_t why_size);
 /* Each snapshot's description, in no particular order (unsealed reads: a listing). */
 void snapshot_store_each(void (*visit)(const char *id, json_t *description, void *arg), void *arg);
 int snapshot_store_remove(const char *id); /* 0, or -1 with errno (ENOENT: none) */
