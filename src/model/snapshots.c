@@ -61,6 +61,8 @@ struct snapshot_job {
     snapshot_done done;
     void *arg;
     snapshot_files files;
+    bool checkpointing; /* kernel_checkpoint of contexts[at] under way: its `done` comes, or,
+                           were the kernel destroyed first, never (checkpoint.h) */
     snapshot_job *next;
 };
 
@@ -182,6 +184,7 @@ static void on_checkpointed(void *arg, const kernel_checkpoint_result *result, f
                             const char *why)
 {
     snapshot_job *job = arg;
+    job->checkpointing = false;
     char name[64];
     snprintf(name, sizeof name, "context-%zu.image", job->at);
     close(job->fd);
@@ -245,8 +248,10 @@ static void take_context(snapshot_job *job)
         fail_job(job, errno == ENOSPC ? FAILURE_EXHAUSTED : FAILURE_INTERNAL, why);
         return;
     }
-    if (kernel_checkpoint(k, job->fd, true, on_checkpointed, job, &failure, why, sizeof why) == 0)
+    if (kernel_checkpoint(k, job->fd, true, on_checkpointed, job, &failure, why, sizeof why) == 0) {
+        job->checkpointing = true;
         return;
+    }
     close(job->fd);
     job->fd = -1;
     drop_context_file(job, name);
@@ -513,10 +518,17 @@ int snapshot_create(box *b, const char *name, json_t *metadata, snapshot_done do
 
 static void on_kernel_gone(kernel *k)
 {
-    for (snapshot_job *job = jobs; job; job = job->next)
+    for (snapshot_job *job = jobs, *next; job; job = next) {
+        next = job->next;
         for (size_t i = 0; i < job->count; i++)
             if (job->contexts[i] == k)
                 job->contexts[i] = NULL;
+        /* Its checkpoint ends without an answer (its pages may still be copied on a worker
+           thread, into a descriptor of the checkpoint's own): the snapshot fails now, so that
+           its request is answered, also when the daemon shuts down. */
+        if (job->checkpointing && job->at < job->count && !job->contexts[job->at])
+            fail_job(job, FAILURE_CONFLICT, "a context was deleted while the sandbox was snapshotted");
+    }
 }
 
 static void on_box_gone(box *b)
