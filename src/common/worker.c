@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +30,10 @@ typedef struct task_queue {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t task_waiting = PTHREAD_COND_INITIALIZER;
 static task_queue to_run, finished; /* both under `lock` */
+static pthread_cond_t task_ended = PTHREAD_COND_INITIALIZER;
 static int threads, idle_threads;   /* under `lock` */
+static int running;                 /* tasks whose work is under way, under `lock` */
+static bool stopping;               /* worker_stop: no task starts any more, under `lock` */
 static int finished_fd = -1;        /* eventfd: the loop's side of `finished` */
 static loop_watch finished_watch;
 
@@ -66,14 +71,17 @@ static void *worker_thread(void *unused)
     pthread_mutex_lock(&lock);
     for (;;) {
         worker_task *task;
-        while (!(task = queue_pop(&to_run))) {
+        while (stopping || !(task = queue_pop(&to_run))) {
             idle_threads++;
             pthread_cond_wait(&task_waiting, &lock);
             idle_threads--;
         }
+        running++;
         pthread_mutex_unlock(&lock);
         task->work(task->arg);
         pthread_mutex_lock(&lock);
+        running--;
+        pthread_cond_broadcast(&task_ended);
         queue_push(&finished, task);
         uint64_t one = 1;
         /* An eventfd's counter only adds: the write cannot fail short of a counter at 2^64-1. */
@@ -140,4 +148,27 @@ void worker_submit(loop_callback work, loop_callback done, void *arg)
         start_thread();
     pthread_cond_signal(&task_waiting);
     pthread_mutex_unlock(&lock);
+}
+
+void worker_stop(void)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += WORKER_STOP_WAIT_S;
+    pthread_mutex_lock(&lock);
+    stopping = true;
+    int rc = 0;
+    while (running > 0 && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&task_ended, &lock, &deadline);
+    int left = running;
+    pthread_mutex_unlock(&lock);
+    /* The tasks that ended are handed back now, the loop being stopped: their `done` answers
+       the requests that wait on them (the HTTP server stops after this, and must find none
+       still waiting). */
+    if (finished_fd >= 0)
+        on_tasks_finished(NULL, 0);
+    if (left > 0)
+        log_warn("worker: %d task(s) still copying after %d s: the daemon exits without them "
+                 "(a partial snapshot is removed at the next start)",
+                 left, WORKER_STOP_WAIT_S);
 }

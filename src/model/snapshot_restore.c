@@ -480,7 +480,12 @@ static void seal_checked(void *arg)
     char why[600], seal[4300];
     snprintf(why, sizeof why, "%s", check->why);
     int rc = check->rc;
-    if (rc == 0)
+    if (rc == 0 && manager_is_ending()) { /* checked while the daemon began to stop */
+        rc = -1;
+        failure = FAILURE_CONFLICT;
+        snprintf(why, sizeof why, "the daemon is shutting down: restore snapshot %s once it is "
+                 "back", check->snapshot_id);
+    } else if (rc == 0)
         rc = restore_new(check->snapshot_id, NULL, check->options, false, check->done, check->arg,
                          &failure, why, sizeof why);
     else if (!snapshot_store_path(check->snapshot_id, SNAPSHOT_SEAL, seal, sizeof seal) ||

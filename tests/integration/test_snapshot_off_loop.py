@@ -87,3 +87,41 @@ def test_another_sandboxs_cell_finishes_while_a_large_kernel_is_snapshotted(v1, 
     # Both sandboxes go on: the imaged kernel kept its state, the other serves.
     assert v1.value(large, "marker == float(held.sum())").strip() == "True"
     assert v1.value(other, "1 + 1").strip() == "2"
+
+
+def test_a_daemon_stopped_during_a_snapshot_exits_cleanly():
+    """SIGTERM while a worker thread copies a large kernel's pages: the daemon waits for the
+    copy (worker_stop) and exits 0, with nothing for the sanitizers to report; the snapshot is
+    not kept whole (it never was sealed)."""
+    d = Daemon().start()
+    try:
+        client = V1(d)
+        wait_until(lambda: client.get("api").json()["zygote_ready"], timeout=120,
+                   message="the zygote")
+        large = client.create(timeout_s=0, limits={"memory": "1536M"})["id"]
+        client.execute(large, f"import numpy as np\nheld = np.ones({LARGE_MIB} << 17)")
+        answer = {}
+
+        def take_snapshot():
+            try:
+                answer["status"] = V1(d).post(f"v1/sandboxes/{large}/snapshots", json={}).status_code
+            except Exception as error:  # the daemon went away mid-request
+                answer["error"] = repr(error)
+
+        thread = threading.Thread(target=take_snapshot)
+        thread.start()
+        try:
+            wait_until(lambda: image_being_written(d), timeout=60, interval=0.002,
+                       message="the snapshot's image to be written")
+            assert d.stop() == 0, d.log_tail()
+        finally:
+            thread.join(timeout=120)
+        assert not thread.is_alive()
+        assert "stopped" in d.log_text()
+        sealed = [name for name in os.listdir(os.path.join(d.data_dir, "snapshots"))
+                  if not name.endswith(".partial") and os.path.exists(
+                      os.path.join(d.data_dir, "snapshots", name, "seal"))]
+        assert answer.get("status") != 201 and sealed == [], (answer, sealed)
+    finally:
+        problem = d.finish()
+    assert problem is None, problem
