@@ -89,6 +89,37 @@ def test_another_sandboxs_cell_finishes_while_a_large_kernel_is_snapshotted(v1, 
     assert v1.value(other, "1 + 1").strip() == "2"
 
 
+def test_a_sandbox_deleted_while_its_pages_are_copied_fails_its_snapshot(v1, daemon):
+    """The loop serves a DELETE during the copy: the snapshot is answered (409, naming why),
+    nothing of it is kept, and another sandbox goes on."""
+    large = v1.create(timeout_s=0, limits={"memory": "1536M"})["id"]
+    other = v1.create(timeout_s=0)["id"]
+    v1.execute(large, f"import numpy as np\nheld = np.ones({LARGE_MIB} << 17)")
+    answer = {}
+    snapshotting = V1(daemon)
+
+    def take_snapshot():
+        r = snapshotting.post(f"v1/sandboxes/{large}/snapshots", json={})
+        answer["status"], answer["body"] = r.status_code, r.json()
+
+    thread = threading.Thread(target=take_snapshot)
+    thread.start()
+    try:
+        wait_until(lambda: image_being_written(daemon), timeout=60, interval=0.002,
+                   message="the snapshot's image to be written")
+        assert v1.delete(f"v1/sandboxes/{large}").status_code in (200, 204)
+    finally:
+        thread.join(timeout=300)
+    assert not thread.is_alive()
+    assert answer["status"] == 409, answer
+    assert "deleted" in answer["body"]["message"], answer
+    v1.created.remove(large)
+    assert v1.get("v1/snapshots", params={"sandbox_id": large}).json() == []
+    wait_until(lambda: not glob.glob(os.path.join(daemon.data_dir, "snapshots", "*.partial")),
+               timeout=60, message="the partial snapshot to be removed")
+    assert v1.value(other, "1 + 1").strip() == "2"
+
+
 def test_a_daemon_stopped_during_a_snapshot_exits_cleanly():
     """SIGTERM while a worker thread copies a large kernel's pages: the daemon waits for the
     copy (worker_stop) and exits 0, with nothing for the sanitizers to report; the snapshot is
