@@ -460,6 +460,8 @@ int snapshot_restore_new(const char *snapshot_id, const char *sandbox_id, json_t
    loop. */
 typedef struct seal_check {
     char snapshot_id[64];
+    char box_id[64];  /* a rewind in place: its sandbox, found again by id afterwards */
+    bool keep_files;
     json_t *options; /* the loop's: not touched by the thread */
     snapshot_done done;
     void *arg;
@@ -473,11 +475,15 @@ static void check_seal(void *arg) /* on a worker thread */
     check->rc = snapshot_store_check_seal(check->snapshot_id, check->why, sizeof check->why);
 }
 
+static int restore_in_place(const char *snapshot_id, box *b, bool keep_files, bool verify,
+                            snapshot_done done, void *arg, failure_kind *failure, char *why,
+                            size_t why_size);
+
 static void seal_checked(void *arg)
 {
     seal_check *check = arg;
     failure_kind failure = FAILURE_FORBIDDEN;
-    char why[600], seal[4300];
+    char why[4600], seal[4300]; /* why: as large as a restore's own messages, which name paths */
     snprintf(why, sizeof why, "%s", check->why);
     int rc = check->rc;
     if (rc == 0 && manager_is_ending()) { /* checked while the daemon began to stop */
@@ -485,10 +491,18 @@ static void seal_checked(void *arg)
         failure = FAILURE_CONFLICT;
         snprintf(why, sizeof why, "the daemon is shutting down: restore snapshot %s once it is "
                  "back", check->snapshot_id);
-    } else if (rc == 0)
+    } else if (rc == 0 && check->box_id[0] && !box_find(check->box_id)) {
+        rc = -1;
+        failure = FAILURE_CONFLICT;
+        snprintf(why, sizeof why, "sandbox %s was deleted while its snapshot was checked",
+                 check->box_id);
+    } else if (rc == 0 && check->box_id[0]) {
+        rc = restore_in_place(check->snapshot_id, box_find(check->box_id), check->keep_files,
+                              false, check->done, check->arg, &failure, why, sizeof why);
+    } else if (rc == 0) {
         rc = restore_new(check->snapshot_id, NULL, check->options, false, check->done, check->arg,
                          &failure, why, sizeof why);
-    else if (!snapshot_store_path(check->snapshot_id, SNAPSHOT_SEAL, seal, sizeof seal) ||
+    } else if (!snapshot_store_path(check->snapshot_id, SNAPSHOT_SEAL, seal, sizeof seal) ||
              access(seal, F_OK) < 0) { /* deleted while it was checked, not tampered */
         failure = FAILURE_NOT_FOUND;
         snprintf(why, sizeof why, "snapshot %s does not exist (see GET /v1/snapshots)",
@@ -500,9 +514,11 @@ static void seal_checked(void *arg)
     free(check);
 }
 
-static int restore_new_after_seal_check(const char *snapshot_id, json_t *options,
-                                        snapshot_done done, void *arg, failure_kind *failure,
-                                        char *why, size_t why_size)
+/* The seal checked on a worker thread, then the restore started from seal_checked: into a new
+   sandbox (b NULL) or b rewound in place. */
+static int restore_after_seal_check(const char *snapshot_id, box *b, bool keep_files,
+                                    json_t *options, snapshot_done done, void *arg,
+                                    failure_kind *failure, char *why, size_t why_size)
 {
     json_t *model = snapshot_get(snapshot_id);
     json_decref(model);
@@ -516,6 +532,9 @@ static int restore_new_after_seal_check(const char *snapshot_id, json_t *options
     if (!check)
         die("out of memory");
     snprintf(check->snapshot_id, sizeof check->snapshot_id, "%s", snapshot_id);
+    if (b)
+        snprintf(check->box_id, sizeof check->box_id, "%s", box_id(b));
+    check->keep_files = keep_files;
     check->options = json_incref(options);
     check->done = done;
     check->arg = arg;
@@ -523,10 +542,11 @@ static int restore_new_after_seal_check(const char *snapshot_id, json_t *options
     return 0;
 }
 
-int snapshot_restore_in_place(const char *snapshot_id, box *b, bool keep_files, snapshot_done done,
-                              void *arg, failure_kind *failure, char *why, size_t why_size)
+static int restore_in_place(const char *snapshot_id, box *b, bool keep_files, bool verify,
+                            snapshot_done done, void *arg, failure_kind *failure, char *why,
+                            size_t why_size)
 {
-    restore_job *job = new_restore(snapshot_id, true, done, arg, failure, why, why_size);
+    restore_job *job = new_restore(snapshot_id, verify, done, arg, failure, why, why_size);
     if (!job)
         return -1;
     kernel *primary = box_default_kernel(b);
@@ -579,13 +599,20 @@ int snapshot_restore_in_place(const char *snapshot_id, box *b, bool keep_files, 
     return 0;
 }
 
+int snapshot_restore_in_place(const char *snapshot_id, box *b, bool keep_files, snapshot_done done,
+                              void *arg, failure_kind *failure, char *why, size_t why_size)
+{
+    return restore_after_seal_check(snapshot_id, b, keep_files, NULL, done, arg, failure, why,
+                                    why_size);
+}
+
 int snapshot_restore(const char *snapshot_id, json_t *options, snapshot_done done, void *arg,
                      failure_kind *failure, char *why, size_t why_size)
 {
     const char *sandbox_id = json_string_value(json_object_get(options, "sandbox_id"));
     if (!sandbox_id)
-        return restore_new_after_seal_check(snapshot_id, options, done, arg, failure, why,
-                                            why_size);
+        return restore_after_seal_check(snapshot_id, NULL, false, options, done, arg, failure,
+                                        why, why_size);
     json_t *model = snapshot_get(snapshot_id);
     const char *own = json_string_value(json_object_get(model, "sandbox_id"));
     box *b = box_find(sandbox_id);
