@@ -13,7 +13,8 @@ On one sandbox whose Python context holds ~100 MiB of DataFrames (and a small wo
 - round trips during a snapshot: another sandbox's execute of a one-line cell, over and over,
   while the ~100 MiB sandbox is snapshotted to disk (worst and median), beside the same round
   trips with no snapshot: how long the daemon's loop stood still for the others (the page copy,
-  the workspace copy and the seal run on a worker thread, not on the loop);
+  the workspace copy and the seal run on a worker thread, not on the loop); and the same while
+  a snapshot is restored into a new sandbox (its seal checked on a worker thread);
 - hibernate: POST .../hibernate latency, the memory the hibernated sandbox then holds (its
   processes' RSS: none should be left) and its bytes on disk, and the resume (the next execute
   -> its result, the restore from disk included).
@@ -150,6 +151,30 @@ def round_trips_during_snapshot(session, token, base, source, other, samples):
                                  "round_trips": len(quiet)}}
 
 
+def round_trips_during_restore(session, token, base, source, other, samples):
+    """Another sandbox's round trips while a snapshot of `source` is restored (its seal checked
+    on a worker thread), worst and median."""
+    own = requests.Session()
+    own.headers["Authorization"] = f"token {token}"
+    during = []
+    for _ in range(max(2, samples // 2)):
+        reply = session.post(f"{base}/v1/sandboxes/{source}/snapshots", json={}, timeout=300)
+        assert reply.status_code == 201, reply.text
+        snapshot_id, restored = reply.json()["snapshot_id"], []
+
+        def restore():
+            reply = session.post(f"{base}/v1/snapshots/{snapshot_id}/restore", json={}, timeout=300)
+            assert reply.status_code == 201, reply.text
+            restored.append(reply.json()["id"])
+
+        during += round_trips_while(own, base, other, restore)
+        for sandbox in restored:
+            session.delete(f"{base}/v1/sandboxes/{sandbox}", timeout=60)
+        session.delete(f"{base}/v1/snapshots/{snapshot_id}", timeout=60)
+    return {"worst_ms": round(max(during), 1), "median_ms": median(during),
+            "round_trips": len(during)}
+
+
 def checkpoint_figures(start_cellbox, root, samples):
     figures = {"peer": {"e2b_pause_s_per_gib": E2B_PAUSE_S_PER_GIB, "e2b_resume_s": E2B_RESUME_S,
                         "source": "E2B docs, sandbox persistence (published figures)"}}
@@ -218,6 +243,8 @@ def checkpoint_figures(start_cellbox, root, samples):
         other = session.post(base + "/v1/sandboxes", json={}, timeout=120).json()["id"]
         made.append(other)
         figures["round_trip_during_snapshot_ms"] = round_trips_during_snapshot(
+            session, cellbox.token, base, source, other, samples)
+        figures["round_trip_during_restore_ms"] = round_trips_during_restore(
             session, cellbox.token, base, source, other, samples)
         mib = statistics.median(sizes) / 2**20
         figures["snapshot_to_disk"] = {
