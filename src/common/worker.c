@@ -6,12 +6,12 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
-#include <time.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -31,10 +31,10 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t task_waiting = PTHREAD_COND_INITIALIZER;
 static task_queue to_run, finished; /* both under `lock` */
 static pthread_cond_t task_ended = PTHREAD_COND_INITIALIZER;
-static int threads, idle_threads;   /* under `lock` */
-static int running;                 /* tasks whose work is under way, under `lock` */
-static bool stopping;               /* worker_stop: no task starts any more, under `lock` */
-static int finished_fd = -1;        /* eventfd: the loop's side of `finished` */
+static int threads, idle_threads; /* under `lock` */
+static int running;               /* tasks whose work is under way, under `lock` */
+static bool stopping;             /* worker_stop: no task starts any more, under `lock` */
+static int finished_fd = -1;      /* eventfd: the loop's side of `finished` */
 static loop_watch finished_watch;
 
 static void queue_push(task_queue *queue, worker_task *task)

@@ -333,8 +333,8 @@ static int empty_workspace(const char *workspace, char *why, size_t why_size)
 /* ---- starting ---- */
 
 /* `verify`: check the seal here, on the loop (false: it was checked on a worker thread). */
-static restore_job *new_restore(const char *snapshot_id, bool verify, snapshot_done done,
-                                void *arg, failure_kind *failure, char *why, size_t why_size)
+static restore_job *new_restore(const char *snapshot_id, bool verify, snapshot_done done, void *arg,
+                                failure_kind *failure, char *why, size_t why_size)
 {
     json_t *description = snapshot_store_load(snapshot_id, verify, failure, why, why_size);
     if (!description)
@@ -376,8 +376,8 @@ static json_t *limits_request(json_t *saved)
 }
 
 static int restore_new(const char *snapshot_id, const char *sandbox_id, json_t *options,
-                       bool verify, snapshot_done done, void *arg, failure_kind *failure,
-                       char *why, size_t why_size)
+                       bool verify, snapshot_done done, void *arg, failure_kind *failure, char *why,
+                       size_t why_size)
 {
     restore_job *job = new_restore(snapshot_id, verify, done, arg, failure, why, why_size);
     if (!job)
@@ -460,7 +460,7 @@ int snapshot_restore_new(const char *snapshot_id, const char *sandbox_id, json_t
    loop. */
 typedef struct seal_check {
     char snapshot_id[64];
-    char box_id[64];  /* a rewind in place: its sandbox, found again by id afterwards */
+    char box_id[64]; /* a rewind in place: its sandbox, found again by id afterwards */
     bool keep_files;
     json_t *options; /* the loop's: not touched by the thread */
     snapshot_done done;
@@ -489,21 +489,22 @@ static void seal_checked(void *arg)
     if (rc == 0 && manager_is_ending()) { /* checked while the daemon began to stop */
         rc = -1;
         failure = FAILURE_CONFLICT;
-        snprintf(why, sizeof why, "the daemon is shutting down: restore snapshot %s once it is "
-                 "back", check->snapshot_id);
+        snprintf(why, sizeof why,
+                 "the daemon is shutting down: restore snapshot %s once it is back",
+                 check->snapshot_id);
     } else if (rc == 0 && check->box_id[0] && !box_find(check->box_id)) {
         rc = -1;
         failure = FAILURE_CONFLICT;
         snprintf(why, sizeof why, "sandbox %s was deleted while its snapshot was checked",
                  check->box_id);
     } else if (rc == 0 && check->box_id[0]) {
-        rc = restore_in_place(check->snapshot_id, box_find(check->box_id), check->keep_files,
-                              false, check->done, check->arg, &failure, why, sizeof why);
+        rc = restore_in_place(check->snapshot_id, box_find(check->box_id), check->keep_files, false,
+                              check->done, check->arg, &failure, why, sizeof why);
     } else if (rc == 0) {
         rc = restore_new(check->snapshot_id, NULL, check->options, false, check->done, check->arg,
                          &failure, why, sizeof why);
     } else if (!snapshot_store_path(check->snapshot_id, SNAPSHOT_SEAL, seal, sizeof seal) ||
-             access(seal, F_OK) < 0) { /* deleted while it was checked, not tampered */
+               access(seal, F_OK) < 0) { /* deleted while it was checked, not tampered */
         failure = FAILURE_NOT_FOUND;
         snprintf(why, sizeof why, "snapshot %s does not exist (see GET /v1/snapshots)",
                  check->snapshot_id);
@@ -522,7 +523,7 @@ static int restore_after_seal_check(const char *snapshot_id, box *b, bool keep_f
 {
     json_t *model = snapshot_get(snapshot_id);
     json_decref(model);
-    if (!model || strlen(snapshot_id) >= sizeof ((seal_check *)NULL)->snapshot_id) {
+    if (!model || strlen(snapshot_id) >= sizeof((seal_check *)NULL)->snapshot_id) {
         *failure = FAILURE_NOT_FOUND;
         snprintf(why, why_size, "snapshot %.64s does not exist (see GET /v1/snapshots)",
                  snapshot_id);
@@ -611,8 +612,8 @@ int snapshot_restore(const char *snapshot_id, json_t *options, snapshot_done don
 {
     const char *sandbox_id = json_string_value(json_object_get(options, "sandbox_id"));
     if (!sandbox_id)
-        return restore_after_seal_check(snapshot_id, NULL, false, options, done, arg, failure,
-                                        why, why_size);
+        return restore_after_seal_check(snapshot_id, NULL, false, options, done, arg, failure, why,
+                                        why_size);
     json_t *model = snapshot_get(snapshot_id);
     const char *own = json_string_value(json_object_get(model, "sandbox_id"));
     box *b = box_find(sandbox_id);

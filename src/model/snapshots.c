@@ -35,13 +35,13 @@
    outcome) while the loop waits for it. */
 typedef struct snapshot_files {
     volume_kind kind;
-    char image[4200];       /* the workspace's image (ext4), "" for tmpfs */
-    char mount[4200];       /* where the workspace is mounted */
-    char to[4400];          /* the copy, in the partial folder */
+    char image[4200]; /* the workspace's image (ext4), "" for tmpfs */
+    char mount[4200]; /* where the workspace is mounted */
+    char to[4400];    /* the copy, in the partial folder */
     volume_copy_stats stats;
-    char *description;      /* snapshot.json's text, made on the loop */
-    json_t *model;          /* the snapshot model answered once sealed (the loop's alone) */
-    int rc, error;          /* the step's outcome and its errno */
+    char *description; /* snapshot.json's text, made on the loop */
+    json_t *model;     /* the snapshot model answered once sealed (the loop's alone) */
+    int rc, error;     /* the step's outcome and its errno */
     char why[700];
 } snapshot_files;
 
@@ -331,7 +331,8 @@ static void fail_files(snapshot_job *job, const char *why)
 {
     bool full = job->files.error == ENOSPC;
     char reason[800];
-    snprintf(reason, sizeof reason, "%s%s", full ? "no space left on the daemon's disk: " : "", why);
+    snprintf(reason, sizeof reason, "%s%s", full ? "no space left on the daemon's disk: " : "",
+             why);
     fail_job(job, full ? FAILURE_EXHAUSTED : FAILURE_INTERNAL, reason);
 }
 
@@ -527,7 +528,8 @@ static void on_kernel_gone(kernel *k)
            thread, into a descriptor of the checkpoint's own): the snapshot fails now, so that
            its request is answered, also when the daemon shuts down. */
         if (job->checkpointing && job->at < job->count && !job->contexts[job->at])
-            fail_job(job, FAILURE_CONFLICT, "a context was deleted while the sandbox was snapshotted");
+            fail_job(job, FAILURE_CONFLICT,
+                     "a context was deleted while the sandbox was snapshotted");
     }
 }
 
