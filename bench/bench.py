@@ -30,8 +30,9 @@ first result of a new sandbox of that kernelspec (Kernel Gateway, no warm pool),
 in a sandbox that exists (/v1 contexts {language}), and a trivial cell's round trip (medians),
 beside Jupyter Server running the same kernel where Debian has one (ipykernel, IRkernel).
 `--only checkpoints` runs the checkpoint figures alone into bench/results/checkpoints-latest.json
-(bench/checkpoints.py: fork, snapshot and restore of ~100 MiB of DataFrames, hibernation; beside
-E2B's published pause and resume figures); a full run has them under "checkpoints".
+(bench/checkpoints.py: fork, snapshot and restore of ~100 MiB of DataFrames, hibernation, and
+another sandbox's round trips while one is snapshotted or restored; beside E2B's published pause
+and resume figures); a full run has them under "checkpoints".
 """
 import argparse
 import concurrent.futures

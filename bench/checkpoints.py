@@ -13,6 +13,11 @@ On one sandbox whose Python context holds ~100 MiB of DataFrames (and a small wo
   restored sandbox, with the snapshot's files dropped from the page cache first
   (posix_fadvise DONTNEED on each: a cold read, without dropping the machine's whole cache), and
   MiB/s over the snapshot's bytes;
+- round trips during a snapshot: another sandbox's execute of a one-line cell, over and over,
+  while the ~100 MiB sandbox is snapshotted to disk (worst and median), beside the same round
+  trips with no snapshot: how long the daemon's loop stood still for the others (the page copy,
+  the workspace copy and the seal run on a worker thread, not on the loop); and the same while
+  a snapshot is restored into a new sandbox (its seal checked on a worker thread);
 - hibernate: POST .../hibernate latency, the memory the hibernated sandbox then holds (its
   processes' RSS: none should be left) and its bytes on disk, and the resume (the next execute
   -> its result, the restore from disk included).
@@ -26,6 +31,7 @@ import glob
 import json
 import os
 import statistics
+import threading
 import time
 
 import requests
@@ -127,6 +133,79 @@ def fork_figures(session, base, source, check_cell, count, samples, made):
             "samples": samples}
 
 
+def round_trip_ms(session, base, sandbox):
+    t0 = time.perf_counter()
+    assert stdout_of(session, base, sandbox, "print(1)").strip() == "1"
+    return (time.perf_counter() - t0) * 1000
+
+
+def round_trips_while(session, base, sandbox, busy, at_most=2000):
+    """Round trips on `sandbox` until busy() returns (a thread), at most `at_most` of them."""
+    times, stop = [], threading.Event()
+
+    def client():
+        while not stop.is_set() and len(times) < at_most:
+            times.append(round_trip_ms(session, base, sandbox))
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    try:
+        busy()
+    finally:
+        stop.set()
+        thread.join()
+    return times
+
+
+def round_trips_during_snapshot(session, token, base, source, other, samples):
+    """Another sandbox's round trips while `source` is snapshotted, and with no snapshot."""
+    own = requests.Session()  # the round-trip client's own connection
+    own.headers["Authorization"] = f"token {token}"
+    during, quiet = [], []
+    for _ in range(max(2, samples // 2)):
+        snapshots = []
+
+        def snapshot():
+            reply = session.post(f"{base}/v1/sandboxes/{source}/snapshots", json={}, timeout=300)
+            assert reply.status_code == 201, reply.text
+            snapshots.append(reply.json()["snapshot_id"])
+
+        started = time.perf_counter()
+        during += round_trips_while(own, base, other, snapshot)
+        seconds = time.perf_counter() - started
+        quiet += round_trips_while(own, base, other, lambda: time.sleep(seconds))
+        for snapshot_id in snapshots:
+            session.delete(f"{base}/v1/snapshots/{snapshot_id}", timeout=60)
+    return {"worst_ms": round(max(during), 1), "median_ms": median(during),
+            "round_trips": len(during),
+            "without_snapshot": {"worst_ms": round(max(quiet), 1), "median_ms": median(quiet),
+                                 "round_trips": len(quiet)}}
+
+
+def round_trips_during_restore(session, token, base, source, other, samples):
+    """Another sandbox's round trips while a snapshot of `source` is restored (its seal checked
+    on a worker thread), worst and median."""
+    own = requests.Session()
+    own.headers["Authorization"] = f"token {token}"
+    during = []
+    for _ in range(max(2, samples // 2)):
+        reply = session.post(f"{base}/v1/sandboxes/{source}/snapshots", json={}, timeout=300)
+        assert reply.status_code == 201, reply.text
+        snapshot_id, restored = reply.json()["snapshot_id"], []
+
+        def restore():
+            reply = session.post(f"{base}/v1/snapshots/{snapshot_id}/restore", json={}, timeout=300)
+            assert reply.status_code == 201, reply.text
+            restored.append(reply.json()["id"])
+
+        during += round_trips_while(own, base, other, restore)
+        for sandbox in restored:
+            session.delete(f"{base}/v1/sandboxes/{sandbox}", timeout=60)
+        session.delete(f"{base}/v1/snapshots/{snapshot_id}", timeout=60)
+    return {"worst_ms": round(max(during), 1), "median_ms": median(during),
+            "round_trips": len(during)}
+
+
 def checkpoint_figures(start_cellbox, root, samples):
     figures = {"peer": {"e2b_pause_s_per_gib": E2B_PAUSE_S_PER_GIB, "e2b_resume_s": E2B_RESUME_S,
                         "source": "E2B docs, sandbox persistence (published figures)"}}
@@ -179,6 +258,12 @@ def checkpoint_figures(start_cellbox, root, samples):
             session.delete(f"{base}/v1/sandboxes/{restored}", timeout=60)
             made.remove(restored)
             session.delete(f"{base}/v1/snapshots/{snapshot['snapshot_id']}", timeout=60)
+        other = session.post(base + "/v1/sandboxes", json={}, timeout=120).json()["id"]
+        made.append(other)
+        figures["round_trip_during_snapshot_ms"] = round_trips_during_snapshot(
+            session, cellbox.token, base, source, other, samples)
+        figures["round_trip_during_restore_ms"] = round_trips_during_restore(
+            session, cellbox.token, base, source, other, samples)
         mib = statistics.median(sizes) / 2**20
         figures["snapshot_to_disk"] = {
             "snapshot_mib": round(mib, 1), "latency_ms": median(snap_ms),

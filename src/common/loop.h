@@ -1,7 +1,8 @@
 /* loop — the daemon's one event loop: epoll for descriptors, one-shot timers by id.
  *
- * Every connection, kernel channel, pipe and child pidfd is a `loop_watch` here; nothing runs on
- * another thread. Objects that own watches are freed with loop_defer() so that an event already
+ * Every connection, kernel channel, pipe and child pidfd is a `loop_watch` here, all on one
+ * thread; only a snapshot's bulk copies run on others (common/worker.h), and they touch nothing
+ * of the loop's. Objects that own watches are freed with loop_defer() so that an event already
  * collected in the same epoll batch never reaches freed memory. */
 #ifndef CELLBOX_COMMON_LOOP_H
 #define CELLBOX_COMMON_LOOP_H

@@ -24,6 +24,7 @@
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "common/worker.h"
 #include "daemon/config.h"
 #include "daemon/data_dir.h"
 #include "http/admission.h"
@@ -389,6 +390,7 @@ static void shut_down_or_detach(void)
         volumes_unmount_all(); /* detached sandboxes still bind them: left for the next daemon */
     }
     reaper_wait_all();
+    worker_stop(); /* a snapshot's copy under way ends before exit's handlers run */
     volume_worker_stop(); /* after the last removal was sent: it finishes them first */
     kernelspec_stop_zygotes();
     /* A detached sandbox keeps its own binds of its template's view: the next daemon mounts the

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,20 +16,37 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "common/worker.h"
 #include "kernel/zygote.h"
 #include "sandbox/process_image.h"
 
 /* How long a kernel has to reach its checkpoint point: it answers at once when idle. */
 #define CHECKPOINT_ANSWER_MS 5000
 
+/* What the worker thread reads and writes for one image: its own copies and descriptor, none
+   of the loop's objects. */
+typedef struct image_capture {
+    pid_t pid, base;           /* the kernel's process; the zygote's for a diff image, or 0 */
+    char generation[64];       /* the zygote's "pid:starttime" */
+    long long started_at;      /* the process's start time: a pid reused meanwhile is caught */
+    long long max_bytes;
+    int image_fd;              /* a duplicate of the caller's, closed on the loop afterwards */
+    int rc;                    /* the outcome, as process_image_capture returns it */
+    process_image_stats stats;
+    char why[512];
+} image_capture;
+
 typedef struct pending_checkpoint {
-    kernel *k;
+    kernel *k;                 /* NULL once destroyed while its pages were being copied */
     int image_fd;
     bool full;
     kernel_checkpoint_done done;
     void *arg;
     loop_timer_id timer;
     int64_t asked_at_ms;
+    bool capturing;            /* on the worker thread: freed by capture_done, not before */
+    json_t *report;            /* the kernel's report, kept while its pages are copied */
+    image_capture capture;
     struct pending_checkpoint *next;
 } pending_checkpoint;
 
@@ -68,6 +86,7 @@ static void finish(pending_checkpoint *p, const kernel_checkpoint_result *result
 {
     unlink_pending(p);
     p->done(p->arg, result, failure, why);
+    json_decref(p->report);
     free(p);
 }
 
@@ -100,41 +119,83 @@ static long long image_limit(const kernel *k)
     return memory > 0 ? 2 * memory + (256ll << 20) : 16ll << 30;
 }
 
-static void capture_now(pending_checkpoint *p, json_t *report)
+/* The page copy, on a worker thread (common/worker.h): it reads the stopped process and writes
+   the image through descriptors and memory of its own, so the loop serves every other sandbox
+   meanwhile. The loop reads the outcome once it is done (capture_done). */
+static void capture_pages(void *arg)
 {
-    char why[512] = "";
-    pid_t pid = kernel_process(p->k);
-    pid_t base = p->full ? 0 : zygote_process(kernel_spec(p->k)->zygote);
-    if (pid <= 0 || (!p->full && base <= 0)) {
-        release_kernel(p);
-        finish(p, NULL, FAILURE_CONFLICT,
-               pid <= 0 ? "its process is gone" : "its zygote is not running: a fork needs it");
+    image_capture *c = &((pending_checkpoint *)arg)->capture; /* of p, that part alone */
+    c->rc = process_image_capture_at_most(c->pid, c->base, c->generation, c->image_fd,
+                                          c->max_bytes, &c->stats, c->why, sizeof c->why);
+}
+
+static void capture_done(void *arg)
+{
+    pending_checkpoint *p = arg;
+    image_capture *c = &p->capture;
+    close(c->image_fd);
+    if (!p->k) { /* destroyed meanwhile: nothing to release, no one to tell */
+        json_decref(p->report);
+        free(p);
         return;
     }
-    char generation[64] = "";
-    if (base > 0)
-        zygote_generation(base, generation, sizeof generation);
-    process_image_stats stats = {0};
-    int rc = process_image_capture_at_most(pid, base, generation, p->image_fd,
-                                           image_limit(p->k), &stats, why, sizeof why);
     release_kernel(p);
-    if (rc < 0) {
-        log_warn("kernel %s: checkpoint failed: %s", kernel_id(p->k), why);
-        finish(p, NULL, rc == -ENOSPC ? FAILURE_EXHAUSTED : rc == -EFBIG ? FAILURE_CONFLICT
-                                                                           : FAILURE_INTERNAL,
-               why);
+    /* A process that died during the copy, its pid taken by another: what was read is not the
+       kernel's (and may be a neighbour's), so the image is refused, not kept. */
+    if (c->rc == 0 && kernel_process_start_time(c->pid) != c->started_at) {
+        c->rc = -ESRCH;
+        snprintf(c->why, sizeof c->why, "its process ended while it was imaged");
+    }
+    if (c->rc < 0) {
+        log_warn("kernel %s: checkpoint failed: %s", kernel_id(p->k), c->why);
+        finish(p, NULL, c->rc == -ENOSPC ? FAILURE_EXHAUSTED
+                        : c->rc == -EFBIG || c->rc == -ESRCH ? FAILURE_CONFLICT
+                                                             : FAILURE_INTERNAL,
+               c->why);
         return;
     }
     kernel_checkpoint_result result = {
         .image_fd = p->image_fd,
-        .image_bytes = stats.bytes,
-        .pages = stats.pages,
+        .image_bytes = c->stats.bytes,
+        .pages = c->stats.pages,
         .full = p->full,
-        .report = report,
+        .report = p->report,
         .paused_ms = (double)(clock_monotonic_ms() - p->asked_at_ms),
     };
-    log_debug("kernel %s: imaged %lld pages in %.0f ms", kernel_id(p->k), stats.pages, result.paused_ms);
+    log_debug("kernel %s: imaged %lld pages in %.0f ms", kernel_id(p->k), c->stats.pages,
+              result.paused_ms);
     finish(p, &result, FAILURE_INTERNAL, NULL);
+}
+
+static void capture_now(pending_checkpoint *p, json_t *report)
+{
+    image_capture *c = &p->capture;
+    c->pid = kernel_process(p->k);
+    c->base = p->full ? 0 : zygote_process(kernel_spec(p->k)->zygote);
+    if (c->pid <= 0 || (!p->full && c->base <= 0)) {
+        release_kernel(p);
+        finish(p, NULL, FAILURE_CONFLICT,
+               c->pid <= 0 ? "its process is gone" : "its zygote is not running: a fork needs it");
+        return;
+    }
+    /* Its answer came: the time limit was on that, and its pages take as long as they take. */
+    loop_timer_cancel(p->timer);
+    p->timer = 0;
+    if (c->base > 0)
+        zygote_generation(c->base, c->generation, sizeof c->generation);
+    c->started_at = kernel_process_start_time(c->pid);
+    c->max_bytes = image_limit(p->k);
+    /* The worker writes through a descriptor of its own: the caller may close image_fd (its
+       job ended) while the copy runs, and that number may be reused for another file. */
+    c->image_fd = fcntl(p->image_fd, F_DUPFD_CLOEXEC, 0);
+    if (c->image_fd < 0) {
+        release_kernel(p);
+        finish(p, NULL, FAILURE_INTERNAL, "no descriptor left to write its image");
+        return;
+    }
+    p->report = json_deep_copy(report); /* the frame that carried it is freed after this call */
+    p->capturing = true;
+    worker_submit(capture_pages, capture_done, p);
 }
 
 /* The kernel's "checkpoint_ready" or "checkpoint_refused" frame (kernel.c checked it). */
@@ -145,6 +206,8 @@ static void on_checkpoint_frame(kernel *k, const char *channel, json_t *message)
     pending_checkpoint *p = find_pending(k);
     const char *type = json_string_value(json_object_get(message, "type"));
     if (!p || !type)
+        return;
+    if (p->capturing) /* a second answer while its pages are copied: nothing more to do */
         return;
     if (strcmp(type, "checkpoint_ready") == 0) {
         capture_now(p, json_object_get(message, "report"));
@@ -178,6 +241,10 @@ static void forget_kernel(kernel *k)
     if (!p)
         return;
     unlink_pending(p);
+    if (p->capturing) { /* the worker still writes through p: capture_done frees it */
+        p->k = NULL;
+        return;
+    }
     free(p);
 }
 

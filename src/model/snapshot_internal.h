@@ -21,11 +21,14 @@ void snapshot_restore_init(const char *data_dir);
 /* Puts snapshot_id's contexts back into box b in place: every context of b ends, its files are
    replaced by the snapshot's unless `keep_files` (a hibernated box's files never left), its
    default context restarts and the others are started again, each carried as the snapshot and
-   the live zygote allow. `done` as for snapshot_restore. */
+   the live zygote allow. The seal is checked first, on a worker thread: nothing of b changes
+   before it matched, and b is found again by id afterwards (one deleted meanwhile: `done` with
+   FAILURE_CONFLICT). `done` as for snapshot_restore. */
 int snapshot_restore_in_place(const char *snapshot_id, box *b, bool keep_files, snapshot_done done,
                               void *arg, failure_kind *failure, char *why, size_t why_size);
 /* A new sandbox from snapshot_id with id `sandbox_id` (NULL: a new one), as snapshot_restore;
-   hibernate.c gives the id of a hibernated sandbox an earlier daemon left. */
+   hibernate.c gives the id of a hibernated sandbox an earlier daemon left. Its seal is checked
+   here, on the loop (at start, before the daemon serves). */
 int snapshot_restore_new(const char *snapshot_id, const char *sandbox_id, json_t *options,
                          snapshot_done done, void *arg, failure_kind *failure, char *why,
                          size_t why_size);

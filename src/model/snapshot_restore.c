@@ -24,6 +24,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "common/worker.h"
 #include "kernel/checkpoint.h"
 #include "kernel/namespace_transfer.h"
 #include "model/manager.h"
@@ -352,10 +353,11 @@ static int empty_workspace(const char *workspace, char *why, size_t why_size)
 
 /* ---- starting ---- */
 
-static restore_job *new_restore(const char *snapshot_id, snapshot_done done, void *arg,
+/* `verify`: check the seal here, on the loop (false: it was checked on a worker thread). */
+static restore_job *new_restore(const char *snapshot_id, bool verify, snapshot_done done, void *arg,
                                 failure_kind *failure, char *why, size_t why_size)
 {
-    json_t *description = snapshot_store_load(snapshot_id, true, failure, why, why_size);
+    json_t *description = snapshot_store_load(snapshot_id, verify, failure, why, why_size);
     if (!description)
         return NULL;
     restore_job *job = calloc(1, sizeof *job);
@@ -394,11 +396,11 @@ static json_t *limits_request(json_t *saved)
     return request;
 }
 
-int snapshot_restore_new(const char *snapshot_id, const char *sandbox_id, json_t *options,
-                         snapshot_done done, void *arg, failure_kind *failure, char *why,
-                         size_t why_size)
+static int restore_new(const char *snapshot_id, const char *sandbox_id, json_t *options,
+                       bool verify, snapshot_done done, void *arg, failure_kind *failure, char *why,
+                       size_t why_size)
 {
-    restore_job *job = new_restore(snapshot_id, done, arg, failure, why, why_size);
+    restore_job *job = new_restore(snapshot_id, verify, done, arg, failure, why, why_size);
     if (!job)
         return -1;
     json_t *settings = json_object_get(job->description, "sandbox");
@@ -467,10 +469,106 @@ int snapshot_restore_new(const char *snapshot_id, const char *sandbox_id, json_t
     return 0;
 }
 
-int snapshot_restore_in_place(const char *snapshot_id, box *b, bool keep_files, snapshot_done done,
-                              void *arg, failure_kind *failure, char *why, size_t why_size)
+int snapshot_restore_new(const char *snapshot_id, const char *sandbox_id, json_t *options,
+                         snapshot_done done, void *arg, failure_kind *failure, char *why,
+                         size_t why_size)
 {
-    restore_job *job = new_restore(snapshot_id, done, arg, failure, why, why_size);
+    return restore_new(snapshot_id, sandbox_id, options, true, done, arg, failure, why, why_size);
+}
+
+/* A restore into a new sandbox checks the snapshot's seal on a worker thread first (every byte
+   of it through the HMAC: the loop serves the other sandboxes meanwhile), then starts on the
+   loop. */
+typedef struct seal_check {
+    char snapshot_id[64];
+    char box_id[64]; /* a rewind in place: its sandbox, found again by id afterwards */
+    bool keep_files;
+    json_t *options; /* the loop's: not touched by the thread */
+    snapshot_done done;
+    void *arg;
+    int rc; /* the thread's outcome */
+    char why[600];
+} seal_check;
+
+static void check_seal(void *arg) /* on a worker thread */
+{
+    seal_check *check = arg;
+    check->rc = snapshot_store_check_seal(check->snapshot_id, check->why, sizeof check->why);
+}
+
+static int restore_in_place(const char *snapshot_id, box *b, bool keep_files, bool verify,
+                            snapshot_done done, void *arg, failure_kind *failure, char *why,
+                            size_t why_size);
+
+static void seal_checked(void *arg)
+{
+    seal_check *check = arg;
+    failure_kind failure = FAILURE_FORBIDDEN;
+    char why[4600], seal[4300]; /* why: as large as a restore's own messages, which name paths */
+    snprintf(why, sizeof why, "%s", check->why);
+    int rc = check->rc;
+    if (rc == 0 && manager_is_ending()) { /* checked while the daemon began to stop */
+        rc = -1;
+        failure = FAILURE_CONFLICT;
+        snprintf(why, sizeof why,
+                 "the daemon is shutting down: restore snapshot %s once it is back",
+                 check->snapshot_id);
+    } else if (rc == 0 && check->box_id[0] && !box_find(check->box_id)) {
+        rc = -1;
+        failure = FAILURE_CONFLICT;
+        snprintf(why, sizeof why, "sandbox %s was deleted while its snapshot was checked",
+                 check->box_id);
+    } else if (rc == 0 && check->box_id[0]) {
+        rc = restore_in_place(check->snapshot_id, box_find(check->box_id), check->keep_files, false,
+                              check->done, check->arg, &failure, why, sizeof why);
+    } else if (rc == 0) {
+        rc = restore_new(check->snapshot_id, NULL, check->options, false, check->done, check->arg,
+                         &failure, why, sizeof why);
+    } else if (!snapshot_store_path(check->snapshot_id, SNAPSHOT_SEAL, seal, sizeof seal) ||
+               access(seal, F_OK) < 0) { /* deleted while it was checked, not tampered */
+        failure = FAILURE_NOT_FOUND;
+        snprintf(why, sizeof why, "snapshot %s does not exist (see GET /v1/snapshots)",
+                 check->snapshot_id);
+    }
+    if (rc < 0)
+        check->done(check->arg, NULL, failure, why);
+    json_decref(check->options);
+    free(check);
+}
+
+/* The seal checked on a worker thread, then the restore started from seal_checked: into a new
+   sandbox (b NULL) or b rewound in place. */
+static int restore_after_seal_check(const char *snapshot_id, box *b, bool keep_files,
+                                    json_t *options, snapshot_done done, void *arg,
+                                    failure_kind *failure, char *why, size_t why_size)
+{
+    json_t *model = snapshot_get(snapshot_id);
+    json_decref(model);
+    if (!model || strlen(snapshot_id) >= sizeof((seal_check *)NULL)->snapshot_id) {
+        *failure = FAILURE_NOT_FOUND;
+        snprintf(why, why_size, "snapshot %.64s does not exist (see GET /v1/snapshots)",
+                 snapshot_id);
+        return -1;
+    }
+    seal_check *check = calloc(1, sizeof *check);
+    if (!check)
+        die("out of memory");
+    snprintf(check->snapshot_id, sizeof check->snapshot_id, "%s", snapshot_id);
+    if (b)
+        snprintf(check->box_id, sizeof check->box_id, "%s", box_id(b));
+    check->keep_files = keep_files;
+    check->options = json_incref(options);
+    check->done = done;
+    check->arg = arg;
+    worker_submit(check_seal, seal_checked, check);
+    return 0;
+}
+
+static int restore_in_place(const char *snapshot_id, box *b, bool keep_files, bool verify,
+                            snapshot_done done, void *arg, failure_kind *failure, char *why,
+                            size_t why_size)
+{
+    restore_job *job = new_restore(snapshot_id, verify, done, arg, failure, why, why_size);
     if (!job)
         return -1;
     kernel *primary = box_default_kernel(b);
@@ -520,12 +618,20 @@ int snapshot_restore_in_place(const char *snapshot_id, box *b, bool keep_files, 
     return 0;
 }
 
+int snapshot_restore_in_place(const char *snapshot_id, box *b, bool keep_files, snapshot_done done,
+                              void *arg, failure_kind *failure, char *why, size_t why_size)
+{
+    return restore_after_seal_check(snapshot_id, b, keep_files, NULL, done, arg, failure, why,
+                                    why_size);
+}
+
 int snapshot_restore(const char *snapshot_id, json_t *options, snapshot_done done, void *arg,
                      failure_kind *failure, char *why, size_t why_size)
 {
     const char *sandbox_id = json_string_value(json_object_get(options, "sandbox_id"));
     if (!sandbox_id)
-        return snapshot_restore_new(snapshot_id, NULL, options, done, arg, failure, why, why_size);
+        return restore_after_seal_check(snapshot_id, NULL, false, options, done, arg, failure, why,
+                                        why_size);
     json_t *model = snapshot_get(snapshot_id);
     const char *own = json_string_value(json_object_get(model, "sandbox_id"));
     box *b = box_find(sandbox_id);

@@ -290,17 +290,13 @@ static int sync_tree(const char *dir)
     return rc;
 }
 
-int snapshot_store_commit(const char *id, json_t *description, char *why, size_t why_size)
+int snapshot_store_commit(const char *id, const char *description, char *why, size_t why_size)
 {
     char partial[4200], path[4300], final[4200];
     snprintf(partial, sizeof partial, "%s/%s.partial", folder, id);
     snprintf(final, sizeof final, "%s/%s", folder, id);
-    char *text = json_dumps(description, JSON_INDENT(1) | JSON_SORT_KEYS);
-    if (!text)
-        die("out of memory");
     snprintf(path, sizeof path, "%s/%s", partial, SNAPSHOT_DESCRIPTION);
-    int rc = write_file_synced(path, text, strlen(text));
-    free(text);
+    int rc = write_file_synced(path, description, strlen(description));
     unsigned char seal[SEAL_BYTES];
     if (rc == 0)
         rc = compute_seal(partial, seal);
@@ -320,7 +316,6 @@ int snapshot_store_commit(const char *id, json_t *description, char *why, size_t
     int saved = errno;
     snprintf(why, why_size, "%s while writing the snapshot %s in %s",
              saved == ENOSPC ? "no space left on the daemon's disk" : strerror(saved), id, folder);
-    snapshot_store_abort(id);
     errno = saved;
     return -1;
 }
@@ -341,25 +336,33 @@ json_t *snapshot_store_load(const char *id, bool verify, failure_kind *failure, 
         snprintf(why, why_size, "snapshot %s does not exist (see GET /v1/snapshots)", id);
         return NULL;
     }
-    if (!verify)
-        return description;
+    if (verify && snapshot_store_check_seal(id, why, why_size) < 0) {
+        *failure = FAILURE_FORBIDDEN;
+        json_decref(description);
+        return NULL;
+    }
+    return description;
+}
+
+int snapshot_store_check_seal(const char *id, char *why, size_t why_size)
+{
+    char dir[4200], path[4300];
+    if (!snapshot_store_path(id, NULL, dir, sizeof dir))
+        return -1;
     unsigned char expected[SEAL_BYTES], found[SEAL_BYTES];
     snprintf(path, sizeof path, "%s/%s", dir, SNAPSHOT_SEAL);
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     bool read_seal = fd >= 0 && read(fd, found, SEAL_BYTES) == SEAL_BYTES;
     if (fd >= 0)
         close(fd);
-    if (!read_seal || compute_seal(dir, expected) < 0 ||
-        CRYPTO_memcmp(expected, found, SEAL_BYTES) != 0) {
-        *failure = FAILURE_FORBIDDEN;
-        snprintf(why, why_size,
-                 "the snapshot's seal does not match: snapshot %s was changed "
-                 "outside cellbox, and is refused whole; delete it (DELETE /v1/snapshots/%s)",
-                 id, id);
-        json_decref(description);
-        return NULL;
-    }
-    return description;
+    if (read_seal && compute_seal(dir, expected) == 0 &&
+        CRYPTO_memcmp(expected, found, SEAL_BYTES) == 0)
+        return 0;
+    snprintf(why, why_size,
+             "the snapshot's seal does not match: snapshot %s was changed "
+             "outside cellbox, and is refused whole; delete it (DELETE /v1/snapshots/%s)",
+             id, id);
+    return -1;
 }
 
 void snapshot_store_each(void (*visit)(const char *id, json_t *description, void *arg), void *arg)

@@ -29,10 +29,13 @@ int snapshot_store_init(const char *data_dir, char *why, size_t why_size);
 /* The folder a snapshot is written into, made empty (0700): DATA_DIR/snapshots/<id>.partial.
    0, or -1 with `why`. */
 int snapshot_store_begin(const char *id, char *out, size_t size, char *why, size_t why_size);
-/* Writes `description` as snapshot.json, seals, fsyncs and renames the partial folder to the
-   snapshot's. 0, or -1 with errno (ENOSPC for a full disk) and `why`: the partial folder is
-   then removed. */
-int snapshot_store_commit(const char *id, json_t *description, char *why, size_t why_size);
+/* Writes `description` (JSON text) as snapshot.json, seals, fsyncs and renames the partial
+   folder to the snapshot's. 0, or -1 with errno (ENOSPC for a full disk) and `why`; the caller
+   then removes the partial folder (snapshot_store_abort, on the loop). It reads whole files
+   through the HMAC, so it runs on a worker thread (common/worker.h): it touches only the
+   folder's files, the key (fixed once snapshot_store_init returned) and its own memory, and
+   logs nothing. */
+int snapshot_store_commit(const char *id, const char *description, char *why, size_t why_size);
 void snapshot_store_abort(const char *id); /* removes the partial folder */
 
 /* DATA_DIR/snapshots/<id>[/<name>]; false when id is not a snapshot id (a UUID). */
@@ -41,6 +44,11 @@ bool snapshot_store_path(const char *id, const char *name, char *out, size_t siz
    FAILURE_FORBIDDEN when it does not match. NULL with FAILURE_NOT_FOUND for no such snapshot. */
 json_t *snapshot_store_load(const char *id, bool verify, failure_kind *failure, char *why,
                             size_t why_size);
+/* Does the snapshot's seal match its files? 0, or -1 with `why` (a snapshot changed outside
+   cellbox, or removed meanwhile). It reads every file through the HMAC, so a restore runs it on
+   a worker thread (common/worker.h): like snapshot_store_commit, it touches only the files, the
+   key and its own memory. */
+int snapshot_store_check_seal(const char *id, char *why, size_t why_size);
 /* Each snapshot's description, in no particular order (unsealed reads: a listing). */
 void snapshot_store_each(void (*visit)(const char *id, json_t *description, void *arg), void *arg);
 int snapshot_store_remove(const char *id); /* 0, or -1 with errno (ENOENT: none) */

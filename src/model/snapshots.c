@@ -21,6 +21,7 @@
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "common/worker.h"
 #include "kernel/checkpoint.h"
 #include "kernel/namespace_transfer.h"
 #include "model/manager.h"
@@ -29,6 +30,20 @@
 #include "sandbox/volume.h"
 
 #define NAMESPACE_MAX_BYTES (1LL << 30) /* past it, names are reported "not carried" */
+
+/* The files' steps, on a worker thread: what the thread reads (paths, text) and writes (the
+   outcome) while the loop waits for it. */
+typedef struct snapshot_files {
+    volume_kind kind;
+    char image[4200]; /* the workspace's image (ext4), "" for tmpfs */
+    char mount[4200]; /* where the workspace is mounted */
+    char to[4400];    /* the copy, in the partial folder */
+    volume_copy_stats stats;
+    char *description; /* snapshot.json's text, made on the loop */
+    json_t *model;     /* the snapshot model answered once sealed (the loop's alone) */
+    int rc, error;     /* the step's outcome and its errno */
+    char why[700];
+} snapshot_files;
 
 typedef struct snapshot_job snapshot_job;
 struct snapshot_job {
@@ -45,6 +60,9 @@ struct snapshot_job {
     long long memory_bytes, namespace_bytes;
     snapshot_done done;
     void *arg;
+    snapshot_files files;
+    bool checkpointing; /* kernel_checkpoint of contexts[at] under way: its `done` comes, or,
+                           were the kernel destroyed first, never (checkpoint.h) */
     snapshot_job *next;
 };
 
@@ -63,6 +81,8 @@ static void forget_job(snapshot_job *job)
         close(job->fd);
     json_decref(job->entries);
     json_decref(job->metadata);
+    json_decref(job->files.model);
+    free(job->files.description);
     free(job->name);
     free(job);
 }
@@ -164,6 +184,7 @@ static void on_checkpointed(void *arg, const kernel_checkpoint_result *result, f
                             const char *why)
 {
     snapshot_job *job = arg;
+    job->checkpointing = false;
     char name[64];
     snprintf(name, sizeof name, "context-%zu.image", job->at);
     close(job->fd);
@@ -227,8 +248,10 @@ static void take_context(snapshot_job *job)
         fail_job(job, errno == ENOSPC ? FAILURE_EXHAUSTED : FAILURE_INTERNAL, why);
         return;
     }
-    if (kernel_checkpoint(k, job->fd, true, on_checkpointed, job, &failure, why, sizeof why) == 0)
+    if (kernel_checkpoint(k, job->fd, true, on_checkpointed, job, &failure, why, sizeof why) == 0) {
+        job->checkpointing = true;
         return;
+    }
     close(job->fd);
     job->fd = -1;
     drop_context_file(job, name);
@@ -299,47 +322,95 @@ static json_t *snapshot_model_of(snapshot_job *job, json_t *settings, long long 
                      "hibernation", job->hibernation);
 }
 
-static void copy_workspace_then_commit(snapshot_job *job)
+/* The workspace copy and the seal read and write whole files: they run on a worker thread
+   (common/worker.h), each with what it needs copied into job->files, while the loop serves the
+   other sandboxes. The loop holds on to nothing the thread uses; the thread, to nothing of the
+   loop's (the box may be deleted meanwhile: job->b is then NULL and the snapshot fails). */
+
+static void fail_files(snapshot_job *job, const char *why)
 {
-    kernel *primary = box_default_kernel(job->b);
-    volume_kind kind;
-    const char *image;
-    char why[600], to[4400];
-    if (!manager_workspace_volume(primary, &kind, &image)) {
-        fail_job(job, FAILURE_CONFLICT, "the sandbox has no workspace volume to copy");
+    bool full = job->files.error == ENOSPC;
+    char reason[800];
+    snprintf(reason, sizeof reason, "%s%s", full ? "no space left on the daemon's disk: " : "",
+             why);
+    fail_job(job, full ? FAILURE_EXHAUSTED : FAILURE_INTERNAL, reason);
+}
+
+static void seal_snapshot(void *arg) /* on a worker thread */
+{
+    snapshot_job *job = arg;
+    snapshot_files *f = &job->files;
+    f->rc = snapshot_store_commit(job->id, f->description, f->why, sizeof f->why);
+    f->error = f->rc < 0 ? errno : 0;
+}
+
+static void snapshot_sealed(void *arg)
+{
+    snapshot_job *job = arg;
+    if (job->files.rc < 0) {
+        fail_job(job, job->files.error == ENOSPC ? FAILURE_EXHAUSTED : FAILURE_INTERNAL,
+                 job->files.why);
         return;
     }
-    const char *workspace_name = kind == VOLUME_EXT4 ? "workspace.img" : "workspace";
-    snprintf(to, sizeof to, "%s/%s", job->dir, workspace_name);
-    volume_copy_stats stats;
-    if (volume_copy(kind, image, kernel_workspace(primary), to, &stats, why, sizeof why) < 0) {
-        bool full = errno == ENOSPC;
-        char reason[700];
-        snprintf(reason, sizeof reason, "%s%s", full ? "no space left on the daemon's disk: " : "",
-                 why);
-        fail_job(job, full ? FAILURE_EXHAUSTED : FAILURE_INTERNAL, reason);
+    /* Sealed and renamed: the snapshot stands, whether or not its sandbox still does. */
+    log_info("snapshot %s taken", job->id);
+    job->done(job->arg, job->files.model, FAILURE_INTERNAL, NULL);
+    forget_job(job);
+}
+
+static void copy_workspace(void *arg) /* on a worker thread */
+{
+    snapshot_job *job = arg;
+    snapshot_files *f = &job->files;
+    f->rc = volume_copy(f->kind, f->image, f->mount, f->to, &f->stats, f->why, sizeof f->why);
+    f->error = f->rc < 0 ? errno : 0;
+}
+
+/* The files are copied: snapshot.json is made here, on the loop (the sandbox's settings are
+   the loop's objects), and handed to the thread as text to seal. */
+static void workspace_copied(void *arg)
+{
+    snapshot_job *job = arg;
+    snapshot_files *f = &job->files;
+    if (f->rc < 0) {
+        fail_files(job, f->why);
+        return;
+    }
+    if (!job->b) {
+        fail_job(job, FAILURE_CONFLICT, "the sandbox was deleted while it was snapshotted");
         return;
     }
     log_info("sandbox %s: workspace copied for snapshot %s (%lld bytes%s, %lld us)", box_id(job->b),
-             job->id, stats.bytes, stats.reflinked ? ", reflinked" : "", stats.elapsed_us);
+             job->id, f->stats.bytes, f->stats.reflinked ? ", reflinked" : "", f->stats.elapsed_us);
     json_t *settings = sandbox_settings(job->b);
-    json_t *model = snapshot_model_of(job, settings, stats.bytes);
+    f->model = snapshot_model_of(job, settings, f->stats.bytes);
     json_t *description =
-        json_pack("{s:i, s:O, s:o, s:O, s:{s:s, s:s, s:I}}", "version", 1, "model", model,
+        json_pack("{s:i, s:O, s:o, s:O, s:{s:s, s:s, s:I}}", "version", 1, "model", f->model,
                   "sandbox", settings, "contexts", job->entries, "workspace", "kind",
-                  kind == VOLUME_EXT4 ? "ext4" : "tmpfs", "file", workspace_name, "copy_us",
-                  (json_int_t)stats.elapsed_us);
-    if (snapshot_store_commit(job->id, description, why, sizeof why) < 0) {
-        json_decref(description);
-        json_decref(model);
-        fail_job(job, errno == ENOSPC ? FAILURE_EXHAUSTED : FAILURE_INTERNAL, why);
+                  f->kind == VOLUME_EXT4 ? "ext4" : "tmpfs", "file",
+                  f->kind == VOLUME_EXT4 ? "workspace.img" : "workspace", "copy_us",
+                  (json_int_t)f->stats.elapsed_us);
+    f->description = json_dumps(description, JSON_INDENT(1) | JSON_SORT_KEYS);
+    json_decref(description);
+    if (!f->description)
+        die("out of memory");
+    worker_submit(seal_snapshot, snapshot_sealed, job);
+}
+
+static void copy_workspace_then_commit(snapshot_job *job)
+{
+    kernel *primary = box_default_kernel(job->b);
+    snapshot_files *f = &job->files;
+    const char *image;
+    if (!manager_workspace_volume(primary, &f->kind, &image)) {
+        fail_job(job, FAILURE_CONFLICT, "the sandbox has no workspace volume to copy");
         return;
     }
-    log_info("sandbox %s: snapshot %s taken", box_id(job->b), job->id);
-    json_decref(description); /* `model` is ours again alone */
-    job->done(job->arg, model, FAILURE_INTERNAL, NULL);
-    json_decref(model);
-    forget_job(job);
+    snprintf(f->image, sizeof f->image, "%s", image ? image : "");
+    snprintf(f->mount, sizeof f->mount, "%s", kernel_workspace(primary));
+    snprintf(f->to, sizeof f->to, "%s/%s", job->dir,
+             f->kind == VOLUME_EXT4 ? "workspace.img" : "workspace");
+    worker_submit(copy_workspace, workspace_copied, job);
 }
 
 /* ---- starting one ---- */
@@ -448,10 +519,18 @@ int snapshot_create(box *b, const char *name, json_t *metadata, snapshot_done do
 
 static void on_kernel_gone(kernel *k)
 {
-    for (snapshot_job *job = jobs; job; job = job->next)
+    for (snapshot_job *job = jobs, *next; job; job = next) {
+        next = job->next;
         for (size_t i = 0; i < job->count; i++)
             if (job->contexts[i] == k)
                 job->contexts[i] = NULL;
+        /* Its checkpoint ends without an answer (its pages may still be copied on a worker
+           thread, into a descriptor of the checkpoint's own): the snapshot fails now, so that
+           its request is answered, also when the daemon shuts down. */
+        if (job->checkpointing && job->at < job->count && !job->contexts[job->at])
+            fail_job(job, FAILURE_CONFLICT,
+                     "a context was deleted while the sandbox was snapshotted");
+    }
 }
 
 static void on_box_gone(box *b)

@@ -55,7 +55,9 @@ int snapshot_delete(const char *snapshot_id, failure_kind *failure, char *why, s
    own sandbox, still there: rewind it in place (its contexts and files replaced, its id, URL and
    token kept); absent: a new sandbox with a new id}, "timeout" (seconds), "metadata", "env"}.
    FAILURE_NOT_FOUND, FAILURE_FORBIDDEN "the snapshot's seal does not match: it was changed
-   outside cellbox" (tampered), FAILURE_EXHAUSTED (no room for another sandbox). */
+   outside cellbox" (tampered), FAILURE_EXHAUSTED (no room for another sandbox). The seal is
+   checked on a worker thread before anything starts, so a tampered snapshot is refused through
+   `done`, never by the -1 (which is left to a snapshot that does not exist). */
 int snapshot_restore(const char *snapshot_id, json_t *options, snapshot_done done, void *arg,
                      failure_kind *failure, char *why, size_t why_size);
 

@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <linux/magic.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,26 +165,31 @@ static bool read_pagemap(int fd, unsigned long long start, size_t pages, uint64_
 /* The frame of the kernel's shared zero page (what a read of untouched anonymous memory maps),
    learned once from a page of our own; 0 when unknown. A process can map terabytes of it for
    the price of its page tables: saved, it would fill the daemon's memory with zeros. */
-static uint64_t zero_page_frame(void)
+static uint64_t zero_frame;
+
+static void learn_zero_page_frame(void)
 {
-    static uint64_t frame;
-    static bool known;
-    if (known)
-        return frame;
-    known = true;
     volatile char *page = mmap(NULL, (size_t)page_size(), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (page == MAP_FAILED)
-        return 0;
+        return;
     (void)page[0];
     int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
     uint64_t entry = 0;
     if (fd >= 0 && read_pagemap(fd, (unsigned long long)(uintptr_t)page, 1, &entry) &&
         (entry & PAGEMAP_PRESENT))
-        frame = entry & PAGEMAP_PFN_MASK;
+        zero_frame = entry & PAGEMAP_PFN_MASK;
     if (fd >= 0)
         close(fd);
     munmap((void *)page, (size_t)page_size());
-    return frame;
+}
+
+/* Captures run on the daemon's worker threads (common/worker.h): learned once, under
+   pthread_once, so that no capture reads it half-learned. */
+static uint64_t zero_page_frame(void)
+{
+    static pthread_once_t learned = PTHREAD_ONCE_INIT;
+    pthread_once(&learned, learn_zero_page_frame);
+    return zero_frame;
 }
 
 static bool is_zero_page(uint64_t entry)
