@@ -264,8 +264,11 @@ static void plan_mappings(plan_builder *b, const process_image *image,
            mapping it lands in, and a diff image's scattered pages made a fork of 679 mappings
            one of ~2 600 (every later fork, image and exit of it paying for them); its long runs
            (the data) stay shared with the image, read only when touched. A copy needs the
-           memory writable until the protections are put back below. */
-        if (!(m->prot & PROT_WRITE))
+           memory writable until the protections are put back below; and in a diff image the
+           clone's own memory there may be read-only whatever the image's is (a source that was
+           itself restored after a daemon restart has another layout than this zygote: its
+           writable data may lie where the zygote has a library's read-only pages). */
+        if (m->run_count > 0 && (!(m->prot & PROT_WRITE) || !full))
             add_step(b, STEP_PROTECT, m->start, m->end - m->start, PROT_READ | PROT_WRITE, 0);
         for (size_t r = 0; r < m->run_count; r++)
             add_step(b, m->runs[r].pages < MAP_RUN_PAGES ? STEP_COPY : STEP_MAP_IMAGE,
@@ -360,17 +363,66 @@ static inline __attribute__((always_inline)) void die_raw(const char *message, l
 
 #define DIE_RAW(text) die_raw(text, (long)sizeof(text) - 1)
 
-static inline __attribute__((always_inline)) bool copy_into_place(const plan *p, const step *s)
+static inline __attribute__((always_inline)) char *put_text(char *at, const char *text)
+{
+    while (*text)
+        *at++ = *text++;
+    return at;
+}
+
+static inline __attribute__((always_inline)) char *put_number(char *at, uint64_t value, unsigned base)
+{
+    char digits[24];
+    int count = 0;
+    do {
+        digits[count++] = "0123456789abcdef"[value % base];
+        value /= base;
+    } while (value);
+    while (count)
+        *at++ = digits[--count];
+    return at;
+}
+
+/* Which step could not be put in place, where, and the kernel's errno: raw, as the plan runs
+   (no libc: its data may be the image's by now). */
+static void __attribute__((noreturn, noinline, no_stack_protector)) die_at_step(size_t index,
+                                                                               const step *s,
+                                                                               long error)
+{
+    char line[200], *at = line;
+    const char *kind = s->kind == STEP_UNMAP          ? "unmap"
+                       : s->kind == STEP_MAP_ANONYMOUS ? "anonymous map"
+                       : s->kind == STEP_MAP_IMAGE     ? "map from the image"
+                       : s->kind == STEP_COPY          ? "copy from the image"
+                       : s->kind == STEP_PROTECT       ? "protect"
+                                                       : "other";
+    at = put_text(at, "restore failed: a mapping of the image could not be put in place (step ");
+    at = put_number(at, index, 10);
+    at = put_text(at, ", ");
+    at = put_text(at, kind);
+    at = put_text(at, " at 0x");
+    at = put_number(at, s->address, 16);
+    at = put_text(at, ", ");
+    at = put_number(at, s->length, 10);
+    at = put_text(at, " bytes: errno ");
+    at = put_number(at, (uint64_t)(error < 0 ? -error : error), 10);
+    at = put_text(at, ")\n");
+    die_raw(line, at - line);
+    __builtin_unreachable();
+}
+
+/* 0, or pread's -errno (-EIO: the image ended before the run did). */
+static inline __attribute__((always_inline)) long copy_into_place(const plan *p, const step *s)
 {
     uint64_t done = 0;
     for (int tries = 0; done < s->length && tries < 1024; tries++) {
         long n = raw_syscall(SYS_pread64, p->image_fd, (long)(s->address + done),
                              (long)(s->length - done), (long)(s->file_offset + done), 0, 0);
         if (n <= 0)
-            return false;
+            return n < 0 ? n : -EIO;
         done += (uint64_t)n;
     }
-    return done == s->length;
+    return done == s->length ? 0 : -EIO;
 }
 
 /* The file opened again, checked to be the one the planner saw, and mapped. */
@@ -396,7 +448,7 @@ static void __attribute__((noreturn, noinline, no_stack_protector)) execute_plan
 {
     for (size_t i = 0; i < p->count; i++) {
         const step *s = &p->steps[i];
-        long rc = 0;
+        long rc = 0, error = 0;
         switch (s->kind) {
         case STEP_BRK:
             rc = raw_syscall(SYS_brk, (long)s->address, 0, 0, 0, 0, 0) == (long)s->address ? 0 : -1;
@@ -404,23 +456,25 @@ static void __attribute__((noreturn, noinline, no_stack_protector)) execute_plan
                 DIE_RAW("restore failed: the heap could not be set to the image's size\n");
             break;
         case STEP_UNMAP:
-            rc = raw_syscall(SYS_munmap, (long)s->address, (long)s->length, 0, 0, 0, 0);
+            rc = error = raw_syscall(SYS_munmap, (long)s->address, (long)s->length, 0, 0, 0, 0);
             break;
         case STEP_MAP_ANONYMOUS:
             rc = raw_syscall(SYS_mmap, (long)s->address, (long)s->length, s->prot,
                              MAP_PRIVATE | MAP_FIXED | MAP_ANONYMOUS, -1, 0);
+            error = rc;
             rc = rc == (long)s->address ? 0 : -1;
             break;
         case STEP_MAP_IMAGE:
             rc = raw_syscall(SYS_mmap, (long)s->address, (long)s->length, s->prot,
                              MAP_PRIVATE | MAP_FIXED, p->image_fd, (long)s->file_offset);
+            error = rc;
             rc = rc == (long)s->address ? 0 : -1;
             break;
         case STEP_COPY:
-            rc = copy_into_place(p, s) ? 0 : -1;
+            rc = error = copy_into_place(p, s);
             break;
         case STEP_PROTECT:
-            rc = raw_syscall(SYS_mprotect, (long)s->address, (long)s->length, s->prot, 0, 0, 0);
+            rc = error = raw_syscall(SYS_mprotect, (long)s->address, (long)s->length, s->prot, 0, 0, 0);
             break;
         case STEP_MAP_FILE:
             if (!map_file_into_place(p, s))
@@ -428,8 +482,7 @@ static void __attribute__((noreturn, noinline, no_stack_protector)) execute_plan
             break;
         }
         if (rc < 0) /* memory is half the image's: nothing to go back to */
-            DIE_RAW("restore failed: a mapping of the image could not be put in place (out of "
-                    "memory?)\n");
+            die_at_step(i, s, error);
     }
     raw_syscall(SYS_arch_prctl, ARCH_SET_FS, (long)p->resume->fs_base, 0, 0, 0, 0);
     raw_syscall(SYS_close, p->image_fd, 0, 0, 0, 0, 0);
