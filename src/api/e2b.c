@@ -634,7 +634,8 @@ static bool refuse_unknown_template_delete(http_request *request)
     const char *path = http_path(request);
     size_t n = strlen("/templates/");
     if (!http_method_is(request, "DELETE") || strncmp(path, "/templates/", n) != 0 ||
-        !path[n] || strchr(path + n, '/') || kernelspec_for_template(path + n))
+        !path[n] || strchr(path + n, '/') || kernelspec_for_template(path + n) ||
+        strcmp(path + n, "tags") == 0) /* Template.removeTags: E2B's cloud's, answered 501 */
         return false;
     errors_respond_e2b(request, 404,
                        "no snapshot or template is named '%.*s': Sandbox.listSnapshots() lists "

@@ -248,7 +248,7 @@ def test_auto_resume_needs_auto_pause(daemon):
 
 @pytest.mark.parametrize("method,path", [
     ("GET", "/secrets"), ("POST", "/secrets"), ("DELETE", "/secrets/abc"),
-    ("GET", "/snapshots"), ("POST", "/v3/templates"), ("GET", "/templates/x/tags"),
+    ("POST", "/v3/templates"), ("GET", "/templates/x/tags"),
     ("POST", "/v2/templates/t/builds/b"), ("GET", "/teams"), ("GET", "/api-keys"),
 ])
 def test_cloud_only_paths_answer_501(daemon, method, path):
