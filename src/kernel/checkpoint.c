@@ -129,6 +129,18 @@ static void capture_pages(void *arg)
                                           c->max_bytes, &c->stats, c->why, sizeof c->why);
 }
 
+/* What a failed capture means to the caller: a full disk; the kernel's own state (too large,
+   memory shared with another process, its process gone), which the user can change; or the
+   host failing us. */
+static failure_kind capture_failure(int rc)
+{
+    if (rc == -ENOSPC)
+        return FAILURE_EXHAUSTED;
+    if (rc == -EFBIG || rc == -EBUSY || rc == -ESRCH)
+        return FAILURE_CONFLICT;
+    return FAILURE_INTERNAL;
+}
+
 static void capture_done(void *arg)
 {
     pending_checkpoint *p = arg;
@@ -148,10 +160,7 @@ static void capture_done(void *arg)
     }
     if (c->rc < 0) {
         log_warn("kernel %s: checkpoint failed: %s", kernel_id(p->k), c->why);
-        finish(p, NULL, c->rc == -ENOSPC ? FAILURE_EXHAUSTED
-                        : c->rc == -EFBIG || c->rc == -ESRCH ? FAILURE_CONFLICT
-                                                             : FAILURE_INTERNAL,
-               c->why);
+        finish(p, NULL, capture_failure(c->rc), c->why);
         return;
     }
     kernel_checkpoint_result result = {

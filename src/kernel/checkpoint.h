@@ -47,7 +47,8 @@ typedef void (*kernel_checkpoint_done)(void *arg, const kernel_checkpoint_result
    it", "is still starting"; FAILURE_INVALID "is a <language> kernel: only Python kernels' live
    state can be checkpointed" (the model then carries such a context as "restarted")). A kernel
    with more than one thread, or one that does not answer in time, ends with `done`'s failure
-   (FAILURE_CONFLICT, "has N threads: ..."). `done` is called from the loop, never before this
+   (FAILURE_CONFLICT, "has N threads: ..."), like one holding writable shared memory
+   (FAILURE_CONFLICT, "holds memory shared with other processes ..."). `done` is called from the loop, never before this
    returns; the kernel always goes on running afterwards, whatever the outcome. */
 int kernel_checkpoint(kernel *k, int image_fd, bool full, kernel_checkpoint_done done, void *arg,
                       failure_kind *failure, char *why, size_t why_size);

@@ -442,16 +442,29 @@ static int open_pagemap(pid_t pid, char *why, size_t why_size)
     return fd;
 }
 
+/* Why a writable MAP_SHARED mapping refuses the image: a copy would either share the memory
+   with the source (a write in one seen in the other) or lose it, so it is refused, naming the
+   mapping and what the user does about it. Anonymous shared memory (mmap.mmap(-1, ...,
+   MAP_SHARED), or /dev/zero mapped shared) shows in /proc/PID/maps as "/dev/zero (deleted)". */
+static void describe_shared_mapping(const process_image_mapping *m, char *why, size_t why_size)
+{
+    bool anonymous = m->path[0] == '\0' || strncmp(m->path, "/dev/zero", 9) == 0;
+    snprintf(why, why_size,
+             "holds memory shared with other processes, which a copy would share or lose: %s%s "
+             "mapped MAP_SHARED at 0x%llx (%llu KiB); close that mapping (mmap_object.close() "
+             "or del it, or unmap the shared memory) and try again",
+             anonymous ? "anonymous memory" : "the file ", anonymous ? "" : m->path, m->start,
+             (m->end - m->start) >> 10);
+}
+
 /* Refuses what an image cannot hold; fills in the binary's path. */
 static int check_mappings(capture *c, const process_image *image, char *why, size_t why_size)
 {
     for (size_t i = 0; i < image->count; i++) {
         const process_image_mapping *m = &image->mappings[i];
         if (m->shared && (m->prot & PROT_WRITE)) {
-            snprintf(why, why_size, "a shared mapping of %s at 0x%llx cannot be imaged: unmap "
-                     "it (close the mmap or the shared memory) and try again",
-                     m->path[0] ? m->path : "anonymous memory", m->start);
-            return -EINVAL;
+            describe_shared_mapping(m, why, why_size);
+            return -EBUSY;
         }
         if (!c->binary[0] && strstr(m->path, "/cellbox-kernel"))
             snprintf(c->binary, sizeof c->binary, "%s", m->path);

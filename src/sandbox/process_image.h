@@ -30,7 +30,9 @@ typedef struct process_image_stats {
    the same physical page as base_pid's (the live zygote) at the same address, and record
    `generation` (an id of that zygote process, e.g. "pid:starttime") as the base the image needs;
    base_pid 0: a full image (every private page). 0, or -errno with `why` (ENOSPC from a full
-   disk is returned as such: nothing of the process is changed by a failed capture). */
+   disk is returned as such; EBUSY for a writable MAP_SHARED mapping, memory a copy would share
+   or lose: `why` names it and says to close it; nothing of the process is changed by a failed
+   capture). */
 int process_image_capture(pid_t pid, pid_t base_pid, const char *generation, int out_fd,
                           process_image_stats *stats, char *why, size_t why_size);
 

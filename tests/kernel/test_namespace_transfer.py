@@ -256,3 +256,63 @@ def test_a_failure_inside_the_transfer_is_answered_and_the_kernel_goes_on(kernel
     cellbox_frame(target, {"type": "namespace_filled", "bytes": 3})  # no load_namespace before
     assert next_cellbox_frame(target, "namespace_loaded")["why"] == "no load_namespace came before"
     assert run(target, "print('still serving')").strip() == "still serving"
+
+
+def test_open_and_closed_files_are_reopened_in_place_without_truncating(kernels, tmp_path):
+    """A file object is carried as its path, mode and position: a "w" or "x" file reopened for
+    writing keeps its bytes (it is not opened with O_TRUNC again), a reader comes back at its
+    offset, a closed file comes back closed, and a file held by an instance of a cell's class
+    (pickled by dill) is carried the same way."""
+    lines = "".join(f"line {i}\n" for i in range(5))
+    source = kernels()
+    run(source, f"""
+import os
+os.chdir({str(tmp_path)!r})
+with open('closed.txt', 'w') as closed_writer:
+    closed_writer.write('written and closed')
+open_writer = open('open.txt', 'w')
+open_writer.write('written, still open')
+with open('held.txt', 'w') as f:
+    f.write({lines!r})
+del f
+text_file = open('held.txt')
+text_file.readline(); text_file.readline()
+raw_file = open('held.txt', 'rb', buffering=0)
+raw_file.read(8)
+buffered_file = open('held.txt', 'rb')
+buffered_file.read(3)
+appender = open('closed.txt', 'a')
+class Holder:
+    def __init__(self, file):
+        self.file = file
+holder = Holder(open('held.txt', 'r+'))
+holder.file.seek(14)
+""")
+    container, report = save_namespace(source)
+    for name in ("closed_writer", "open_writer", "text_file", "raw_file", "buffered_file",
+                 "appender", "holder"):
+        assert name in report["carried"], (name, report)
+    before = {name: (tmp_path / name).read_bytes() for name in ("closed.txt", "open.txt", "held.txt")}
+    assert before["open.txt"] == b"written, still open"  # the save flushed the writer
+    target = kernels()
+    answer = load_namespace(target, container)
+    assert "why" not in answer and answer["report"]["not_carried"] == [], answer
+    after = {name: (tmp_path / name).read_bytes() for name in before}
+    assert after == before, "a file changed by the load"
+    output = run(target, """
+import json
+print('RESULT', json.dumps({
+    'closed': [closed_writer.closed, closed_writer.name, closed_writer.mode],
+    'open_writer': [open_writer.closed, open_writer.mode, open_writer.tell()],
+    'text_line': text_file.readline(), 'raw_read': raw_file.read(6).decode(),
+    'buffered_read': buffered_file.read(4).decode(), 'holder_read': holder.file.read(6),
+    'appender': appender.tell()}))
+""")
+    result = json.loads(output.split("RESULT ", 1)[1])
+    assert result == {
+        "closed": [True, "closed.txt", "w"], "open_writer": [False, "w", 19],
+        "text_line": "line 2\n", "raw_read": "ine 1\n", "buffered_read": "e 0\n",
+        "holder_read": "line 2", "appender": 18,
+    }
+    run(target, "open_writer.write(' and more'); open_writer.close()")
+    assert (tmp_path / "open.txt").read_bytes() == b"written, still open and more"

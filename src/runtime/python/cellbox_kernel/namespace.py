@@ -253,6 +253,9 @@ class _FastPickler(pickle.Pickler):
         self.earlier.get(id(obj))  # _SharingMemo.get notes a hit on an earlier record's object
         return None
 
+    def reducer_override(self, obj):
+        return _reduce_open_file(obj)
+
 
 _BY_VALUE_KINDS = (types.FunctionType, type)
 
@@ -272,6 +275,7 @@ class _Saver:
     def _dump(self, value, recurse):
         pickler = self.dill.Pickler(self.writer, protocol=5, recurse=recurse)
         pickler._main = self.main_module  # noqa: SLF001 (globals that are __main__'s: by reference)
+        pickler.reducer_override = _reduce_open_file  # not dill's file handling: see there
         pickler.memo = self.memo
         pickler.dump(value)
 
@@ -363,6 +367,72 @@ class _Saver:
                              if entry[0] < self.memo.floor})
         memo.floor = self.memo.floor
         return memo
+
+
+# ------------------------------------------------------------------ open files
+
+_FILE_KINDS = (io.TextIOWrapper, io.BufferedReader, io.BufferedWriter, io.BufferedRandom,
+               io.FileIO)
+
+
+def _reduce_open_file(obj):
+    """A file object opened by path, carried as its name, the path it is open at, its mode,
+    position and encoding, or NotImplemented for anything else. Not dill's way: dill reopens a
+    file with the mode it was opened with, and "w" empties it - the restored sandbox's
+    workspace file, written and closed before the snapshot, would be empty - and it leaves the
+    position at 0. The unwritten buffer is flushed first, so the bytes the position counts are
+    in the file the snapshot copies."""
+    if type(obj) not in _FILE_KINDS:
+        return NotImplemented
+    layers = [obj]
+    while hasattr(layers[-1], "buffer") or hasattr(layers[-1], "raw"):
+        layers.append(getattr(layers[-1], "buffer", None) or layers[-1].raw)
+    name = layers[-1].name
+    if not isinstance(name, (str, bytes)):
+        raise TypeError(f"a file opened from descriptor {name} has no path to reopen it by")
+    text = isinstance(obj, io.TextIOWrapper)
+    kind = "text" if text else "buffered" if len(layers) > 1 else "raw"
+    encoding, errors = (obj.encoding, obj.errors) if text else (None, None)
+    if obj.closed:
+        return _reopen_file, (name, None, kind, obj.mode, None, encoding, errors)
+    obj.flush()
+    # The path the descriptor is open at, not the name: a relative name means the working
+    # directory of the moment it was opened.
+    path = os.readlink(f"/proc/self/fd/{obj.fileno()}")
+    return _reopen_file, (name, path, kind, obj.mode, obj.tell(), encoding, errors)
+
+
+def _reopen_file(name, path, kind, mode, position, encoding, errors):
+    """The file object _reduce_open_file carried: opened at `path` without O_CREAT or O_TRUNC
+    whatever its mode ("w" and "x" write into the file as it is; a file gone since is an
+    error, so the name is reported not loaded), at its position; a closed one (path None) is
+    closed again without touching the file (it is opened on /dev/null, then named)."""
+    if "+" in mode:
+        flags = os.O_RDWR
+    else:
+        flags = os.O_RDONLY if "r" in mode else os.O_WRONLY
+    if "a" in mode:
+        flags |= os.O_APPEND
+    descriptor = os.open(path if path is not None else os.devnull, flags | os.O_CLOEXEC)
+    try:
+        file = open(descriptor, mode.replace("x", "w"), buffering=0 if kind == "raw" else -1,
+                    encoding=encoding, errors=errors)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    raw = file if kind == "raw" else file.raw if kind == "buffered" else file.buffer.raw
+    raw.name = name
+    if kind == "text":
+        file.mode = mode
+    if path is None:
+        file.close()
+    elif "a" not in mode:
+        try:
+            file.seek(position)
+        except BaseException:
+            file.close()
+            raise
+    return file
 
 
 def save(file, max_bytes, shell):
