@@ -524,8 +524,8 @@ static void seal_checked(void *arg)
     } else if (rc == 0) {
         rc = restore_new(check->snapshot_id, NULL, check->options, false, check->done, check->arg,
                          &failure, why, sizeof why);
-    } else if (!snapshot_store_path(check->snapshot_id, SNAPSHOT_SEAL, seal, sizeof seal) ||
-               access(seal, F_OK) < 0) { /* deleted while it was checked, not tampered */
+    } else if (!snapshot_store_path(check->snapshot_id, NULL, seal, sizeof seal) ||
+               access(seal, F_OK) < 0) { /* its folder deleted while it was checked, not tampered */
         failure = FAILURE_NOT_FOUND;
         snprintf(why, sizeof why, "snapshot %s does not exist (see GET /v1/snapshots)",
                  check->snapshot_id);
@@ -542,9 +542,12 @@ static int restore_after_seal_check(const char *snapshot_id, box *b, bool keep_f
                                     json_t *options, snapshot_done done, void *arg,
                                     failure_kind *failure, char *why, size_t why_size)
 {
-    json_t *model = snapshot_get(snapshot_id);
-    json_decref(model);
-    if (!model || strlen(snapshot_id) >= sizeof((seal_check *)NULL)->snapshot_id) {
+    /* a missing snapshot is 404 here; one whose description does not parse, 403 (tampered) */
+    json_t *description = snapshot_store_load(snapshot_id, false, failure, why, why_size);
+    json_decref(description);
+    if (!description)
+        return -1;
+    if (strlen(snapshot_id) >= sizeof((seal_check *)NULL)->snapshot_id) {
         *failure = FAILURE_NOT_FOUND;
         snprintf(why, why_size, "snapshot %.64s does not exist (see GET /v1/snapshots)",
                  snapshot_id);
