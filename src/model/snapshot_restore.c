@@ -45,6 +45,7 @@ struct restore_job {
     const char *planned; /* its level: "process", "python" or "restarted" */
     json_t *plan_notes;  /* why a level was not reached */
     int image_fd;        /* its image while its kernel starts from it */
+    bool files_only;     /* a hibernated sandbox listed again: no context's state is loaded */
     json_t *reports;     /* each context's outcome */
     box_start_wait *wait;
     snapshot_done done;
@@ -124,6 +125,14 @@ static void plan_context(restore_job *job, json_t *entry, const kernelspec *spec
     job->plan_notes = json_object();
     if (job->image_fd >= 0)
         close(job->image_fd);
+    if (job->files_only) {
+        /* Its processes end as soon as it is listed; the wake loads the state. Loaded here, a
+           state would run against the workspace first (a namespace load reopens its files)
+           and could change the files the wake then finds. */
+        job->image_fd = -1;
+        job->planned = "restarted";
+        return;
+    }
     job->image_fd = open_fitting_image(job, entry, spec);
     job->planned = job->image_fd >= 0                    ? "process"
                    : json_object_get(entry, "namespace") ? "python"
@@ -403,6 +412,7 @@ static int restore_new(const char *snapshot_id, const char *sandbox_id, json_t *
     restore_job *job = new_restore(snapshot_id, verify, done, arg, failure, why, why_size);
     if (!job)
         return -1;
+    job->files_only = sandbox_id != NULL; /* only hibernate.c names the id: see the header */
     json_t *settings = json_object_get(job->description, "sandbox");
     json_t *entry = context_entry(job, 0);
     const char *template = json_string_value(json_object_get(settings, "template"));
