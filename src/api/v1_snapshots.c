@@ -152,12 +152,13 @@ void v1_snapshots_route(http_request *request, char **s, int n)
         else
             http_respond_method_not_allowed(request, "GET");
     } else if (n == 3 && http_method_is(request, "GET")) {
-        json_t *model = snapshot_get(snapshot_id);
+        char why[600];
+        failure_kind failure;
+        json_t *model = snapshot_find(snapshot_id, &failure, why, sizeof why);
         if (model)
             http_respond_json(request, 200, model);
         else
-            http_respond_error(
-                request, 404, "snapshot %.64s does not exist (see GET /v1/snapshots)", snapshot_id);
+            http_respond_error(request, errors_status_of_failure(failure), "%s", why);
     } else if (n == 3 && http_method_is(request, "DELETE")) {
         char why[600];
         failure_kind failure;

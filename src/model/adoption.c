@@ -152,6 +152,10 @@ static const char *adopt_one(const saved_sandbox *saved, keeper_entry *entry, in
                              keeper_entry *entries, size_t entry_count)
 {
     json_t *record = saved->record;
+    /* Hibernated: its processes were being ended when the daemon went. They are not adopted:
+       the sweep ends what is left, and hibernation_init lists it again from its snapshot. */
+    if (json_is_string(json_object_get(json_object_get(record, "box"), "hibernation_snapshot")))
+        return "it hibernated: its snapshot lists it again";
     const kernelspec *spec = kernelspec_find(json_string_value(json_object_get(record, "kernelspec")));
     if (!spec)
         return "its template is no longer known";

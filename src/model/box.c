@@ -245,6 +245,10 @@ json_t *box_persisted(const box *b)
                   b->env, "timeout_s", b->timeout_s, "started_at_us", (json_int_t)b->started_at_us,
                   "ends_at_us", (json_int_t)b->ends_at_us, "paused", b->paused, "pause_at_timeout",
                   b->pause_at_timeout, "auto_resume", b->auto_resume, "contexts", contexts);
+    /* A next daemon that finds the kernel still alive (killed right after it hibernated) ends it
+       rather than adopt it: the snapshot lists the sandbox again, hibernated (adoption.c). */
+    if (b->hibernation_snapshot)
+        json_object_set_new(saved, "hibernation_snapshot", json_string(b->hibernation_snapshot));
     if (kernel_working_directory(b->primary)) /* E2B's default context works in /home/user */
         json_object_set_new(saved, "working_directory",
                             json_string(kernel_working_directory(b->primary)));

@@ -27,8 +27,10 @@ void snapshot_restore_init(const char *data_dir);
 int snapshot_restore_in_place(const char *snapshot_id, box *b, bool keep_files, snapshot_done done,
                               void *arg, failure_kind *failure, char *why, size_t why_size);
 /* A new sandbox from snapshot_id with id `sandbox_id` (NULL: a new one), as snapshot_restore;
-   hibernate.c gives the id of a hibernated sandbox an earlier daemon left. Its seal is checked
-   here, on the loop (at start, before the daemon serves). */
+   hibernate.c gives the id of a hibernated sandbox an earlier daemon left: then only its files
+   and settings are restored, its contexts start as new interpreters with no state loaded (they
+   are ended at once; its wake loads the state). Its seal is checked here, on the loop (at
+   start, before the daemon serves). */
 int snapshot_restore_new(const char *snapshot_id, const char *sandbox_id, json_t *options,
                          snapshot_done done, void *arg, failure_kind *failure, char *why,
                          size_t why_size);

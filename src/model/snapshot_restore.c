@@ -45,6 +45,7 @@ struct restore_job {
     const char *planned; /* its level: "process", "python" or "restarted" */
     json_t *plan_notes;  /* why a level was not reached */
     int image_fd;        /* its image while its kernel starts from it */
+    bool files_only;     /* a hibernated sandbox listed again: no context's state is loaded */
     json_t *reports;     /* each context's outcome */
     box_start_wait *wait;
     snapshot_done done;
@@ -124,6 +125,14 @@ static void plan_context(restore_job *job, json_t *entry, const kernelspec *spec
     job->plan_notes = json_object();
     if (job->image_fd >= 0)
         close(job->image_fd);
+    if (job->files_only) {
+        /* Its processes end as soon as it is listed; the wake loads the state. Loaded here, a
+           state would run against the workspace first (a namespace load reopens its files)
+           and could change the files the wake then finds. */
+        job->image_fd = -1;
+        job->planned = "restarted";
+        return;
+    }
     job->image_fd = open_fitting_image(job, entry, spec);
     job->planned = job->image_fd >= 0                    ? "process"
                    : json_object_get(entry, "namespace") ? "python"
@@ -403,6 +412,7 @@ static int restore_new(const char *snapshot_id, const char *sandbox_id, json_t *
     restore_job *job = new_restore(snapshot_id, verify, done, arg, failure, why, why_size);
     if (!job)
         return -1;
+    job->files_only = sandbox_id != NULL; /* only hibernate.c names the id: see the header */
     json_t *settings = json_object_get(job->description, "sandbox");
     json_t *entry = context_entry(job, 0);
     const char *template = json_string_value(json_object_get(settings, "template"));
@@ -524,8 +534,8 @@ static void seal_checked(void *arg)
     } else if (rc == 0) {
         rc = restore_new(check->snapshot_id, NULL, check->options, false, check->done, check->arg,
                          &failure, why, sizeof why);
-    } else if (!snapshot_store_path(check->snapshot_id, SNAPSHOT_SEAL, seal, sizeof seal) ||
-               access(seal, F_OK) < 0) { /* deleted while it was checked, not tampered */
+    } else if (!snapshot_store_path(check->snapshot_id, NULL, seal, sizeof seal) ||
+               access(seal, F_OK) < 0) { /* its folder deleted while it was checked, not tampered */
         failure = FAILURE_NOT_FOUND;
         snprintf(why, sizeof why, "snapshot %s does not exist (see GET /v1/snapshots)",
                  check->snapshot_id);
@@ -542,9 +552,12 @@ static int restore_after_seal_check(const char *snapshot_id, box *b, bool keep_f
                                     json_t *options, snapshot_done done, void *arg,
                                     failure_kind *failure, char *why, size_t why_size)
 {
-    json_t *model = snapshot_get(snapshot_id);
-    json_decref(model);
-    if (!model || strlen(snapshot_id) >= sizeof((seal_check *)NULL)->snapshot_id) {
+    /* a missing snapshot is 404 here; one whose description does not parse, 403 (tampered) */
+    json_t *description = snapshot_store_load(snapshot_id, false, failure, why, why_size);
+    json_decref(description);
+    if (!description)
+        return -1;
+    if (strlen(snapshot_id) >= sizeof((seal_check *)NULL)->snapshot_id) {
         *failure = FAILURE_NOT_FOUND;
         snprintf(why, why_size, "snapshot %.64s does not exist (see GET /v1/snapshots)",
                  snapshot_id);

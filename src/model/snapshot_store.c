@@ -6,6 +6,7 @@
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +81,9 @@ static int load_key(const char *data_dir, char *why, size_t why_size)
 
 typedef struct seal_context {
     EVP_MAC_CTX *mac;
-    unsigned char *chunk;
+    unsigned char *chunk;                             /* one block of a file, SEAL_CHUNK bytes */
+    unsigned char zero_digest[SHA256_DIGEST_LENGTH]; /* a whole block of zeros' SHA-256 */
+    bool have_zero_digest;
 } seal_context;
 
 static bool seal_update(seal_context *s, const void *data, size_t length)
@@ -88,7 +91,10 @@ static bool seal_update(seal_context *s, const void *data, size_t length)
     return EVP_MAC_update(s->mac, data, length) == 1;
 }
 
-/* A regular file: its size, then each data extent as (offset, length, bytes). */
+/* A regular file: its size, then the SHA-256 of each SEAL_CHUNK block of its bytes, holes read
+   as zeros. The seal covers the bytes, not the layout: a copy that fills the holes, or a byte
+   written back into a hole, seals the same. A block wholly in a hole is never read (a 1 GiB
+   workspace image holding 10 MiB reads 10 MiB): its digest is the zero block's, made once. */
 static int seal_file(seal_context *s, int fd)
 {
     struct stat st;
@@ -96,24 +102,41 @@ static int seal_file(seal_context *s, int fd)
         return -1;
     long long size = st.st_size;
     seal_update(s, &size, sizeof size);
-    for (off_t offset = 0; offset < st.st_size;) {
-        off_t data = lseek(fd, offset, SEEK_DATA);
-        if (data < 0)
-            return errno == ENXIO ? 0 : -1;
-        off_t hole = lseek(fd, data, SEEK_HOLE);
-        if (hole < 0)
-            return -1;
-        long long extent[2] = {data, hole - data};
-        seal_update(s, extent, sizeof extent);
-        for (off_t at = data; at < hole;) {
-            size_t want = hole - at < SEAL_CHUNK ? (size_t)(hole - at) : SEAL_CHUNK;
-            ssize_t n = pread(fd, s->chunk, want, at);
-            if (n <= 0)
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    off_t next_data = 0; /* no data before this offset */
+    for (off_t block = 0; block < st.st_size; block += SEAL_CHUNK) {
+        size_t length = st.st_size - block < SEAL_CHUNK ? (size_t)(st.st_size - block) : SEAL_CHUNK;
+        if (next_data < block) {
+            next_data = lseek(fd, block, SEEK_DATA);
+            if (next_data < 0 && errno != ENXIO)
                 return -1;
-            seal_update(s, s->chunk, (size_t)n);
-            at += n;
+            if (next_data < 0)
+                next_data = st.st_size; /* only a hole is left */
         }
-        offset = hole;
+        if (next_data >= block + (off_t)length) {
+            if (length == SEAL_CHUNK && s->have_zero_digest) {
+                seal_update(s, s->zero_digest, sizeof s->zero_digest);
+                continue;
+            }
+            memset(s->chunk, 0, length);
+            SHA256(s->chunk, length, digest);
+            if (length == SEAL_CHUNK)
+                memcpy(s->zero_digest, digest, sizeof digest), s->have_zero_digest = true;
+            seal_update(s, digest, sizeof digest);
+            continue;
+        }
+        for (size_t got = 0; got < length;) {
+            ssize_t n = pread(fd, s->chunk + got, length - got, block + (off_t)got);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0) {
+                errno = n == 0 ? EIO : errno; /* the file shrank while it was sealed */
+                return -1;
+            }
+            got += (size_t)n;
+        }
+        SHA256(s->chunk, length, digest);
+        seal_update(s, digest, sizeof digest);
     }
     return 0;
 }
@@ -320,6 +343,14 @@ int snapshot_store_commit(const char *id, const char *description, char *why, si
     return -1;
 }
 
+static void tampered_message(const char *id, char *why, size_t why_size)
+{
+    snprintf(why, why_size,
+             "the snapshot's seal does not match: snapshot %s was changed "
+             "outside cellbox, and is refused whole; delete it (DELETE /v1/snapshots/%s)",
+             id, id);
+}
+
 json_t *snapshot_store_load(const char *id, bool verify, failure_kind *failure, char *why,
                             size_t why_size)
 {
@@ -332,8 +363,17 @@ json_t *snapshot_store_load(const char *id, bool verify, failure_kind *failure, 
     }
     snprintf(path, sizeof path, "%s/%s", dir, SNAPSHOT_DESCRIPTION);
     json_t *description = json_load_file(path, 0, NULL);
-    if (!description) {
+    struct stat st;
+    if (!description && lstat(dir, &st) < 0) {
         snprintf(why, why_size, "snapshot %s does not exist (see GET /v1/snapshots)", id);
+        return NULL;
+    }
+    /* Its folder is there but its description does not parse (or is gone): only a change made
+       outside cellbox does that (a commit renames the folder in whole), so it is refused as
+       tampered, as a seal that does not match is, and never called missing. */
+    if (!description) {
+        *failure = FAILURE_FORBIDDEN;
+        tampered_message(id, why, why_size);
         return NULL;
     }
     if (verify && snapshot_store_check_seal(id, why, why_size) < 0) {
@@ -358,10 +398,7 @@ int snapshot_store_check_seal(const char *id, char *why, size_t why_size)
     if (read_seal && compute_seal(dir, expected) == 0 &&
         CRYPTO_memcmp(expected, found, SEAL_BYTES) == 0)
         return 0;
-    snprintf(why, why_size,
-             "the snapshot's seal does not match: snapshot %s was changed "
-             "outside cellbox, and is refused whole; delete it (DELETE /v1/snapshots/%s)",
-             id, id);
+    tampered_message(id, why, why_size);
     return -1;
 }
 

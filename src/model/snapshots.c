@@ -582,14 +582,19 @@ json_t *snapshot_list(const char *sandbox_id)
     return sorted;
 }
 
+json_t *snapshot_find(const char *snapshot_id, failure_kind *failure, char *why, size_t why_size)
+{
+    json_t *description = snapshot_store_load(snapshot_id, false, failure, why, why_size);
+    json_t *model = json_incref(json_object_get(description, "model"));
+    json_decref(description);
+    return model;
+}
+
 json_t *snapshot_get(const char *snapshot_id)
 {
     failure_kind failure;
     char why[300];
-    json_t *description = snapshot_store_load(snapshot_id, false, &failure, why, sizeof why);
-    json_t *model = json_incref(json_object_get(description, "model"));
-    json_decref(description);
-    return model;
+    return snapshot_find(snapshot_id, &failure, why, sizeof why);
 }
 
 int snapshot_delete(const char *snapshot_id, failure_kind *failure, char *why, size_t why_size)

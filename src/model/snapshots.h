@@ -48,6 +48,9 @@ int snapshot_create(box *b, const char *name, json_t *metadata, snapshot_done do
                     failure_kind *failure, char *why, size_t why_size);
 json_t *snapshot_list(const char *sandbox_id); /* new reference; sandbox_id NULL: every one */
 json_t *snapshot_get(const char *snapshot_id); /* new reference, NULL when there is none */
+/* As snapshot_get, NULL with `failure` and `why`: FAILURE_NOT_FOUND when there is none,
+   FAILURE_FORBIDDEN when its description was changed outside cellbox and no longer parses. */
+json_t *snapshot_find(const char *snapshot_id, failure_kind *failure, char *why, size_t why_size);
 /* -1 with FAILURE_NOT_FOUND, or FAILURE_CONFLICT while a hibernated sandbox still needs it. */
 int snapshot_delete(const char *snapshot_id, failure_kind *failure, char *why, size_t why_size);
 
