@@ -393,20 +393,33 @@ static int take_memfd(namespace_transfer *t, json_t *answer)
     return memfd;
 }
 
+/* The kernel's answer said why it could not (failed with `what` and its words): true. */
+static bool kernel_refused(namespace_transfer *t, json_t *answer, failure_kind kind,
+                           const char *what)
+{
+    const char *refusal = json_string_value(json_object_get(answer, "why"));
+    if (!refusal)
+        return false;
+    fail(t, kind, "%s: %.*s", what, text_utf8_prefix(refusal, 200), refusal);
+    return true;
+}
+
+/* The kernel's report, rebuilt bounded (kernel/namespace_frames.h); false after failing. */
+static bool take_report(namespace_transfer *t, json_t *answer)
+{
+    char why[200];
+    t->report = namespace_report_from_kernel(json_object_get(answer, "report"), why, sizeof why);
+    if (!t->report)
+        fail(t, FAILURE_INTERNAL, "%s", why);
+    return t->report != NULL;
+}
+
 static void on_saved(namespace_transfer *t, json_t *answer)
 {
     char why[200];
-    const char *refusal = json_string_value(json_object_get(answer, "why"));
-    if (refusal) {
-        fail(t, FAILURE_INTERNAL, "the kernel could not save its namespace: %.*s",
-             text_utf8_prefix(refusal, 200), refusal);
+    if (kernel_refused(t, answer, FAILURE_INTERNAL, "the kernel could not save its namespace") ||
+        !take_report(t, answer))
         return;
-    }
-    t->report = namespace_report_from_kernel(json_object_get(answer, "report"), why, sizeof why);
-    if (!t->report) {
-        fail(t, FAILURE_INTERNAL, "%s", why);
-        return;
-    }
     t->memfd = take_memfd(t, answer);
     if (t->memfd < 0)
         return;
@@ -425,12 +438,8 @@ static void on_saved(namespace_transfer *t, json_t *answer)
 static void on_buffer(namespace_transfer *t, json_t *answer)
 {
     char why[200];
-    const char *refusal = json_string_value(json_object_get(answer, "why"));
-    if (refusal) {
-        fail(t, FAILURE_INTERNAL, "the kernel could not load a namespace: %.*s",
-             text_utf8_prefix(refusal, 200), refusal);
+    if (kernel_refused(t, answer, FAILURE_INTERNAL, "the kernel could not load a namespace"))
         return;
-    }
     t->memfd = take_memfd(t, answer);
     if (t->memfd < 0)
         return;
@@ -444,18 +453,9 @@ static void on_buffer(namespace_transfer *t, json_t *answer)
 
 static void on_loaded(namespace_transfer *t, json_t *answer)
 {
-    char why[200];
-    const char *refusal = json_string_value(json_object_get(answer, "why"));
-    if (refusal) {
-        fail(t, FAILURE_INVALID, "the namespace was not loaded: %.*s",
-             text_utf8_prefix(refusal, 200), refusal);
+    if (kernel_refused(t, answer, FAILURE_INVALID, "the namespace was not loaded") ||
+        !take_report(t, answer))
         return;
-    }
-    t->report = namespace_report_from_kernel(json_object_get(answer, "report"), why, sizeof why);
-    if (!t->report) {
-        fail(t, FAILURE_INTERNAL, "%s", why);
-        return;
-    }
     json_object_set_new(t->report, "bytes", json_integer(t->size));
     finish(t);
 }

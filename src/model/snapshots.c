@@ -105,12 +105,20 @@ static json_t *entry_of(snapshot_job *job)
     return json_array_get(job->entries, job->at);
 }
 
+/* The context's file of the snapshot; -1 after failing the job (a full disk: FAILURE_EXHAUSTED). */
 static int open_context_file(snapshot_job *job, const char *suffix, char *name, size_t size)
 {
     snprintf(name, size, "context-%zu.%s", job->at, suffix);
-    char path[4400];
+    char path[4400], why[512];
     snprintf(path, sizeof path, "%s/%s", job->dir, name);
-    return open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        int error = errno;
+        snprintf(why, sizeof why, "%s while writing the snapshot",
+                 error == ENOSPC ? "no space left on the daemon's disk" : strerror(error));
+        fail_job(job, error == ENOSPC ? FAILURE_EXHAUSTED : FAILURE_INTERNAL, why);
+    }
+    return fd;
 }
 
 static void drop_context_file(snapshot_job *job, const char *name)
@@ -160,12 +168,8 @@ static void save_namespace(snapshot_job *job)
     char name[64], why[512];
     failure_kind failure;
     job->fd = open_context_file(job, "namespace", name, sizeof name);
-    if (job->fd < 0) {
-        snprintf(why, sizeof why, "%s while writing the snapshot",
-                 errno == ENOSPC ? "no space left on the daemon's disk" : strerror(errno));
-        fail_job(job, errno == ENOSPC ? FAILURE_EXHAUSTED : FAILURE_INTERNAL, why);
+    if (job->fd < 0)
         return;
-    }
     if (kernel_save_namespace(k, job->fd, NAMESPACE_MAX_BYTES, on_namespace_saved, job, &failure,
                               why, sizeof why) == 0)
         return;
@@ -242,12 +246,8 @@ static void take_context(snapshot_job *job)
     char name[64], why[512];
     failure_kind failure;
     job->fd = open_context_file(job, "image", name, sizeof name);
-    if (job->fd < 0) {
-        snprintf(why, sizeof why, "%s while writing the snapshot",
-                 errno == ENOSPC ? "no space left on the daemon's disk" : strerror(errno));
-        fail_job(job, errno == ENOSPC ? FAILURE_EXHAUSTED : FAILURE_INTERNAL, why);
+    if (job->fd < 0)
         return;
-    }
     if (kernel_checkpoint(k, job->fd, true, on_checkpointed, job, &failure, why, sizeof why) == 0) {
         job->checkpointing = true;
         return;
