@@ -56,7 +56,8 @@ import uuid
 import requests
 import websocket
 
-import checkpoints  # bench/checkpoints.py
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import checkpoints  # noqa: E402  (bench/checkpoints.py, beside this file)
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 RESULTS = os.path.join(REPO, "bench", "results")

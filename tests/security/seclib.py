@@ -45,6 +45,9 @@ TEMPLATE_BUILD_RE = re.compile(r"/data/templates/[a-z]+/[0-9a-f]{16}/[A-Za-z0-9.
 # A test's small snapshot store: the full-disk tests of snapshots (tests/integration) mount a
 # tmpfs of a few MiB at a test daemon's DATA_DIR/snapshots, another test's on this shared machine.
 SNAPSHOT_STORE_RE = re.compile(r"/cellbox-test-cellboxd-[A-Za-z0-9_]+/data/snapshots$")
+# A snapshot's workspace image, mounted read-only by a daemon while it copies the snapshot's files
+# into a restored sandbox (model/snapshot_restore.c: DATA_DIR/snapshot-mounts/<snapshot id>-<n>).
+SNAPSHOT_MOUNT_RE = re.compile(r"/snapshot-mounts/[0-9a-f]{8}-[0-9a-f-]{27}-[0-9]+$")
 # A name no host path has; attacks use it for the files they try to create outside.
 PWN = "cellbox-pwned-" + secrets.token_hex(4)
 
@@ -207,6 +210,7 @@ class HostState:
                    if not (m[2] == "ext4" and (WORKSPACE_MOUNT_RE.search(m[1]) or VOLUME_MOUNT_RE.search(m[1])))
                    and not (m[2] == "tmpfs" and (WORKSPACE_MOUNT_RE.search(m[1]) or SNAPSHOT_STORE_RE.search(m[1])))
                    and not (m[2] == "nsfs" and m[1].startswith("/run/netns/"))
+                   and not (SNAPSHOT_MOUNT_RE.search(m[1]) and "ro" in m[3].split(","))
                    and not (TEMPLATE_VIEW_RE.search(m[1]) and "ro" in m[3].split(","))
                    and not (m[2] == "overlay" and TEMPLATE_BUILD_RE.search(m[1]))]
         if foreign:
