@@ -618,14 +618,128 @@ static int restore_after_seal_check(const char *snapshot_id, box *b, bool keep_f
     return 0;
 }
 
+/* The default context becomes its image again (the same kernel, a new clone of the zygote)
+   where the live zygote can put it back, else a new interpreter that loads its namespace; the
+   others follow. -1 with why (the job is the caller's to end). */
+static int restart_in_place(restore_job *job, box *b, char *why, size_t why_size)
+{
+    kernel *primary = box_default_kernel(b);
+    plan_context(job, context_entry(job, 0), kernel_spec(primary));
+    if (job->image_fd >= 0 && kernel_restart_from_image(primary, job->image_fd, why, why_size) < 0) {
+        json_object_set_new(job->plan_notes, "process", json_string(why));
+        close(job->image_fd);
+        job->image_fd = -1;
+        job->planned = json_object_get(context_entry(job, 0), "namespace") ? "python" : "restarted";
+    }
+    if (job->image_fd < 0 && kernel_restart(primary, why, why_size) < 0)
+        return -1;
+    job->b = b;
+    job->current = primary;
+    wait_for_context(job);
+    return 0;
+}
+
+/* A rewind's files, replaced on a worker thread: the workspace emptied, then the snapshot's
+   tree copied in through descriptors opened on the loop. The sandbox's processes are ended
+   first, and its kernel starts again only once the copy is done. */
+typedef struct files_rewind {
+    restore_job *job;    /* listed in `restores` until the copy is done: on_box_gone reaches it */
+    char box_id[64];     /* for the answer when the sandbox went away meanwhile */
+    char workspace[4400];
+    uid_t uid;
+    int from_fd, to_fd;  /* the task's own */
+    int rc;              /* the thread's outcome */
+    char why[4600];      /* room for a path in the workspace */
+} files_rewind;
+
+static void replace_files(void *arg) /* on a worker thread */
+{
+    files_rewind *rewind = arg;
+    volume_copy_stats stats = {0};
+    rewind->rc = empty_workspace(rewind->workspace, rewind->why, sizeof rewind->why);
+    if (rewind->rc == 0)
+        rewind->rc = volume_copy_tree_at(rewind->from_fd, rewind->to_fd, rewind->uid,
+                                         (gid_t)rewind->uid, &stats, rewind->why,
+                                         sizeof rewind->why);
+}
+
+static void files_replaced(void *arg) /* on the loop */
+{
+    files_rewind *rewind = arg;
+    restore_job *job = rewind->job;
+    close(rewind->from_fd);
+    close(rewind->to_fd);
+    release_files(job->mount_point);
+    job->mount_point[0] = '\0';
+    char why[4600];
+    snprintf(why, sizeof why, "%s", rewind->why);
+    box *b = job->b;
+    job->b = NULL; /* set again once its kernel restarts */
+    if (!b) {
+        snprintf(why, sizeof why, "sandbox %s was deleted while its files were restored",
+                 rewind->box_id);
+        finish_restore(job, FAILURE_CONFLICT, why);
+    } else if (manager_is_ending()) {
+        finish_restore(job, FAILURE_CONFLICT,
+                       "the daemon is shutting down: rewind the sandbox once it is back");
+    } else if (rewind->rc < 0 || restart_in_place(job, b, why, sizeof why) < 0) {
+        finish_restore(job, FAILURE_INTERNAL, why);
+    }
+    free(rewind);
+}
+
+/* -1 with why when the copy cannot begin. */
+static int rewind_files(restore_job *job, box *b, char *why, size_t why_size)
+{
+    char tree[4400];
+    if (open_files(job, tree, sizeof tree, job->mount_point, sizeof job->mount_point, why,
+                   why_size) < 0)
+        return -1;
+    files_rewind *rewind = calloc(1, sizeof *rewind);
+    if (!rewind)
+        die("out of memory");
+    rewind->job = job;
+    snprintf(rewind->box_id, sizeof rewind->box_id, "%s", box_id(b));
+    snprintf(rewind->workspace, sizeof rewind->workspace, "%s",
+             kernel_workspace(box_default_kernel(b)));
+    rewind->uid = box_uid(b);
+    rewind->from_fd = open(tree, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    rewind->to_fd = rewind->from_fd < 0 ? -1
+                                        : open(rewind->workspace,
+                                               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (rewind->to_fd < 0) {
+        snprintf(why, why_size, "cannot open %s: %s",
+                 rewind->from_fd < 0 ? tree : rewind->workspace, strerror(errno));
+        if (rewind->from_fd >= 0)
+            close(rewind->from_fd);
+        free(rewind);
+        return -1;
+    }
+    job->b = b; /* NULL again if the box goes away meanwhile */
+    worker_submit(replace_files, files_replaced, rewind);
+    return 0;
+}
+
+static bool is_being_restored(box *b)
+{
+    for (restore_job *job = restores; job; job = job->next)
+        if (job->b == b)
+            return true;
+    return false;
+}
+
 static int restore_in_place(const char *snapshot_id, box *b, bool keep_files, bool verify,
                             snapshot_done done, void *arg, failure_kind *failure, char *why,
                             size_t why_size)
 {
+    if (is_being_restored(b)) {
+        *failure = FAILURE_CONFLICT;
+        snprintf(why, why_size, "sandbox %s is being restored: try again once it has", box_id(b));
+        return -1;
+    }
     restore_job *job = new_restore(snapshot_id, verify, done, arg, failure, why, why_size);
     if (!job)
         return -1;
-    kernel *primary = box_default_kernel(b);
     /* Every context ends first: nothing may write the files while they are replaced. */
     json_t *contexts = box_contexts_model(b);
     for (size_t i = 1; i < json_array_size(contexts); i++) {
@@ -635,40 +749,16 @@ static int restore_in_place(const char *snapshot_id, box *b, bool keep_files, bo
             box_delete_context(b, context);
     }
     json_decref(contexts);
+    kernel *primary = box_default_kernel(b);
     if (kernel_get_sandbox(primary)->cgroup)
         cgroup_kill_all(kernel_get_sandbox(primary)->cgroup);
-    char tree[4400], mount_point[4400] = "";
-    int rc = 0;
-    if (!keep_files) {
-        rc = open_files(job, tree, sizeof tree, mount_point, sizeof mount_point, why, why_size);
-        if (rc == 0)
-            rc = empty_workspace(kernel_workspace(primary), why, why_size);
-        volume_copy_stats stats = {0};
-        if (rc == 0)
-            rc = volume_copy_tree(tree, kernel_workspace(primary), box_uid(b), (gid_t)box_uid(b),
-                                  &stats, why, why_size);
-        release_files(mount_point);
-    }
-    /* The default context becomes its image again (the same kernel, a new clone of the zygote)
-       where the live zygote can put it back, else a new interpreter that loads its namespace. */
-    plan_context(job, context_entry(job, 0), kernel_spec(primary));
-    if (rc == 0 && job->image_fd >= 0 &&
-        kernel_restart_from_image(primary, job->image_fd, why, why_size) < 0) {
-        json_object_set_new(job->plan_notes, "process", json_string(why));
-        close(job->image_fd);
-        job->image_fd = -1;
-        job->planned = json_object_get(context_entry(job, 0), "namespace") ? "python" : "restarted";
-    }
-    if (rc == 0 && job->image_fd < 0)
-        rc = kernel_restart(primary, why, why_size);
+    int rc = keep_files ? restart_in_place(job, b, why, why_size)
+                        : rewind_files(job, b, why, why_size);
     if (rc < 0) {
         *failure = FAILURE_INTERNAL;
         forget_restore(job);
         return -1;
     }
-    job->b = b;
-    job->current = primary;
-    wait_for_context(job);
     return 0;
 }
 

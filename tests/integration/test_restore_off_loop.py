@@ -143,3 +143,75 @@ def test_a_daemon_stopped_during_a_restores_copy_exits_cleanly_and_leaves_nothin
     finally:
         problem = d.finish()
     assert problem is None, problem
+
+
+def loop_devices_backed_by(name):
+    """Loop devices whose backing file's path holds `name`."""
+    found = []
+    for backing in glob.glob("/sys/block/loop*/loop/backing_file"):
+        try:
+            with open(backing) as f:
+                if name in f.read():
+                    found.append(backing.split("/")[3])
+        except OSError:
+            continue
+    return found
+
+
+def cgroups_named_for(sid):
+    found = []
+    for root, dirs, _ in os.walk("/sys/fs/cgroup"):
+        if root.count("/") > 10:
+            dirs[:] = []
+            continue
+        found += [os.path.join(root, d) for d in dirs if sid in d]
+    return found
+
+
+def test_a_sandbox_deleted_while_its_rewinds_files_are_copied_leaves_nothing(v1, daemon):
+    """A rewind in place copies the snapshot's files on a worker too: another sandbox's cell is
+    answered meanwhile, and a DELETE during the copy is served at once; the rewind answers 409
+    naming why, and no workspace, volume, loop device, mount or cgroup of the sandbox is left."""
+    source = v1.create(timeout_s=0, limits={"disk": "2G"})["id"]
+    other = v1.create(timeout_s=0)["id"]
+    assert not v1.execute(source, WRITE_LARGE, timeout=300).errors
+    r = v1.post(f"v1/sandboxes/{source}/snapshots", json={}, timeout=300)
+    assert r.status_code == 201, r.text[:500]
+    snapshot_id = r.json()["snapshot_id"]
+    big = os.path.join(daemon.workspace(source), "big.bin")
+    answer = {}
+    rewinding = V1(daemon)
+
+    def rewind():
+        r = rewinding.post(f"v1/snapshots/{snapshot_id}/restore", json={"sandbox_id": source},
+                           timeout=300)
+        answer["status"], answer["body"] = r.status_code, r.json()
+
+    def being_copied():
+        try:
+            return 0 < os.stat(big).st_size < LARGE_BYTES
+        except FileNotFoundError:
+            return False
+
+    thread = threading.Thread(target=rewind)
+    thread.start()
+    try:
+        wait_until(being_copied, timeout=120, interval=0.002,
+                   message="the rewind's copy of big.bin to begin")
+        assert v1.value(other, "6 * 7").strip() == "42"
+        assert os.stat(big).st_size < LARGE_BYTES, "the other cell waited for the copy"
+        assert v1.delete(f"v1/sandboxes/{source}").status_code in (200, 204)
+    finally:
+        thread.join(timeout=300)
+    assert not thread.is_alive()
+    v1.created.remove(source)
+    assert answer["status"] == 409, answer
+    assert "deleted" in answer["body"]["message"], answer
+    # Nothing of the sandbox is left once the copy let go of its volume.
+    wait_until(lambda: not loop_devices_backed_by(source) and not cgroups_named_for(source),
+               timeout=60, message="the deleted sandbox's loop device and cgroup to go")
+    assert not os.path.exists(daemon.workspace(source))
+    assert not glob.glob(os.path.join(daemon.data_dir, "volumes", source + "*"))
+    with open("/proc/self/mountinfo") as f:
+        assert source not in f.read()
+    assert v1.value(other, "1 + 1").strip() == "2"
