@@ -4,10 +4,10 @@
  * seals it and answers namespace_saved naming the fd; the daemon takes a copy of that fd out of
  * the kernel's process (pidfd_getfd: the process's own access, nothing by path), checks it is a
  * sealed memfd within the limit, tells the kernel to let go of it (namespace_release), and copies
- * it into the caller's file a slice per loop turn.
+ * it into the caller's file on a worker thread (common/worker.h).
  * Load: {"type": "load_namespace"} → the kernel makes an empty memfd and answers namespace_buffer
- * naming it; the daemon takes it, checks it is an empty memfd, copies the caller's file into it a
- * slice per loop turn, sends namespace_filled with the size, and the kernel answers
+ * naming it; the daemon takes it, checks it is an empty memfd, copies the caller's file into it on
+ * a worker thread, sends namespace_filled with the size, and the kernel answers
  * namespace_loaded with its report.
  *
  * The kernel may be hostile. It can only name a descriptor it holds, and only a memfd passes;
@@ -33,12 +33,12 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "common/text.h"
+#include "common/worker.h"
 #include "kernel/namespace_frames.h"
 
 /* A save or load of 100 MiB takes about a second; a kernel that has not answered in this long
    is stuck in user code's __reduce__ or __setstate__ (or hostile). */
 #define TRANSFER_TIME_LIMIT_MS 300000
-#define COPY_SLICE_BYTES (8 << 20) /* copied per loop turn: other sandboxes wait no longer */
 #define COPY_BUFFER_BYTES (1 << 20)
 #define MAX_TRANSFERS 64
 
@@ -59,7 +59,8 @@ typedef struct namespace_transfer {
     int supervisor_pidfd;                   /* a copy of the kernel's, watched: its process ended */
     loop_watch supervisor_watch;            /* on supervisor_pidfd */
     int memfd;                              /* the kernel's memfd, taken (-1 until then) */
-    long long size, copied;                 /* bytes to copy, and copied so far */
+    long long size;                         /* bytes to copy */
+    unsigned long long serial;              /* names it for its copy's completion */
     loop_timer_id time_limit;               /* ends the whole transfer */
     json_t *report;                         /* the kernel's, rebuilt */
     kernel_namespace_done done;             /* the caller's, called once from the loop */
@@ -215,7 +216,9 @@ static namespace_transfer *start(kernel *k, transfer_step step, int file_fd, jso
     namespace_transfer *t = calloc(1, sizeof *t);
     if (!t)
         die("out of memory starting a namespace transfer");
+    static unsigned long long serials;
     t->k = k;
+    t->serial = ++serials;
     snprintf(t->kernel_id, sizeof t->kernel_id, "%s", kernel_id(k));
     t->step = step;
     t->file_fd = file_fd;
@@ -291,46 +294,57 @@ static void forget_kernel(kernel *k)
     }
 }
 
-/* ---- copying, a slice per loop turn ---- */
+/* ---- copying, on a worker thread ---- */
 
-static void copy_slice(void *arg);
+/* One copy between the kernel's memfd and the caller's file, run by a worker (common/worker.h):
+   it owns copies of both descriptors, so a transfer that ends meanwhile (its kernel died, its time
+   ran out: the caller closes its file) closes nothing under it, and the transfer is found again
+   in copied() by its serial, never by a pointer that may name another transfer by then. */
+typedef struct namespace_copy {
+    namespace_transfer *t;    /* compared, with serial, only on the loop */
+    unsigned long long serial; /* t's */
+    int from, to;             /* the task's own descriptors */
+    long long size;           /* bytes to copy (fstat, the daemon's measure) */
+    int error;                /* the thread's outcome: 0, or errno */
+    bool writing;             /* error came from the writing side */
+} namespace_copy;
 
-/* Copies up to COPY_SLICE_BYTES from `from` to `to` at t->copied; -1 with errno (and which side
-   failed in *writing). */
-static int copy_some(namespace_transfer *t, int from, int to, bool *writing)
+static void copy_all(void *arg) /* on a worker thread */
 {
-    static char slice[COPY_BUFFER_BYTES];
-    long long slice_end = t->copied + COPY_SLICE_BYTES;
-    while (t->copied < t->size && t->copied < slice_end) {
-        size_t want = (size_t)(t->size - t->copied < COPY_BUFFER_BYTES ? t->size - t->copied
-                                                                       : COPY_BUFFER_BYTES);
-        *writing = false;
-        ssize_t got = pread(from, slice, want, t->copied);
+    namespace_copy *copy = arg;
+    char *chunk = malloc(COPY_BUFFER_BYTES);
+    if (!chunk) {
+        copy->error = ENOMEM;
+        return;
+    }
+    for (long long done = 0; done < copy->size && !copy->error;) {
+        size_t want = (size_t)(copy->size - done < COPY_BUFFER_BYTES ? copy->size - done
+                                                                     : COPY_BUFFER_BYTES);
+        ssize_t got = pread(copy->from, chunk, want, done);
         if (got <= 0) {
-            if (got == 0)
-                errno = ENODATA; /* shorter than its size said: it shrank */
-            return -1;
+            copy->error = got == 0 ? ENODATA : errno; /* ENODATA: shorter than its size said */
+            break;
         }
-        *writing = true;
         for (ssize_t put = 0; put < got;) {
-            ssize_t n = pwrite(to, slice + put, (size_t)(got - put), t->copied + put);
-            if (n < 0)
-                return -1;
+            ssize_t n = pwrite(copy->to, chunk + put, (size_t)(got - put), done + put);
+            if (n < 0) {
+                copy->error = errno;
+                copy->writing = true;
+                break;
+            }
             put += n;
         }
-        t->copied += got;
+        done += got;
     }
-    return 0;
+    free(chunk);
 }
 
-/* Scheduled by pointer: a transfer that ended meanwhile is no longer listed, and its slice is
-   skipped (the outcome is reported, and the memory freed, only after that batch). */
-static bool is_listed(namespace_transfer *t)
+static namespace_transfer *transfer_with_serial(namespace_transfer *t, unsigned long long serial)
 {
     for (namespace_transfer *u = transfers; u; u = u->next)
-        if (u == t)
-            return true;
-    return false;
+        if (u == t && u->serial == serial)
+            return u;
+    return NULL;
 }
 
 static void copied_out(namespace_transfer *t)
@@ -354,26 +368,52 @@ static void copied_in(namespace_transfer *t)
         fail(t, FAILURE_CONFLICT, "the kernel died during its namespace load");
 }
 
-static void copy_slice(void *arg)
+static void copied(void *arg) /* on the loop */
 {
-    namespace_transfer *t = arg;
-    if (!is_listed(t))
-        return;
-    bool out = t->step == COPYING_OUT, writing = false;
-    if (copy_some(t, out ? t->memfd : t->file_fd, out ? t->file_fd : t->memfd, &writing) < 0) {
-        int error = errno;
+    namespace_copy *copy = arg;
+    close(copy->from);
+    close(copy->to);
+    namespace_transfer *t = transfer_with_serial(copy->t, copy->serial);
+    int error = copy->error;
+    bool writing = copy->writing;
+    free(copy);
+    if (!t)
+        return; /* it ended meanwhile and was reported then */
+    bool out = t->step == COPYING_OUT;
+    if (error) {
         bool full = writing && (error == ENOSPC || error == EDQUOT);
         fail(t, full ? FAILURE_EXHAUSTED : FAILURE_INTERNAL, "%s %s the namespace: %s",
              writing ? "cannot write" : "cannot read", out ? "saving" : "loading",
              full ? "no space left on the device" : strerror(error));
+    } else if (out) {
+        copied_out(t);
+    } else {
+        copied_in(t);
+    }
+}
+
+/* The memfd to the caller's file (COPYING_OUT) or back (COPYING_IN), on a worker: a namespace
+   of hundreds of MiB copied on the loop stalled every other sandbox's traffic for as long. */
+static void start_copy(namespace_transfer *t)
+{
+    bool out = t->step == COPYING_OUT;
+    namespace_copy *copy = calloc(1, sizeof *copy);
+    if (!copy)
+        die("out of memory copying a namespace");
+    copy->t = t;
+    copy->serial = t->serial;
+    copy->size = t->size;
+    copy->from = fcntl(out ? t->memfd : t->file_fd, F_DUPFD_CLOEXEC, 0);
+    copy->to = copy->from < 0 ? -1 : fcntl(out ? t->file_fd : t->memfd, F_DUPFD_CLOEXEC, 0);
+    if (copy->to < 0) {
+        int error = errno;
+        if (copy->from >= 0)
+            close(copy->from);
+        free(copy);
+        fail(t, FAILURE_EXHAUSTED, "cannot copy the namespace: %s", strerror(error));
         return;
     }
-    if (t->copied < t->size)
-        loop_defer(copy_slice, t);
-    else if (out)
-        copied_out(t);
-    else
-        copied_in(t);
+    worker_submit(copy_all, copied, copy);
 }
 
 /* ---- the kernel's answers ---- */
@@ -432,7 +472,7 @@ static void on_saved(namespace_transfer *t, json_t *answer)
     }
     json_object_set_new(t->report, "bytes", json_integer(t->size)); /* the daemon's measure */
     t->step = COPYING_OUT;
-    copy_slice(t);
+    start_copy(t);
 }
 
 static void on_buffer(namespace_transfer *t, json_t *answer)
@@ -448,7 +488,7 @@ static void on_buffer(namespace_transfer *t, json_t *answer)
         return;
     }
     t->step = COPYING_IN;
-    copy_slice(t);
+    start_copy(t);
 }
 
 static void on_loaded(namespace_transfer *t, json_t *answer)

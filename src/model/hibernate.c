@@ -1,8 +1,9 @@
 /* hibernate — a sandbox kept only as a snapshot and its files: box_hibernate takes a snapshot
  * (snapshots.c), then ends every process of the sandbox (its cgroup killed: the memory is
- * freed), and the box stays listed "hibernated" with the snapshot's id; box_wake puts the
- * contexts back in place (snapshot_restore.c, the files kept: they never left) and removes the
- * snapshot. A sandbox hibernates on request (POST /v1/sandboxes/{id}/hibernate), at the end of
+ * freed) and answers once they are gone (its kernel reaped, its cgroup empty; a wake asked for
+ * meanwhile starts then), and the box stays listed "hibernated" with the snapshot's id; box_wake
+ * puts the contexts back in place (snapshot_restore.c, the files kept: they never left) and
+ * removes the snapshot. A sandbox hibernates on request (POST /v1/sandboxes/{id}/hibernate), at the end of
  * its TTL when its lifecycle says 'pause' (E2B's onTimeout), and after --hibernate-idle seconds
  * without activity.
  *
@@ -24,6 +25,7 @@
 #include "model/snapshot_internal.h"
 #include "model/snapshot_store.h"
 #include "model/ttl.h"
+#include "sandbox/cgroup.h"
 
 #define IDLE_CHECK_MS 1000
 
@@ -41,6 +43,9 @@ typedef struct transition {
        carried; otherwise the snapshot is dropped and the box left as it was (`declined`) */
     bool only_if_whole;
     void (*declined)(box *b);
+    bool hibernated;           /* its snapshot is taken: it waits for its processes to end */
+    loop_timer_id ended_timer; /* checks that they have */
+    int ended_checks;          /* how many times so far */
     waiter *waiters;
     struct transition *next;
 } transition;
@@ -90,6 +95,7 @@ static void end_transition(transition *t, json_t *result, failure_kind failure, 
             *at = t->next;
             break;
         }
+    loop_timer_cancel(t->ended_timer);
     while (t->waiters) {
         waiter *w = t->waiters;
         t->waiters = w->next;
@@ -160,6 +166,51 @@ static bool carries_every_context(json_t *snapshot)
     return true;
 }
 
+/* The answer waits until the sandbox's processes are gone: a client reading "hibernated" finds no
+   process of it left (SIGKILL is sent at once, but a large process takes a while to exit and
+   free its memory). Checked every ENDED_CHECK_MS, at most ENDED_CHECK_LIMIT times; a process
+   still there after that (stuck in the kernel) is logged, and the answer goes out anyway: the
+   sandbox is hibernated, its snapshot taken. */
+#define ENDED_CHECK_MS 5
+#define ENDED_CHECK_LIMIT 2000
+
+/* Its kernel reaped (pid 1 of the sandbox, the daemon's child: no zombie left of it) and its
+   cgroup empty (every process in it gone). */
+static bool processes_ended(box *b)
+{
+    kernel *k = box_default_kernel(b);
+    const kernel_sandbox *sandbox = kernel_get_sandbox(k);
+    return kernel_get_state(k) == KERNEL_DEAD &&
+           (!sandbox->cgroup || cgroup_is_empty(sandbox->cgroup));
+}
+
+static void check_ended(void *arg)
+{
+    transition *t = arg;
+    t->ended_timer = 0;
+    if (!t->b) {
+        end_transition(t, NULL, FAILURE_CONFLICT, "the sandbox was deleted while it hibernated");
+        return;
+    }
+    if (!processes_ended(t->b) && ++t->ended_checks < ENDED_CHECK_LIMIT) {
+        t->ended_timer = loop_timer_add(ENDED_CHECK_MS, check_ended, t);
+        return;
+    }
+    if (!processes_ended(t->b))
+        log_warn("sandbox %s hibernated, but a process of it is still there after %d s",
+                 box_id(t->b), ENDED_CHECK_MS * ENDED_CHECK_LIMIT / 1000);
+    json_t *model = box_model(t->b);
+    end_transition(t, model, FAILURE_INTERNAL, NULL);
+    json_decref(model);
+}
+
+static void answer_when_ended(transition *t)
+{
+    t->hibernated = true;
+    t->ended_checks = 0;
+    check_ended(t);
+}
+
 static void on_hibernation_snapshot(void *arg, json_t *snapshot, failure_kind failure,
                                     const char *why)
 {
@@ -185,9 +236,7 @@ static void on_hibernation_snapshot(void *arg, json_t *snapshot, failure_kind fa
     const char *snapshot_id = json_string_value(json_object_get(snapshot, "snapshot_id"));
     end_processes(t->b, snapshot_id);
     log_info("sandbox %s hibernated (snapshot %s)", box_id(t->b), snapshot_id);
-    json_t *model = box_model(t->b);
-    end_transition(t, model, FAILURE_INTERNAL, NULL);
-    json_decref(model);
+    answer_when_ended(t);
 }
 
 static int hibernate(box *b, bool only_if_whole, void (*declined)(box *b), snapshot_done done,
@@ -257,12 +306,46 @@ static void on_woken(void *arg, json_t *restored, failure_kind failure, const ch
     json_decref(model);
 }
 
+/* A wake asked for while the hibernation's processes were still ending: it starts when the
+   hibernation has answered (a request into the sandbox at that moment wakes it, as any other). */
+typedef struct wake_after {
+    char box_id[64];
+    snapshot_done done;
+    void *arg;
+} wake_after;
+
+static void wake_after_hibernation(void *arg, json_t *hibernated, failure_kind failure,
+                                   const char *why)
+{
+    wake_after *later = arg;
+    box *b = box_find(later->box_id);
+    char wake_why[600];
+    failure_kind wake_failure = FAILURE_CONFLICT;
+    if (!b)
+        snprintf(wake_why, sizeof wake_why, "the sandbox was deleted while it hibernated");
+    else if (box_wake(b, later->done, later->arg, &wake_failure, wake_why, sizeof wake_why) == 0)
+        wake_why[0] = '\0';
+    if (wake_why[0] && later->done)
+        later->done(later->arg, NULL, wake_failure, wake_why);
+    free(later);
+}
+
 int box_wake(box *b, snapshot_done done, void *arg, failure_kind *failure, char *why,
              size_t why_size)
 {
     transition *t = transition_of(b);
     if (t && t->waking) {
         add_waiter(t, done, arg);
+        return 0;
+    }
+    if (t && t->hibernated) { /* its processes still ending: woken once they have */
+        wake_after *later = calloc(1, sizeof *later);
+        if (!later)
+            die("out of memory");
+        snprintf(later->box_id, sizeof later->box_id, "%s", box_id(b));
+        later->done = done;
+        later->arg = arg;
+        add_waiter(t, wake_after_hibernation, later);
         return 0;
     }
     if (t) {

@@ -158,9 +158,14 @@ static int take_from_pool(const kernelspec *spec, json_t *env, const sandbox_lim
     return 0;
 }
 
-static kernel *create(const char *spec_name, json_t *env, json_t *requested_limits,
-                      json_t *network, const rootfs_volumes *volumes, const manager_seed *seed,
-                      failure_kind *failure, char *why, size_t why_size)
+static bool ending;     /* manager_shutdown_all has begun */
+static size_t creating; /* sandboxes whose files are being copied before their kernel starts */
+
+/* The request's kernelspec, with its limits in *limits, if a new sandbox may be made for it;
+   NULL with the failure and why. */
+static const kernelspec *admit(const char *spec_name, json_t *env, json_t *requested_limits,
+                               json_t *network, sandbox_limits *limits, failure_kind *failure,
+                               char *why, size_t why_size)
 {
     const kernelspec *spec = kernelspec_find(spec_name ? spec_name : options.default_kernel);
     if (!spec) {
@@ -171,7 +176,7 @@ static kernel *create(const char *spec_name, json_t *env, json_t *requested_limi
                  spec_name);
         return NULL;
     }
-    if (options.max_kernels > 0 && kernel_count >= (size_t)options.max_kernels) {
+    if (options.max_kernels > 0 && kernel_count + creating >= (size_t)options.max_kernels) {
         *failure = FAILURE_FORBIDDEN;
         snprintf(why, why_size, "Resource Limit: maximum number of kernels (%d) reached; delete a "
                  "kernel or raise --max-kernels", options.max_kernels);
@@ -181,10 +186,21 @@ static kernel *create(const char *spec_name, json_t *env, json_t *requested_limi
         *failure = FAILURE_EXHAUSTED;
         return NULL;
     }
-    sandbox_limits limits;
     if (limits_from_request(requested_limits, network, env, &options.default_limits,
-                            &options.max_limits, options.allow_network, &limits, failure, why,
+                            &options.max_limits, options.allow_network, limits, failure, why,
                             why_size) < 0)
+        return NULL;
+    return spec;
+}
+
+static kernel *create(const char *spec_name, json_t *env, json_t *requested_limits,
+                      json_t *network, const rootfs_volumes *volumes, const manager_seed *seed,
+                      failure_kind *failure, char *why, size_t why_size)
+{
+    sandbox_limits limits;
+    const kernelspec *spec =
+        admit(spec_name, env, requested_limits, network, &limits, failure, why, why_size);
+    if (!spec)
         return NULL;
     /* A pooled kernel's sandbox is already built: nothing can be bound into it any more. Its
        root is the same with network or without (sandbox/rootfs.c), and its namespace has
@@ -227,6 +243,51 @@ kernel *manager_create_seeded(const char *spec_name, json_t *env, json_t *limits
                               size_t why_size)
 {
     return create(spec_name, env, limits, network, NULL, seed, failure, why, why_size);
+}
+
+/* ---- a seeded creation whose files are copied off the loop ---- */
+
+typedef struct later_create {
+    manager_created created;
+    void *arg;
+} later_create;
+
+static void started_later(void *arg, kernel *k, sandbox_pieces *pieces, const char *why)
+{
+    later_create *later = arg;
+    creating--;
+    if (k) {
+        remember(k, pieces);
+        log_info("kernel %s started (%s, uid %d, its files copied)", kernel_id(k),
+                 kernel_spec(k)->name, (int)sandbox_pieces_uid(pieces));
+    }
+    later->created(later->arg, k, ending ? FAILURE_CONFLICT : FAILURE_INTERNAL, why);
+    free(later);
+}
+
+int manager_create_seeded_later(const char *spec_name, json_t *env, json_t *limits,
+                                json_t *network, const manager_seed *seed,
+                                manager_created created, void *arg, failure_kind *failure,
+                                char *why, size_t why_size)
+{
+    sandbox_limits checked;
+    const kernelspec *spec =
+        admit(spec_name, env, limits, network, &checked, failure, why, why_size);
+    if (!spec)
+        return -1;
+    later_create *later = calloc(1, sizeof *later);
+    if (!later)
+        die("out of memory");
+    *later = (later_create){.created = created, .arg = arg};
+    if (prepared_start_kernel_later(spec, env, &checked, seed->id, seed->workspace_from,
+                                    seed->restore_image_fd, started_later, later, why,
+                                    why_size) < 0) {
+        free(later);
+        *failure = FAILURE_INTERNAL;
+        return -1;
+    }
+    creating++;
+    return 0;
 }
 
 void manager_delete(kernel *k)
@@ -274,7 +335,6 @@ static void discard_made_ahead(void)
     pool_discard_all();
 }
 
-static bool ending; /* manager_shutdown_all has begun */
 
 bool manager_is_ending(void) { return ending; }
 

@@ -57,6 +57,16 @@ typedef struct manager_seed {
 kernel *manager_create_seeded(const char *spec_name, json_t *env, json_t *limits, json_t *network,
                               const manager_seed *seed, failure_kind *failure, char *why,
                               size_t why_size);
+/* The same, its files copied on a worker thread while the loop serves the other sandboxes; the
+   kernel starts once they are all in place. `created` runs on the loop after this returns, with
+   the kernel, or with NULL, the failure (conflict: the daemon began to stop) and why, nothing
+   half-made left. workspace_from and restore_image_fd must stay valid until then. -1 with the
+   failure and why when it cannot begin (`created` never runs). */
+typedef void (*manager_created)(void *arg, kernel *k, failure_kind failure, const char *why);
+int manager_create_seeded_later(const char *spec_name, json_t *env, json_t *limits,
+                                json_t *network, const manager_seed *seed,
+                                manager_created created, void *arg, failure_kind *failure,
+                                char *why, size_t why_size);
 kernel *manager_find(const char *id);
 void manager_delete(kernel *k);
 size_t manager_count(void);

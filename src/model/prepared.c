@@ -1,10 +1,15 @@
 #include "model/prepared.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/loop.h"
+#include "common/worker.h"
 #include "model/templates.h"
 #include "sandbox/volume.h"
 #include "sandbox/volume_worker.h"
@@ -26,6 +31,7 @@ static volume_kind workspace_kind;
 static bool keep_workspaces;
 static prepared_set prepared[PREPARED_AHEAD];
 static loop_timer_id prepare_timer;
+static bool stopped; /* prepared_discard_all ran: the daemon ends (or detaches) */
 
 static void schedule_prepare(int64_t delay_ms);
 
@@ -136,6 +142,7 @@ static bool take_prepared(const sandbox_limits *limits, char *id, sandbox_pieces
 
 void prepared_discard_all(void)
 {
+    stopped = true;
     if (prepare_timer)
         loop_timer_cancel(prepare_timer);
     prepare_timer = 0;
@@ -161,6 +168,49 @@ static int seed_files(const char *from, const char *workspace, uid_t uid, char *
     return volume_copy_tree(from, workspace, uid, (gid_t)uid, &stats, why, why_size);
 }
 
+/* Starts the kernel on pieces made (seeded: its files are in place, the template's not needed);
+   NULL with `why`. The caller releases the pieces on failure. */
+static kernel *start_on(const kernelspec *spec, json_t *env, const sandbox_limits *limits,
+                        const rootfs_volumes *volumes, const char *id, sandbox_pieces *pieces,
+                        const char *workspace, bool seeded, int restore_image_fd, char *why,
+                        size_t why_size)
+{
+    kernel_sandbox sandbox = {.uid = sandbox_pieces_uid(pieces),
+                              .cgroup = pieces->cgroup,
+                              .limits = *limits,
+                              .restore = restore_image_fd >= 0,
+                              .restore_image_fd = restore_image_fd};
+    if (volumes)
+        sandbox.volumes = *volumes;
+    sandbox_pieces_base(&sandbox);
+    if (sandbox_pieces_open_volume_views(id, sandbox.uid, &sandbox.volumes, why, why_size) < 0)
+        return NULL;
+    if (spec->template.view && !seeded && /* the snapshot's files hold the template's */
+        templates_seed_workspace(spec->template.view, workspace, sandbox.uid, why, why_size) < 0)
+        return NULL;
+    return kernel_start(id, spec, workspace, env, &sandbox, why, why_size);
+}
+
+/* The sandbox's id (seed_id, a prepared set's, or a new one) and pieces; 0, or -1 with `why`
+   and nothing left. */
+static int make_sandbox(const sandbox_limits *limits, const char *seed_id, char *id,
+                        sandbox_pieces *pieces, char *why, size_t why_size)
+{
+    *pieces = SANDBOX_PIECES_NONE;
+    if (!seed_id && take_prepared(limits, id, pieces))
+        return 0;
+    if (seed_id)
+        snprintf(id, UUID_STRING_LENGTH + 1, "%s", seed_id);
+    else
+        id_uuid4(id);
+    char *path = sandbox_pieces_path("workspaces", id, "");
+    int rc = make_pieces(id, limits, pieces, path, why, why_size);
+    if (rc < 0)
+        sandbox_pieces_release(pieces, path, keep_workspaces);
+    free(path);
+    return rc;
+}
+
 kernel *prepared_start_kernel(const kernelspec *spec, json_t *env, const sandbox_limits *limits,
                               const rootfs_volumes *volumes, const char *seed_id,
                               const char *seed_workspace,
@@ -168,33 +218,105 @@ kernel *prepared_start_kernel(const kernelspec *spec, json_t *env, const sandbox
                               size_t why_size)
 {
     char id[UUID_STRING_LENGTH + 1];
-    *pieces = SANDBOX_PIECES_NONE;
-    bool ready = !seed_id && take_prepared(limits, id, pieces);
-    if (seed_id)
-        snprintf(id, sizeof id, "%s", seed_id);
-    else if (!ready)
-        id_uuid4(id);
-    char *workspace = sandbox_pieces_path("workspaces", id, "");
     kernel *k = NULL;
-    if (ready || make_pieces(id, limits, pieces, workspace, why, why_size) == 0) {
-        kernel_sandbox sandbox = {.uid = sandbox_pieces_uid(pieces),
-                                  .cgroup = pieces->cgroup,
-                                  .limits = *limits,
-                                  .restore = restore_image_fd >= 0,
-                                  .restore_image_fd = restore_image_fd};
-        if (volumes)
-            sandbox.volumes = *volumes;
-        sandbox_pieces_base(&sandbox);
-        if (sandbox_pieces_open_volume_views(id, sandbox.uid, &sandbox.volumes, why, why_size) == 0 &&
-            (!spec->template.view || seed_workspace || /* the snapshot's files hold the template's */
-             templates_seed_workspace(spec->template.view, workspace, sandbox.uid, why,
-                                      why_size) == 0) &&
-            (!seed_workspace || seed_files(seed_workspace, workspace, sandbox.uid, why, why_size) == 0))
-            k = kernel_start(id, spec, workspace, env, &sandbox, why, why_size);
+    if (make_sandbox(limits, seed_id, id, pieces, why, why_size) == 0) {
+        char *workspace = sandbox_pieces_path("workspaces", id, "");
+        if (!seed_workspace ||
+            seed_files(seed_workspace, workspace, sandbox_pieces_uid(pieces), why, why_size) == 0)
+            k = start_on(spec, env, limits, volumes, id, pieces, workspace, seed_workspace != NULL,
+                         restore_image_fd, why, why_size);
+        if (!k)
+            sandbox_pieces_release(pieces, workspace, keep_workspaces);
+        free(workspace);
     }
-    if (!k)
-        sandbox_pieces_release(pieces, workspace, keep_workspaces);
-    free(workspace);
     schedule_prepare(PREPARE_DELAY_MS);
     return k;
+}
+
+/* ---- a start whose files are copied off the loop ---- */
+
+typedef struct seeded_start {
+    const kernelspec *spec;
+    json_t *env; /* held */
+    sandbox_limits limits;
+    char id[UUID_STRING_LENGTH + 1];
+    sandbox_pieces pieces;
+    char *workspace;
+    int restore_image_fd; /* the caller's, valid until `started` */
+    int from_fd, to_fd;   /* the task's own: the seed's folder and the new workspace */
+    prepared_started started;
+    void *arg;
+    int rc;        /* the thread's outcome */
+    char why[600]; /* with rc -1 */
+} seeded_start;
+
+static void copy_seed(void *arg) /* on a worker thread */
+{
+    seeded_start *start = arg;
+    volume_copy_stats stats = {0};
+    uid_t uid = sandbox_pieces_uid(&start->pieces);
+    start->rc = volume_copy_tree_at(start->from_fd, start->to_fd, uid, (gid_t)uid, &stats,
+                                    start->why, sizeof start->why);
+}
+
+static void seed_copied(void *arg) /* on the loop */
+{
+    seeded_start *start = arg;
+    close(start->from_fd);
+    close(start->to_fd);
+    kernel *k = NULL;
+    char why[sizeof start->why];
+    snprintf(why, sizeof why, "%s", start->why);
+    if (start->rc == 0 && stopped)
+        snprintf(why, sizeof why, "the daemon is shutting down: try again once it is back");
+    else if (start->rc == 0)
+        k = start_on(start->spec, start->env, &start->limits, NULL, start->id, &start->pieces,
+                     start->workspace, true, start->restore_image_fd, why, sizeof why);
+    if (!k)
+        sandbox_pieces_release(&start->pieces, start->workspace, keep_workspaces);
+    start->started(start->arg, k, &start->pieces, k ? NULL : why);
+    if (!stopped)
+        schedule_prepare(PREPARE_DELAY_MS);
+    json_decref(start->env);
+    free(start->workspace);
+    free(start);
+}
+
+int prepared_start_kernel_later(const kernelspec *spec, json_t *env, const sandbox_limits *limits,
+                                const char *seed_id, const char *seed_workspace,
+                                int restore_image_fd, prepared_started started, void *arg,
+                                char *why, size_t why_size)
+{
+    seeded_start *start = calloc(1, sizeof *start);
+    if (!start)
+        die("out of memory");
+    if (make_sandbox(limits, seed_id, start->id, &start->pieces, why, why_size) < 0) {
+        free(start);
+        return -1;
+    }
+    start->workspace = sandbox_pieces_path("workspaces", start->id, "");
+    /* Opened here, used there: a sandbox removed meanwhile only detaches its workspace lazily, so
+       the copy lands in a volume nobody sees and that goes with the task's descriptor. */
+    start->from_fd = open(seed_workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    start->to_fd = start->from_fd < 0 ? -1
+                                      : open(start->workspace,
+                                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (start->to_fd < 0) {
+        snprintf(why, why_size, "cannot open %s: %s",
+                 start->from_fd < 0 ? seed_workspace : start->workspace, strerror(errno));
+        if (start->from_fd >= 0)
+            close(start->from_fd);
+        sandbox_pieces_release(&start->pieces, start->workspace, keep_workspaces);
+        free(start->workspace);
+        free(start);
+        return -1;
+    }
+    start->spec = spec;
+    start->env = json_incref(env);
+    start->limits = *limits;
+    start->restore_image_fd = restore_image_fd;
+    start->started = started;
+    start->arg = arg;
+    worker_submit(copy_seed, seed_copied, start);
+    return 0;
 }

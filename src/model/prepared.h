@@ -32,6 +32,18 @@ kernel *prepared_start_kernel(const kernelspec *spec, json_t *env, const sandbox
                               const char *seed_workspace,
                               int restore_image_fd, sandbox_pieces *pieces, char *why,
                               size_t why_size);
+/* The same for a sandbox seeded with seed_workspace's files, copied on a worker thread
+   (common/worker.h) while the loop serves the other sandboxes: the kernel starts only once every
+   file is in place (it never sees a half-copied workspace). `started` runs on the loop after this
+   returns: with the kernel and its pieces, or with NULL and why (the copy or the start failed, or
+   the daemon began to stop meanwhile), nothing left behind. seed_workspace and restore_image_fd
+   must stay valid until then; env is held. -1 with `why` (nothing left, `started` never runs)
+   when the pieces cannot be made. */
+typedef void (*prepared_started)(void *arg, kernel *k, sandbox_pieces *pieces, const char *why);
+int prepared_start_kernel_later(const kernelspec *spec, json_t *env, const sandbox_limits *limits,
+                                const char *seed_id, const char *seed_workspace,
+                                int restore_image_fd, prepared_started started, void *arg,
+                                char *why, size_t why_size);
 /* At the end (shutdown or detach): no more sets are made, and those made are removed. */
 void prepared_discard_all(void);
 

@@ -48,12 +48,17 @@ struct restore_job {
     bool files_only;     /* a hibernated sandbox listed again: no context's state is loaded */
     json_t *reports;     /* each context's outcome */
     box_start_wait *wait;
+    json_t *env, *metadata; /* a new sandbox's, until it is configured */
+    int timeout_s;          /* its TTL */
+    char mount_point[4400]; /* the snapshot's image mounted while it is copied ("": none) */
     snapshot_done done;
     void *arg;
     restore_job *next;
 };
 
 static restore_job *restores;
+
+static void release_files(const char *mount_point);
 
 static json_t *context_entry(restore_job *job, size_t index)
 {
@@ -76,6 +81,9 @@ static void forget_restore(restore_job *job)
         box_start_wait_cancel(job->wait);
     if (job->image_fd >= 0)
         close(job->image_fd);
+    release_files(job->mount_point);
+    json_decref(job->env);
+    json_decref(job->metadata);
     json_decref(job->description);
     json_decref(job->reports);
     json_decref(job->plan_notes);
@@ -405,9 +413,45 @@ static json_t *limits_request(json_t *saved)
     return request;
 }
 
+/* The new sandbox, its files in place and its kernel started: given the snapshot's settings,
+   then its contexts started in turn. */
+static void configure_restored(restore_job *job, kernel *k)
+{
+    json_t *settings = json_object_get(job->description, "sandbox");
+    job->b = box_of(k);
+    job->current = k;
+    box_configure(job->b, job->metadata, job->env, job->timeout_s);
+    json_t *allow_out = json_object_get(settings, "allowOut"),
+           *deny_out = json_object_get(settings, "denyOut");
+    char egress_why[512];
+    if ((allow_out || deny_out) &&
+        manager_set_egress(k, allow_out, deny_out, egress_why, sizeof egress_why) < 0)
+        json_object_set_new(job->plan_notes, "network", json_string(egress_why));
+    const char *working_directory =
+        json_string_value(json_object_get(settings, "working_directory"));
+    if (working_directory)
+        kernel_set_working_directory(k, working_directory);
+    wait_for_context(job);
+}
+
+/* manager_create_seeded_later's answer: the snapshot's files were copied on a worker thread,
+   and its kernel started only then. */
+static void on_sandbox_made(void *arg, kernel *k, failure_kind failure, const char *why)
+{
+    restore_job *job = arg;
+    release_files(job->mount_point);
+    job->mount_point[0] = '\0';
+    if (!k)
+        finish_restore(job, failure, why);
+    else
+        configure_restored(job, k);
+}
+
+/* `off_loop`: the files are copied on a worker thread (a client's restore); else here (a
+   hibernated sandbox listed again at start, before the daemon serves anyone). */
 static int restore_new(const char *snapshot_id, const char *sandbox_id, json_t *options,
-                       bool verify, snapshot_done done, void *arg, failure_kind *failure, char *why,
-                       size_t why_size)
+                       bool verify, bool off_loop, snapshot_done done, void *arg,
+                       failure_kind *failure, char *why, size_t why_size)
 {
     restore_job *job = new_restore(snapshot_id, verify, done, arg, failure, why, why_size);
     if (!job)
@@ -436,46 +480,42 @@ static int restore_new(const char *snapshot_id, const char *sandbox_id, json_t *
         metadata = json_object();
     }
     json_object_update(metadata, json_object_get(options, "metadata"));
+    job->env = env;
+    job->metadata = metadata;
+    json_t *timeout = json_object_get(options, "timeout");
+    if (!json_is_integer(timeout))
+        timeout = json_object_get(settings, "timeout_s");
+    job->timeout_s = (int)json_integer_value(timeout);
     json_t *limits = limits_request(json_object_get(settings, "limits"));
     json_t *network = json_is_true(json_object_get(settings, "network")) ? json_true() : NULL;
-    char tree[4400], mount_point[4400];
-    int rc = open_files(job, tree, sizeof tree, mount_point, sizeof mount_point, why, why_size);
+    char tree[4400];
+    int rc = open_files(job, tree, sizeof tree, job->mount_point, sizeof job->mount_point, why,
+                        why_size);
     kernel *k = NULL;
     if (rc == 0) {
         plan_context(job, entry, spec);
         manager_seed seed = {
             .id = sandbox_id, .workspace_from = tree, .restore_image_fd = job->image_fd};
-        k = manager_create_seeded(template, env, limits, network, &seed, failure, why, why_size);
+        if (off_loop)
+            rc = manager_create_seeded_later(template, env, limits, network, &seed,
+                                             on_sandbox_made, job, failure, why, why_size);
+        else if (!(k = manager_create_seeded(template, env, limits, network, &seed, failure, why,
+                                             why_size)))
+            rc = -1;
     } else {
         *failure = FAILURE_INTERNAL;
     }
-    release_files(mount_point);
     json_decref(limits);
-    if (!k) {
-        json_decref(env);
-        json_decref(metadata);
+    if (rc < 0 || k) {
+        release_files(job->mount_point);
+        job->mount_point[0] = '\0';
+    }
+    if (rc < 0) {
         forget_restore(job);
         return -1;
     }
-    job->b = box_of(k);
-    job->current = k;
-    json_t *timeout = json_object_get(options, "timeout");
-    if (!json_is_integer(timeout))
-        timeout = json_object_get(settings, "timeout_s");
-    box_configure(job->b, metadata, env, (int)json_integer_value(timeout));
-    json_decref(env);
-    json_decref(metadata);
-    json_t *allow_out = json_object_get(settings, "allowOut"),
-           *deny_out = json_object_get(settings, "denyOut");
-    char egress_why[512];
-    if ((allow_out || deny_out) &&
-        manager_set_egress(k, allow_out, deny_out, egress_why, sizeof egress_why) < 0)
-        json_object_set_new(job->plan_notes, "network", json_string(egress_why));
-    const char *working_directory =
-        json_string_value(json_object_get(settings, "working_directory"));
-    if (working_directory)
-        kernel_set_working_directory(k, working_directory);
-    wait_for_context(job);
+    if (k)
+        configure_restored(job, k);
     return 0;
 }
 
@@ -483,7 +523,8 @@ int snapshot_restore_new(const char *snapshot_id, const char *sandbox_id, json_t
                          snapshot_done done, void *arg, failure_kind *failure, char *why,
                          size_t why_size)
 {
-    return restore_new(snapshot_id, sandbox_id, options, true, done, arg, failure, why, why_size);
+    return restore_new(snapshot_id, sandbox_id, options, true, false, done, arg, failure, why,
+                       why_size);
 }
 
 /* A restore into a new sandbox checks the snapshot's seal on a worker thread first (every byte
@@ -532,8 +573,8 @@ static void seal_checked(void *arg)
         rc = restore_in_place(check->snapshot_id, box_find(check->box_id), check->keep_files, false,
                               check->done, check->arg, &failure, why, sizeof why);
     } else if (rc == 0) {
-        rc = restore_new(check->snapshot_id, NULL, check->options, false, check->done, check->arg,
-                         &failure, why, sizeof why);
+        rc = restore_new(check->snapshot_id, NULL, check->options, false, true, check->done,
+                         check->arg, &failure, why, sizeof why);
     } else if (!snapshot_store_path(check->snapshot_id, NULL, seal, sizeof seal) ||
                access(seal, F_OK) < 0) { /* its folder deleted while it was checked, not tampered */
         failure = FAILURE_NOT_FOUND;
@@ -577,14 +618,128 @@ static int restore_after_seal_check(const char *snapshot_id, box *b, bool keep_f
     return 0;
 }
 
+/* The default context becomes its image again (the same kernel, a new clone of the zygote)
+   where the live zygote can put it back, else a new interpreter that loads its namespace; the
+   others follow. -1 with why (the job is the caller's to end). */
+static int restart_in_place(restore_job *job, box *b, char *why, size_t why_size)
+{
+    kernel *primary = box_default_kernel(b);
+    plan_context(job, context_entry(job, 0), kernel_spec(primary));
+    if (job->image_fd >= 0 && kernel_restart_from_image(primary, job->image_fd, why, why_size) < 0) {
+        json_object_set_new(job->plan_notes, "process", json_string(why));
+        close(job->image_fd);
+        job->image_fd = -1;
+        job->planned = json_object_get(context_entry(job, 0), "namespace") ? "python" : "restarted";
+    }
+    if (job->image_fd < 0 && kernel_restart(primary, why, why_size) < 0)
+        return -1;
+    job->b = b;
+    job->current = primary;
+    wait_for_context(job);
+    return 0;
+}
+
+/* A rewind's files, replaced on a worker thread: the workspace emptied, then the snapshot's
+   tree copied in through descriptors opened on the loop. The sandbox's processes are ended
+   first, and its kernel starts again only once the copy is done. */
+typedef struct files_rewind {
+    restore_job *job;    /* listed in `restores` until the copy is done: on_box_gone reaches it */
+    char box_id[64];     /* for the answer when the sandbox went away meanwhile */
+    char workspace[4400];
+    uid_t uid;
+    int from_fd, to_fd;  /* the task's own */
+    int rc;              /* the thread's outcome */
+    char why[4600];      /* room for a path in the workspace */
+} files_rewind;
+
+static void replace_files(void *arg) /* on a worker thread */
+{
+    files_rewind *rewind = arg;
+    volume_copy_stats stats = {0};
+    rewind->rc = empty_workspace(rewind->workspace, rewind->why, sizeof rewind->why);
+    if (rewind->rc == 0)
+        rewind->rc = volume_copy_tree_at(rewind->from_fd, rewind->to_fd, rewind->uid,
+                                         (gid_t)rewind->uid, &stats, rewind->why,
+                                         sizeof rewind->why);
+}
+
+static void files_replaced(void *arg) /* on the loop */
+{
+    files_rewind *rewind = arg;
+    restore_job *job = rewind->job;
+    close(rewind->from_fd);
+    close(rewind->to_fd);
+    release_files(job->mount_point);
+    job->mount_point[0] = '\0';
+    char why[4600];
+    snprintf(why, sizeof why, "%s", rewind->why);
+    box *b = job->b;
+    job->b = NULL; /* set again once its kernel restarts */
+    if (!b) {
+        snprintf(why, sizeof why, "sandbox %s was deleted while its files were restored",
+                 rewind->box_id);
+        finish_restore(job, FAILURE_CONFLICT, why);
+    } else if (manager_is_ending()) {
+        finish_restore(job, FAILURE_CONFLICT,
+                       "the daemon is shutting down: rewind the sandbox once it is back");
+    } else if (rewind->rc < 0 || restart_in_place(job, b, why, sizeof why) < 0) {
+        finish_restore(job, FAILURE_INTERNAL, why);
+    }
+    free(rewind);
+}
+
+/* -1 with why when the copy cannot begin. */
+static int rewind_files(restore_job *job, box *b, char *why, size_t why_size)
+{
+    char tree[4400];
+    if (open_files(job, tree, sizeof tree, job->mount_point, sizeof job->mount_point, why,
+                   why_size) < 0)
+        return -1;
+    files_rewind *rewind = calloc(1, sizeof *rewind);
+    if (!rewind)
+        die("out of memory");
+    rewind->job = job;
+    snprintf(rewind->box_id, sizeof rewind->box_id, "%s", box_id(b));
+    snprintf(rewind->workspace, sizeof rewind->workspace, "%s",
+             kernel_workspace(box_default_kernel(b)));
+    rewind->uid = box_uid(b);
+    rewind->from_fd = open(tree, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    rewind->to_fd = rewind->from_fd < 0 ? -1
+                                        : open(rewind->workspace,
+                                               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (rewind->to_fd < 0) {
+        snprintf(why, why_size, "cannot open %s: %s",
+                 rewind->from_fd < 0 ? tree : rewind->workspace, strerror(errno));
+        if (rewind->from_fd >= 0)
+            close(rewind->from_fd);
+        free(rewind);
+        return -1;
+    }
+    job->b = b; /* NULL again if the box goes away meanwhile */
+    worker_submit(replace_files, files_replaced, rewind);
+    return 0;
+}
+
+static bool is_being_restored(box *b)
+{
+    for (restore_job *job = restores; job; job = job->next)
+        if (job->b == b)
+            return true;
+    return false;
+}
+
 static int restore_in_place(const char *snapshot_id, box *b, bool keep_files, bool verify,
                             snapshot_done done, void *arg, failure_kind *failure, char *why,
                             size_t why_size)
 {
+    if (is_being_restored(b)) {
+        *failure = FAILURE_CONFLICT;
+        snprintf(why, why_size, "sandbox %s is being restored: try again once it has", box_id(b));
+        return -1;
+    }
     restore_job *job = new_restore(snapshot_id, verify, done, arg, failure, why, why_size);
     if (!job)
         return -1;
-    kernel *primary = box_default_kernel(b);
     /* Every context ends first: nothing may write the files while they are replaced. */
     json_t *contexts = box_contexts_model(b);
     for (size_t i = 1; i < json_array_size(contexts); i++) {
@@ -594,40 +749,16 @@ static int restore_in_place(const char *snapshot_id, box *b, bool keep_files, bo
             box_delete_context(b, context);
     }
     json_decref(contexts);
+    kernel *primary = box_default_kernel(b);
     if (kernel_get_sandbox(primary)->cgroup)
         cgroup_kill_all(kernel_get_sandbox(primary)->cgroup);
-    char tree[4400], mount_point[4400] = "";
-    int rc = 0;
-    if (!keep_files) {
-        rc = open_files(job, tree, sizeof tree, mount_point, sizeof mount_point, why, why_size);
-        if (rc == 0)
-            rc = empty_workspace(kernel_workspace(primary), why, why_size);
-        volume_copy_stats stats = {0};
-        if (rc == 0)
-            rc = volume_copy_tree(tree, kernel_workspace(primary), box_uid(b), (gid_t)box_uid(b),
-                                  &stats, why, why_size);
-        release_files(mount_point);
-    }
-    /* The default context becomes its image again (the same kernel, a new clone of the zygote)
-       where the live zygote can put it back, else a new interpreter that loads its namespace. */
-    plan_context(job, context_entry(job, 0), kernel_spec(primary));
-    if (rc == 0 && job->image_fd >= 0 &&
-        kernel_restart_from_image(primary, job->image_fd, why, why_size) < 0) {
-        json_object_set_new(job->plan_notes, "process", json_string(why));
-        close(job->image_fd);
-        job->image_fd = -1;
-        job->planned = json_object_get(context_entry(job, 0), "namespace") ? "python" : "restarted";
-    }
-    if (rc == 0 && job->image_fd < 0)
-        rc = kernel_restart(primary, why, why_size);
+    int rc = keep_files ? restart_in_place(job, b, why, why_size)
+                        : rewind_files(job, b, why, why_size);
     if (rc < 0) {
         *failure = FAILURE_INTERNAL;
         forget_restore(job);
         return -1;
     }
-    job->b = b;
-    job->current = primary;
-    wait_for_context(job);
     return 0;
 }
 

@@ -493,6 +493,16 @@ void cgroup_kill_all(sandbox_cgroup *group)
         kill((pid_t)atoi(line), SIGKILL);
 }
 
+bool cgroup_is_empty(sandbox_cgroup *group)
+{
+    const char *dir = state.v2 ? group->path[0] : dir_for(group, "pids");
+    if (!dir)
+        dir = dir_for(group, "memory");
+    char text[64];
+    /* unreadable: the group is gone, and its processes with it */
+    return !dir || read_file(dir, "cgroup.procs", text, sizeof text) <= 0;
+}
+
 #define REMOVE_RETRY_MS 10
 #define REMOVE_ATTEMPTS 500
 

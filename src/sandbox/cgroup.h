@@ -58,6 +58,9 @@ int cgroup_freeze(sandbox_cgroup *group, bool frozen);
 /* Starts memory_peak afresh (v1; on v2 the peak stays the group's lifetime peak). */
 void cgroup_reset_memory_peak(sandbox_cgroup *group);
 void cgroup_kill_all(sandbox_cgroup *group);
+/* No process is left in the group (cgroup.procs lists none: a killed process leaves it once it
+   has exited). Cheap enough for the loop: one small read. */
+bool cgroup_is_empty(sandbox_cgroup *group);
 void cgroup_destroy(sandbox_cgroup *group);  /* kills what is left and removes the group */
 /* The same, telling `removed` when the removal has ended: its directories gone (true), or given
    up on with tasks still in them (false). The directories of dying tasks go only once the tasks

@@ -70,5 +70,9 @@ int volume_copy(volume_kind kind, const char *from_image, const char *from_mount
    -1 with errno and `why`. */
 int volume_copy_tree(const char *from_dir, const char *to_dir, uid_t uid, gid_t gid,
                      volume_copy_stats *stats, char *why, size_t why_size);
+/* The same between directories already open (borrowed): for a copy on a worker thread, whose
+   descriptors stay on the volumes they were opened on whatever is mounted at their paths since. */
+int volume_copy_tree_at(int from_dir, int to_dir, uid_t uid, gid_t gid, volume_copy_stats *stats,
+                        char *why, size_t why_size);
 
 #endif

@@ -271,13 +271,27 @@ int volume_copy_tree(const char *from_dir, const char *to_dir, uid_t uid, gid_t 
         close(from);
         return tree_fail(&t, "opening", to_dir);
     }
-    int rc = copy_directory(&t, from, to, 0); /* closes `from` */
+    int rc = volume_copy_tree_at(from, to, uid, gid, stats, why, why_size);
     int saved = errno;
-    if (rc == 0 && syncfs(to) < 0) {
-        saved = errno;
-        rc = tree_fail(&t, "writing", to_dir);
-    }
+    close(from);
     close(to);
+    errno = saved;
+    return rc;
+}
+
+int volume_copy_tree_at(int from_dir, int to_dir, uid_t uid, gid_t gid, volume_copy_stats *stats,
+                        char *why, size_t why_size)
+{
+    tree_copy t = {.uid = uid, .gid = gid, .stats = stats, .why = why, .why_size = why_size};
+    int from = fcntl(from_dir, F_DUPFD_CLOEXEC, 0); /* copy_directory closes it */
+    if (from < 0)
+        return tree_fail(&t, "opening", "the folder to copy");
+    int rc = copy_directory(&t, from, to_dir, 0);
+    int saved = errno;
+    if (rc == 0 && syncfs(to_dir) < 0) {
+        saved = errno;
+        rc = tree_fail(&t, "writing", "the workspace");
+    }
     errno = saved;
     return rc;
 }

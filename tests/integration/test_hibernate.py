@@ -65,14 +65,61 @@ def test_a_hibernated_sandbox_has_no_process_and_keeps_its_files(v1, daemon):
     v1.background(sid, "sleep 1000")
     assert processes_of_uid(uid)
     model = hibernate(v1, sid)
-    wait_until(lambda: not processes_of_uid(uid), timeout=10,
-               message="every process of the hibernated sandbox to end")
+    # the answer comes once they are gone: none is left the moment it is read
+    assert processes_of_uid(uid) == []
     listed = {s["id"]: s for s in v1.sandboxes(state="hibernated")}
     assert listed[sid]["snapshot_id"] == model["snapshot_id"]
     assert os.path.isdir(os.path.join(daemon.data_dir, "snapshots", model["snapshot_id"]))
     # its workspace is still on disk, where it was
     with open(os.path.join(daemon.workspace(sid), "kept.txt")) as f:
         assert f.read() == "still here"
+
+
+def cgroups_of(pids, sid):
+    """The sandbox's own cgroup directories (v2, or each v1 hierarchy; named for its id) that
+    these processes are in."""
+    groups = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cgroup") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            _, controllers, path = line.split(":", 2)
+            for c in controllers.replace("name=", "").split(",") if controllers else [""]:
+                groups.add(os.path.join("/sys/fs/cgroup", c, path.lstrip("/")))
+    return {g for g in groups if sid in g and os.path.isdir(g)}
+
+
+def processes_in(groups):
+    """Pids in these cgroups (a removed one holds none)."""
+    left = []
+    for group in groups:
+        try:
+            with open(os.path.join(group, "cgroup.procs")) as f:
+                left += [int(p) for p in f.read().split()]
+        except OSError:
+            continue
+    return left
+
+
+def test_hibernate_answers_once_every_process_of_the_sandbox_has_ended(v1, daemon):
+    """A kernel holding 200 MiB and a child process that ignores SIGTERM: the answer is read
+    only after its cgroup is empty and no process of its user is left (not merely signalled)."""
+    sid = v1.create(timeout_s=0)["id"]
+    uid = int(v1.value(sid, "import os; os.getuid()"))
+    v1.value(sid, "held = bytearray(200 * 2**20); held[::4096] = b'x' * len(held[::4096]); 1")
+    v1.background(sid, "trap '' TERM; sleep 1000")
+    pids = processes_of_uid(uid)
+    assert len(pids) >= 2
+    groups = cgroups_of(pids, sid)
+    assert groups, "the sandbox's cgroups cannot be found"
+    hibernate(v1, sid)
+    assert processes_of_uid(uid) == []
+    assert processes_in(groups) == []
+    # and it still wakes with its variable
+    assert v1.value(sid, "len(held)") == str(200 * 2**20)
 
 
 def test_the_next_call_wakes_it_with_the_same_id_and_files(v1, daemon):
