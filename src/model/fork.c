@@ -240,24 +240,6 @@ static void fail_imaging(fork_job *job, failure_kind failure, const char *messag
     finish_when_done(job);
 }
 
-/* The source's limits as a creation asks for them (sandbox/limits.h's names). */
-static json_t *limits_request(const sandbox_limits *limits)
-{
-    static const char *const names[][2] = {
-        {"memory_bytes", "memory"}, {"pids", "pids"},             {"cpus", "cpus"},
-        {"disk_bytes", "disk"},     {"open_files", "open_files"}, {"timeout_s", "timeout"},
-        {"output_bytes", "output"},
-    };
-    json_t *saved = limits_to_json(limits), *request = json_object();
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        json_t *value = json_object_get(saved, names[i][0]);
-        if (json_number_value(value) > 0)
-            json_object_set(request, names[i][1], value);
-    }
-    json_decref(saved);
-    return request;
-}
-
 /* The forks start from the image being taken, all at once, each with a copy of the source's
    files as its idle kernel left them; their restorers wait for the image. */
 static void start_forks(fork_job *job, box *source)
@@ -361,7 +343,7 @@ int box_fork(box *b, int count, json_t *options, snapshot_done done, void *arg,
     snprintf(job->source_id, sizeof job->source_id, "%s", box_id(b));
     snprintf(job->template_name, sizeof job->template_name, "%s",
              kernel_spec(box_default_kernel(b))->name);
-    job->limits = limits_request(box_limits(b));
+    job->limits = limits_to_request(box_limits(b));
     job->network = box_limits(b)->network;
     job->other_contexts = box_contexts_model(b);
     json_array_remove(job->other_contexts, 0); /* the default context, first: imaged */

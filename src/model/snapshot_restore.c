@@ -392,27 +392,6 @@ static restore_job *new_restore(const char *snapshot_id, bool verify, snapshot_d
     return job;
 }
 
-/* The request's limits, as limits_from_request reads them, from the snapshot's. */
-static json_t *limits_request(json_t *saved)
-{
-    static const char *const names[][2] = {
-        {"memory_bytes", "memory"},
-        {"pids", "pids"},
-        {"cpus", "cpus"},
-        {"disk_bytes", "disk"},
-        {"open_files", "open_files"},
-        {"timeout_s", "timeout"},
-        {"output_bytes", "output"},
-    };
-    json_t *request = json_object();
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        json_t *value = json_object_get(saved, names[i][0]);
-        if (json_number_value(value) > 0)
-            json_object_set(request, names[i][1], value);
-    }
-    return request;
-}
-
 /* The new sandbox, its files in place and its kernel started: given the snapshot's settings,
    then its contexts started in turn. */
 static void configure_restored(restore_job *job, kernel *k)
@@ -486,7 +465,8 @@ static int restore_new(const char *snapshot_id, const char *sandbox_id, json_t *
     if (!json_is_integer(timeout))
         timeout = json_object_get(settings, "timeout_s");
     job->timeout_s = (int)json_integer_value(timeout);
-    json_t *limits = limits_request(json_object_get(settings, "limits"));
+    sandbox_limits saved_limits = limits_from_json(json_object_get(settings, "limits"));
+    json_t *limits = limits_to_request(&saved_limits);
     json_t *network = json_is_true(json_object_get(settings, "network")) ? json_true() : NULL;
     char tree[4400];
     int rc = open_files(job, tree, sizeof tree, job->mount_point, sizeof job->mount_point, why,

@@ -249,6 +249,20 @@ json_t *limits_to_json(const sandbox_limits *limits)
     return object;
 }
 
+json_t *limits_to_request(const sandbox_limits *limits)
+{
+    json_t *request = json_object();
+    for (size_t i = 0; i < FIELD_COUNT; i++) {
+        const field *f = &fields[i];
+        double value = value_of(limits, f);
+        if (value > 0)
+            json_object_set_new(request, f->name,
+                                f->kind == FIELD_CPUS ? json_real(value)
+                                                      : json_integer((json_int_t)value));
+    }
+    return request;
+}
+
 sandbox_limits limits_from_json(json_t *object)
 {
     sandbox_limits limits = {.network = json_is_true(json_object_get(object, "network"))};

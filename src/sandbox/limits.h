@@ -50,6 +50,9 @@ int limits_from_request(json_t *limits, json_t *network, json_t *env,
    them back (a missing field is 0). */
 json_t *limits_to_json(const sandbox_limits *limits);
 sandbox_limits limits_from_json(json_t *object);
+/* The limits as a creation asks for them (limits_from_request's names: "memory", "pids", ...),
+   those that are set (> 0): a fork's or a restore's request for its source's limits. */
+json_t *limits_to_request(const sandbox_limits *limits);
 
 /* Which limits limits_equal compares. */
 typedef enum limits_field {
