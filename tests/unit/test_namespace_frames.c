@@ -49,7 +49,10 @@ static void test_an_unsealed_memfd_or_a_file_is_refused_for_a_save(void)
     CHECK(file >= 0);
     unlink(path);
     CHECK(namespace_check_sealed(file, 100, &size, why, sizeof why) < 0);
-    CHECK_STR(why, "the kernel's descriptor is not a memfd");
+    /* Where /tmp is a tmpfs (a bare Debian root, some CI machines) the file is shmem like a
+       memfd, and the seal check refuses it first: either way it is refused, and says why. */
+    CHECK(strcmp(why, "the kernel's descriptor is not a memfd") == 0 ||
+          strstr(why, "not sealed") != NULL);
     close(file);
     int pipes[2];
     CHECK(pipe2(pipes, O_CLOEXEC) == 0);
